@@ -1,0 +1,40 @@
+# Two commands do all the set-up on a fresh machine: `make demo` and `make test`.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+PIP    := $(BIN)/python -m pip
+# a CPU build of this torch lies on the machine's disk; unpinned torch pulls a multi-GB CUDA build
+TORCH  := torch==2.13.0
+
+.PHONY: demo test lint bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+
+$(VENV)/.local-installed: pyproject.toml | $(BIN)/python
+	$(PIP) install -q $(TORCH)
+	$(PIP) install -q -e '.[local]'
+	touch $@
+
+$(VENV)/.dev-installed: pyproject.toml | $(BIN)/python
+	$(PIP) install -q $(TORCH)
+	$(PIP) install -q -e '.[dev]'
+	touch $(VENV)/.local-installed $@
+
+demo: $(VENV)/.local-installed
+	HF_HUB_OFFLINE=1 $(BIN)/ragmeter eval example --config examples/demo.yaml --name demo
+	$(BIN)/ragmeter report latest -o report.html || echo "(report not available yet)"
+
+test: $(VENV)/.dev-installed
+	./scripts/ensure-test-system-deps.sh
+	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -n 2 -q
+
+lint: $(VENV)/.dev-installed
+	$(BIN)/ruff check src tests benchmarks
+
+bench: $(VENV)/.dev-installed
+	for b in benchmarks/*.py; do HF_HUB_OFFLINE=1 $(BIN)/python $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) .ragmeter report.html

@@ -1,0 +1,35 @@
+"""ragmeter: measure how good a RAG system and the agent around it are.
+
+Public surface: :func:`evaluate`, :func:`load`, :func:`save`, the schema classes and the errors.
+Per-metric functions live in ``ragmeter.metrics`` (e.g. ``ragmeter.metrics.retrieval``).
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from ragmeter.errors import (ConfigError, DatasetError, JudgeError, MetricError, RagmeterError,
+                             StoreError)
+from ragmeter.io import Dataset, load, save
+from ragmeter.schema import AgentTrace, Chunk, Sample, Score, ToolCall
+
+__all__ = [
+    "AgentTrace", "Chunk", "ConfigError", "Dataset", "DatasetError", "EvaluationResult",
+    "JudgeError", "MetricError", "RagmeterError", "Sample", "Score", "StoreError", "ToolCall",
+    "__version__", "evaluate", "load", "save",
+]
+
+
+def evaluate(*args, **kwargs):  # type: ignore[no-untyped-def]
+    """See :func:`ragmeter.runner.evaluate`."""
+    from ragmeter.runner import evaluate as _evaluate
+
+    return _evaluate(*args, **kwargs)
+
+
+def __getattr__(name: str):  # type: ignore[no-untyped-def]
+    if name == "EvaluationResult":
+        from ragmeter.runner import EvaluationResult
+
+        return EvaluationResult
+    raise AttributeError(name)

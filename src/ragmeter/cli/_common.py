@@ -1,0 +1,45 @@
+"""Helpers shared by the CLI modules: store option, tables, number formatting."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from ragmeter.store import Store, open_store
+
+console = Console()
+err_console = Console(stderr=True)
+
+DB_HELP = "SQLAlchemy URL or SQLite path of the store (default: $RAGMETER_DB or .ragmeter/ragmeter.db)."
+
+
+def get_store(db: str | None) -> Store:
+    return open_store(db)
+
+
+def fmt(v: Any, digits: int = 4) -> str:
+    if v is None:
+        return "—"
+    if isinstance(v, float):
+        return f"{v:.{digits}f}"
+    return str(v)
+
+
+def summary_table(summary: dict[str, dict[str, Any]], title: str | None = None) -> Table:
+    """A rich table of per-metric aggregates (mean, 95% CI, n, missing and why)."""
+    t = Table(title=title, show_lines=False)
+    t.add_column("metric", style="bold")
+    t.add_column("mean", justify="right")
+    t.add_column("95% CI", justify="right")
+    t.add_column("n", justify="right")
+    t.add_column("no value", justify="right")
+    t.add_column("dir")
+    t.add_column("why no value")
+    for m, a in summary.items():
+        ci = f"[{fmt(a.get('ci_low'))}, {fmt(a.get('ci_high'))}]" if a.get("ci_low") is not None else "—"
+        reasons = "; ".join(f"{r} ({c})" for r, c in list(a.get("missing_reasons", {}).items())[:3])
+        t.add_row(m, fmt(a.get("mean")), ci, str(a.get("n", 0)), str(a.get("n_missing", 0)),
+                  "↑" if a.get("direction", "higher") == "higher" else "↓", reasons)
+    return t

@@ -1,0 +1,208 @@
+"""Core commands: eval, metrics, runs, show, export, example."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from ragmeter.cli._common import DB_HELP, console, err_console, fmt, get_store, summary_table
+
+
+def register(app: typer.Typer) -> None:
+    app.command("eval")(eval_cmd)
+    app.command("metrics")(metrics_cmd)
+    app.command("runs")(runs_cmd)
+    app.command("show")(show_cmd)
+    app.command("export")(export_cmd)
+    app.command("example")(example_cmd)
+
+
+def _split_metrics(values: list[str] | None) -> list[str]:
+    out: list[str] = []
+    for v in values or []:
+        out.extend(x.strip() for x in v.split(",") if x.strip())
+    return out
+
+
+def eval_cmd(
+    data: Annotated[str | None, typer.Argument(help="Dataset file (.jsonl/.csv/.parquet) or 'example'. Optional with --resume.")] = None,
+    metrics: Annotated[list[str] | None, typer.Option("--metrics", "-m", help="Comma-separated metric names (see `ragmeter metrics`).")] = None,
+    config: Annotated[Path | None, typer.Option("--config", "-c", help="JSON/YAML config: metrics (or metric_types), options.")] = None,
+    map_: Annotated[list[str] | None, typer.Option("--map", help="field=column for columns the aliases miss (repeatable).")] = None,
+    on_error: Annotated[str, typer.Option(help="What to do with a bad row: raise or skip.")] = "raise",
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Write per-sample results (JSONL).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the run summary as one JSON object.")] = False,
+    resume: Annotated[str | None, typer.Option(help="Finish an interrupted run (its id).")] = None,
+    name: Annotated[str | None, typer.Option(help="A name for the run.")] = None,
+    db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
+    option: Annotated[list[str] | None, typer.Option("--option", help="key=value run option passed to metrics (repeatable).")] = None,
+    skip_unavailable: Annotated[bool, typer.Option(help="Record no value for metrics that cannot run here (e.g. no judge) instead of failing.")] = False,
+    no_progress: Annotated[bool, typer.Option("--no-progress", help="Hide progress bars.")] = False,
+) -> None:
+    """Evaluate a dataset: score every sample with every metric, store the run, print the summary."""
+    from ragmeter.runner import evaluate
+
+    if on_error not in {"raise", "skip"}:
+        raise typer.BadParameter("--on-error must be 'raise' or 'skip'")
+    if data is None and not resume:
+        raise typer.BadParameter("give a DATA file (or 'example'), or --resume RUN_ID")
+    opts: dict[str, Any] = {}
+    for item in option or []:
+        k, _, v = item.partition("=")
+        opts[k.strip()] = _parse_value(v)
+    result = evaluate(data, _split_metrics(metrics), config=config, mapping=map_ or None,
+                      on_error=on_error, db=db, resume=resume, name=name, options=opts or None,
+                      progress=not no_progress and not as_json, skip_unavailable=skip_unavailable)
+    if out:
+        result.write_jsonl(out)
+    skipped = result.extra.get("skipped_rows")
+    if skipped:
+        err_console.print(f"[yellow]skipped {skipped['count']} bad row(s):[/yellow]")
+        for e in skipped["errors"][:20]:
+            err_console.print(f"  {e}", markup=False, highlight=False)
+    if as_json:
+        typer.echo(json.dumps(result.to_dict(), default=str))
+        return
+    console.print(summary_table(result.summary, title=f"run {result.run_id} — {len(result.samples)} samples"))
+    _print_extra(result.extra)
+    if out:
+        console.print(f"per-sample results: {out}")
+
+
+def _parse_value(v: str) -> Any:
+    try:
+        return json.loads(v)
+    except json.JSONDecodeError:
+        return v
+
+
+def _print_extra(extra: dict[str, Any]) -> None:
+    emb = extra.get("embeddings")
+    if emb:
+        console.print(f"embeddings: computed {emb.get('computed', 0)}, cached {emb.get('cached', 0)}")
+    judge = extra.get("judge")
+    if judge:
+        console.print("judge: " + ", ".join(f"{k} {fmt(v)}" for k, v in judge.items()
+                                           if not isinstance(v, dict | list)))
+
+
+def metrics_cmd(
+    family: Annotated[str | None, typer.Option(help="Only this family.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="JSON list.")] = False,
+) -> None:
+    """List every metric with its family, needed fields, range and direction."""
+    from rich.table import Table
+
+    from ragmeter.metrics.base import all_metrics
+
+    specs = [s for s in all_metrics() if family is None or s.family == family]
+    if as_json:
+        typer.echo(json.dumps([s.info() for s in specs]))
+        return
+    t = Table(title=f"{len(specs)} metrics")
+    for col in ("name", "family", "needs", "range", "dir", "uses", "description"):
+        t.add_column(col)
+    for s in specs:
+        uses = ",".join(x for x, f in (("embeddings", s.needs_embeddings), ("llm", s.needs_llm)) if f)
+        name = s.name + (f"@{s.param}" if s.param else "")
+        t.add_row(name, s.family, ",".join(s.requires), f"{s.range[0]:g}-{s.range[1]:g}",
+                  "↑" if s.higher_is_better else "↓", uses, s.info()["description"][:90])
+    console.print(t)
+
+
+def runs_cmd(
+    limit: Annotated[int, typer.Option(help="Show at most this many.")] = 50,
+    as_json: Annotated[bool, typer.Option("--json", help="JSON list, newest first.")] = False,
+    db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
+) -> None:
+    """List stored runs, newest first."""
+    from rich.table import Table
+
+    runs = get_store(db).list_runs(limit)
+    if as_json:
+        typer.echo(json.dumps([{"id": r.id, "name": r.name, "status": r.status,
+                                "created_at": r.created_at.isoformat(),
+                                "metrics": [m["key"] for m in r.metrics],
+                                "n_samples": r.n_samples, "dataset": r.dataset_source} for r in runs]))
+        return
+    t = Table(title=f"{len(runs)} runs")
+    for col in ("id", "name", "status", "created", "samples", "metrics", "dataset"):
+        t.add_column(col)
+    for r in runs:
+        keys = [m["key"] for m in r.metrics]
+        t.add_row(r.id, r.name or "", r.status, r.created_at.strftime("%Y-%m-%d %H:%M:%S"),
+                  str(r.n_samples), ", ".join(keys[:6]) + (" …" if len(keys) > 6 else ""),
+                  r.dataset_source or "")
+    console.print(t)
+
+
+def show_cmd(
+    run: Annotated[str, typer.Argument(help="Run id (or unique prefix, name, 'latest').")] = "latest",
+    as_json: Annotated[bool, typer.Option("--json", help="JSON object.")] = False,
+    db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
+) -> None:
+    """Print a run's aggregates, config and service figures (embeddings, judge tokens and cost)."""
+    store = get_store(db)
+    r = store.get_run(run)
+    info = {"id": r.id, "name": r.name, "status": r.status, "created_at": r.created_at.isoformat(),
+            "finished_at": r.finished_at.isoformat() if r.finished_at else None,
+            "ragmeter_version": r.ragmeter_version, "dataset": r.dataset_source,
+            "dataset_fingerprint": r.dataset_fingerprint, "n_samples": r.n_samples,
+            "config": r.config, "timings": r.timings, "metrics": r.summary, **(r.extra or {})}
+    from ragmeter.cli import show_hooks
+
+    sections = show_hooks.collect(store, r)
+    if sections:
+        info["sections"] = sections
+    if as_json:
+        typer.echo(json.dumps(info, default=str))
+        return
+    console.print(f"[bold]run {r.id}[/bold] {r.name or ''} — {r.status}, {r.n_samples} samples, "
+                  f"dataset {r.dataset_source}, ragmeter {r.ragmeter_version}")
+    if r.summary:
+        console.print(summary_table(r.summary))
+    else:
+        console.print("(no summary: the run did not finish; `ragmeter eval --resume "
+                      f"{r.id}` completes it)")
+    _print_extra(r.extra or {})
+    for title, body in sections.items():
+        console.print(f"\n[bold]{title}[/bold]")
+        console.print(body if isinstance(body, str) else json.dumps(body, indent=2, default=str),
+                      markup=False, highlight=False)
+
+
+def export_cmd(
+    run: Annotated[str, typer.Argument(help="Run id (or prefix, name, 'latest').")],
+    format: Annotated[str, typer.Option("--format", "-f", help="csv, parquet or jsonl.")] = "csv",
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Output file (default RUN.FORMAT).")] = None,
+    db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
+) -> None:
+    """Write a run's per-sample values (one row per sample, one column per metric) to a file."""
+    from ragmeter.export import export_run
+
+    store = get_store(db)
+    rid = store.resolve_run(run)
+    path = export_run(store, rid, format, output or Path(f"{rid}.{format}"))
+    console.print(f"wrote {path}")
+
+
+def example_cmd(
+    write: Annotated[Path, typer.Option("--write", help="Copy the bundled example's files to this folder.")],
+) -> None:
+    """Copy the bundled example dataset (corpus + samples) out, to read and imitate."""
+    from ragmeter.io.readers import example_path
+
+    src = example_path().parent
+    write.mkdir(parents=True, exist_ok=True)
+    n = 0
+    for p in src.rglob("*"):
+        if p.is_file() and "__pycache__" not in p.parts:
+            dest = write / p.relative_to(src)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(p, dest)
+            n += 1
+    console.print(f"copied {n} files to {write}")

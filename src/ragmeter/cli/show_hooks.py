@@ -1,0 +1,29 @@
+"""Extra sections for ``ragmeter show``: features register a function ``(store, run) -> {title: body}``.
+
+Used for judge tokens/cost, composite scores and hints, execution stats ...
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+_HOOKS: list[Callable[[Any, Any], dict[str, Any]]] = []
+
+
+def add(hook: Callable[[Any, Any], dict[str, Any]]) -> None:
+    _HOOKS.append(hook)
+
+
+def collect(store: Any, run: Any) -> dict[str, Any]:
+    import importlib
+
+    for mod in ("ragmeter.llm", "ragmeter.metrics.composite", "ragmeter.metrics.agent"):
+        try:
+            importlib.import_module(mod)
+        except ImportError:
+            pass
+    out: dict[str, Any] = {}
+    for h in _HOOKS:
+        out.update(h(store, run) or {})
+    return out

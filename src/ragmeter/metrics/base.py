@@ -1,0 +1,236 @@
+"""Metric registry: every metric is registered under its config key with what it needs.
+
+A metric is a *batch* function ``fn(samples, ctx, **params) -> list[Score]``: it receives only the
+samples that have every field it requires and returns one ``Score`` per sample, in order. It never
+reads files, prints, or touches the store; shared services (embeddings, judge) come from ``ctx``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ragmeter.errors import ConfigError
+from ragmeter.schema import FIELD_PRESENT, Sample, Score
+
+BatchFn = Callable[..., list[Score]]
+PrepareFn = Callable[..., None]
+
+
+@dataclass
+class MetricSpec:
+    """What the registry knows about a metric.
+
+    Attributes:
+        name: config key (e.g. ``rouge1_fmeasure``).
+        family: ``lexical``, ``retrieval``, ``semantic``, ``llm``, ``agent``, ...
+        fn: the batch scoring function.
+        requires: sample fields needed (keys of ``ragmeter.schema.FIELD_PRESENT``).
+        range: (low, high) of the values.
+        higher_is_better: direction; ``False`` for hallucination, bias, toxicity.
+        needs_embeddings / needs_llm: whether the metric uses those services.
+        defaults: default parameters passed to ``fn``.
+        param: name of the parameter set by the ``name@value`` shorthand (e.g. ``k`` for ``ndcg@10``).
+        prepare: optional ``prepare(samples, ctx, **params)`` called for every metric before any
+            scoring, so services can collect work once for the whole run (e.g. texts to embed).
+        check: optional ``check(ctx, **params) -> str | None``: a message when the metric cannot
+            run in this context (e.g. no judge configured), checked before any work starts.
+        batch_size: the runner scores and stores this many samples at a time.
+        description: one paragraph with the formula.
+    """
+
+    name: str
+    family: str
+    fn: BatchFn
+    requires: tuple[str, ...] = ()
+    range: tuple[float, float] = (0.0, 1.0)
+    higher_is_better: bool = True
+    needs_embeddings: bool = False
+    needs_llm: bool = False
+    defaults: dict[str, Any] = field(default_factory=dict)
+    param: str | None = None
+    prepare: PrepareFn | None = None
+    check: Callable[..., str | None] | None = None
+    batch_size: int = 2000
+    description: str = ""
+    aliases: tuple[str, ...] = ()
+
+    def info(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "family": self.family,
+            "requires": list(self.requires),
+            "range": list(self.range),
+            "direction": "higher" if self.higher_is_better else "lower",
+            "needs_embeddings": self.needs_embeddings,
+            "needs_llm": self.needs_llm,
+            "defaults": dict(self.defaults),
+            "param": self.param,
+            "aliases": list(self.aliases),
+            "description": self.description.strip().split("\n\n")[0].replace("\n", " "),
+        }
+
+
+_REGISTRY: dict[str, MetricSpec] = {}
+_ALIASES: dict[str, str] = {}
+
+
+def register_metric(spec: MetricSpec) -> MetricSpec:
+    """Add ``spec`` to the registry (its name and aliases must be new)."""
+    for key in (spec.name, *spec.aliases):
+        if key in _REGISTRY or key in _ALIASES:
+            raise ValueError(f"metric name {key!r} is already registered")
+    _REGISTRY[spec.name] = spec
+    for alias in spec.aliases:
+        _ALIASES[alias] = spec.name
+    return spec
+
+
+def metric(name: str, *, family: str, requires: Iterable[str] = (), **kwargs: Any) -> Callable[[BatchFn], BatchFn]:
+    """Decorator form of :func:`register_metric`; the docstring becomes the description."""
+
+    def deco(fn: BatchFn) -> BatchFn:
+        register_metric(MetricSpec(name=name, family=family, fn=fn, requires=tuple(requires),
+                                   description=kwargs.pop("description", None) or (fn.__doc__ or ""),
+                                   **kwargs))
+        return fn
+
+    return deco
+
+
+def all_metrics() -> list[MetricSpec]:
+    """Every registered metric, sorted by family then name."""
+    _load_families()
+    return sorted(_REGISTRY.values(), key=lambda s: (s.family, s.name))
+
+
+def get_spec(name: str) -> MetricSpec:
+    _load_families()
+    key = _ALIASES.get(name, name)
+    if key not in _REGISTRY:
+        raise ConfigError(_unknown_message(name))
+    return _REGISTRY[key]
+
+
+def _unknown_message(name: str) -> str:
+    names = list(_REGISTRY) + list(_ALIASES)
+    close = difflib.get_close_matches(name, names, n=5, cutoff=0.5)
+    hint = f" Did you mean: {', '.join(close)}?" if close else ""
+    return f"unknown metric {name!r}.{hint} Run `ragmeter metrics` to list every metric."
+
+
+@dataclass(frozen=True)
+class MetricRequest:
+    """A metric resolved from a config entry: spec + parameters + the key results are stored under."""
+
+    key: str
+    spec: MetricSpec
+    params: dict[str, Any]
+
+
+_SHORTHAND = re.compile(r"^(?P<name>[A-Za-z_][\w.]*?)@(?P<value>[^@]+)$")
+
+
+def _coerce(value: str) -> Any:
+    for conv in (int, float):
+        try:
+            return conv(value)
+        except ValueError:
+            pass
+    return value
+
+
+def resolve(entry: str | dict[str, Any]) -> MetricRequest:
+    """Turn ``"rouge1_fmeasure"``, ``"ndcg@10"`` or ``{"name": ..., "params": {...}, "key": ...}`` into a request.
+
+    Raises:
+        ConfigError: unknown name (listing the closest valid names) or unknown parameter.
+    """
+    params: dict[str, Any] = {}
+    key: str | None = None
+    if isinstance(entry, dict):
+        if "name" not in entry:
+            raise ConfigError(f"metric entry {entry!r} has no 'name'")
+        name = str(entry["name"])
+        params = dict(entry.get("params") or {})
+        key = entry.get("key")
+    elif isinstance(entry, str):
+        name = entry.strip()
+    else:
+        raise ConfigError(f"metric entry must be a name or a mapping, got {type(entry).__name__}")
+
+    m = _SHORTHAND.match(name)
+    if m and m.group("name") in {**_REGISTRY, **_ALIASES} | _loaded_names():
+        spec = get_spec(m.group("name"))
+        if spec.param is None:
+            raise ConfigError(f"metric {spec.name!r} takes no '@' parameter (got {name!r})")
+        params = {spec.param: _coerce(m.group("value")), **params}
+        base_key = name
+    else:
+        spec = get_spec(name)
+        base_key = spec.name if name in _ALIASES else name
+
+    unknown = set(params) - set(spec.defaults) - ({spec.param} if spec.param else set())
+    if unknown:
+        raise ConfigError(f"metric {spec.name!r} has no parameter(s) {sorted(unknown)}; "
+                          f"valid: {sorted(set(spec.defaults) | ({spec.param} if spec.param else set()))}")
+    merged = {**spec.defaults, **params}
+    if key is None:
+        extra = {k: v for k, v in params.items() if k != spec.param and spec.defaults.get(k) != v}
+        key = base_key + ("(" + ",".join(f"{k}={v}" for k, v in sorted(extra.items())) + ")" if extra else "")
+    return MetricRequest(key=key, spec=spec, params=merged)
+
+
+def resolve_all(entries: Sequence[str | dict[str, Any]]) -> list[MetricRequest]:
+    """Resolve a list of entries, reporting every unknown name at once; duplicates are dropped."""
+    out: dict[str, MetricRequest] = {}
+    errors: list[str] = []
+    for e in entries:
+        try:
+            r = resolve(e)
+        except ConfigError as exc:
+            errors.append(str(exc))
+            continue
+        out.setdefault(r.key, r)
+    if errors:
+        raise ConfigError("\n".join(errors))
+    return list(out.values())
+
+
+def missing_fields(sample: Sample, requires: Iterable[str]) -> list[str]:
+    """The required fields ``sample`` lacks."""
+    return [f for f in requires if not FIELD_PRESENT[f](sample)]
+
+
+def _loaded_names() -> set[str]:
+    _load_families()
+    return set(_REGISTRY) | set(_ALIASES)
+
+
+_FAMILY_MODULES = (
+    "ragmeter.metrics.lexical",
+    "ragmeter.metrics.retrieval",
+    "ragmeter.metrics.semantic",
+    "ragmeter.metrics.judge",
+    "ragmeter.metrics.agent",
+    "ragmeter.metrics.composite",
+)
+_loaded = False
+
+
+def _load_families() -> None:
+    """Import every metric family module (each registers its metrics on import). Cheap: heavy
+    dependencies are imported only when a metric runs."""
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    import importlib
+    import importlib.util
+
+    for mod in _FAMILY_MODULES:
+        if importlib.util.find_spec(mod) is not None:
+            importlib.import_module(mod)

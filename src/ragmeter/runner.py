@@ -1,0 +1,292 @@
+"""The runner: load -> plan -> score -> aggregate -> store.
+
+Scores are written to the store as each batch finishes, so an interrupted run keeps everything it
+computed and ``resume`` finishes it without recomputing (and without storing any pair twice).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+from ragmeter import __version__
+from ragmeter.config import load_config
+from ragmeter.context import ScoringContext
+from ragmeter.errors import ConfigError, MetricError, StoreError
+from ragmeter.io.readers import Dataset, load
+from ragmeter.metrics.base import MetricRequest, missing_fields, resolve_all
+from ragmeter.schema import Sample, Score
+from ragmeter.stats import aggregate
+from ragmeter.store import Store, open_store
+
+
+@dataclass
+class EvaluationResult:
+    """What a run produced.
+
+    Attributes:
+        run_id: id of the run in the store.
+        samples: the evaluated samples, in dataset order.
+        scores: ``{metric_key: [Score per sample]}`` aligned with ``samples``.
+        summary: ``{metric_key: aggregate}`` (mean, n, n_missing, missing_reasons, ci_low, ci_high ...).
+        extra: service figures (embeddings computed/cached, judge calls and cost) and skipped rows.
+    """
+
+    run_id: str
+    samples: list[Sample]
+    scores: dict[str, list[Score]]
+    summary: dict[str, dict[str, Any]]
+    extra: dict[str, Any] = field(default_factory=dict)
+    store_url: str | None = None
+
+    def __getitem__(self, metric: str) -> float | None:
+        return self.summary[metric]["mean"]
+
+    @property
+    def metrics(self) -> list[str]:
+        return list(self.scores)
+
+    def to_pandas(self) -> Any:
+        """One row per sample: ``id`` then one column per metric (``NaN`` where no value)."""
+        import pandas as pd
+
+        data: dict[str, Any] = {"id": [s.id for s in self.samples]}
+        for m, sc in self.scores.items():
+            data[m] = [x.value if x.value is not None else math.nan for x in sc]
+        return pd.DataFrame(data)
+
+    def rows(self) -> list[dict[str, Any]]:
+        """Per-sample dicts: ``id``, one key per metric (``None`` = no value), ``no_value_reasons``."""
+        out = []
+        for i, s in enumerate(self.samples):
+            row: dict[str, Any] = {"id": s.id}
+            reasons: dict[str, str] = {}
+            for m, sc in self.scores.items():
+                row[m] = sc[i].value
+                if sc[i].value is None:
+                    reasons[m] = sc[i].reason or "no value"
+            row["no_value_reasons"] = reasons
+            out.append(row)
+        return out
+
+    def write_jsonl(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("w", encoding="utf-8") as fh:
+            for r in self.rows():
+                fh.write(json.dumps(r, ensure_ascii=False) + "\n")
+        return path
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "n_samples": len(self.samples), "metrics": self.summary,
+                **self.extra}
+
+
+ProgressFactory = Callable[[str, int], Callable[[int], None]]
+
+
+@contextmanager
+def _rich_progress(enabled: bool) -> Iterator[ProgressFactory]:
+    if not enabled:
+        yield lambda desc, total: (lambda n: None)
+        return
+    from rich.console import Console
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                               TimeElapsedColumn, TimeRemainingColumn)
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), TimeRemainingColumn(),
+                  console=Console(stderr=True), transient=False) as prog:
+        def factory(desc: str, total: int) -> Callable[[int], None]:
+            task = prog.add_task(desc, total=total)
+            return lambda n: prog.advance(task, n)
+
+        yield factory
+
+
+def evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None = None, *,
+             config: str | Path | dict[str, Any] | None = None,
+             mapping: Mapping[str, str] | Sequence[str] | None = None,
+             on_error: str = "raise", db: str | Store | None = None, resume: str | None = None,
+             name: str | None = None, options: dict[str, Any] | None = None,
+             progress: bool = False, skip_unavailable: bool = False) -> EvaluationResult:
+    """Score every sample of ``data`` with every metric and store the run.
+
+    Args:
+        data: anything :func:`ragmeter.load` accepts (path, ``"example"``, list of dicts/Samples).
+        metrics: metric names (``"rouge1_fmeasure"``, ``"ndcg@10"``) or ``{"name", "params"}``
+            mappings. Added to the config file's metrics, if any.
+        config: a config file path or mapping (``metrics``/``metric_types``, ``options`` ...).
+        mapping: ``{field: column}`` for columns the aliases do not cover.
+        on_error: ``"raise"`` or ``"skip"`` bad dataset rows.
+        db: a store, or a SQLAlchemy URL (default ``$RAGMETER_DB`` or ``.ragmeter/ragmeter.db``).
+        resume: a run id to finish; only pairs not yet stored are computed.
+        name: a name for the run.
+        options: run-wide options passed to metrics (``embedding_model``, ``judge`` ...).
+        progress: show progress bars on stderr.
+        skip_unavailable: when a metric cannot run here (no judge configured ...), record no value
+            for it and go on instead of failing before any work.
+
+    Returns:
+        An :class:`EvaluationResult`.
+
+    Raises:
+        DatasetError: a bad row (with ``on_error="raise"``).
+        ConfigError: unknown metric names (listing the closest), unavailable metrics.
+    """
+    cfg = load_config(config)
+    entries = list(cfg.get("metrics") or []) + list(metrics or [])
+    opts = {**cfg.get("options", {}), **(options or {})}
+    store = db if isinstance(db, Store) else open_store(db)
+    t0 = time.perf_counter()
+
+    if resume:
+        run_id = store.resolve_run(resume)
+        run = store.get_run(run_id)
+        stored = store.run_samples(run_id)
+        dataset = load(data, mapping=mapping or cfg.get("map"),
+                       on_error=on_error) if data is not None else Dataset(stored, run.dataset_source or "")
+        if dataset.fingerprint != run.dataset_fingerprint:
+            raise StoreError(f"cannot resume run {run_id}: the dataset differs from the one it "
+                             f"started with ({run.dataset_source})")
+        requests = resolve_all([{"name": m["name"], "params": m["params"], "key": m["key"]}
+                                for m in run.metrics])
+        if entries and {r.key for r in resolve_all(entries)} != {r.key for r in requests}:
+            raise ConfigError(f"run {run_id} was started with metrics "
+                              f"{[r.key for r in requests]}; resume it without --metrics or with the same list")
+        opts = {**run.config.get("options", {}), **opts}
+        done = store.scored_pairs(run_id)
+        store.update_run(run_id, status="running")
+    else:
+        if not entries:
+            raise ConfigError("no metrics given: pass metrics=[...] / --metrics, or a config "
+                              "with 'metrics' (see `ragmeter metrics`)")
+        dataset = load(data, mapping=mapping or cfg.get("map"), on_error=on_error)  # type: ignore[arg-type]
+        requests = resolve_all(entries)
+        run_id = store.create_run(
+            dataset_source=dataset.source, fingerprint=dataset.fingerprint,
+            samples=dataset.samples,
+            metrics=[{"name": r.spec.name, "params": _jsonable(r.params), "key": r.key} for r in requests],
+            config={"options": _jsonable(_public_options(opts)), "source": cfg.get("source"),
+                    "extra": _jsonable(cfg.get("extra", {}))},
+            version=__version__, name=name or cfg.get("name"))
+        done = set()
+
+    samples = dataset.samples
+    with _rich_progress(progress) as prog:
+        ctx = ScoringContext(opts, store=store, run_id=run_id, progress=prog)
+        try:
+            timings = _score_all(samples, requests, ctx, store, run_id, done, skip_unavailable)
+        except BaseException:
+            store.update_run(run_id, status="failed")
+            ctx.close()
+            raise
+        extra = ctx.stats()
+        ctx.close()
+
+    table = store.score_table(run_id)
+    scores = {r.key: [table.get(r.key, {}).get(s.id, Score.missing("not scored")) for s in samples]
+              for r in requests}
+    summary = {k: aggregate(v) for k, v in scores.items()}
+    for r in requests:
+        summary[r.key]["direction"] = "higher" if r.spec.higher_is_better else "lower"
+        summary[r.key]["family"] = r.spec.family
+    if dataset.skipped:
+        extra["skipped_rows"] = dataset.skipped_summary()
+    previous = store.get_run(run_id)
+    total = time.perf_counter() - t0
+    timings["total_s"] = round(total + (previous.timings or {}).get("total_s", 0.0), 4)
+    store.finish_run(run_id, status="completed", summary=summary, timings=timings,
+                     extra={**(previous.extra or {}), **extra})
+    return EvaluationResult(run_id=run_id, samples=samples, scores=scores, summary=summary,
+                            extra=extra, store_url=store.url)
+
+
+def _public_options(opts: dict[str, Any]) -> dict[str, Any]:
+    # API keys never reach the database
+    return {k: v for k, v in opts.items() if "key" not in k.lower() or k.lower().endswith("_env")}
+
+
+def _jsonable(obj: Any) -> Any:
+    return json.loads(json.dumps(obj, default=str))
+
+
+def _score_all(samples: list[Sample], requests: list[MetricRequest], ctx: ScoringContext,
+               store: Store, run_id: str, done: set[tuple[str, str]],
+               skip_unavailable: bool) -> dict[str, Any]:
+    timings: dict[str, Any] = {"metrics": {}}
+    plans: list[tuple[MetricRequest, list[Sample], list[tuple[Sample, str]], str | None]] = []
+    problems = []
+    for req in requests:
+        todo = [s for s in samples if (s.id, req.key) not in done]
+        if not todo:
+            continue
+        eligible, lacking = [], []
+        for s in todo:
+            miss = missing_fields(s, req.spec.requires)
+            if miss:
+                lacking.append((s, "missing field: " + ", ".join(miss)))
+            else:
+                eligible.append(s)
+        unavailable = req.spec.check(ctx, **req.params) if getattr(req.spec, "check", None) else None
+        if unavailable:
+            problems.append(f"{req.key}: {unavailable}")
+        plans.append((req, eligible, lacking, unavailable))
+    if problems and not skip_unavailable:
+        raise ConfigError("cannot run:\n  " + "\n  ".join(problems)
+                          + "\n(--skip-unavailable records no value for these and runs the rest)")
+
+    t = time.perf_counter()
+    for req, eligible, _lacking, unavailable in plans:
+        if eligible and not unavailable and req.spec.prepare is not None:
+            req.spec.prepare(eligible, ctx, **req.params)
+    ctx.flush()
+    timings["prepare_s"] = round(time.perf_counter() - t, 4)
+
+    for req, eligible, lacking, unavailable in plans:
+        t = time.perf_counter()
+        if lacking:
+            store.add_scores(run_id, req.key, [s.id for s, _ in lacking],
+                             [Score.missing(r) for _, r in lacking])
+        if unavailable:
+            store.add_scores(run_id, req.key, [s.id for s in eligible],
+                             [Score.missing(f"unavailable: {unavailable}")] * len(eligible))
+            continue
+        advance = ctx.progress(req.key, len(eligible))
+        bs = max(1, req.spec.batch_size)
+        for i in range(0, len(eligible), bs):
+            chunk = eligible[i:i + bs]
+            scores = _run_metric(req, chunk, ctx)
+            store.add_scores(run_id, req.key, [s.id for s in chunk], scores)
+            advance(len(chunk))
+        timings["metrics"][req.key] = round(time.perf_counter() - t, 4)
+    return timings
+
+
+def _run_metric(req: MetricRequest, chunk: list[Sample], ctx: ScoringContext) -> list[Score]:
+    try:
+        scores = req.spec.fn(chunk, ctx, **req.params)
+    except (ConfigError, MetricError):
+        raise
+    except Exception as exc:  # noqa: BLE001 - one metric's crash must not lose the run
+        reason = f"error in {req.spec.name}: {type(exc).__name__}: {exc}"
+        return [Score.missing(reason)] * len(chunk)
+    if len(scores) != len(chunk):
+        raise MetricError(f"metric {req.spec.name} returned {len(scores)} scores for {len(chunk)} samples")
+    lo, hi = req.spec.range
+    out = []
+    for s in scores:
+        if s.value is not None:
+            v = float(s.value)
+            if math.isnan(v):
+                s = Score.missing("metric returned NaN", s.details)
+            elif not (lo - 1e-9 <= v <= hi + 1e-9):
+                raise MetricError(f"metric {req.spec.name} returned {v}, outside its range [{lo}, {hi}]")
+        out.append(s)
+    return out
