@@ -1,0 +1,22 @@
+"""Shared fixtures. Feature-specific fixtures live next to their tests."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+@pytest.fixture
+def db_url(tmp_path):
+    """A fresh SQLite store for one test."""
+    return f"sqlite:///{tmp_path / 'ragmeter.db'}"
+
+
+@pytest.fixture(autouse=True)
+def _isolated_default_store(tmp_path, monkeypatch):
+    # never write to the developer's .ragmeter/ from tests
+    monkeypatch.setenv("RAGMETER_DB", f"sqlite:///{tmp_path / 'default.db'}")
