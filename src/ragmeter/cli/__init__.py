@@ -17,6 +17,8 @@ app = typer.Typer(name="ragmeter", no_args_is_help=True, add_completion=False,
 def _register_all() -> None:
     pkg = sys.modules[__name__]
     for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
+        if info.name.startswith("_"):
+            continue
         mod = importlib.import_module(f"{__name__}.{info.name}")
         if hasattr(mod, "register"):
             mod.register(app)

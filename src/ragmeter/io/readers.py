@@ -202,6 +202,10 @@ def _csv_cell(v: str | None) -> Any:
     # list/dict-valued cells are written as JSON; an empty cell is a missing value
     if v is None or v == "":
         return None
+    return _json_cell(v)
+
+
+def _json_cell(v: str) -> Any:
     s = v.strip()
     if s[:1] in "[{":
         try:
@@ -217,7 +221,7 @@ def _parquet_rows(path: Path) -> Iterator[tuple[int, Any]]:
     table = pq.read_table(path)
     for i, row in enumerate(table.to_pylist(), start=1):
         # list/dict fields may be stored as JSON text (as ragmeter's writer does)
-        yield i, {k: (_csv_cell(v) if isinstance(v, str) else v) for k, v in row.items()}
+        yield i, {k: (_json_cell(v) if isinstance(v, str) else v) for k, v in row.items()}
 
 
 def _build(rows: Iterable[tuple[int, Any]], source: str, mapping: Mapping[str, str],

@@ -234,3 +234,21 @@ def _load_families() -> None:
     for mod in _FAMILY_MODULES:
         if importlib.util.find_spec(mod) is not None:
             importlib.import_module(mod)
+    _load_plugins()
+
+
+def _load_plugins() -> None:
+    """Third-party metrics: modules named in ``$RAGMETER_PLUGINS`` (comma-separated) and the
+    ``ragmeter.metrics`` entry-point group are imported, and register their metrics on import."""
+    import importlib
+    import os
+    from importlib.metadata import entry_points
+
+    names = [m.strip() for m in os.environ.get("RAGMETER_PLUGINS", "").split(",") if m.strip()]
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:
+            raise ConfigError(f"cannot import metric plugin {name!r} from $RAGMETER_PLUGINS: {exc}") from exc
+    for ep in entry_points(group="ragmeter.metrics"):
+        ep.load()
