@@ -163,7 +163,7 @@ def resolve(entry: str | dict[str, Any]) -> MetricRequest:
         raise ConfigError(f"metric entry must be a name or a mapping, got {type(entry).__name__}")
 
     m = _SHORTHAND.match(name)
-    if m and m.group("name") in {**_REGISTRY, **_ALIASES} | _loaded_names():
+    if m and m.group("name") in _loaded_names():
         spec = get_spec(m.group("name"))
         if spec.param is None:
             raise ConfigError(f"metric {spec.name!r} takes no '@' parameter (got {name!r})")
@@ -179,7 +179,9 @@ def resolve(entry: str | dict[str, Any]) -> MetricRequest:
                           f"valid: {sorted(set(spec.defaults) | ({spec.param} if spec.param else set()))}")
     merged = {**spec.defaults, **params}
     if key is None:
-        extra = {k: v for k, v in params.items() if k != spec.param and spec.defaults.get(k) != v}
+        # the '@' value is already in base_key; a param given in the mapping must show in the key
+        extra = {k: v for k, v in params.items()
+                 if (k != spec.param or "@" not in base_key) and spec.defaults.get(k) != v}
         key = base_key + ("(" + ",".join(f"{k}={v}" for k, v in sorted(extra.items())) + ")" if extra else "")
     return MetricRequest(key=key, spec=spec, params=merged)
 
