@@ -54,7 +54,7 @@ def load_config(source: str | Path | dict[str, Any] | None) -> dict[str, Any]:
     if not isinstance(metrics, list):
         raise ConfigError(f"{where}: 'metrics' must be a list")
     options = dict(raw.get("options") or {})
-    for k in ("judge", "embedding_model"):
+    for k in ("judge", "embedding_model", "agent", "composite"):
         if k in raw:
             options.setdefault(k, raw[k])
     out = {k: v for k, v in raw.items() if k in KNOWN_KEYS and k not in {"metric_types"}}

@@ -45,7 +45,11 @@ class Chunk(BaseModel):
 
 
 class ToolCall(BaseModel):
-    """One tool invocation of an agent."""
+    """One tool invocation of an agent.
+
+    ``turn`` is the index of the assistant message that issued the call (OpenAI logs); calls that
+    share a turn were issued in parallel, so their relative order carries no meaning.
+    """
 
     model_config = ConfigDict(extra="allow")
 
@@ -54,10 +58,17 @@ class ToolCall(BaseModel):
     result: Any = None
     latency_ms: float | None = None
     error: str | None = None
+    id: str | None = None
+    turn: int | None = None
 
 
 class AgentTrace(BaseModel):
-    """What an agent did for one sample. Fields are optional: metrics say which they need."""
+    """What an agent did for one sample. Fields are optional: metrics say which they need.
+
+    ``intent`` holds the agent's parse of the request: ``entity``, ``type``, ``confidence``.
+    ``input_text`` / ``final_text`` are the first user and last assistant messages of a chat log.
+    Built from JSONL or OpenAI chat messages by :func:`ragmeter.metrics.agent.parse_trace`.
+    """
 
     model_config = ConfigDict(extra="allow")
 
@@ -68,6 +79,12 @@ class AgentTrace(BaseModel):
     final_output: dict[str, Any] | None = None
     step_count: int | None = None
     latency_ms: float | None = None
+    input_text: str | None = None
+    final_text: str | None = None
+
+    @property
+    def tool_call_count(self) -> int:
+        return len(self.tool_calls)
 
 
 class Sample(BaseModel):

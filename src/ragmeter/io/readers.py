@@ -36,7 +36,7 @@ FIELD_ALIASES: dict[str, tuple[str, ...]] = {
     "relevant_ids": ("relevant_ids", "relevant_doc_ids", "ground_truth_ids", "qrels"),
     "label": ("label", "human_label", "is_correct", "correct", "human_correct", "correctness"),
     "metadata": ("metadata", "meta"),
-    "trace": ("trace", "agent_trace"),
+    "trace": ("trace", "agent_trace", "messages"),
 }
 _TARGETS = set(FIELD_ALIASES)
 _CHUNK_KEYS = {
@@ -313,6 +313,10 @@ def sample_from_dict(row: Any, *, mapping: Mapping[str, str] | None = None,
     out["metadata"] = meta
     if "trace" in canon:
         out["trace"] = _trace(canon["trace"][1], lambda m, name=canon["trace"][0]: err(name, m))
+        # a chat log carries the question and the final answer too
+        for f, attr in (("question", "input_text"), ("answer", "final_text")):
+            if f not in out and getattr(out["trace"], attr, None) is not None:
+                out[f] = getattr(out["trace"], attr)
     try:
         return Sample.model_validate(out)
     except ValidationError as exc:

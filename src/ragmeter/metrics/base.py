@@ -219,6 +219,7 @@ _FAMILY_MODULES = (
     "ragmeter.metrics.judge",
     "ragmeter.metrics.agent",
     "ragmeter.metrics.composite",
+    "ragmeter.correctness.metrics",
 )
 _loaded = False
 
