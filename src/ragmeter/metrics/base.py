@@ -8,6 +8,7 @@ reads files, prints, or touches the store; shared services (embeddings, judge) c
 from __future__ import annotations
 
 import difflib
+import inspect
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -70,7 +71,7 @@ class MetricSpec:
             "defaults": dict(self.defaults),
             "param": self.param,
             "aliases": list(self.aliases),
-            "description": self.description.strip().split("\n\n")[0].replace("\n", " "),
+            "description": " ".join(inspect.cleandoc(self.description).split("\n\n")[0].split()),
         }
 
 
