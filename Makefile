@@ -24,7 +24,7 @@ $(VENV)/.dev-installed: pyproject.toml | $(BIN)/python
 
 demo: $(VENV)/.local-installed
 	HF_HUB_OFFLINE=1 $(BIN)/ragmeter eval example --config examples/demo.yaml --name demo
-	$(BIN)/ragmeter report latest -o report.html || echo "(report not available yet)"
+	$(BIN)/ragmeter report latest -o report.html
 
 test: $(VENV)/.dev-installed
 	./scripts/ensure-test-system-deps.sh

@@ -1,0 +1,216 @@
+"""The local dashboard: a read-only FastAPI app over the results store.
+
+Pages: the runs (pick some to compare), a run (the report's content, computed live from the store),
+a comparison of runs, and one sample with its contexts, verdicts and scores. The same data is served
+as JSON under ``/api`` and described by the app's OpenAPI schema (``/openapi.json``).
+"""
+
+# no ``from __future__ import annotations``: FastAPI reads the route signatures at run time
+import functools
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import FastAPI, Query, Request
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+
+from ragmeter import __version__
+from ragmeter.errors import StoreError
+from ragmeter.store import Store, open_store
+
+TEMPLATES = Path(__file__).parent / "templates"
+#: pages load scripts and styles from this server only; plotly needs inline styles.
+PAGE_CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+            "img-src 'self' data: blob:; font-src 'self' data:; object-src 'none'; base-uri 'none'; "
+            "frame-ancestors 'none'; form-action 'self'")
+DEFAULT_PAGE_SAMPLES = 500
+FAVICON = ('<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><defs><linearGradient id="g" '
+           'x1="0" y1="0" x2="1" y2="1"><stop offset="0" stop-color="#4f46e5"/><stop offset=".55" '
+           'stop-color="#06b6d4"/><stop offset="1" stop-color="#16a34a"/></linearGradient></defs>'
+           '<rect width="16" height="16" rx="4" fill="url(#g)"/></svg>')
+_STATIC_TYPES = {"report.css": "text/css; charset=utf-8",
+                 "report.js": "text/javascript; charset=utf-8",
+                 "plotly.min.js": "text/javascript; charset=utf-8"}
+
+
+def _split_refs(values: list[str] | None) -> list[str]:
+    out: list[str] = []
+    for v in values or []:
+        out.extend(x.strip() for x in v.split(",") if x.strip())
+    return out
+
+
+@functools.lru_cache(maxsize=4)
+def _static_text(name: str) -> str:
+    from ragmeter.report.render import asset, plotly_js
+
+    return plotly_js() if name == "plotly.min.js" else asset(name)
+
+
+def create_app(db: str | Store | None = None) -> FastAPI:
+    """Build the dashboard app over a store (a :class:`Store`, a SQLAlchemy URL or SQLite path;
+    default ``$RAGMETER_DB`` or ``.ragmeter/ragmeter.db``)."""
+    from ragmeter.report import data, figures
+    from ragmeter.report.render import environment, render_page
+    from ragmeter.server import models
+
+    store = db if isinstance(db, Store) else open_store(db)
+    env = environment(str(TEMPLATES))
+    app = FastAPI(
+        title="ragmeter dashboard", version=__version__,
+        description="Read-only views of the runs in a ragmeter store: runs, a run's aggregates "
+                    "and samples, one sample's verdicts, and comparisons of runs (paired by "
+                    "sample id, with bootstrap confidence intervals).",
+        openapi_tags=[{"name": "runs", "description": "Stored runs and their samples."},
+                      {"name": "compare", "description": "Several runs side by side."}],
+    )
+    app.state.store = store
+    not_found = {404: {"model": models.ErrorBody, "description": "No such run or sample."}}
+
+    def page(template: str, status_code: int = 200, **ctx: Any) -> HTMLResponse:
+        html = render_page(template, mode="server", env=env, **ctx)
+        return HTMLResponse(html, status_code=status_code,
+                            headers={"Content-Security-Policy": PAGE_CSP,
+                                     "X-Content-Type-Options": "nosniff",
+                                     "Referrer-Policy": "no-referrer"})
+
+    def error_page(exc: Exception, status_code: int = 404) -> HTMLResponse:
+        return page("error.html.j2", status_code=status_code, title="ragmeter — not found",
+                    message=str(exc))
+
+    # ---- HTML pages ----------------------------------------------------------------------
+    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
+    def runs_page() -> HTMLResponse:
+        return page("runs.html.j2", title="ragmeter — runs", runs=data.runs_list(store),
+                    store_url=_public_url(store.url))
+
+    @app.get("/runs/{run_id}", response_class=HTMLResponse, include_in_schema=False)
+    def run_page(run_id: str, limit: Annotated[int, Query(ge=1, le=100_000)] = DEFAULT_PAGE_SAMPLES
+                 ) -> HTMLResponse:
+        try:
+            view = data.run_view(store, run_id, max_samples=limit)
+        except StoreError as exc:
+            return error_page(exc)
+        view["prefix"] = "r0"
+        refresh = 5 if view["run"]["status"] == "running" else None
+        return page("run.html.j2", title=f"ragmeter — {view['run']['label']}", view=view,
+                    figures=figures.run_figures(view, "r0"), refresh=refresh, limit=limit)
+
+    @app.get("/runs/{run_id}/samples/{sample_id:path}", response_class=HTMLResponse,
+             include_in_schema=False)
+    def sample_page(run_id: str, sample_id: str) -> HTMLResponse:
+        try:
+            view = data.sample_view(store, run_id, sample_id)
+        except StoreError as exc:
+            return error_page(exc)
+        return page("sample.html.j2", title=f"ragmeter — sample {sample_id}", view=view)
+
+    @app.get("/compare", response_class=HTMLResponse, include_in_schema=False)
+    def compare_page(runs: Annotated[list[str] | None, Query()] = None) -> HTMLResponse:
+        refs = _split_refs(runs)
+        try:
+            view = data.compare_view(store, refs, max_samples=DEFAULT_PAGE_SAMPLES)
+        except StoreError as exc:
+            return error_page(exc, 404 if len(refs) >= 2 else 400)
+        view["prefix"] = "cmp"
+        labels = " vs ".join(r["label"] for r in view["runs"])
+        return page("compare.html.j2", title=f"ragmeter — {labels}", compare=view,
+                    figures=figures.compare_figures(view, "cmp"))
+
+    @app.get("/favicon.ico", include_in_schema=False)
+    def favicon() -> Response:
+        return Response(FAVICON, media_type="image/svg+xml",
+                        headers={"Cache-Control": "public, max-age=86400"})
+
+    @app.get("/static/{name}", include_in_schema=False)
+    def static(name: str) -> Response:
+        if name not in _STATIC_TYPES:
+            return Response("not found", status_code=404, media_type="text/plain")
+        return Response(_static_text(name), media_type=_STATIC_TYPES[name],
+                        headers={"Cache-Control": "public, max-age=3600",
+                                 "X-Content-Type-Options": "nosniff"})
+
+    # ---- JSON API ------------------------------------------------------------------------
+    @app.get("/api/runs", response_model=list[models.RunListItem], tags=["runs"],
+             summary="List runs, newest first")
+    def api_runs(limit: Annotated[int | None, Query(ge=1, description="At most this many.")] = None
+                 ) -> list[dict[str, Any]]:
+        return data.runs_list(store, limit)
+
+    @app.get("/api/runs/{run_id}", response_model=models.RunDetail, responses=not_found,
+             tags=["runs"], summary="A run's config, dataset summary, aggregates and plots' data")
+    def api_run(run_id: str) -> Any:
+        try:
+            view = data.run_view(store, run_id, max_samples=0)
+        except StoreError as exc:
+            return JSONResponse({"detail": str(exc)}, status_code=404)
+        view.pop("samples")
+        return view
+
+    @app.get("/api/runs/{run_id}/samples", response_model=models.SamplePage, responses=not_found,
+             tags=["runs"], summary="A run's per-sample values, worst first")
+    def api_samples(
+        run_id: str,
+        offset: Annotated[int, Query(ge=0)] = 0,
+        limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
+        sort: Annotated[str, Query(pattern="^(worst|position)$",
+                                   description="worst (lowest score first) or position")] = "worst",
+        q: Annotated[str | None, Query(description="Keep samples whose id, question, answer or "
+                                                   "reference contains this (case-insensitive).")] = None,
+    ) -> Any:
+        try:
+            view = data.run_view(store, run_id, max_samples=None)
+        except StoreError as exc:
+            return JSONResponse({"detail": str(exc)}, status_code=404)
+        rows = view["samples"]
+        if sort == "position":
+            rows = sorted(rows, key=lambda r: r["position"])
+        if q:
+            needle = q.lower()
+            rows = [r for r in rows if any(needle in (r.get(f) or "").lower()
+                                           for f in ("id", "question", "answer", "reference"))]
+        return {"run_id": view["run"]["id"], "total": len(rows), "offset": offset, "limit": limit,
+                "sort": sort, "items": rows[offset:offset + limit]}
+
+    @app.get("/api/runs/{run_id}/samples/{sample_id:path}", response_model=models.SampleDetail,
+             responses=not_found, tags=["runs"],
+             summary="One sample with its contexts, verdicts and scores")
+    def api_sample(run_id: str, sample_id: str) -> Any:
+        try:
+            return data.sample_view(store, run_id, sample_id)
+        except StoreError as exc:
+            return JSONResponse({"detail": str(exc)}, status_code=404)
+
+    @app.get("/api/compare", response_model=models.Comparison, tags=["compare"],
+             responses={**not_found, 400: {"model": models.ErrorBody,
+                                           "description": "Fewer than two runs."}},
+             summary="Compare runs: means with CIs and paired differences to the first run")
+    def api_compare(
+        runs: Annotated[list[str], Query(description="Run ids (or prefixes, names), comma-"
+                                                     "separated or repeated; the first is the baseline.")],
+        limit: Annotated[int, Query(ge=0, le=100_000, description="Rows of sample_changes.")] = 100,
+    ) -> Any:
+        refs = _split_refs(runs)
+        if len(set(refs)) < 2:
+            return JSONResponse({"detail": "give at least two runs, e.g. ?runs=A,B"}, status_code=400)
+        try:
+            return data.compare_view(store, refs, max_samples=limit)
+        except StoreError as exc:
+            return JSONResponse({"detail": str(exc)}, status_code=404)
+
+    @app.exception_handler(StoreError)
+    async def _store_error(request: Request, exc: StoreError) -> Response:
+        if request.url.path.startswith("/api/"):
+            return JSONResponse({"detail": str(exc)}, status_code=404)
+        return error_page(exc)
+
+    return app
+
+
+def _public_url(url: str) -> str:
+    """The store URL without a password (never shown on a page)."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # noqa: BLE001 - display only
+        return url.split("@")[-1]
