@@ -157,8 +157,13 @@ class Store:
     def score_table(self, run_id: str) -> dict[str, dict[str, Score]]:
         """``{metric: {sample_id: Score}}`` for a run."""
         out: dict[str, dict[str, Score]] = {}
-        for r in self.scores(run_id):
-            out.setdefault(r.metric, {})[r.sample_id] = Score(r.value, r.reason, r.details)
+        with self.session() as s:
+            # plain tuples, not ORM objects: this is the hot path of reports and comparisons
+            rows = s.execute(select(ScoreRow.metric, ScoreRow.sample_id, ScoreRow.value,
+                                    ScoreRow.reason, ScoreRow.details)
+                             .where(ScoreRow.run_id == run_id).order_by(ScoreRow.pk)).tuples()
+            for metric, sid, value, reason, details in rows:
+                out.setdefault(metric, {})[sid] = Score(value, reason, details)
         return out
 
     # ---- caches / key-value ----------------------------------------------------------------
