@@ -1,0 +1,185 @@
+"""ROUGE-1, ROUGE-2 and ROUGE-L with the exact semantics of Google's ``rouge-score`` package.
+
+Tokenisation reproduces ``rouge_score.tokenize.tokenize``: lower-case, every run of characters
+outside ``[a-z0-9]`` becomes a space, split, Porter-stem (nltk, as rouge-score) the tokens longer
+than 3 characters. Each distinct word is stemmed once and interned as a small integer, so:
+
+* the n-gram overlap ``sum_g min(count_pred(g), count_ref(g))`` is the longest common subsequence
+  of the two *sorted* n-gram id lists (equal values form aligned blocks), computed in C by rapidfuzz;
+* ROUGE-L's LCS is rapidfuzz's bit-parallel LCS over the token id lists.
+
+Ids stay below 2**30 and bigram ids below 2**60, where ``hash(int) == int``: rapidfuzz compares
+hashes, so equal hashes mean equal n-grams and the results are exact, not approximate.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from rapidfuzz.distance import LCSseq
+
+#: column order of the arrays this module returns
+ROUGE_KEYS = tuple(f"{t}_{m}" for t in ("rouge1", "rouge2", "rougeL")
+                   for m in ("precision", "recall", "fmeasure"))
+
+_NON_ALNUM = re.compile(r"[^a-z0-9]+")
+_VALID_TOKEN = re.compile(r"^[a-z0-9]+$")
+_ID_BITS = 30
+_MAX_WORDS = 1 << 20  # vocabulary size after which the caches start afresh (bounded memory)
+
+
+class RougeTokenizer:
+    """rouge-score's ``DefaultTokenizer`` producing interned token ids, with a stem cache.
+
+    Args:
+        use_stemmer: Porter-stem tokens longer than 3 characters, as rouge-score does.
+    """
+
+    def __init__(self, use_stemmer: bool) -> None:
+        self.use_stemmer = use_stemmer
+        self._word_ids: dict[str, int] = {}   # raw word -> token id, -1 when the token is dropped
+        self._token_ids: dict[str, int] = {}  # final (stemmed) token -> id
+        self._stemmer: Any = None
+
+    def reset_if_large(self) -> None:
+        """Forget the caches when they grew past their bound (call between batches only: ids
+        of tokens handed out earlier are not comparable with ids handed out afterwards)."""
+        if len(self._word_ids) > _MAX_WORDS or len(self._token_ids) > _MAX_WORDS:
+            self._word_ids.clear()
+            self._token_ids.clear()
+
+    def _intern(self, word: str) -> int:
+        token = word
+        if self.use_stemmer and len(word) > 3:
+            if self._stemmer is None:
+                from nltk.stem import porter  # imported on first use: nltk is slow to import
+
+                self._stemmer = porter.PorterStemmer()
+            token = self._stemmer.stem(word)
+        if not _VALID_TOKEN.match(token):
+            tid = -1
+        else:
+            tid = self._token_ids.setdefault(token, len(self._token_ids))
+        self._word_ids[word] = tid
+        return tid
+
+    def _id(self, word: str) -> int:
+        tid = self._word_ids.get(word)
+        return self._intern(word) if tid is None else tid
+
+    def tokens(self, text: str) -> list[str]:
+        """The tokens rouge-score would produce for ``text`` (for inspection and tests)."""
+        ids = self.ids(text)
+        by_id = {v: k for k, v in self._token_ids.items()}
+        return [by_id[i] for i in ids]
+
+    def ids(self, text: str) -> list[int]:
+        """Token ids of ``text``."""
+        words = _NON_ALNUM.sub(" ", text.lower()).split()
+        out = list(map(self._word_ids.get, words))  # C-level loop: most words are cached
+        if None in out:
+            out = [i if i is not None else self._id(w) for w, i in zip(words, out, strict=True)]
+        if -1 in out:  # a stem outside [a-z0-9]+ is dropped, as rouge-score does
+            out = [i for i in out if i >= 0]
+        return out  # type: ignore[return-value]
+
+
+_TOKENIZERS: dict[bool, RougeTokenizer] = {}
+
+
+def tokenizer(use_stemmer: bool) -> RougeTokenizer:
+    """The process-wide tokenizer for this stemming mode (its stem cache is shared by all runs)."""
+    tok = _TOKENIZERS.get(use_stemmer)
+    if tok is None:
+        tok = _TOKENIZERS[use_stemmer] = RougeTokenizer(use_stemmer)
+    return tok
+
+
+def _overlap_counts(pred: list[list[int]], target: list[list[int]]) -> np.ndarray:
+    """Per pair: [len_pred, len_target, unigram overlap, bigram overlap, LCS length]."""
+    lcs = LCSseq.similarity
+    shift = _ID_BITS
+    out = np.empty((len(pred), 5), dtype=np.float64)
+    for k, (p, t) in enumerate(zip(pred, target, strict=True)):
+        if p and t:
+            u = lcs(sorted(p), sorted(t))
+            if u and len(p) > 1 and len(t) > 1:
+                b = lcs(sorted([(x << shift) | y for x, y in zip(p, p[1:], strict=False)]),
+                        sorted([(x << shift) | y for x, y in zip(t, t[1:], strict=False)]))
+            else:
+                b = 0  # no shared unigram means no shared bigram
+            out[k] = (len(p), len(t), u, b, lcs(p, t) if u else 0)
+        else:
+            out[k] = (len(p), len(t), 0, 0, 0)
+    return out
+
+
+def _fmeasure(p: np.ndarray, r: np.ndarray) -> np.ndarray:
+    # rouge_score.scoring.fmeasure, evaluated in the same order so the floats are identical
+    den = p + r
+    return np.divide(2 * p * r, den, out=np.zeros_like(den), where=den > 0)
+
+
+def rouge_pairs(predictions: Sequence[str], targets: Sequence[str], use_stemmer: bool = True) -> np.ndarray:
+    """ROUGE of aligned (prediction, target) pairs.
+
+    Returns:
+        ``(n, 9)`` float64 array, columns in :data:`ROUGE_KEYS` order.
+    """
+    tok = tokenizer(use_stemmer)
+    tok.reset_if_large()
+    cache: dict[str, list[int]] = {}
+
+    def ids(text: str) -> list[int]:
+        got = cache.get(text)
+        if got is None:
+            got = cache[text] = tok.ids(text)
+        return got
+
+    c = _overlap_counts([ids(x) for x in predictions], [ids(x) for x in targets])
+    lp, lt, uni, bi, lcs = c.T
+    out = np.empty((len(c), 9), dtype=np.float64)
+    # ROUGE-N (rouge_score._score_ngrams): overlap / max(count, 1)
+    for col, overlap, n in ((0, uni, 1), (3, bi, 2)):
+        prec = overlap / np.maximum(np.maximum(lp - n + 1, 0), 1)
+        rec = overlap / np.maximum(np.maximum(lt - n + 1, 0), 1)
+        out[:, col], out[:, col + 1], out[:, col + 2] = prec, rec, _fmeasure(prec, rec)
+    # ROUGE-L (rouge_score._score_lcs): 0 when either side has no token
+    empty = (lp == 0) | (lt == 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        prec = np.where(empty, 0.0, lcs / lp)
+        rec = np.where(empty, 0.0, lcs / lt)
+    out[:, 6], out[:, 7], out[:, 8] = prec, rec, _fmeasure(prec, rec)
+    return out
+
+
+def rouge_multi(answers: Sequence[str], references: Sequence[Sequence[str]],
+                use_stemmer: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """ROUGE of each answer against its references, ``rouge_score.RougeScorer.score_multi`` style:
+    per ROUGE type, the reference with the highest F-measure (the first one on ties) gives P, R, F.
+
+    Returns:
+        ``(values, best)``: values ``(n, 9)`` in :data:`ROUGE_KEYS` order, and ``best`` ``(n, 3)``
+        the index of the chosen reference for rouge1, rouge2, rougeL.
+    """
+    counts = np.fromiter((len(r) for r in references), dtype=np.int64, count=len(references))
+    flat_a = [a for a, n in zip(answers, counts, strict=True) for _ in range(n)]
+    flat_r = [r for refs in references for r in refs]
+    flat = rouge_pairs(flat_a, flat_r, use_stemmer)
+    n = len(answers)
+    best = np.zeros((n, 3), dtype=np.int64)
+    if n == 0 or bool((counts == 1).all()):
+        return flat, best
+    values = np.empty((n, 9), dtype=np.float64)
+    start = 0
+    for i, cnt in enumerate(counts):
+        block = flat[start:start + cnt]
+        for t in range(3):
+            j = int(np.argmax(block[:, 3 * t + 2]))
+            best[i, t] = j
+            values[i, 3 * t:3 * t + 3] = block[j, 3 * t:3 * t + 3]
+        start += cnt
+    return values, best
