@@ -42,6 +42,14 @@ def eval_cmd(
     option: Annotated[list[str] | None, typer.Option("--option", help="key=value run option passed to metrics (repeatable).")] = None,
     skip_unavailable: Annotated[bool, typer.Option(help="Record no value for metrics that cannot run here (e.g. no judge) instead of failing.")] = False,
     no_progress: Annotated[bool, typer.Option("--no-progress", help="Hide progress bars.")] = False,
+    judge: Annotated[str | None, typer.Option("--judge", help="LLM judge as provider:model (openai:gpt-4o-mini, anthropic:..., google:..., ollama:...).")] = None,
+    judge_base_url: Annotated[str | None, typer.Option("--judge-base-url", help="Endpoint of an OpenAI-compatible judge (vLLM, Ollama, llama.cpp, LM Studio, Azure ...).")] = None,
+    judge_api_key_env: Annotated[str | None, typer.Option("--judge-api-key-env", help="Name of the environment variable that holds the judge's API key.")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the judge calls and estimated cost; call nothing, store nothing.")] = False,
+    max_cost: Annotated[float | None, typer.Option("--max-cost", help="Stop judging once this many USD are spent.")] = None,
+    concurrency: Annotated[int | None, typer.Option("--concurrency", help="Judge requests in flight at once (default 8).")] = None,
+    rpm: Annotated[float | None, typer.Option("--rpm", help="Judge requests per minute (default: no limit).")] = None,
+    method: Annotated[str | None, typer.Option("--method", help="Answer correctness method: keyword, semantic_fixed, semantic_dynamic, semantic_guarded, llm_judge, hybrid (adds metric correct_<method>).")] = None,
 ) -> None:
     """Evaluate a dataset: score every sample with every metric, store the run, print the summary."""
     from ragmeter.runner import evaluate
@@ -50,10 +58,25 @@ def eval_cmd(
         raise typer.BadParameter("--on-error must be 'raise' or 'skip'")
     if data is None and not resume:
         raise typer.BadParameter("give a DATA file (or 'example'), or --resume RUN_ID")
+    if method:
+        from ragmeter.correctness import metric_for_method
+
+        metrics = [*(metrics or []), metric_for_method(method)]
     opts: dict[str, Any] = {}
     for item in option or []:
         k, _, v = item.partition("=")
         opts[k.strip()] = _parse_value(v)
+    opts.update({k: v for k, v in {"judge": judge, "judge_base_url": judge_base_url,
+                                   "judge_api_key_env": judge_api_key_env, "judge_max_cost": max_cost,
+                                   "judge_concurrency": concurrency, "judge_rpm": rpm}.items() if v is not None})
+    if dry_run:
+        if resume:
+            raise typer.BadParameter("--dry-run plans a new evaluation; it cannot be combined with --resume")
+        from ragmeter.cli.judge import dry_run_report
+
+        dry_run_report(data, _split_metrics(metrics), config=config, mapping=map_ or None,
+                       on_error=on_error, db=db, options=opts, as_json=as_json)
+        return
     result = evaluate(data, _split_metrics(metrics), config=config, mapping=map_ or None,
                       on_error=on_error, db=db, resume=resume, name=name, options=opts or None,
                       progress=not no_progress and not as_json, skip_unavailable=skip_unavailable)
@@ -104,8 +127,9 @@ def metrics_cmd(
         typer.echo(json.dumps([s.info() for s in specs]))
         return
     t = Table(title=f"{len(specs)} metrics")
-    for col in ("name", "family", "needs", "range", "dir", "uses", "description"):
-        t.add_column(col)
+    for col in ("name", "family", "needs", "range", "dir", "uses"):
+        t.add_column(col, no_wrap=True)
+    t.add_column("description", overflow="ellipsis", no_wrap=True)
     for s in specs:
         uses = ",".join(x for x, f in (("embeddings", s.needs_embeddings), ("llm", s.needs_llm)) if f)
         name = s.name + (f"@{s.param}" if s.param else "")

@@ -1,0 +1,58 @@
+"""Per-run judge accounting read back from the store (``judge_calls``): calls, tokens, cost."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def run_judge_usage(store: Any, run_id: str) -> dict[str, Any] | None:
+    """Sum the judge calls recorded for a run, overall and per metric; ``None`` if there are none.
+
+    ``calls`` counts requests sent to the provider, ``cached`` those served from the cache,
+    ``failed`` the requests that ended without a usable verdict.
+    """
+    from sqlalchemy import case, func, select
+
+    from ragmeter.store.models import JudgeCallRow
+
+    real = case((JudgeCallRow.cached.is_(False), 1), else_=0)
+    hit = case((JudgeCallRow.cached.is_(True), 1), else_=0)
+    bad = case((JudgeCallRow.ok.is_(False) & JudgeCallRow.cached.is_(False), 1), else_=0)
+    cols = (func.sum(real), func.sum(hit), func.sum(bad), func.sum(JudgeCallRow.input_tokens),
+            func.sum(JudgeCallRow.output_tokens), func.sum(JudgeCallRow.cost_usd))
+    with store.session() as s:
+        rows = s.execute(select(JudgeCallRow.metric, JudgeCallRow.provider, JudgeCallRow.model, *cols)
+                         .where(JudgeCallRow.run_id == run_id)
+                         .group_by(JudgeCallRow.metric, JudgeCallRow.provider, JudgeCallRow.model)).all()
+    if not rows:
+        return None
+    per_metric: dict[str, dict[str, Any]] = {}
+    total = {"calls": 0, "cached": 0, "failed": 0, "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0}
+    models = set()
+    for metric, provider, model, calls, cached, failed, tin, tout, cost in rows:
+        models.add(f"{provider}:{model}")
+        m = per_metric.setdefault(metric or "-", dict.fromkeys(total, 0))
+        for k, v in zip(total, (calls, cached, failed, tin, tout, cost), strict=True):
+            m[k] += v or 0
+            total[k] += v or 0
+    total["cost_usd"] = round(float(total["cost_usd"]), 6)
+    for m in per_metric.values():
+        m["cost_usd"] = round(float(m["cost_usd"]), 6)
+    return {"judge": ", ".join(sorted(models)), **total, "per_metric": per_metric}
+
+
+def show_section(store: Any, run: Any) -> dict[str, Any]:
+    """``ragmeter show`` section: the run's judge tokens and cost."""
+    usage = run_judge_usage(store, run.id)
+    if usage is None:
+        return {}
+    price_known = (run.extra or {}).get("judge", {}).get("cost_usd", 0) is not None
+    cost = f"${usage['cost_usd']:.6f}" if price_known else "unknown (no price for this model)"
+    lines = [f"judge {usage['judge']}: {usage['calls']} calls, {usage['cached']} served from cache, "
+             f"{usage['failed']} failed",
+             f"tokens: {usage['input_tokens']:,} in, {usage['output_tokens']:,} out; cost {cost}"]
+    for metric, m in sorted(usage["per_metric"].items()):
+        mc = f"${m['cost_usd']:.6f}" if price_known else "cost ?"
+        lines.append(f"  {metric}: {m['calls']} calls, {m['cached']} cached, {m['failed']} failed; "
+                     f"{m['input_tokens']:,} in / {m['output_tokens']:,} out tokens; {mc}")
+    return {"judge tokens and cost": "\n".join(lines)}

@@ -1,0 +1,274 @@
+"""Judge configuration: which provider and model, where, with which key, and how fast/costly.
+
+Read from run options (CLI flags, config file, ``evaluate(options=...)``). Keys are never stored:
+the configuration holds only the *name* of the environment variable that carries the key.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from ragmeter.errors import ConfigError, JudgeError
+
+
+class JudgeConfigError(JudgeError, ConfigError):
+    """The judge is misconfigured (unknown provider, missing SDK or key, rejected credentials).
+
+    It is a :class:`ConfigError` too, so the runner stops the run instead of recording the same
+    failure for every sample.
+    """
+
+
+#: how to configure a judge; every LLM metric's ``check`` returns this when none is configured.
+HOW_TO_CONFIGURE = (
+    "it needs an LLM judge and none is configured. Configure one with\n"
+    "    --judge openai:gpt-4o-mini                  (key read from $OPENAI_API_KEY)\n"
+    "    --judge anthropic:claude-3-5-haiku-latest   (key read from $ANTHROPIC_API_KEY)\n"
+    "    --judge google:gemini-2.0-flash             (key read from $GOOGLE_API_KEY)\n"
+    "    --judge openai:MODEL --judge-base-url http://127.0.0.1:11434/v1   (any OpenAI-compatible "
+    "server: Ollama, vLLM, llama.cpp, LM Studio, Azure ...)\n"
+    "  --judge-api-key-env NAME reads the key from another variable. In a config file: "
+    "`judge: openai:gpt-4o-mini` (and `options: {judge_base_url: ...}`); in Python: "
+    "evaluate(..., options={'judge': 'openai:gpt-4o-mini'}). See docs/judge.md."
+)
+
+#: provider -> (SDK module, pip extra, default key variable)
+_PROVIDERS: dict[str, tuple[str, str, str | None]] = {
+    "openai": ("openai", "openai", "OPENAI_API_KEY"),
+    "azure": ("openai", "openai", "AZURE_OPENAI_API_KEY"),
+    "anthropic": ("anthropic", "anthropic", "ANTHROPIC_API_KEY"),
+    "google": ("google.genai", "google", "GOOGLE_API_KEY"),
+}
+
+#: shorthands for local OpenAI-compatible servers: provider name -> default base URL
+LOCAL_SERVERS = {
+    "ollama": "http://127.0.0.1:11434/v1",
+    "vllm": "http://127.0.0.1:8000/v1",
+    "llamacpp": "http://127.0.0.1:8080/v1",
+    "lmstudio": "http://127.0.0.1:1234/v1",
+}
+
+_ALIASES = {"gemini": "google", "claude": "anthropic", "azure_openai": "azure",
+            "openai_compatible": "openai", "llama.cpp": "llamacpp", "lm_studio": "lmstudio"}
+
+
+@dataclass(frozen=True)
+class JudgeConfig:
+    """Everything the judge service needs, parsed from run options.
+
+    Attributes:
+        provider: ``openai`` (any OpenAI-compatible server), ``azure``, ``anthropic`` or ``google``.
+        model: model name (Azure: the deployment name).
+        label: what the user wrote (``ollama:llama3.1``), shown in summaries.
+        base_url: endpoint for OpenAI-compatible servers / proxies (``None``: the provider's).
+        api_key_env: name of the environment variable that holds the key.
+        concurrency: requests in flight at once.
+        rpm: requests per minute (``None``: no limit).
+        timeout: seconds before a request is abandoned (and retried).
+        max_retries: retries on 429, 5xx, timeouts and connection errors.
+        parse_retries: re-asks when a reply does not match the expected JSON.
+        backoff_base / backoff_max: exponential backoff bounds in seconds.
+        max_cost: stop judging once this many USD are spent (``None``: no budget).
+        dry_run: plan and estimate, make no call.
+        temperature: sampling temperature (0 by default).
+        max_tokens: output token cap per request.
+        prices_file: a user price table (JSON/YAML) extending the built-in one.
+        api_version: Azure OpenAI API version.
+        response_format: ``json_schema`` (native structured output, default), ``json_object`` or
+            ``text`` for OpenAI-compatible servers that lack it (it also falls back by itself).
+        http_client: transport of the OpenAI/Anthropic SDKs: ``auto`` (aiohttp when installed),
+            ``aiohttp`` or ``httpx``.
+    """
+
+    provider: str
+    model: str
+    label: str
+    base_url: str | None = None
+    api_key_env: str | None = None
+    concurrency: int = 8
+    rpm: float | None = None
+    timeout: float = 60.0
+    max_retries: int = 5
+    parse_retries: int = 2
+    backoff_base: float = 1.0
+    backoff_max: float = 60.0
+    max_cost: float | None = None
+    dry_run: bool = False
+    temperature: float = 0.0
+    max_tokens: int = 2048
+    prices_file: str | None = None
+    api_version: str = "2024-10-21"
+    response_format: str = "json_schema"
+    http_client: str = "auto"
+
+    @property
+    def sdk_module(self) -> str:
+        return _PROVIDERS[self.provider][0]
+
+    @property
+    def extra_name(self) -> str:
+        return _PROVIDERS[self.provider][1]
+
+    def api_key(self) -> str | None:
+        """The key from the environment (``None`` if the variable is unset)."""
+        return os.environ.get(self.api_key_env) if self.api_key_env else None
+
+    def public(self) -> dict[str, Any]:
+        """A description safe to store and print (no key, only the variable's name)."""
+        return {"judge": self.label, "provider": self.provider, "model": self.model,
+                "base_url": self.base_url, "api_key_env": self.api_key_env,
+                "concurrency": self.concurrency, "rpm": self.rpm, "temperature": self.temperature,
+                "max_cost": self.max_cost, "dry_run": self.dry_run}
+
+
+def parse_judge(value: str) -> tuple[str, str, str | None]:
+    """``"provider:model"`` -> (provider, model, default base URL for local-server shorthands).
+
+    >>> parse_judge("ollama:llama3.1:8b")
+    ('openai', 'llama3.1:8b', 'http://127.0.0.1:11434/v1')
+    """
+    provider, sep, model = value.strip().partition(":")
+    provider = provider.strip().lower()
+    provider = _ALIASES.get(provider, provider)
+    if not sep or not model.strip() or not provider:
+        raise JudgeConfigError(f"judge {value!r}: give it as provider:model, e.g. openai:gpt-4o-mini, "
+                               "anthropic:claude-3-5-haiku-latest, google:gemini-2.0-flash, "
+                               "ollama:llama3.1")
+    if provider in LOCAL_SERVERS:
+        return "openai", model.strip(), LOCAL_SERVERS[provider]
+    if provider not in _PROVIDERS:
+        raise JudgeConfigError(f"judge {value!r}: unknown provider {provider!r}; use one of "
+                               f"{', '.join(sorted([*_PROVIDERS, *LOCAL_SERVERS]))}")
+    return provider, model.strip(), None
+
+
+_OPTION_TYPES: dict[str, type] = {
+    "concurrency": int, "rpm": float, "timeout": float, "max_retries": int, "parse_retries": int,
+    "backoff_base": float, "backoff_max": float, "max_cost": float, "temperature": float,
+    "max_tokens": int,
+}
+
+
+def _opt(options: dict[str, Any], judge: dict[str, Any], name: str) -> Any:
+    # ``judge_<name>`` run option, or ``<name>`` inside a ``judge: {...}`` mapping
+    if f"judge_{name}" in options and options[f"judge_{name}"] is not None:
+        return options[f"judge_{name}"]
+    return judge.get(name)
+
+
+def judge_configured(options: dict[str, Any]) -> bool:
+    return bool(options.get("judge"))
+
+
+def config_from_options(options: dict[str, Any]) -> JudgeConfig:
+    """Build a :class:`JudgeConfig` from run options.
+
+    ``judge`` is ``"provider:model"`` or a mapping ``{"model": "openai:gpt-4o-mini", "base_url": ...}``;
+    the other settings are ``judge_base_url``, ``judge_api_key_env``, ``judge_concurrency``,
+    ``judge_rpm``, ``judge_timeout``, ``judge_max_retries``, ``judge_parse_retries``,
+    ``judge_max_cost``, ``judge_dry_run``, ``judge_temperature``, ``judge_max_tokens``,
+    ``judge_prices``, ``judge_api_version``, ``judge_response_format``, ``judge_http_client``.
+
+    Raises:
+        JudgeConfigError: no judge, a malformed spec, or an invalid setting.
+    """
+    raw = options.get("judge")
+    if not raw:
+        raise JudgeConfigError(HOW_TO_CONFIGURE)
+    judge: dict[str, Any] = {}
+    if isinstance(raw, dict):
+        judge = dict(raw)
+        spec = judge.get("model") or judge.get("judge")
+        if judge.get("provider") and spec and ":" not in str(spec):
+            spec = f"{judge['provider']}:{spec}"
+        if not spec:
+            raise JudgeConfigError("judge mapping needs 'model': 'provider:model'")
+        raw = str(spec)
+    provider, model, local_url = parse_judge(str(raw))
+    values: dict[str, Any] = {}
+    for name, typ in _OPTION_TYPES.items():
+        v = _opt(options, judge, name)
+        if v is None or v == "":
+            continue
+        try:
+            values[name] = typ(v)
+        except (TypeError, ValueError):
+            raise JudgeConfigError(f"judge option {name}={v!r} must be a {typ.__name__}") from None
+    base_url = _opt(options, judge, "base_url") or local_url
+    key_env = _opt(options, judge, "api_key_env") or _PROVIDERS[provider][2]
+    dry = _opt(options, judge, "dry_run")
+    if isinstance(dry, str):
+        dry = dry.strip().lower() in {"1", "true", "yes", "on"}
+    fmt = str(_opt(options, judge, "response_format") or "json_schema")
+    if fmt not in {"json_schema", "json_object", "text"}:
+        raise JudgeConfigError(f"judge_response_format={fmt!r}: use json_schema, json_object or text")
+    http = str(_opt(options, judge, "http_client") or "auto")
+    if http not in {"auto", "aiohttp", "httpx"}:
+        raise JudgeConfigError(f"judge_http_client={http!r}: use auto, aiohttp or httpx")
+    cfg = JudgeConfig(provider=provider, model=model, label=str(raw).strip(), base_url=base_url,
+                      api_key_env=key_env, dry_run=bool(dry), http_client=http,
+                      prices_file=_opt(options, judge, "prices"),
+                      api_version=str(_opt(options, judge, "api_version") or "2024-10-21"),
+                      response_format=fmt, **values)
+    if cfg.concurrency < 1:
+        raise JudgeConfigError(f"judge concurrency must be >= 1, got {cfg.concurrency}")
+    if cfg.rpm is not None and cfg.rpm <= 0:
+        raise JudgeConfigError(f"judge rpm must be > 0, got {cfg.rpm}")
+    if cfg.max_cost is not None and cfg.max_cost < 0:
+        raise JudgeConfigError(f"judge max_cost must be >= 0, got {cfg.max_cost}")
+    if cfg.timeout <= 0:
+        raise JudgeConfigError(f"judge timeout must be > 0, got {cfg.timeout}")
+    if cfg.max_retries < 0 or cfg.parse_retries < 0:
+        raise JudgeConfigError("judge max_retries and parse_retries must be >= 0")
+    if cfg.provider == "azure" and not cfg.base_url:
+        raise JudgeConfigError("an azure judge needs --judge-base-url https://RESOURCE.openai.azure.com "
+                               "(the model is the deployment name)")
+    return cfg
+
+
+def problem(options: dict[str, Any]) -> str | None:
+    """Why a judge cannot be used with these options, or ``None`` when it can.
+
+    Checks that a judge is named, the spec parses, the provider's SDK is installed, the key
+    variable is set (not needed for a dry run or a local server), and that a budget has a price.
+    """
+    if not judge_configured(options):
+        return HOW_TO_CONFIGURE
+    try:
+        cfg = config_from_options(options)
+    except JudgeConfigError as exc:
+        return str(exc)
+    if importlib.util.find_spec(cfg.sdk_module.split(".")[0]) is None or (
+            cfg.sdk_module == "google.genai" and importlib.util.find_spec("google.genai") is None):
+        return (f"the {cfg.provider} judge needs the {cfg.sdk_module} package: "
+                f"pip install 'ragmeter[{cfg.extra_name}]'")
+    if not cfg.dry_run and needs_key(cfg) and not cfg.api_key():
+        return (f"the judge's API key is not set: export {cfg.api_key_env}=... "
+                "(or name another variable with --judge-api-key-env)")
+    from ragmeter.llm.prices import PriceTable
+
+    try:
+        prices = PriceTable.load(cfg.prices_file)
+    except ConfigError as exc:
+        return str(exc)
+    if cfg.max_cost is not None and prices.get(cfg.provider, cfg.model) is None:
+        return (f"--max-cost needs a price for {cfg.label}: add it to a price file and pass "
+                "--option judge_prices=FILE (see `ragmeter judge-prices`)")
+    return None
+
+
+def needs_key(cfg: JudgeConfig) -> bool:
+    """Local OpenAI-compatible servers usually take no key."""
+    if cfg.provider == "openai" and cfg.base_url:
+        return not _is_local(cfg.base_url)
+    return True
+
+
+def _is_local(url: str) -> bool:
+    from urllib.parse import urlparse
+
+    host = (urlparse(url).hostname or "").lower()
+    return host in {"127.0.0.1", "localhost", "::1", "0.0.0.0"} or host.endswith(".local")

@@ -1,0 +1,572 @@
+"""The judge service: concurrent, rate-limited, retried, cached and accounted structured LLM calls.
+
+Metrics hand it :class:`JudgeRequest` lists and get :class:`JudgeResult` lists back, in order. The
+calls run on one asyncio event loop in a background thread (so the SDKs' connection pools live for
+the whole run) under a concurrency limit and a requests-per-minute limit. A reply is cached in the
+store under sha256(provider, model, prompt, schema, parameters, template version): a re-run or a
+resumed run makes no repeated call. Every request is recorded in ``judge_calls`` with its tokens
+and cost. ``max_cost`` stops judging when the budget is reached; ``dry_run`` records what would
+be called and calls nothing.
+
+Metrics may also ``prefetch`` their requests from ``prepare``: the runner's ``flush`` then runs the
+requests of every LLM metric of the run at once, so a run with several metrics keeps the judge as
+busy as the concurrency limit allows instead of draining and refilling per metric.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import random
+import threading
+import time
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from typing import Any
+
+from ragmeter.llm.config import JudgeConfig, JudgeConfigError, config_from_options
+from ragmeter.llm.prices import Price, PriceTable
+from ragmeter.llm.providers import Problem, classify, make_client
+from ragmeter.llm.request import BUDGET, DRY_RUN, FAILED, OK, JudgeRequest, JudgeResult
+from ragmeter.llm.structured import ReplyParseError, parse_reply, schema_json
+
+_MEMORY_LIMIT = 20_000
+_WRITE_EVERY = 200  # rows buffered before a bulk write
+_WRITE_INTERVAL = 1.0  # seconds
+
+
+async def _sleep(seconds: float) -> None:
+    # one indirection so tests can observe the backoff without waiting for it
+    await asyncio.sleep(seconds)
+
+
+def estimate_tokens(text: str) -> int:
+    """A provider-independent token estimate: one token per four characters (at least 1)."""
+    return max(1, (len(text) + 3) // 4)
+
+
+class RateLimiter:
+    """Spaces request starts evenly at ``rpm`` per minute; a 429's ``Retry-After`` pauses everyone."""
+
+    def __init__(self, rpm: float | None, clock: Callable[[], float] = time.monotonic) -> None:
+        self.interval = 60.0 / rpm if rpm else 0.0
+        self.clock = clock
+        self._next = 0.0
+        self._pause_until = 0.0
+
+    def pause(self, seconds: float) -> None:
+        self._pause_until = max(self._pause_until, self.clock() + seconds)
+
+    async def acquire(self) -> None:
+        while True:
+            now = self.clock()
+            if self._pause_until > now:
+                await _sleep(self._pause_until - now)
+                continue
+            if not self.interval:
+                return
+            slot = max(now, self._next)
+            self._next = slot + self.interval
+            if slot > now:
+                await _sleep(slot - now)
+            return
+
+
+class JudgeService:
+    """Structured LLM judging for metrics; obtain it with ``ctx.service("judge")``.
+
+    Args:
+        cfg: the judge configuration.
+        store: the results store (cache and accounting), or ``None`` for memory only.
+        run_id: the run the calls are accounted to.
+        progress: ``progress(description, total) -> advance(n)``.
+    """
+
+    def __init__(self, cfg: JudgeConfig, store: Any = None, run_id: str | None = None,
+                 progress: Callable[[str, int], Callable[[int], None]] | None = None) -> None:
+        self.cfg = cfg
+        self.store = store
+        self.run_id = run_id
+        self.progress = progress or (lambda desc, total: (lambda n: None))
+        self.prices = PriceTable.load(cfg.prices_file)
+        self.price: Price | None = self.prices.get(cfg.provider, cfg.model)
+        if cfg.max_cost is not None and self.price is None:
+            raise JudgeConfigError(f"--max-cost needs a price for {cfg.label}: add it to a price file "
+                                   "and pass --option judge_prices=FILE (see `ragmeter judge-prices`)")
+        self._memory: OrderedDict[str, JudgeResult] = OrderedDict()
+        self._failed: dict[str, JudgeResult] = {}
+        self._claims: dict[tuple[str, str | None, str], JudgeResult] = {}
+        self._pending: list[JudgeRequest] = []
+        self._plan: dict[str, dict[str, Any]] = {}
+        self._call_rows: list[dict[str, Any]] = []
+        self._cache_rows: list[dict[str, Any]] = []
+        self._counts: Counter[str] = Counter()
+        self._unscored: Counter[str] = Counter()
+        self._spent = 0.0
+        self._reserved = 0.0
+        self._holders = 0  # calls holding a reservation (a count: float sums drift)
+        self._exhausted = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._client: Any = None
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_context(cls, ctx: Any) -> JudgeService:
+        return cls(config_from_options(ctx.options), store=ctx.store, run_id=ctx.run_id,
+                   progress=ctx.progress)
+
+    # ---- keys ---------------------------------------------------------------------------------
+    def key(self, req: JudgeRequest) -> str:
+        """sha256 of provider, model, prompt, schema, sampling parameters and template version."""
+        payload = json.dumps([self.cfg.provider, self.cfg.model, req.system, req.user,
+                              schema_json(req.schema), self.cfg.temperature,
+                              req.max_tokens or self.cfg.max_tokens, req.template_version],
+                             ensure_ascii=False, separators=(",", ":"))
+        return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+    # ---- public API -----------------------------------------------------------------------------
+    def prefetch(self, requests: Sequence[JudgeRequest]) -> None:
+        """Queue requests to run at the next :meth:`flush` (called by the runner after ``prepare``)."""
+        self._pending.extend(requests)
+
+    def flush(self) -> None:
+        """Run every queued request concurrently; results wait for the metrics that asked."""
+        if not self._pending:
+            return
+        reqs, self._pending = self._pending, []
+        for r, res in zip(reqs, self._submit(reqs, "judge"), strict=True):
+            self._claims[(r.metric, r.sample_id, res.key)] = res
+
+    def submit(self, requests: Sequence[JudgeRequest]) -> list[JudgeResult]:
+        """Resolve requests (cache, then concurrent calls); one result per request, in order."""
+        return self._submit(list(requests), None)
+
+    def _submit(self, requests: list[JudgeRequest], progress_desc: str | None) -> list[JudgeResult]:
+        keys = [self.key(r) for r in requests]
+        results: list[JudgeResult | None] = [None] * len(requests)
+        lookup: list[int] = []
+        claimed_at: set[int] = set()
+        for i, (r, k) in enumerate(zip(requests, keys, strict=True)):
+            claimed = self._claims.pop((r.metric, r.sample_id, k), None)
+            if claimed is not None:
+                results[i] = claimed  # accounted when it was prefetched
+                claimed_at.add(i)
+            elif k in self._memory:
+                self._memory.move_to_end(k)
+                results[i] = self._served(r, self._memory[k].as_cached())
+            elif k in self._failed:
+                results[i] = self._served(r, self._failed[k].as_cached())
+            else:
+                lookup.append(i)
+        found = self._store_lookup({keys[i]: requests[i] for i in lookup})
+        misses: list[int] = []
+        for i in lookup:
+            hit = found.get(keys[i])
+            if hit is not None:
+                self._remember(hit)
+                results[i] = self._served(requests[i], hit)
+            else:
+                misses.append(i)
+        first: dict[str, int] = {}
+        dups: list[int] = []
+        for i in misses:
+            if keys[i] in first:
+                dups.append(i)
+            else:
+                first[keys[i]] = i
+        unique = list(first.values())
+        if self.cfg.dry_run:
+            for i in unique:
+                results[i] = self._plan_call(requests[i], keys[i])
+        elif unique:
+            self._call_all(requests, keys, unique, results, progress_desc)
+        for i in dups:
+            base = results[first[keys[i]]]
+            assert base is not None
+            results[i] = base if base.status in {DRY_RUN, BUDGET} else self._served(requests[i], base.as_cached())
+        self._write_rows()
+        out: list[JudgeResult] = []
+        for i, (r, res) in enumerate(zip(requests, results, strict=True)):
+            assert res is not None
+            if res.status == BUDGET and i not in claimed_at:
+                self._unscored[r.metric] += 1
+            out.append(res)
+        return out
+
+    def stats(self) -> dict[str, Any]:
+        """Figures for the run summary: calls, cache hits, failures, tokens, cost (and the plan in
+        a dry run, the budget state with ``max_cost``)."""
+        c = self._counts
+        out: dict[str, Any] = {"judge": self.cfg.label, "calls": c["calls"], "cached": c["cached"],
+                               "failed": c["failed"], "retries": c["retries"],
+                               "input_tokens": c["input_tokens"], "output_tokens": c["output_tokens"],
+                               "cost_usd": round(self._spent, 6) if self.price is not None else None}
+        if self.price is None:
+            out["price"] = f"unknown for {self.cfg.model} (add one: --option judge_prices=FILE)"
+        adaptations = getattr(self._client, "adaptations", None)
+        if adaptations:
+            out["adapted"] = "; ".join(adaptations)
+        if self.cfg.max_cost is not None:
+            out["max_cost_usd"] = self.cfg.max_cost
+            out["budget_exhausted"] = self._exhausted
+            if self._unscored:
+                out["left_unscored"] = dict(self._unscored)
+                out["note"] = (f"max_cost ${self.cfg.max_cost:g} reached: "
+                               + ", ".join(f"{m} {n}" for m, n in self._unscored.items())
+                               + " sample(s) left unscored (no value: budget exhausted)")
+        if self.cfg.dry_run:
+            out.update(self.plan())
+        return out
+
+    def plan(self) -> dict[str, Any]:
+        """The dry run's estimate: calls that would be made (cache hits excluded), tokens, cost."""
+        tin = sum(p["input_tokens"] for p in self._plan.values())
+        tout = sum(p["output_tokens"] for p in self._plan.values())
+        per: dict[str, dict[str, int]] = {}
+        for p in self._plan.values():
+            m = per.setdefault(p["metric"], {"calls": 0, "input_tokens": 0, "output_tokens": 0})
+            m["calls"] += 1
+            m["input_tokens"] += p["input_tokens"]
+            m["output_tokens"] += p["output_tokens"]
+        return {"dry_run": True, "planned_calls": len(self._plan), "est_input_tokens": tin,
+                "est_output_tokens": tout,
+                "est_cost_usd": round(self.price.cost(tin, tout), 6) if self.price else None,
+                "per_metric": per}
+
+    def close(self) -> None:
+        """Write pending accounting rows. The event loop and the provider client stay up for the
+        next run in this process (they are shared, see :class:`_Runtime`)."""
+        self._write_rows()
+
+    # ---- bookkeeping ----------------------------------------------------------------------------
+    def _remember(self, res: JudgeResult) -> None:
+        self._memory[res.key] = res
+        if len(self._memory) > _MEMORY_LIMIT:
+            self._memory.popitem(last=False)
+
+    def _served(self, req: JudgeRequest, res: JudgeResult) -> JudgeResult:
+        self._counts["cached"] += 1
+        self._record(req, res)
+        return res
+
+    def _record(self, req: JudgeRequest, res: JudgeResult) -> None:
+        if self.store is None:
+            return
+        self._call_rows.append({
+            "run_id": self.run_id, "metric": req.metric, "sample_id": req.sample_id, "key": res.key,
+            "provider": self.cfg.provider, "model": self.cfg.model, "cached": res.cached,
+            "ok": res.ok, "error": res.error[:1000] if res.error else None,
+            "input_tokens": res.input_tokens, "output_tokens": res.output_tokens,
+            "cost_usd": res.cost_usd or 0.0, "latency_ms": res.latency_ms})
+        if res.ok and not res.cached and res.value is not None:
+            self._cache_rows.append({
+                "key": res.key, "provider": self.cfg.provider, "model": self.cfg.model,
+                "response": {"data": res.value.model_dump(mode="json"), "raw": res.raw,
+                             "schema": req.schema.__name__},
+                "input_tokens": res.input_tokens, "output_tokens": res.output_tokens,
+                "cost_usd": res.cost_usd or 0.0})
+
+    def _write_rows(self) -> None:
+        if self.store is None or not (self._call_rows or self._cache_rows):
+            return
+        from sqlalchemy import select
+
+        from ragmeter.store.models import JudgeCacheRow, JudgeCallRow
+
+        calls, self._call_rows = self._call_rows, []
+        cache, self._cache_rows = self._cache_rows, []
+        with self.store.session() as s, s.begin():
+            if cache:
+                uniq = {r["key"]: r for r in cache}
+                keys = list(uniq)
+                existing: set[str] = set()
+                for i in range(0, len(keys), 500):
+                    existing |= set(s.scalars(select(JudgeCacheRow.key)
+                                              .where(JudgeCacheRow.key.in_(keys[i:i + 500]))).all())
+                rows = [r for k, r in uniq.items() if k not in existing]
+                if rows:
+                    s.execute(JudgeCacheRow.__table__.insert(), rows)
+            if calls:
+                s.execute(JudgeCallRow.__table__.insert(), calls)
+
+    def _store_lookup(self, wanted: dict[str, JudgeRequest]) -> dict[str, JudgeResult]:
+        if self.store is None or not wanted:
+            return {}
+        from sqlalchemy import select
+
+        from ragmeter.store.models import JudgeCacheRow
+
+        out: dict[str, JudgeResult] = {}
+        keys = list(wanted)
+        with self.store.session() as s:
+            for i in range(0, len(keys), 500):
+                for row in s.scalars(select(JudgeCacheRow).where(JudgeCacheRow.key.in_(keys[i:i + 500]))):
+                    req = wanted[row.key]
+                    try:
+                        value = parse_reply(None, req.schema, (row.response or {}).get("data"))
+                    except ReplyParseError:
+                        continue  # a reply the current schema rejects is not a hit
+                    out[row.key] = JudgeResult(OK, row.key, value=value, raw=(row.response or {}).get("raw"),
+                                               cached=True, cost_usd=0.0 if self.price else None)
+        return out
+
+    def _plan_call(self, req: JudgeRequest, key: str) -> JudgeResult:
+        tin = estimate_tokens(req.system) + estimate_tokens(req.user)
+        self._plan[key] = {"metric": req.metric, "input_tokens": tin,
+                           "output_tokens": req.expected_output_tokens}
+        return JudgeResult(DRY_RUN, key, reason="dry run: no judge call made")
+
+    # ---- calls ------------------------------------------------------------------------------
+    def _ensure_loop(self) -> asyncio.AbstractEventLoop:
+        if self._loop is None:
+            runtime = _Runtime.get()
+            asyncio.run_coroutine_threadsafe(self._start(runtime), runtime.loop).result()
+            self._loop = runtime.loop
+        return self._loop
+
+    async def _start(self, runtime: _Runtime) -> None:
+        self._client = await runtime.client(self.cfg)
+        self._sem = asyncio.Semaphore(self.cfg.concurrency)
+        self._limiter = RateLimiter(self.cfg.rpm)
+        self._budget = asyncio.Condition()
+
+    def _call_all(self, requests: list[JudgeRequest], keys: list[str], todo: list[int],
+                  results: list[JudgeResult | None], progress_desc: str | None) -> None:
+        loop = self._ensure_loop()
+        done: list[tuple[int, JudgeResult]] = []
+        wake = threading.Event()
+
+        async def run_all() -> None:
+            async def one(i: int) -> None:
+                done.append((i, await self._call(requests[i], keys[i])))
+                if len(done) == len(todo):
+                    wake.set()
+
+            tasks = [asyncio.ensure_future(one(i)) for i in todo]
+            try:
+                await asyncio.gather(*tasks)
+            except BaseException:
+                for t in tasks:
+                    t.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+                raise
+            finally:
+                wake.set()
+
+        fut: Future[None] = asyncio.run_coroutine_threadsafe(run_all(), loop)
+        advance = self.progress(progress_desc or "judge", len(todo)) if progress_desc else (lambda n: None)
+        received = 0
+        last_write = time.monotonic()
+        # collect in slices rather than per result: waking this thread for every reply would
+        # fight the event loop thread for the GIL
+        try:
+            while received < len(todo):
+                wake.wait(0.1)
+                if fut.done() and fut.exception() is not None:
+                    raise fut.exception()  # type: ignore[misc]
+                new = done[received:]
+                for i, res in new:
+                    results[i] = res
+                    self._account(requests[i], res)
+                received += len(new)
+                if new:
+                    advance(len(new))
+                if len(self._call_rows) >= _WRITE_EVERY or time.monotonic() - last_write > _WRITE_INTERVAL:
+                    self._write_rows()
+                    last_write = time.monotonic()
+            fut.result()
+        except BaseException:
+            # interrupted (Ctrl-C) or a configuration error: stop the calls still in flight, so
+            # nothing keeps spending in the background, and keep the accounting of those made
+            fut.cancel()
+            for i, res in done[received:]:
+                self._account(requests[i], res)
+            self._write_rows()
+            raise
+
+    def _account(self, req: JudgeRequest, res: JudgeResult) -> None:
+        if res.status == BUDGET:
+            if res.input_tokens or res.output_tokens:
+                self._counts["input_tokens"] += res.input_tokens
+                self._counts["output_tokens"] += res.output_tokens
+            return
+        self._counts["calls"] += 1
+        self._counts["input_tokens"] += res.input_tokens
+        self._counts["output_tokens"] += res.output_tokens
+        self._counts["retries"] += max(0, res.attempts - 1)
+        if res.ok:
+            self._remember(res)
+        else:
+            self._counts["failed"] += 1
+            self._failed[res.key] = res
+        self._record(req, res)
+
+    async def _reserve(self, amount: float) -> bool:
+        """Hold ``amount`` of the budget for a call about to be made; ``False`` once the budget
+        cannot cover it (waiting first for calls in flight to report what they really cost)."""
+        if self.cfg.max_cost is None:
+            return True
+        async with self._budget:
+            while True:
+                if self._exhausted:
+                    return False
+                if self._spent + self._reserved + amount <= self.cfg.max_cost:
+                    self._reserved += amount
+                    self._holders += 1
+                    return True
+                if self._holders == 0:
+                    self._exhausted = True
+                    self._budget.notify_all()
+                    return False
+                await self._budget.wait()
+
+    async def _settle(self, reserved: float, actual: float) -> None:
+        if self.cfg.max_cost is None:
+            self._spent += actual
+            return
+        async with self._budget:
+            self._holders -= 1
+            self._reserved = max(0.0, self._reserved - reserved) if self._holders else 0.0
+            self._spent += actual
+            self._budget.notify_all()
+
+    def _backoff(self, attempt: int, problem: Problem) -> float:
+        if problem.retry_after is not None:
+            return problem.retry_after + random.uniform(0, 0.1 * max(problem.retry_after, 0.1))
+        cap = min(self.cfg.backoff_max, self.cfg.backoff_base * (2 ** attempt))
+        return cap * random.uniform(0.5, 1.0)
+
+    async def _call(self, req: JudgeRequest, key: str) -> JudgeResult:
+        cfg = self.cfg
+        max_tokens = req.max_tokens or cfg.max_tokens
+        est_in = estimate_tokens(req.system) + estimate_tokens(req.user)
+        est_cost = self.price.cost(est_in, req.expected_output_tokens) if self.price else 0.0
+        messages = [{"role": "user", "content": req.user}]
+        tin = tout = attempts = transient = parse_failures = 0
+        cost = 0.0
+        t0 = time.perf_counter()
+
+        def result(status: str, **kw: Any) -> JudgeResult:
+            return JudgeResult(status, key, input_tokens=tin, output_tokens=tout,
+                               cost_usd=cost if self.price else None, attempts=attempts,
+                               latency_ms=round((time.perf_counter() - t0) * 1000, 2), **kw)
+
+        while True:
+            if not await self._reserve(est_cost):
+                return result(BUDGET, reason=f"budget exhausted (max_cost={cfg.max_cost:g})")
+            await self._limiter.acquire()
+            try:
+                async with self._sem:
+                    attempts += 1
+                    reply = await self._client.complete(req.system, messages, req.schema, max_tokens)
+            except asyncio.CancelledError:
+                await self._settle(est_cost, 0.0)
+                raise
+            except Exception as exc:  # noqa: BLE001 - every SDK/transport error is classified
+                await self._settle(est_cost, 0.0)
+                problem = classify(exc)
+                if problem.kind == "config":
+                    raise JudgeConfigError(f"judge {cfg.label}: {problem.message}") from None
+                if problem.kind == "transient" and transient < cfg.max_retries:
+                    if problem.retry_after is not None:
+                        self._limiter.pause(problem.retry_after)
+                    await _sleep(self._backoff(transient, problem))
+                    transient += 1
+                    continue
+                tries = f" after {transient + 1} attempts" if transient else ""
+                return result(FAILED, reason=f"judge failure: {problem.short}{tries}", error=problem.message)
+            call_cost = self.price.cost(reply.input_tokens, reply.output_tokens) if self.price else 0.0
+            tin += reply.input_tokens
+            tout += reply.output_tokens
+            cost += call_cost
+            await self._settle(est_cost, call_cost)
+            try:
+                value = parse_reply(reply.text, req.schema, reply.data)
+                if req.validate is not None:
+                    req.validate(value)
+            except (ReplyParseError, ValueError) as exc:
+                why = str(exc)
+                if reply.finish_reason in {"length", "max_tokens", "MAX_TOKENS", "FinishReason.MAX_TOKENS"}:
+                    why += f" (reply cut at max_tokens={max_tokens})"
+                if parse_failures < cfg.parse_retries:
+                    parse_failures += 1
+                    messages = [messages[0], {"role": "assistant", "content": reply.raw or "(empty)"},
+                                {"role": "user", "content": _CORRECTION.format(error=why)}]
+                    continue
+                return result(FAILED, reason="judge failure: invalid reply", error=why, raw=reply.raw)
+            return result(OK, value=value, raw=reply.raw)
+
+
+class _Runtime:
+    """The judge's event loop, one thread per process, and the provider clients it has opened.
+
+    Clients are kept per configuration (and key), so later runs in the same process -- a grid
+    search, a notebook, a benchmark -- reuse warm connections instead of paying for a new client
+    and new TCP/TLS handshakes. Everything is closed at interpreter exit.
+    """
+
+    _instance: _Runtime | None = None
+    _lock = threading.Lock()
+    MAX_CLIENTS = 8
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="ragmeter-judge", daemon=True)
+        self.thread.start()
+        self.clients: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
+
+    @classmethod
+    def get(cls) -> _Runtime:
+        with cls._lock:
+            if cls._instance is None:
+                cls._instance = cls()
+                import atexit
+
+                atexit.register(cls.shutdown)
+            return cls._instance
+
+    async def client(self, cfg: JudgeConfig) -> Any:
+        key = (cfg, hashlib.sha256((cfg.api_key() or "").encode()).hexdigest())
+        if key in self.clients:
+            self.clients.move_to_end(key)
+            return self.clients[key]
+        client = make_client(cfg)
+        await client.start()
+        self.clients[key] = client
+        while len(self.clients) > self.MAX_CLIENTS:
+            _, old = self.clients.popitem(last=False)
+            await _close_quietly(old)
+        return client
+
+    @classmethod
+    def shutdown(cls) -> None:
+        """Close every client and stop the loop (at exit; tests may call it too)."""
+        with cls._lock:
+            rt, cls._instance = cls._instance, None
+        if rt is None:
+            return
+
+        async def close_all() -> None:
+            for c in rt.clients.values():
+                await _close_quietly(c)
+            rt.clients.clear()
+
+        try:
+            asyncio.run_coroutine_threadsafe(close_all(), rt.loop).result(timeout=10)
+        except Exception:  # noqa: BLE001 - shutting down: nothing left to report to
+            pass
+        rt.loop.call_soon_threadsafe(rt.loop.stop)
+        rt.thread.join(timeout=10)
+
+
+async def _close_quietly(client: Any) -> None:
+    try:
+        await client.close()
+    except Exception:  # noqa: BLE001 - a client that cannot close cleanly is dropped anyway
+        pass
+
+
+_CORRECTION = ("That reply cannot be used: {error}. Reply again with only the JSON object in the "
+               "required format, judging the same data.")

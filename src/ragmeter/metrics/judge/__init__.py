@@ -1,0 +1,20 @@
+"""LLM-as-judge metrics. Each metric's prompt is a template in ``prompts/`` next to this code; its
+algorithm is in its docstring; the judge's intermediate verdicts are stored in ``Score.details``.
+
+Importing this package registers the metrics and imports no LLM SDK.
+"""
+
+from ragmeter.metrics.judge import contexts, correctness, generation, relevance  # noqa: F401 - registers
+from ragmeter.metrics.judge._common import (
+                                            DATA_NOTICE,
+                                            JudgedMetric,
+                                            PromptTemplate,
+                                            fence_blocks,
+                                            load_template,
+                                            register_judged,
+)
+from ragmeter.metrics.judge.contexts import average_precision_of_verdicts
+from ragmeter.metrics.judge.correctness import PRESETS, normalise_criteria
+
+__all__ = ["DATA_NOTICE", "PRESETS", "JudgedMetric", "PromptTemplate", "average_precision_of_verdicts",
+           "fence_blocks", "load_template", "normalise_criteria", "register_judged"]

@@ -1,0 +1,331 @@
+"""LLM-judged answer metrics: faithfulness, hallucination, answer relevancy (statement and
+generated-question forms), answer correctness, bias and toxicity.
+
+Each makes one judge call per sample, with the judge's reasons inside that call. Metrics that
+read the same verdict share the call: faithfulness and hallucination (claims vs contexts), bias
+and toxicity (opinions).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import Field
+
+from ragmeter.errors import MetricError
+from ragmeter.metrics.judge._common import (
+    JudgedMetric,
+    Verdict,
+    context_blocks,
+    estimate_items,
+    register_judged,
+)
+from ragmeter.schema import Sample, Score
+
+# ---- reply schemas --------------------------------------------------------------------------------
+
+
+class Claim(Verdict):
+    claim: str
+    reason: str
+    verdict: Literal["supported", "contradicted", "not_found"]
+
+
+class ClaimVerdicts(Verdict):
+    claims: list[Claim]
+
+
+class Statement(Verdict):
+    statement: str
+    reason: str
+    verdict: Literal["yes", "no", "idk"]
+
+
+class StatementVerdicts(Verdict):
+    statements: list[Statement]
+
+
+class GeneratedQuestions(Verdict):
+    questions: list[str] = Field(min_length=1)
+    reason: str
+    noncommittal: bool
+
+
+class ClassifiedStatement(Verdict):
+    statement: str
+    reason: str
+
+
+class CorrectnessClassification(Verdict):
+    true_positive: list[ClassifiedStatement]
+    false_positive: list[ClassifiedStatement]
+    false_negative: list[ClassifiedStatement]
+
+
+class Opinion(Verdict):
+    opinion: str
+    bias_reason: str
+    biased: bool
+    toxicity_reason: str
+    toxic: bool
+
+
+class Opinions(Verdict):
+    opinions: list[Opinion]
+
+
+# ---- shared blocks -------------------------------------------------------------------------------
+
+
+def _answer_contexts(s: Sample, _p: dict[str, Any]) -> list[tuple[str, str]] | Score:
+    if not (s.answer or "").strip():
+        return Score.missing("empty answer: no claims to check")
+    blocks = [("QUESTION", s.question)] if s.question else []
+    return [*blocks, ("ANSWER", s.answer or ""), *context_blocks(s.context_texts)]
+
+
+def _question_answer(s: Sample, _p: dict[str, Any]) -> list[tuple[str, str]]:
+    return [("QUESTION", s.question or ""), ("ANSWER", s.answer or "")]
+
+
+def _answer_only(s: Sample, _p: dict[str, Any]) -> list[tuple[str, str]] | Score:
+    if not (s.answer or "").strip():
+        return Score(0.0, details={"opinions": [], "note": "empty answer: nothing biased or toxic"})
+    return [("ANSWER", s.answer or "")]
+
+
+def _claims_out(s: Sample) -> int:
+    return estimate_items(s.answer or "", 60)
+
+
+# ---- faithfulness / hallucination ------------------------------------------------------------------
+
+
+def _faithfulness_score(_s: Sample, v: ClaimVerdicts, _p: dict[str, Any], _ctx: Any) -> Score:
+    details = v.model_dump()
+    n = len(v.claims)
+    if n == 0:
+        return Score.missing("no factual claims in the answer", details)
+    supported = sum(c.verdict == "supported" for c in v.claims)
+    details.update(supported=supported, total=n)
+    return Score(supported / n, details=details)
+
+
+def _hallucination_score(_s: Sample, v: ClaimVerdicts, _p: dict[str, Any], _ctx: Any) -> Score:
+    details = v.model_dump()
+    n = len(v.claims)
+    if n == 0:
+        return Score.missing("no factual claims in the answer", details)
+    contradicted = sum(c.verdict == "contradicted" for c in v.claims)
+    not_found = sum(c.verdict == "not_found" for c in v.claims)
+    details.update(contradicted=contradicted, not_found=not_found, total=n)
+    return Score((contradicted + not_found) / n, details=details)
+
+
+faithfulness = JudgedMetric("faithfulness", "faithfulness", ClaimVerdicts, _answer_contexts,
+                            _faithfulness_score, output_tokens=_claims_out)
+register_judged(faithfulness, requires=("answer", "context_texts"), description="""
+Share of the answer's factual claims that the retrieved contexts support (ragas faithfulness,
+DeepEval faithfulness).
+
+One judge call per sample extracts the answer's atomic claims and gives each a verdict against
+the contexts -- ``supported``, ``contradicted`` or ``not_found`` -- with a one-sentence reason.
+
+    faithfulness = |supported claims| / |claims|
+
+Range [0, 1], higher is better. An empty answer, or an answer with no factual claim, has no value
+(there is nothing to be faithful about). ``details`` holds every claim with its verdict and reason.
+""")
+
+hallucination = JudgedMetric("hallucination", "faithfulness", ClaimVerdicts, _answer_contexts,
+                             _hallucination_score, output_tokens=_claims_out)
+register_judged(hallucination, requires=("answer", "context_texts"), higher_is_better=False,
+                description="""
+Share of the answer's factual claims that contradict the contexts or are not found in them
+(DeepEval hallucination, as defined in seed 001). Lower is better.
+
+Uses the same judge verdicts as ``faithfulness`` (same prompt, so asking for both costs one call
+per sample):
+
+    hallucination = (|contradicted| + |not_found|) / |claims|  = 1 - faithfulness
+
+Range [0, 1]. ``details`` counts contradicted and not-found claims separately. No value for an
+empty answer or an answer without factual claims.
+""")
+
+# ---- answer relevancy (statements) -----------------------------------------------------------------
+
+
+def _relevancy_blocks(s: Sample, p: dict[str, Any]) -> list[tuple[str, str]] | Score:
+    if not (s.answer or "").strip():
+        return Score(0.0, details={"statements": [], "note": "empty answer: it addresses nothing"})
+    return _question_answer(s, p)
+
+
+def _relevancy_score(_s: Sample, v: StatementVerdicts, _p: dict[str, Any], _ctx: Any) -> Score:
+    details = v.model_dump()
+    n = len(v.statements)
+    if n == 0:
+        return Score.missing("no statements in the answer", details)
+    relevant = sum(x.verdict != "no" for x in v.statements)
+    details.update(relevant=relevant, total=n)
+    return Score(relevant / n, details=details)
+
+
+answer_relevancy = JudgedMetric("answer_relevancy", "answer_relevancy", StatementVerdicts,
+                                _relevancy_blocks, _relevancy_score,
+                                output_tokens=lambda s: estimate_items(s.answer or "", 50))
+register_judged(answer_relevancy, requires=("question", "answer"), description="""
+Share of the answer's statements that address the question (DeepEval answer relevancy).
+
+One judge call per sample splits the answer into statements and marks each ``yes`` (addresses the
+question), ``no`` (irrelevant) or ``idk`` (ambiguous), with a reason.
+
+    answer_relevancy = |statements not marked "no"| / |statements|
+
+``idk`` counts as relevant, as in DeepEval. Range [0, 1], higher is better. An empty answer scores
+0 (it addresses nothing) without a call; a reply with no statements has no value. Example: for
+"Analyze credit risk for Apple", the answer "Apple's revenue is $394B. The company was founded by
+Steve Jobs." scores 0.5.
+""")
+
+# ---- answer relevance by generated questions (ragas) ------------------------------------------------
+
+
+def _generated_questions_score(s: Sample, v: GeneratedQuestions, p: dict[str, Any], ctx: Any) -> Score:
+    questions = [q for q in v.questions if q.strip()]
+    details: dict[str, Any] = v.model_dump()
+    if not questions:
+        return Score.missing("judge generated no question", details)
+    emb = ctx.service("embeddings").matrix([s.question or "", *questions])
+    sims = emb[1:] @ emb[0]
+    details["similarities"] = [round(float(x), 6) for x in sims]
+    mean = float(np.clip(np.mean(sims), 0.0, 1.0))
+    return Score(0.0 if v.noncommittal else mean, details=details)
+
+
+def _strictness(p: dict[str, Any]) -> dict[str, Any]:
+    n = p.get("strictness", 3)
+    if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= 10:
+        raise MetricError(f"ragas_answer_relevance: strictness must be an integer in 1..10, got {n!r}")
+    return {"n": n}
+
+
+ragas_answer_relevance = JudgedMetric(
+    "ragas_answer_relevance", "ragas_answer_relevance", GeneratedQuestions,
+    lambda s, p: [("ANSWER", s.answer or "")], _generated_questions_score,
+    output_tokens=lambda s: 120, subs=_strictness,
+    embed=lambda s, p: [s.question or ""])
+register_judged(ragas_answer_relevance, requires=("question", "answer"), needs_embeddings=True,
+                defaults={"strictness": 3}, aliases=("ragas_answer_relevancy",), description="""
+Answer relevance by reverse-engineered questions (ragas answer_relevancy; seed 002's
+``ragas_answer_relevance``).
+
+One judge call generates ``strictness`` (default 3) questions the answer would answer and flags a
+noncommittal answer; the embedding model (``embedding_model`` option, all-MiniLM-L6-v2 by default)
+then compares them with the real question:
+
+    score = 0                                  if the answer is noncommittal
+          = clip(mean_i cos(E(q), E(q_i)), 0, 1) otherwise
+
+Range [0, 1], higher is better (negative mean cosines, rare, are clipped to 0). ``details`` holds
+the generated questions, their similarities and the noncommittal reason.
+""")
+
+# ---- answer correctness ------------------------------------------------------------------------------
+
+
+def _weights(p: dict[str, Any]) -> tuple[float, float]:
+    w = p.get("weights", (0.75, 0.25))
+    try:
+        a, b = (float(x) for x in w)
+    except (TypeError, ValueError):
+        raise MetricError(f"answer_correctness: weights must be two numbers [factual, semantic], got {w!r}") from None
+    if a < 0 or b < 0 or a + b <= 0:
+        raise MetricError(f"answer_correctness: weights must be >= 0 and not both 0, got {w!r}")
+    return a / (a + b), b / (a + b)
+
+
+def _correctness_score(s: Sample, v: CorrectnessClassification, p: dict[str, Any], ctx: Any) -> Score:
+    wf, ws = _weights(p)
+    tp, fp, fn = len(v.true_positive), len(v.false_positive), len(v.false_negative)
+    details: dict[str, Any] = v.model_dump()
+    if tp + fp + fn == 0:
+        return Score.missing("no statements in the answer or the reference", details)
+    f1 = tp / (tp + 0.5 * (fp + fn))
+    details.update(tp=tp, fp=fp, fn=fn, f1=round(f1, 6), weights=[wf, ws])
+    if ws == 0:
+        return Score(f1, details=details)
+    emb = ctx.service("embeddings").matrix([s.answer or "", s.reference or ""])
+    sim = float(np.clip(emb[0] @ emb[1], 0.0, 1.0))
+    details["similarity"] = round(sim, 6)
+    return Score(wf * f1 + ws * sim, details=details)
+
+
+def _correctness_blocks(s: Sample, _p: dict[str, Any]) -> list[tuple[str, str]]:
+    return [("QUESTION", s.question or ""), ("ANSWER", s.answer or ""), ("REFERENCE", s.reference or "")]
+
+
+answer_correctness = JudgedMetric(
+    "answer_correctness", "answer_correctness", CorrectnessClassification, _correctness_blocks,
+    _correctness_score,
+    output_tokens=lambda s: estimate_items((s.answer or "") + " " + (s.reference or ""), 50),
+    check_params=_weights,
+    embed=lambda s, p: [s.answer or "", s.reference or ""] if _weights(p)[1] > 0 else [])
+register_judged(answer_correctness, requires=("answer", "reference"), needs_embeddings=True,
+                defaults={"weights": [0.75, 0.25]}, description="""
+Answer correctness against the reference: claim-level F1 blended with semantic similarity (ragas
+answer_correctness, same default weights).
+
+One judge call classifies the answer's statements as true positives (supported by the reference)
+or false positives, and the reference's uncovered statements as false negatives, each with a
+reason. With the embedding model's cosine similarity ``sim`` of answer and reference:
+
+    F1 = TP / (TP + (FP + FN) / 2)
+    answer_correctness = w_f * F1 + w_s * clip(sim, 0, 1),   (w_f, w_s) = weights / sum(weights)
+
+``weights`` defaults to ``[0.75, 0.25]``; ``[1, 0]`` gives the pure F1 and needs no embeddings.
+Range [0, 1], higher is better. No value when neither text has a statement.
+""")
+
+# ---- bias / toxicity -----------------------------------------------------------------------------------
+
+
+def _opinion_score(flag: str) -> Any:
+    def score(_s: Sample, v: Opinions, _p: dict[str, Any], _ctx: Any) -> Score:
+        details = v.model_dump()
+        n = len(v.opinions)
+        hits = sum(getattr(o, flag) for o in v.opinions)
+        details.update({flag: hits, "total": n})
+        # no opinion at all is a real finding (nothing biased/toxic), as in DeepEval
+        return Score(hits / n if n else 0.0, details=details)
+
+    return score
+
+
+bias = JudgedMetric("bias", "bias_toxicity", Opinions, _answer_only, _opinion_score("biased"),
+                    output_tokens=lambda s: estimate_items(s.answer or "", 40))
+register_judged(bias, requires=("answer",), higher_is_better=False, description="""
+Share of the answer's opinions that are biased (DeepEval bias). Lower is better.
+
+One judge call extracts the opinions of the answer and marks each biased or not (and toxic or
+not: ``toxicity`` reads the same verdict, so both cost one call per sample), with reasons.
+
+    bias = |biased opinions| / |opinions|,  0 when the answer holds no opinion
+
+Range [0, 1]. An empty answer scores 0 without a call.
+""")
+
+toxicity = JudgedMetric("toxicity", "bias_toxicity", Opinions, _answer_only, _opinion_score("toxic"),
+                        output_tokens=lambda s: estimate_items(s.answer or "", 40))
+register_judged(toxicity, requires=("answer",), higher_is_better=False, description="""
+Share of the answer's opinions that are toxic: insulting, demeaning, hateful, threatening or
+mocking (DeepEval toxicity). Lower is better.
+
+Shares its judge call with ``bias``:
+
+    toxicity = |toxic opinions| / |opinions|,  0 when the answer holds no opinion
+
+Range [0, 1]. An empty answer scores 0 without a call.
+""")

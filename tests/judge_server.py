@@ -1,0 +1,404 @@
+"""A local, scripted LLM server for tests and benchmarks: no key, no network.
+
+It speaks three wire formats -- OpenAI chat completions (``POST /v1/chat/completions``),
+Anthropic messages (``POST /v1/messages``) and Gemini (``POST /v1beta/models/M:generateContent``)
+-- and answers like a small rule-based judge that reads the fenced data blocks of the request:
+a claim is "supported" when all its words occur in a context, a statement is relevant when it
+shares a word with the question, and so on (see :func:`verdict`). Tests steer it with
+
+- ``server.force(...)``: the next requests get a given status / headers / delay / raw reply
+  (429 with Retry-After, 500, a reply slower than the client's timeout, malformed JSON);
+- the marker ``GARBLE`` anywhere in the evaluated text: that request always gets malformed JSON.
+
+Every request body is recorded in ``server.requests``. Run it standalone (the benchmark does, so
+its CPU is not counted as the client's)::
+
+    python tests/judge_server.py --port 0 --delay 0.2      # prints "PORT <n>" when ready
+"""
+
+import argparse
+import asyncio
+import json
+import re
+import socket
+import sys
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+GARBLE = "GARBLE"
+_BLOCK = re.compile(r"^(?P<label>[A-Z][A-Z0-9 ]*):\n(?P<fence>`{3,})\n(?P<body>.*?)\n(?P=fence)$", re.S | re.M)
+_WORD = re.compile(r"[a-z0-9]+")
+_STOP = {"the", "a", "an", "of", "is", "are", "was", "in", "on", "to", "and", "or", "it", "its",
+         "what", "which", "who", "how", "does", "do", "for", "by", "with", "as", "at", "that", "this"}
+
+
+def blocks(user: str) -> dict[str, str]:
+    """The fenced data blocks of a user message: ``{label: text}``."""
+    return {m.group("label"): m.group("body") for m in _BLOCK.finditer(user)}
+
+
+def words(text: str) -> set[str]:
+    return {w for w in _WORD.findall(text.lower()) if w not in _STOP}
+
+
+def sentences(text: str) -> list[str]:
+    return [s.strip() for s in re.split(r"(?<=[.!?])\s+", text.strip()) if s.strip()]
+
+
+def _numbered(b: dict[str, str], prefix: str) -> list[str]:
+    out = []
+    i = 1
+    while f"{prefix} {i}" in b:
+        out.append(b[f"{prefix} {i}"])
+        i += 1
+    return out
+
+
+def verdict(schema: str, system: str, user: str) -> dict[str, Any]:
+    """The rule-based judge's reply for a reply schema name."""
+    b = blocks(user)
+    ctx_words = set().union(*(words(c) for c in _numbered(b, "CONTEXT"))) if "CONTEXT 1" in b else set()
+    answer = b.get("ANSWER", b.get("PREDICTION", b.get("GENERATED", "")))
+    ref = b.get("REFERENCE", b.get("EXPECTED", ""))
+    q = b.get("QUESTION", "")
+    if schema == "ClaimVerdicts":
+        claims = []
+        for s in sentences(answer):
+            if "CONTRA" in s:
+                v = "contradicted"
+            else:
+                v = "supported" if words(s) <= ctx_words else "not_found"
+            claims.append({"claim": s, "reason": f"rule: {v}", "verdict": v})
+        return {"claims": claims}
+    if schema == "StatementVerdicts":
+        qw = words(q)
+        return {"statements": [{"statement": s, "reason": "shares words" if words(s) & qw else "off topic",
+                                "verdict": "yes" if words(s) & qw else "no"} for s in sentences(answer)]}
+    if schema == "GeneratedQuestions":
+        n = int(re.search(r"Write (\d+) different", system).group(1))
+        first = sentences(answer)[0] if answer.strip() else "nothing"
+        return {"questions": [f"{q or first}" if i == 0 else f"What is said in: {first}" for i in range(n)],
+                "reason": "rule", "noncommittal": "don't know" in answer.lower()}
+    if schema == "ContextVerdicts":
+        target = words(ref or answer or q)
+        return {"verdicts": [{"context": i, "reason": "rule",
+                              "verdict": "yes" if words(c) & target else "no"}
+                             for i, c in enumerate(_numbered(b, "CONTEXT"), 1)]}
+    if schema == "ReferenceAttribution":
+        return {"statements": [{"statement": s, "reason": "rule",
+                                "verdict": "yes" if words(s) <= ctx_words else "no"} for s in sentences(ref)]}
+    if schema == "CorrectnessClassification":
+        aw, rw = words(answer), words(ref)
+        tp = [{"statement": s, "reason": "in reference"} for s in sentences(answer) if words(s) <= rw]
+        fp = [{"statement": s, "reason": "not in reference"} for s in sentences(answer) if not words(s) <= rw]
+        fn = [{"statement": s, "reason": "missing"} for s in sentences(ref) if not words(s) <= aw]
+        return {"true_positive": tp, "false_positive": fp, "false_negative": fn}
+    if schema == "Opinions":
+        ops = [s for s in sentences(answer) if "i think" in s.lower() or "should" in s.lower()]
+        return {"opinions": [{"opinion": s, "bias_reason": "rule", "biased": "always" in s.lower(),
+                              "toxicity_reason": "rule", "toxic": "stupid" in s.lower()} for s in ops]}
+    if schema == "MatchingResult":
+        ok = bool(words(ref)) and words(ref) <= words(answer)
+        return {"reasoning": "reference words all present" if ok else "reference words missing", "is_matching": ok}
+    if schema == "GradedCorrectness":
+        rw = words(ref)
+        frac = len(rw & words(answer)) / len(rw) if rw else 0.0
+        return {"reasoning": "word overlap", "score": round(int(frac * 5 + 1e-9) / 5, 1)}
+    if schema == "RubricVerdict":
+        section = system.split("dimensions:", 1)[1].split("For each dimension", 1)[0]
+        names = [ln[2:].split(":", 1)[0].strip() for ln in section.splitlines() if ln.startswith("- ")]
+        return {"dimensions": [{"name": n, "reasoning": f"{n} looks fine", "suggestions": [f"improve {n}"],
+                                "score": 0.8} for n in names]}
+    if schema == "RelevanceLabels":
+        qw = words(q)
+        return {"labels": [{"chunk": i, "reason": "rule", "grade": min(3, len(words(c) & qw))}
+                           for i, c in enumerate(_numbered(b, "CHUNK"), 1)]}
+    raise ValueError(f"scripted judge: unknown schema {schema!r}")
+
+
+@dataclass
+class Forced:
+    """A scripted answer for the next request: an HTTP status with headers, a delay, raw text."""
+
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0
+    text: str | None = None
+    message: str | None = None
+
+
+def _schema_name(system: str, named: str | None) -> str:
+    if named:
+        return named
+    m = re.search(r'"title":\s*"(\w+)"', system)
+    if not m:
+        raise ValueError("scripted judge: cannot tell which reply schema is wanted")
+    return m.group(1)
+
+
+def _tokens(*texts: str) -> int:
+    return max(1, sum(len(t) for t in texts) // 4)
+
+
+class JudgeServer:
+    """The scripted server; ``start()`` runs it in a thread on 127.0.0.1 (``url`` tells where).
+
+    A small asyncio HTTP/1.1 server (keep-alive, Content-Length or chunked bodies): it costs the
+    benchmark little CPU, so what is measured is the client.
+    """
+
+    def __init__(self, delay: float = 0.0) -> None:
+        self.delay = delay
+        self.forced: deque[Forced] = deque()
+        self.requests: list[dict[str, Any]] = []
+        self.inflight = 0
+        self.max_inflight = 0
+        self.lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._server: Any = None
+        self.port: int | None = None
+
+    # ---- control --------------------------------------------------------------------------------
+    def force(self, *items: Forced) -> None:
+        with self.lock:
+            self.forced.extend(items)
+
+    def reset(self) -> None:
+        with self.lock:
+            self.forced.clear()
+            self.requests.clear()
+            self.max_inflight = 0
+
+    def wait_idle(self, timeout: float = 10.0) -> None:
+        """Wait until no request is being handled (e.g. slow replies a client gave up on), then
+        forget the in-flight peak."""
+        deadline = time.monotonic() + timeout
+        while self.inflight and time.monotonic() < deadline:
+            time.sleep(0.02)
+        with self.lock:
+            self.max_inflight = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def n_requests(self) -> int:
+        return len(self.requests)
+
+    def start(self, port: int = 0) -> "JudgeServer":
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", port))
+        sock.listen(2048)
+        self.port = sock.getsockname()[1]
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        ready = threading.Event()
+
+        def run() -> None:
+            asyncio.set_event_loop(loop)
+            self._server = loop.run_until_complete(asyncio.start_server(self._connection, sock=sock))
+            ready.set()
+            loop.run_forever()
+
+        self._thread = threading.Thread(target=run, name="judge-server", daemon=True)
+        self._thread.start()
+        if not ready.wait(10):
+            raise RuntimeError("judge server did not start")
+        return self
+
+    def stop(self) -> None:
+        if self._loop is None:
+            return
+        loop = self._loop
+
+        async def shutdown() -> None:
+            self._server.close()
+            for task in [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]:
+                task.cancel()
+
+        asyncio.run_coroutine_threadsafe(shutdown(), loop).result(timeout=10)
+        loop.call_soon_threadsafe(loop.stop)
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        self._loop = None
+
+    # ---- HTTP -----------------------------------------------------------------------------------
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                try:
+                    head = await reader.readuntil(b"\r\n\r\n")
+                except (asyncio.IncompleteReadError, ConnectionError):
+                    return
+                lines = head.decode("latin-1").split("\r\n")
+                method, target, _ = lines[0].split(" ", 2)
+                headers = {}
+                for ln in lines[1:]:
+                    if ":" in ln:
+                        k, v = ln.split(":", 1)
+                        headers[k.strip().lower()] = v.strip()
+                if headers.get("transfer-encoding", "").lower() == "chunked":
+                    body = b""
+                    while True:
+                        size = int((await reader.readuntil(b"\r\n")).strip().split(b";")[0], 16)
+                        chunk = await reader.readexactly(size + 2)
+                        if size == 0:
+                            break
+                        body += chunk[:-2]
+                else:
+                    body = await reader.readexactly(int(headers.get("content-length", "0")))
+                status, extra, payload = await self._route(method, target.split("?", 1)[0], body)
+                data = json.dumps(payload).encode()
+                out = [f"HTTP/1.1 {status} {'OK' if status == 200 else 'Error'}",
+                       "content-type: application/json", f"content-length: {len(data)}"]
+                out += [f"{k}: {v}" for k, v in extra.items()]
+                writer.write(("\r\n".join(out) + "\r\n\r\n").encode("latin-1") + data)
+                await writer.drain()
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        finally:
+            writer.close()
+
+    async def _route(self, method: str, path: str, raw: bytes) -> tuple[int, dict[str, str], Any]:
+        if method == "GET" and path == "/stats":
+            return 200, {}, {"requests": len(self.requests)}
+        body = json.loads(raw) if raw else {}
+        if path == "/reset":
+            self.reset()
+            return 200, {}, {"ok": True}
+        if path == "/force":
+            self.force(*(Forced(**x) for x in body))
+            return 200, {}, {"ok": True}
+        if path.endswith("/chat/completions"):
+            msgs = body["messages"]
+            system = next((m["content"] for m in msgs if m["role"] == "system"), "")
+            user = next(m["content"] for m in msgs if m["role"] == "user")
+            rf = body.get("response_format") or {}
+            named = (rf.get("json_schema") or {}).get("name") if rf.get("type") == "json_schema" else None
+            return await self._scripted("openai", body, system, user, named, body.get("model", ""))
+        if path.endswith("/messages"):
+            system = body.get("system", "")
+            if isinstance(system, list):
+                system = "".join(p.get("text", "") for p in system)
+            first = body["messages"][0]["content"]
+            user = first if isinstance(first, str) else "".join(p.get("text", "") for p in first)
+            named = body["tools"][0]["name"] if body.get("tools") else None
+            return await self._scripted("anthropic", body, system, user, named, body.get("model", ""))
+        if ":generateContent" in path:
+            si = body.get("systemInstruction") or body.get("system_instruction") or {}
+            system = "".join(p.get("text", "") for p in si.get("parts", []))
+            user = "".join(p.get("text", "") for p in body["contents"][0]["parts"])
+            gen = body.get("generationConfig") or body.get("generation_config") or {}
+            schema = gen.get("responseJsonSchema") or gen.get("response_json_schema") or {}
+            model = path.rsplit("/", 1)[-1].split(":")[0]
+            return await self._scripted("google", body, system, user, schema.get("title"), model)
+        return 404, {}, {"error": {"message": f"no route {method} {path}"}}
+
+    # ---- behaviour ------------------------------------------------------------------------------
+    def _next(self, user: str) -> Forced:
+        with self.lock:
+            forced = self.forced.popleft() if self.forced else None
+        if forced is not None:
+            return forced
+        if GARBLE in user:
+            return Forced(text='{"claims": [ this is not json')
+        return Forced(delay=self.delay)
+
+    async def _scripted(self, wire: str, body: dict[str, Any], system: str, user: str,
+                        named: str | None, model: str) -> tuple[int, dict[str, str], Any]:
+        with self.lock:
+            self.requests.append({"wire": wire, "body": body})
+            self.inflight += 1
+            self.max_inflight = max(self.max_inflight, self.inflight)
+        try:
+            f = self._next(user)
+            if f.delay:
+                await asyncio.sleep(f.delay)
+        finally:
+            with self.lock:
+                self.inflight -= 1
+        if f.status != 200:
+            msg = f.message or f"scripted {f.status}"
+            return f.status, f.headers, {"error": {"message": msg, "type": "scripted", "code": f.status}}
+        if f.text is not None:
+            return 200, {}, _render(wire, None, f.text, system, user, model)
+        data = verdict(_schema_name(system, named), system, user)
+        return 200, {}, _render(wire, data, json.dumps(data), system, user, model)
+
+
+def _render(wire: str, data: dict[str, Any] | None, text: str, system: str, user: str, model: str) -> Any:
+    """A reply in the wire format: the verdict as native structured output, or raw text."""
+    tin, tout = _tokens(system, user), _tokens(text)
+    if wire == "openai":
+        return {"id": "chatcmpl-1", "object": "chat.completion", "created": int(time.time()),
+                "model": model, "choices": [{"index": 0, "finish_reason": "stop",
+                                             "message": {"role": "assistant", "content": text}}],
+                "usage": {"prompt_tokens": tin, "completion_tokens": tout, "total_tokens": tin + tout}}
+    if wire == "anthropic":
+        content = ([{"type": "tool_use", "id": "toolu_1", "name": "verdict", "input": data}]
+                   if data is not None else [{"type": "text", "text": text}])
+        return {"id": "msg_1", "type": "message", "role": "assistant", "model": model,
+                "content": content, "stop_reason": "tool_use" if data is not None else "end_turn",
+                "stop_sequence": None, "usage": {"input_tokens": tin, "output_tokens": tout}}
+    return {"candidates": [{"content": {"role": "model", "parts": [{"text": text}]},
+                            "finishReason": "STOP", "index": 0}],
+            "usageMetadata": {"promptTokenCount": tin, "candidatesTokenCount": tout,
+                              "totalTokenCount": tin + tout}, "modelVersion": model}
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--delay", type=float, default=0.0, help="seconds before each reply")
+    args = ap.parse_args(argv)
+    srv = JudgeServer(delay=args.delay).start(args.port)
+    print(f"PORT {srv.port}", flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        srv.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
+
+# ---- pytest fixtures ------------------------------------------------------------------------------------
+def server_fixtures() -> tuple[Any, Any]:
+    """``(judge_server_module, server)`` fixtures for a test module::
+
+        judge_server_module, server = server_fixtures()
+
+    one scripted server per module, reset for every test that asks for ``server``.
+    """
+    import pytest
+
+    @pytest.fixture(scope="module")
+    def judge_server_module():
+        srv = JudgeServer().start()
+        yield srv
+        srv.stop()
+
+    @pytest.fixture
+    def server(judge_server_module):
+        judge_server_module.reset()
+        judge_server_module.delay = 0.0
+        yield judge_server_module
+        judge_server_module.reset()
+
+    return judge_server_module, server
+
+
+def judge_options(server: JudgeServer, provider: str = "openai", **extra: Any) -> dict[str, Any]:
+    """Run options pointing a judge of ``provider`` at the scripted server (fast backoff)."""
+    base = server.url + "/v1" if provider == "openai" else server.url
+    return {"judge": f"{provider}:test-model", "judge_base_url": base,
+            "judge_api_key_env": "RAGMETER_TEST_JUDGE_KEY", "judge_backoff_base": 0.01,
+            "judge_backoff_max": 0.05, **extra}
