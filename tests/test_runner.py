@@ -188,3 +188,15 @@ def test_store_url_from_env(tmp_path, monkeypatch):
     monkeypatch.setenv("RAGMETER_DB", str(tmp_path / "env.db"))
     res = ragmeter.evaluate(_rows(2), ["t_len_ratio"])
     assert (tmp_path / "env.db").exists() and res.store_url.endswith("env.db")
+
+
+def test_unavailable_metric_fails_before_a_run_is_created(db_url):
+    from ragmeter.store import open_store
+
+    with pytest.raises(ConfigError, match="--judge"):
+        ragmeter.evaluate(_rows(3), ["t_len_ratio", "faithfulness"], db=db_url)
+    assert open_store(db_url).list_runs() == []
+    res = ragmeter.evaluate(_rows(3), ["t_len_ratio", "faithfulness"], db=db_url, skip_unavailable=True)
+    assert res.summary["t_len_ratio"]["n"] == 3
+    assert res.summary["faithfulness"]["n"] == 0
+    assert all(r.startswith("unavailable:") for r in res.summary["faithfulness"]["missing_reasons"])

@@ -161,6 +161,7 @@ def evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None = None, *
             raise ConfigError(f"run {run_id} was started with metrics "
                               f"{[r.key for r in requests]}; resume it without --metrics or with the same list")
         opts = {**run.config.get("options", {}), **opts}
+        unavailable = _preflight(requests, opts, store, skip_unavailable)
         done = store.scored_pairs(run_id)
         store.update_run(run_id, status="running")
     else:
@@ -169,6 +170,7 @@ def evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None = None, *
                               "with 'metrics' (see `ragmeter metrics`)")
         dataset = load(data, mapping=mapping or cfg.get("map"), on_error=on_error)  # type: ignore[arg-type]
         requests = resolve_all(entries)
+        unavailable = _preflight(requests, opts, store, skip_unavailable)
         run_id = store.create_run(
             dataset_source=dataset.source, fingerprint=dataset.fingerprint,
             samples=dataset.samples,
@@ -182,7 +184,7 @@ def evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None = None, *
     with _rich_progress(progress) as prog:
         ctx = ScoringContext(opts, store=store, run_id=run_id, progress=prog)
         try:
-            timings = _score_all(samples, requests, ctx, store, run_id, done, skip_unavailable)
+            timings = _score_all(samples, requests, ctx, store, run_id, done, unavailable)
         except BaseException:
             store.update_run(run_id, status="failed")
             ctx.close()
@@ -208,6 +210,21 @@ def evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None = None, *
                             extra=extra, store_url=store.url)
 
 
+def _preflight(requests: list[MetricRequest], opts: dict[str, Any], store: Store,
+               skip_unavailable: bool) -> dict[str, str]:
+    """Ask every metric whether it can run here, before any run is created or work is done."""
+    ctx = ScoringContext(opts, store=store)
+    try:
+        found = {r.key: msg for r in requests
+                 if r.spec.check is not None and (msg := r.spec.check(ctx, **r.params))}
+    finally:
+        ctx.close()
+    if found and not skip_unavailable:
+        raise ConfigError("cannot run:\n  " + "\n  ".join(f"{k}: {m}" for k, m in found.items())
+                          + "\n(--skip-unavailable records no value for these and runs the rest)")
+    return found
+
+
 def _public_options(opts: dict[str, Any]) -> dict[str, Any]:
     # API keys never reach the database
     return {k: v for k, v in opts.items() if "key" not in k.lower() or k.lower().endswith("_env")}
@@ -219,10 +236,9 @@ def _jsonable(obj: Any) -> Any:
 
 def _score_all(samples: list[Sample], requests: list[MetricRequest], ctx: ScoringContext,
                store: Store, run_id: str, done: set[tuple[str, str]],
-               skip_unavailable: bool) -> dict[str, Any]:
+               unavailable_by_key: dict[str, str]) -> dict[str, Any]:
     timings: dict[str, Any] = {"metrics": {}}
     plans: list[tuple[MetricRequest, list[Sample], list[tuple[Sample, str]], str | None]] = []
-    problems = []
     for req in requests:
         todo = [s for s in samples if (s.id, req.key) not in done]
         if not todo:
@@ -234,13 +250,7 @@ def _score_all(samples: list[Sample], requests: list[MetricRequest], ctx: Scorin
                 lacking.append((s, "missing field: " + ", ".join(miss)))
             else:
                 eligible.append(s)
-        unavailable = req.spec.check(ctx, **req.params) if getattr(req.spec, "check", None) else None
-        if unavailable:
-            problems.append(f"{req.key}: {unavailable}")
-        plans.append((req, eligible, lacking, unavailable))
-    if problems and not skip_unavailable:
-        raise ConfigError("cannot run:\n  " + "\n  ".join(problems)
-                          + "\n(--skip-unavailable records no value for these and runs the rest)")
+        plans.append((req, eligible, lacking, unavailable_by_key.get(req.key)))
 
     t = time.perf_counter()
     for req, eligible, _lacking, unavailable in plans:
