@@ -196,7 +196,8 @@ def test_unavailable_metric_fails_before_a_run_is_created(db_url):
     with pytest.raises(ConfigError, match="--judge"):
         ragmeter.evaluate(_rows(3), ["t_len_ratio", "faithfulness"], db=db_url)
     assert open_store(db_url).list_runs() == []
-    res = ragmeter.evaluate(_rows(3), ["t_len_ratio", "faithfulness"], db=db_url, skip_unavailable=True)
+    rows = [{**r, "contexts": ["some context"]} for r in _rows(3)]
+    res = ragmeter.evaluate(rows, ["t_len_ratio", "faithfulness"], db=db_url, skip_unavailable=True)
     assert res.summary["t_len_ratio"]["n"] == 3
     assert res.summary["faithfulness"]["n"] == 0
     assert all(r.startswith("unavailable:") for r in res.summary["faithfulness"]["missing_reasons"])

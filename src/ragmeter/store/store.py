@@ -135,6 +135,8 @@ class Store:
         """Insert one metric's scores for some samples, in one transaction."""
         if len(sample_ids) != len(scores):
             raise ValueError("sample_ids and scores differ in length")
+        if not scores:
+            return
         with self.session() as s, s.begin():
             s.execute(ScoreRow.__table__.insert(), [
                 {"run_id": run_id, "sample_id": sid, "metric": metric,
