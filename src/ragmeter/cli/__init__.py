@@ -32,7 +32,8 @@ def main() -> None:
     from ragmeter.errors import RagmeterError
 
     try:
-        app(standalone_mode=False)
+        # without standalone mode click returns typer.Exit's code instead of exiting with it
+        rc = app(standalone_mode=False)
     except RagmeterError as exc:
         typer.secho(f"error: {exc}", fg="red", err=True)
         raise SystemExit(1) from None
@@ -48,3 +49,5 @@ def main() -> None:
             exc.show()
             raise SystemExit(exc.exit_code) from None
         raise
+    if isinstance(rc, int) and rc != 0:
+        raise SystemExit(rc)

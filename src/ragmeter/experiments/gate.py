@@ -1,0 +1,166 @@
+"""Regression gate: does a run score significantly worse than a baseline by more than a tolerance?"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ragmeter.errors import ConfigError
+from ragmeter.experiments.runs import RunValues, load_runs, paired_arrays
+from ragmeter.experiments.statistics import paired_bootstrap_ci, paired_permutation_test
+
+
+@dataclass
+class GateRow:
+    """One metric of the gate.
+
+    ``drop`` is how much worse the current run is (positive = worse, in the metric's direction;
+    relative to the baseline mean with ``relative=True``); ``pvalue`` is the one-sided paired
+    permutation test of "current is worse"; ``regressed`` = ``drop > max_drop`` and
+    ``pvalue < alpha`` (or, against a means-only baseline, ``drop > max_drop`` alone).
+    """
+
+    metric: str
+    direction: str
+    baseline: float | None
+    current: float | None
+    change: float | None
+    drop: float | None
+    ci_low: float | None
+    ci_high: float | None
+    pvalue: float | None
+    n: int
+    regressed: bool
+    status: str
+    note: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class GateResult:
+    current: str
+    baseline: str
+    max_drop: float
+    alpha: float
+    relative: bool
+    rows: list[GateRow] = field(default_factory=list)
+
+    @property
+    def failed(self) -> bool:
+        return any(r.regressed for r in self.rows)
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.failed else 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"current": self.current, "baseline": self.baseline, "max_drop": self.max_drop,
+                "alpha": self.alpha, "relative": self.relative, "failed": self.failed,
+                "rows": [r.to_dict() for r in self.rows]}
+
+    def report(self) -> str:
+        """A plain-text table of what moved (for assertion messages and logs)."""
+        lines = [f"gate: {self.current} vs baseline {self.baseline} (max drop {self.max_drop:g}"
+                 f"{' relative' if self.relative else ''}, alpha {self.alpha:g})"]
+        for r in self.rows:
+            def f(v: float | None) -> str:
+                return "—" if v is None else f"{v:.4f}"
+            lines.append(f"  {r.status:<10} {r.metric:<32} baseline {f(r.baseline)}  current {f(r.current)}"
+                         f"  drop {f(r.drop)}  p {f(r.pvalue)}  n {r.n}" + (f"  ({r.note})" if r.note else ""))
+        return "\n".join(lines)
+
+
+def gate(current: str | Any, baseline: str | Any, *, max_drop: float = 0.05,
+         metrics: list[str] | None = None, alpha: float = 0.05, relative: bool = False,
+         store: Any = None, n_resamples: int = 10_000) -> GateResult:
+    """Compare ``current`` with ``baseline`` metric by metric and flag significant regressions.
+
+    For each metric, on the samples both scored (paired by id): ``change = mean_cur - mean_base``;
+    ``drop = -change`` for higher-is-better metrics and ``+change`` for lower-is-better ones
+    (``relative=True`` divides by the baseline mean, as seed 004's ``threshold=0.05`` "5% worse").
+    The p-value is the one-sided paired permutation test that the current run is worse. A metric
+    **regressed** when ``drop > max_drop`` *and* ``p < alpha``: a large drop that is noise (few
+    samples) does not fail the gate, and neither does a tiny significant one.
+
+    Against a baseline with means only (seed 004's file), no paired test is possible: a metric
+    regresses when ``drop > max_drop``, and the row says so.
+
+    Args:
+        current / baseline: run ids/names, baseline JSON files, or evaluation results.
+        metrics: the metrics to gate (default: every metric in both).
+
+    Raises:
+        ConfigError: invalid tolerance or alpha, unknown metrics, nothing in common.
+    """
+    if not max_drop >= 0:
+        raise ConfigError(f"max_drop must be >= 0, got {max_drop}")
+    if not 0 < alpha < 1:
+        raise ConfigError(f"alpha must be in (0, 1), got {alpha}")
+    cur = load_runs(current, store)
+    base = load_runs(baseline, store)
+    common = [m for m in base.metrics if m in cur.values]
+    if metrics:
+        missing = [m for m in metrics if m not in common]
+        if missing:
+            raise ConfigError(f"metric(s) {missing} are not in both runs; in both: {common}")
+        common = list(metrics)
+    if not common:
+        raise ConfigError(f"{cur.label} and {base.label} have no metric in common")
+    res = GateResult(cur.label, base.label, max_drop, alpha, relative)
+    for m in common:
+        res.rows.append(_row(m, cur, base, max_drop, alpha, relative, n_resamples))
+    return res
+
+
+def _row(m: str, cur: RunValues, base: RunValues, max_drop: float, alpha: float, relative: bool,
+         n_resamples: int) -> GateRow:
+    direction = base.directions.get(m) or cur.directions.get(m, "higher")
+    sign = -1.0 if direction != "lower" else 1.0
+    if m not in base.values:
+        b_mean, c_mean = base.means.get(m), cur.means.get(m)
+        if b_mean is None or c_mean is None:
+            return GateRow(m, direction, b_mean, c_mean, None, None, None, None, None, 0, False,
+                           "no value", "a mean is missing")
+        change = c_mean - b_mean
+        drop = _scale(sign * change, b_mean, relative)
+        bad = drop is not None and drop > max_drop
+        return GateRow(m, direction, b_mean, c_mean, change, drop, None, None, None, 0, bad,
+                       "REGRESSED" if bad else "ok", "baseline has means only: no significance test")
+    xb, xc, _ids, unpaired = paired_arrays(base, cur, m)
+    if xb.size == 0:
+        return GateRow(m, direction, base.means.get(m), cur.means.get(m), None, None, None, None, None, 0,
+                       False, "no value", "no sample has a value in both runs")
+    b_mean, c_mean = float(xb.mean()), float(xc.mean())
+    change = c_mean - b_mean
+    drop = _scale(sign * change, b_mean, relative)
+    alt = "less" if direction != "lower" else "greater"
+    p = paired_permutation_test(xb, xc, alternative=alt, n_resamples=n_resamples).pvalue
+    ci = paired_bootstrap_ci(xb, xc)
+    bad = drop is not None and drop > max_drop and p < alpha
+    if bad:
+        status = "REGRESSED"
+    elif drop is not None and drop > max_drop:
+        status = "noise"  # dropped past the tolerance, but not significantly
+    elif change != 0 and sign * change < 0:
+        status = "improved" if p_improved(xb, xc, alt, alpha, n_resamples) else "ok"
+    else:
+        status = "ok"
+    note = f"{unpaired} sample(s) not in both runs" if unpaired else None
+    return GateRow(m, direction, b_mean, c_mean, change, drop, ci[0] if ci else None, ci[1] if ci else None,
+                   p, int(xb.size), bad, status, note)
+
+
+def p_improved(xb: Any, xc: Any, worse_alt: str, alpha: float, n_resamples: int) -> bool:
+    """Whether the current run is significantly *better* (the opposite one-sided test)."""
+    alt = "greater" if worse_alt == "less" else "less"
+    return paired_permutation_test(xb, xc, alternative=alt, n_resamples=n_resamples).pvalue < alpha  # type: ignore[arg-type]
+
+
+def _scale(drop: float, base_mean: float | None, relative: bool) -> float | None:
+    if not relative:
+        return drop
+    if not base_mean:
+        return None  # relative change of a zero baseline is undefined
+    return drop / abs(base_mean)
