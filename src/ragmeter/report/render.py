@@ -34,7 +34,7 @@ _SCRIPT_ESCAPE_TABLE = str.maketrans(_SCRIPT_ESCAPES)
 def json_for_script(obj: Any) -> Markup:
     """``obj`` as JSON safe to place between ``<script>`` tags.
 
-    ``<``, ``>``, ``&``, U+2028 and U+2029 become ``\\uXXXX`` escapes (only ever inside JSON
+    ``<``, ``>``, ``&``, U+2028 and U+2029 become ``\\u`` escapes (only ever inside JSON
     strings, so the value is unchanged once parsed); NaN/Infinity become ``null`` so the text is
     strict JSON.
 

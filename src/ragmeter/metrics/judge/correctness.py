@@ -85,7 +85,7 @@ The judge reasons briefly, then grades: 1.0 completely correct, 0.8 mostly corre
 missing), 0.6 partially correct, 0.4 somewhat correct (major gaps), 0.2 mostly incorrect, 0.0
 completely incorrect or irrelevant. The grade is constrained to those values by the reply schema.
 
-Range [0, 1], higher is better. Unlike seed 003's snippet (``except: return 0.0``), a reply that
+Range [0, 1], higher is better. Unlike seed 003's snippet, which returns 0.0 on any exception, a reply that
 cannot be parsed is retried and then recorded as "no value: judge failure", never as 0.
 """)
 
