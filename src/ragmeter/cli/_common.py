@@ -9,8 +9,19 @@ from rich.table import Table
 
 from ragmeter.store import Store, open_store
 
-console = Console()
-err_console = Console(stderr=True)
+class _Console:
+    """A console made at use time, so it sees the terminal width (and ``COLUMNS``) of the call,
+    not of the moment the module was imported."""
+
+    def __init__(self, stderr: bool = False) -> None:
+        self._stderr = stderr
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(Console(stderr=self._stderr), name)
+
+
+console: Console = _Console()  # type: ignore[assignment]
+err_console: Console = _Console(stderr=True)  # type: ignore[assignment]
 
 DB_HELP = "SQLAlchemy URL or SQLite path of the store (default: $RAGMETER_DB or .ragmeter/ragmeter.db)."
 
