@@ -1,0 +1,301 @@
+"""Embedding speed: raw ``SentenceTransformer.encode`` vs ragmeter's semantic metrics, same texts, one process.
+
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/embeddings.py            # the full benchmark
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/embeddings.py --sweep    # batch size x torch threads
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/embeddings.py --quick    # 1/10 of the texts
+
+Data: 5,000 short answers (6-14 words) and 1,000 passages (5-9 sentences, about 100-200 words),
+generated with a fixed seed, laid out as samples of one answer, four references and one retrieved
+passage. ragmeter scores them with ``semantic_similarity`` (answer vs best reference) and
+``context_similarity`` (answer vs passage) through ``ragmeter.evaluate`` - dataset checks, store
+writes and aggregation included - against raw encoding of the same texts with the same model
+object:
+
+1. no duplicates: ragmeter's overhead over raw encode (target <= 10%);
+2. 50% duplicate texts (each distinct text twice): ragmeter embeds each once (target >= 1.8x);
+3. the same evaluations again on their stores: every vector from the cache (target >= 20x);
+4. (with onnxruntime installed) the ONNX Runtime backend on the no-duplicate data.
+
+The machine this runs on may be shared, so raw and ragmeter are measured *paired*: the data is
+cut into chunks (100 samples, 600 texts each) and the two are timed on each chunk in ABBA order,
+so slow drifts in the machine's load hit both alike; the totals over all chunks are compared.
+Wall time and this process's CPU time are both reported. The last line printed is one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import numpy as np  # noqa: E402
+
+WORDS = """
+the a of to and in is for on that with as by at from this be are was it or an which ferry port
+island crossing ticket passenger vehicle deck captain harbour timetable departure arrival terminal
+check booking refund fare season summer winter weather storm delay cancel service route vessel crew
+safety lifejacket muster station cabin cafe luggage bicycle pet dog child adult senior discount card
+pass annual monthly weekly daily morning evening night hour minute day week month year holiday
+staff manager director office headquarters policy leave sick pay salary contract training course
+security password laptop email phone network access badge visitor guest meeting report budget cost
+price euro pound tax invoice receipt payment cash online app website account login reset support
+north south east west coast bay river bridge road car van truck bus train station airport town city
+village market school hospital museum church castle park beach cliff lighthouse tide wave wind rain
+fog snow sun cloud temperature warm cold early late open closed free full busy quiet fast slow new old
+large small long short high low first last next previous every each all some many few more less most
+must should can may will would could need want give take make keep leave arrive depart wait board
+""".split()
+
+
+def make_texts(n_short: int, n_passage: int, seed: int = 20261122) -> tuple[list[str], list[str]]:
+    rng = np.random.default_rng(seed)
+
+    def sentence(lo: int, hi: int) -> str:
+        words = rng.choice(WORDS, int(rng.integers(lo, hi + 1)))
+        return (" ".join(words).capitalize() + ".").replace(" .", ".")
+
+    shorts = list(dict.fromkeys(sentence(6, 14) for _ in range(int(n_short * 1.05))))[:n_short]
+    passages = [" ".join(sentence(12, 24) for _ in range(int(rng.integers(5, 10)))) for _ in range(n_passage)]
+    assert len(shorts) == n_short and len(set(passages)) == n_passage
+    return shorts, passages
+
+
+def make_samples(shorts: list[str], passages: list[str]) -> list[dict]:
+    """One answer, four references and one passage per sample."""
+    return [{"id": f"s{i}", "answer": shorts[5 * i], "references": shorts[5 * i + 1:5 * i + 5],
+             "contexts": [passages[i]]} for i in range(len(passages))]
+
+
+def chunk_texts(shorts: list[str], passages: list[str], n_chunks: int) -> list[tuple[list[str], list[str]]]:
+    """Split into ``n_chunks`` pieces of whole samples (5 shorts and 1 passage per sample)."""
+    per = len(passages) // n_chunks
+    return [(shorts[5 * per * k:5 * per * (k + 1)], passages[per * k:per * (k + 1)]) for k in range(n_chunks)]
+
+
+def with_duplicates(shorts: list[str], passages: list[str], seed: int = 7) -> tuple[list[str], list[str]]:
+    """Slots of the same size, filled by half as many distinct texts, each used twice, shuffled."""
+    rng = np.random.default_rng(seed)
+    s = shorts[:len(shorts) // 2] * 2
+    p = passages[:len(passages) // 2] * 2
+    return [s[i] for i in rng.permutation(len(s))], [p[i] for i in rng.permutation(len(p))]
+
+
+class Clock:
+    """Wall time and this process's CPU time of a block (CPU time is less disturbed by other
+    processes on a shared machine; both are reported)."""
+
+    def __enter__(self) -> Clock:
+        self.wall0, self.cpu0 = time.perf_counter(), time.process_time()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.wall = time.perf_counter() - self.wall0
+        self.cpu = time.process_time() - self.cpu0
+
+
+def raw_encode(model, shorts: list[str], passages: list[str], batch_size: int):
+    """Raw sentence-transformers: returns (clock for both, clock shorts, clock passages, vectors...)."""
+    kw = {"batch_size": batch_size, "normalize_embeddings": True, "convert_to_numpy": True,
+          "show_progress_bar": False}
+    with Clock() as total:
+        with Clock() as c_short:
+            a = model.encode(shorts, **kw)
+        with Clock() as c_pass:
+            b = model.encode(passages, **kw)
+    return total, c_short, c_pass, a, b
+
+
+def ragmeter_eval(samples: list[dict], db: str, options: dict | None = None):
+    import ragmeter
+
+    with Clock() as c:
+        result = ragmeter.evaluate(samples, ["semantic_similarity", "context_similarity"], db=db, options=options)
+    return c, result
+
+
+def check_values(result, samples: list[dict], shorts: list[str], a: np.ndarray,
+                 passages: list[str], b: np.ndarray) -> float:
+    """Largest difference between ragmeter's values and the same formula on the raw embeddings."""
+    row = {t: a[i] for i, t in enumerate(shorts)}
+    prow = {t: b[i] for i, t in enumerate(passages)}
+    diffs = []
+    for s, sem, ctx in zip(samples, result.scores["semantic_similarity"], result.scores["context_similarity"],
+                           strict=True):
+        want = max(0.0, max(float(row[s["answer"]] @ row[r]) for r in s["references"]))
+        want_ctx = max(0.0, float(row[s["answer"]] @ prow[s["contexts"][0]]))
+        diffs += [abs(sem.value - want), abs(ctx.value - want_ctx)]
+    return max(diffs)
+
+
+def sweep(model, shorts: list[str], passages: list[str]) -> dict:
+    import torch
+
+    out = {}
+    default_threads = torch.get_num_threads()
+    sub_s, sub_p = shorts[:1000], passages[:200]
+    model.encode(sub_s[:64], batch_size=32)
+    for threads in sorted({1, default_threads}):
+        torch.set_num_threads(threads)
+        for bs in (16, 32, 64, 128):
+            _, cs, cp, _, _ = raw_encode(model, sub_s, sub_p, bs)
+            out[f"threads={threads},batch={bs}"] = {
+                "short_per_s": round(len(sub_s) / cs.wall, 1), "passage_per_s": round(len(sub_p) / cp.wall, 1),
+                "short_per_cpu_s": round(len(sub_s) / cs.cpu, 1), "passage_per_cpu_s": round(len(sub_p) / cp.cpu, 1)}
+            print(f"threads {threads} batch {bs:>3}: {len(sub_s) / cs.wall:7.1f} short/s  "
+                  f"{len(sub_p) / cp.wall:6.1f} passages/s  (per CPU-second: {len(sub_s) / cs.cpu:7.1f} short, "
+                  f"{len(sub_p) / cp.cpu:6.1f} passages)", flush=True)
+    torch.set_num_threads(default_threads)
+    return out
+
+
+def paired(chunks: list, run_a, run_b) -> tuple[list, list]:
+    """Run ``run_a(chunk)`` and ``run_b(chunk)`` on every chunk, in ABBA order; their results."""
+    a_out, b_out = [], []
+    for k, chunk in enumerate(chunks):
+        if k % 2 == 0:
+            a_out.append(run_a(chunk))
+            b_out.append(run_b(chunk))
+        else:
+            b_out.append(run_b(chunk))
+            a_out.append(run_a(chunk))
+    return a_out, b_out
+
+
+def total(clocks: list[Clock]) -> tuple[float, float]:
+    return sum(c.wall for c in clocks), sum(c.cpu for c in clocks)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="a tenth of the texts")
+    ap.add_argument("--sweep", action="store_true", help="only measure batch sizes x torch threads")
+    ap.add_argument("--no-onnx", action="store_true", help="skip the ONNX Runtime backend")
+    args = ap.parse_args(argv)
+    load_start = os.getloadavg()[0]
+
+    t = time.perf_counter()
+    import sentence_transformers  # noqa: F401
+    import_s = time.perf_counter() - t
+    import torch
+
+    from ragmeter.embed import DEFAULT_BATCH_SIZE, get_encoder
+
+    t = time.perf_counter()
+    enc = get_encoder()
+    load_s = time.perf_counter() - t
+    model = enc.model  # raw encode uses the very model object ragmeter uses
+    scale = 10 if args.quick else 1
+    shorts, passages = make_texts(5000 // scale, 1000 // scale)
+    print(f"import sentence-transformers {import_s:.2f}s, load model {load_s:.2f}s, torch threads "
+          f"{torch.get_num_threads()}, {os.cpu_count()} CPUs, load average {load_start:.2f}", flush=True)
+    if args.sweep:
+        res = {"sweep": sweep(model, shorts, passages), "load_avg": [load_start, os.getloadavg()[0]]}
+        print(json.dumps(res))
+        return res
+
+    bs = DEFAULT_BATCH_SIZE
+    model.encode(shorts[:64] + passages[:8], batch_size=bs)  # warm-up: first-call allocations
+    n_texts = len(shorts) + len(passages)
+    n_chunks = 10 if not args.quick else 2
+    tmp = Path(tempfile.mkdtemp(prefix="ragmeter-bench-"))
+    counter = iter(range(10_000))
+
+    def fresh_db() -> str:
+        return f"sqlite:///{tmp / f'run{next(counter)}.db'}"
+
+    ragmeter_eval(make_samples(shorts[:10], passages[:2]), fresh_db())  # warm-up: one-time imports
+
+    def raw(chunk):
+        return raw_encode(model, chunk[0], chunk[1], bs)
+
+    def cold(options=None):
+        def run(chunk):
+            db = fresh_db()
+            c, result = ragmeter_eval(make_samples(*chunk), db, options)
+            return c, result, db
+        return run
+
+    # 1. no duplicates
+    chunks = chunk_texts(shorts, passages, n_chunks)
+    raws, rms = paired(chunks, raw, cold())
+    (w_raw, u_raw), (w_rm, u_rm) = total([r[0] for r in raws]), total([r[0] for r in rms])
+    w_raw_s, w_raw_p = sum(r[1].wall for r in raws), sum(r[2].wall for r in raws)
+    max_diff = max(check_values(res, make_samples(*ch), ch[0], r[3], ch[1], r[4])
+                   for ch, r, (_, res, _) in zip(chunks, raws, rms, strict=True))
+    assert sum(res.extra["embeddings"]["computed"] for _, res, _ in rms) == n_texts
+    print(f"no duplicates: raw encode {w_raw:.2f}s ({len(shorts) / w_raw_s:.0f} short/s, "
+          f"{len(passages) / w_raw_p:.1f} passages/s); ragmeter {w_rm:.2f}s [CPU {u_raw:.2f}s vs {u_rm:.2f}s]",
+          flush=True)
+
+    # 2. 50% duplicates, within each evaluated chunk
+    d_chunks = [with_duplicates(*ch, seed=k) for k, ch in enumerate(chunks)]
+    raws_d, rms_d = paired(d_chunks, raw, cold())
+    (w_raw_d, u_raw_d), (w_rm_d, u_rm_d) = total([r[0] for r in raws_d]), total([r[0] for r in rms_d])
+    assert sum(res.extra["embeddings"]["computed"] for _, res, _ in rms_d) == n_texts // 2
+    print(f"50% duplicates: raw encode {w_raw_d:.2f}s; ragmeter {w_rm_d:.2f}s (embedded {n_texts // 2} of "
+          f"{n_texts} texts) [CPU {u_raw_d:.2f}s vs {u_rm_d:.2f}s]", flush=True)
+
+    # 3. warm re-runs on the stores of step 1, paired with raw encodes of the same chunks
+    def warm(chunk_and_db):
+        c, result = ragmeter_eval(make_samples(*chunk_and_db[0]), chunk_and_db[1])
+        assert result.extra["embeddings"]["computed"] == 0
+        assert result.extra["embeddings"]["cached"] == len(chunk_and_db[0][0]) + len(chunk_and_db[0][1])
+        return c
+
+    warm_in = [(ch, db) for ch, (_, _, db) in zip(chunks, rms, strict=True)]
+    raws_w, warms = paired(warm_in, lambda x: raw(x[0]), warm)
+    (w_raw_w, u_raw_w), (w_warm, u_warm) = total([r[0] for r in raws_w]), total(warms)
+    print(f"warm re-runs: raw encode {w_raw_w:.2f}s; ragmeter {w_warm:.3f}s (computed 0, cached {n_texts}) "
+          f"[CPU {u_raw_w:.2f}s vs {u_warm:.3f}s]", flush=True)
+
+    out = {
+        "n_short": len(shorts), "n_passage": len(passages), "chunks": n_chunks, "batch_size": bs,
+        "torch_threads": torch.get_num_threads(), "cpu_count": os.cpu_count(),
+        "import_sentence_transformers_s": round(import_s, 3), "load_model_s": round(load_s, 3),
+        "raw_short_per_s": round(len(shorts) / w_raw_s, 1), "raw_passage_per_s": round(len(passages) / w_raw_p, 1),
+        "raw_texts_per_s": round(n_texts / w_raw, 1), "ragmeter_texts_per_s": round(n_texts / w_rm, 1),
+        "overhead": round(w_rm / w_raw - 1, 4),
+        "dup_raw_texts_per_s": round(n_texts / w_raw_d, 1), "dup_ragmeter_texts_per_s": round(n_texts / w_rm_d, 1),
+        "dup_speedup": round(w_raw_d / w_rm_d, 3),
+        "warm_ragmeter_texts_per_s": round(n_texts / w_warm, 1), "warm_speedup": round(w_raw_w / w_warm, 2),
+        "cpu_time_ratios": {"overhead": round(u_rm / u_raw - 1, 4), "dup_speedup": round(u_raw_d / u_rm_d, 3),
+                            "warm_speedup": round(u_raw_w / u_warm, 2)},
+        "max_abs_diff_vs_raw": float(max_diff),
+    }
+
+    # 4. ONNX Runtime backend, when installed
+    if not args.no_onnx and importlib.util.find_spec("onnxruntime") and importlib.util.find_spec("onnx"):
+        t = time.perf_counter()
+        onnx_enc = get_encoder("onnx:all-MiniLM-L6-v2")  # exports on first use, cached afterwards
+        out["onnx_first_load_s"] = round(time.perf_counter() - t, 2)
+        onnx_enc.encode(shorts[:64] + passages[:8])
+        raws_o, rms_o = paired(chunks, raw, cold({"embedding_backend": "onnx"}))
+        (w_raw_o, u_raw_o), (w_o, u_o) = total([r[0] for r in raws_o]), total([r[0] for r in rms_o])
+        diff = max(abs(x.value - y.value) for (_, ro, _), (_, rt, _) in zip(rms_o, rms, strict=True)
+                   for k in ("semantic_similarity", "context_similarity")
+                   for x, y in zip(ro.scores[k], rt.scores[k], strict=True))
+        print(f"onnx backend: raw encode (torch) {w_raw_o:.2f}s; ragmeter with onnx {w_o:.2f}s "
+              f"[CPU {u_raw_o:.2f}s vs {u_o:.2f}s]", flush=True)
+        out.update(onnx_texts_per_s=round(n_texts / w_o, 1), onnx_speedup_vs_raw_torch=round(w_raw_o / w_o, 3),
+                   onnx_cpu_speedup_vs_raw_torch=round(u_raw_o / u_o, 3), onnx_max_abs_diff=float(diff))
+
+    out["targets_met"] = {"overhead<=0.10": out["overhead"] <= 0.10, "dup_speedup>=1.8": out["dup_speedup"] >= 1.8,
+                          "warm_speedup>=20": out["warm_speedup"] >= 20}
+    out["load_avg"] = [round(load_start, 2), round(os.getloadavg()[0], 2)]
+    shutil.rmtree(tmp, ignore_errors=True)
+    print(f"overhead over raw encode {out['overhead']:+.1%}; 50% duplicates {out['dup_speedup']:.2f}x faster; "
+          f"warm re-run {out['warm_speedup']:.1f}x faster")
+    print(json.dumps(out))
+    return out
+
+
+if __name__ == "__main__":
+    sys.exit(0 if main(sys.argv[1:]) else 1)

@@ -1,0 +1,270 @@
+"""Encoders: turn texts into L2-normalised float32 rows. One small protocol, three backends.
+
+- ``st``: sentence-transformers, from a local folder or the local Hugging Face cache, always with
+  ``HF_HUB_OFFLINE=1`` and ``local_files_only`` (ragmeter never downloads a model).
+- ``onnx``: the same model exported once to ONNX and run with ONNX Runtime (see :mod:`ragmeter.embed.onnx`).
+- ``openai``: any OpenAI-compatible ``/embeddings`` endpoint through the official SDK.
+
+Loaded encoders are kept for the life of the process, so a second run (or a second metric on
+the same model) does not load the model again.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from ragmeter.embed.models import ModelRef, ModelUnavailableError, resolve_model, unavailable_message
+
+#: Texts per forward pass. Measured on a 2-core CPU with all-MiniLM-L6-v2 (benchmarks/embeddings.py
+#: --sweep): 16-32 is fastest for passages (64 is ~10% slower, 128 ~25%); texts of <= 100
+#: characters run faster in batches of 64, which the embeddings service uses for them
+#: (``SHORT_BATCH_FACTOR``). torch's default thread count (one per core) beat one thread by
+#: 1.5-1.8x, so ragmeter leaves it alone.
+DEFAULT_BATCH_SIZE = 32
+
+_OFFLINE_VARS = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+
+
+@runtime_checkable
+class Encoder(Protocol):
+    """Anything that embeds texts.
+
+    Attributes:
+        model_id: the id the embedding cache is keyed by; two encoders with the same id must
+            produce the same vectors.
+    """
+
+    model_id: str
+
+    @property
+    def dim(self) -> int:
+        """Length of one embedding (0 while unknown, e.g. before an endpoint's first reply)."""
+        ...
+
+    def encode(self, texts: Sequence[str], *, batch_size: int | None = None) -> np.ndarray:
+        """Embed ``texts``: a ``(len(texts), dim)`` float32 array with L2-normalised rows."""
+        ...
+
+
+def normalise_rows(x: np.ndarray) -> np.ndarray:
+    """``x`` as C-contiguous float32 with unit-length rows (an all-zero row stays zero)."""
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    if x.ndim != 2:
+        raise ValueError(f"expected a 2-d array of embeddings, got shape {x.shape}")
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    np.divide(x, norms, out=x, where=norms > 0)
+    return x
+
+
+@contextmanager
+def offline() -> Iterator[None]:
+    """Hugging Face libraries in offline mode for the duration of the block.
+
+    Sets ``HF_HUB_OFFLINE=1`` / ``TRANSFORMERS_OFFLINE=1`` and, as ``huggingface_hub`` reads them
+    once at import, its module constant too; restores both afterwards.
+    """
+    saved = {k: os.environ.get(k) for k in _OFFLINE_VARS}
+    os.environ.update({k: "1" for k in _OFFLINE_VARS})
+    hub = sys.modules.get("huggingface_hub.constants")
+    hub_prev = getattr(hub, "HF_HUB_OFFLINE", None)
+    if hub is not None:
+        hub.HF_HUB_OFFLINE = True
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        hub = sys.modules.get("huggingface_hub.constants")
+        if hub is not None:
+            hub.HF_HUB_OFFLINE = hub_prev if hub_prev is not None else any(
+                (os.environ.get(k) or "").upper() in {"1", "ON", "YES", "TRUE"} for k in _OFFLINE_VARS)
+
+
+class SentenceTransformerEncoder:
+    """A sentence-transformers model loaded from disk (a folder or the local HF cache), never the network."""
+
+    def __init__(self, ref: ModelRef, *, device: str | None = None,
+                 batch_size: int = DEFAULT_BATCH_SIZE) -> None:
+        self.ref = ref
+        self.model_id = ref.model_id
+        self.batch_size = batch_size
+        self.model = load_sentence_transformer(ref, device=device)
+        width = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
+        self._dim = int(width() or 0)
+
+    @property
+    def dim(self) -> int:
+        return self._dim
+
+    def encode(self, texts: Sequence[str], *, batch_size: int | None = None) -> np.ndarray:
+        texts = list(texts)
+        if not texts:
+            return np.zeros((0, self._dim), dtype=np.float32)
+        x = self.model.encode(texts, batch_size=batch_size or self.batch_size, convert_to_numpy=True,
+                              normalize_embeddings=True, show_progress_bar=False)
+        return normalise_rows(np.asarray(x))
+
+    def __repr__(self) -> str:
+        return f"SentenceTransformerEncoder({self.model_id!r}, location={self.ref.location!r})"
+
+
+def load_sentence_transformer(ref: ModelRef, *, device: str | None = None) -> Any:
+    """Load ``ref`` with sentence-transformers, offline.
+
+    Raises:
+        ModelUnavailableError: sentence-transformers is not installed, or the model is neither a
+            loadable local folder nor in the local Hugging Face cache.
+    """
+    if ref.local and not Path(ref.location).is_dir():
+        raise ModelUnavailableError(unavailable_message(ref, "no such folder"))
+    with offline():
+        try:
+            from sentence_transformers import SentenceTransformer
+        except ImportError as exc:
+            raise ModelUnavailableError(
+                f"embedding model {ref.name!r} needs sentence-transformers: "
+                f"pip install 'ragmeter[embeddings]' ({exc})") from exc
+        bar = _quiet_transformers()
+        try:
+            return SentenceTransformer(ref.location, device=device, local_files_only=True)
+        except Exception as exc:  # noqa: BLE001 - OSError, ValueError, hub errors: all mean "not here"
+            detail = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+            raise ModelUnavailableError(unavailable_message(ref, detail)) from exc
+        finally:
+            bar()
+
+
+def _quiet_transformers() -> Any:
+    """Hide transformers' "Loading weights" bar during a load; returns the function that restores it."""
+    try:
+        from transformers.utils import logging as hf_logging
+    except ImportError:
+        return lambda: None
+    was = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    return hf_logging.enable_progress_bar if was else (lambda: None)
+
+
+class OpenAIEncoder:
+    """An OpenAI-compatible ``/embeddings`` endpoint (OpenAI, Azure, vLLM, Ollama, llama.cpp, LM Studio...).
+
+    Retries on 429/5xx/timeouts are the SDK's (exponential backoff, ``max_retries``). Endpoints may
+    return unnormalised vectors; rows are L2-normalised here.
+    """
+
+    def __init__(self, ref: ModelRef, *, api_key_env: str = "OPENAI_API_KEY", batch_size: int = 256,
+                 timeout: float = 60.0, max_retries: int = 5) -> None:
+        try:
+            import openai
+        except ImportError as exc:
+            raise ModelUnavailableError(f"embedding model {ref.name!r} needs the openai SDK: "
+                                        f"pip install 'ragmeter[openai]' ({exc})") from exc
+        key = os.environ.get(api_key_env)
+        base_url = ref.base_url or os.environ.get("OPENAI_BASE_URL")
+        if not key:
+            if not base_url:
+                raise ModelUnavailableError(
+                    f"embedding model {ref.name!r}: set the API key in ${api_key_env} (or name another "
+                    "variable with --option embedding_api_key_env=VAR), or point "
+                    "--option embedding_base_url=URL at a local OpenAI-compatible server")
+            key = "no-key"  # local servers ignore it; the SDK insists on one
+        self.ref = ref
+        self.model_id = ref.model_id
+        self.batch_size = batch_size
+        self._client = openai.OpenAI(api_key=key, base_url=base_url, timeout=timeout,
+                                     max_retries=max_retries)
+        self._dim = 0
+
+    @property
+    def dim(self) -> int:
+        return self._dim
+
+    def encode(self, texts: Sequence[str], *, batch_size: int | None = None) -> np.ndarray:
+        texts = list(texts)
+        size = max(1, batch_size or self.batch_size)
+        parts = []
+        for i in range(0, len(texts), size):
+            chunk = texts[i:i + size]
+            resp = self._client.embeddings.create(model=self.ref.location, input=chunk)
+            rows = sorted(resp.data, key=lambda d: d.index)
+            if len(rows) != len(chunk):
+                raise RuntimeError(f"embeddings endpoint returned {len(rows)} vectors for {len(chunk)} texts")
+            parts.append(np.asarray([r.embedding for r in rows], dtype=np.float32))
+        if not parts:
+            return np.zeros((0, self._dim), dtype=np.float32)
+        x = normalise_rows(np.concatenate(parts))
+        self._dim = x.shape[1]
+        return x
+
+    def __repr__(self) -> str:
+        return f"OpenAIEncoder({self.model_id!r})"
+
+
+_ENCODERS: dict[tuple[Any, ...], Encoder] = {}
+_LOCK = threading.Lock()
+
+
+def load_encoder(ref: ModelRef, *, device: str | None = None,
+                 api_key_env: str = "OPENAI_API_KEY") -> Encoder:
+    """The encoder for ``ref``, loaded once per process.
+
+    Raises:
+        ModelUnavailableError: the model or its backend's extra is not available (the message says
+            how to provide it).
+    """
+    key: tuple[Any, ...] = (ref.backend, ref.model_id, ref.location, device,
+                            api_key_env if ref.backend == "openai" else None)
+    with _LOCK:
+        enc = _ENCODERS.get(key)
+        if enc is None:
+            if ref.backend == "st":
+                enc = SentenceTransformerEncoder(ref, device=device)
+            elif ref.backend == "onnx":
+                from ragmeter.embed.onnx import OnnxEncoder
+
+                enc = OnnxEncoder(ref)
+            else:
+                enc = OpenAIEncoder(ref, api_key_env=api_key_env)
+            _ENCODERS[key] = enc
+    return enc
+
+
+def get_encoder(model: str | None = None, *, paths: Mapping[str, Any] | None = None,
+                backend: str | None = None, base_url: str | None = None, device: str | None = None,
+                api_key_env: str = "OPENAI_API_KEY") -> Encoder:
+    """An encoder for ``model``: the bundled all-MiniLM-L6-v2 by default, loaded with no network.
+
+    Args:
+        model: a name :func:`ragmeter.embed.resolve_model` understands (``None`` = default model,
+            a Hugging Face repo id in the local cache, a local folder, ``openai:<model>``, ``onnx:<model>``).
+        paths: ``{model name or bert_* key: local folder}`` overrides.
+        backend: backend for names without a prefix (default ``st``).
+        base_url: endpoint of the ``openai`` backend.
+        device: torch device for ``st`` (default: sentence-transformers' choice).
+        api_key_env: environment variable holding the ``openai`` backend's key.
+
+    Returns:
+        An :class:`Encoder`; ``encode(texts)`` gives ``(n, dim)`` float32 with unit rows.
+
+    Raises:
+        ModelUnavailableError: the model is not available locally, or its extra is missing.
+
+    Example:
+        >>> enc = get_encoder()
+        >>> x = enc.encode(["The capital of France is Paris", "Paris"])
+        >>> x.shape, round(float(x[0] @ x[1]), 2)  # doctest: +SKIP
+        ((2, 384), 0.7)
+    """
+    ref = resolve_model(model, paths=paths, backend=backend, base_url=base_url)
+    return load_encoder(ref, device=device, api_key_env=api_key_env)
