@@ -41,9 +41,9 @@ def fmt(v: Any, digits: int = 4) -> str:
 def summary_table(summary: dict[str, dict[str, Any]], title: str | None = None) -> Table:
     """A rich table of per-metric aggregates (mean, 95% CI, n, missing and why)."""
     t = Table(title=title, show_lines=False)
-    t.add_column("metric", style="bold")
-    t.add_column("mean", justify="right")
-    t.add_column("95% CI", justify="right")
+    t.add_column("metric", style="bold", no_wrap=True)
+    t.add_column("mean", justify="right", no_wrap=True)
+    t.add_column("95% CI", justify="right", no_wrap=True)
     t.add_column("n", justify="right")
     t.add_column("no value", justify="right")
     t.add_column("dir")
