@@ -270,34 +270,34 @@ def test_longest_texts_go_first_in_blocks_with_progress(fake):
         return lambda n: events.append(("advance", n))
 
     svc = EmbeddingService(options={"embedding_batch_size": 2}, progress=progress)
-    long_texts = [f"{'long ' * 30}{i:03d}" for i in range(40)]  # > SHORT_TEXT_CHARS: batches of 2
-    short_texts = [f"short {i:03d}" for i in range(100)]  # batches of 2 * SHORT_BATCH_FACTOR
+    long_texts = [f"{'long ' * 30}{i:03d}" for i in range(41)]
+    short_texts = [f"short {i:03d}" for i in range(40)]
     svc.request(short_texts + long_texts)
     svc.flush()
-    assert fake.seen[:40] == long_texts and sorted(fake.seen[40:]) == short_texts
-    per_call = service_mod.BLOCK_BATCHES
-    assert events[0] == ("start", "embedding (all-MiniLM-L6-v2)", 140)
-    short_call = 2 * service_mod.SHORT_BATCH_FACTOR * per_call
-    assert [e[1] for e in events[1:]] == [2 * per_call, 40 - 2 * per_call, short_call, 100 - short_call]
+    assert fake.seen[:41] == long_texts and sorted(fake.seen[41:]) == short_texts
+    per_call = 2 * service_mod.BLOCK_BATCHES
+    assert events[0] == ("start", "embedding (all-MiniLM-L6-v2)", 81)
+    # the last long text gets a batch of its own rather than share one with a short text
+    assert [e[1] for e in events[1:]] == [per_call, 41 - per_call, per_call, 40 - per_call]
 
 
 @settings(max_examples=100, deadline=None)
 @given(lengths=st.lists(st.sampled_from([1, 2, 3, 5, 8, 40, 41, 60, 99, 100, 101, 200, 230]), max_size=80),
-       batch_size=st.integers(1, 5), per_call=st.integers(1, 4), factor=st.sampled_from([1, 2, 3]))
-def test_plan_calls_never_mixes_long_and_short_texts_in_a_batch(lengths, batch_size, per_call, factor):
+       batch_size=st.integers(1, 5), per_call=st.integers(1, 4))
+def test_plan_calls_never_mixes_long_and_short_texts_in_a_batch(lengths, batch_size, per_call):
     items = [("x" * n, str(i)) for i, n in enumerate(sorted(lengths, reverse=True))]
-    calls = service_mod.plan_calls(items, batch_size, per_call, short_factor=factor, short_chars=100)
-    assert [it for c, _ in calls for it in c] == items  # every item once, order kept
-    for k, (call, rows) in enumerate(calls):
-        # the encoder cuts each call into rows-sized pieces: those are the batches
-        batches = [call[i:i + rows] for i in range(0, len(call), rows)]
+    calls = service_mod.plan_calls(items, batch_size, per_call)
+    assert [it for c in calls for it in c] == items  # every item once, order kept
+    for k, call in enumerate(calls):
+        # the encoder cuts each call into batch_size pieces: those are the batches
+        batches = [call[i:i + batch_size] for i in range(0, len(call), batch_size)]
         assert 1 <= len(batches) <= per_call
         for b in batches:
-            assert rows == batch_size * (factor if len(b[0][0]) <= 100 else 1)
             assert len(b[-1][0]) >= 0.5 * len(b[0][0])  # padding at most doubles a text
-        if k + 1 < len(calls) and len(batches[-1]) < rows:
-            # a batch is cut short only where the next text is much shorter
-            assert len(calls[k + 1][0][0][0]) < 0.5 * len(batches[-1][0][0])
+        if k + 1 < len(calls) and len(batches) < per_call:
+            # a call ends early only with a batch cut short where the next text is much shorter
+            assert len(batches[-1]) < batch_size
+            assert len(calls[k + 1][0][0]) < 0.5 * len(batches[-1][0][0])
 
 
 def test_store_cache_makes_a_second_run_embed_nothing(fake, db_url):

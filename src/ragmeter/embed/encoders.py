@@ -24,10 +24,9 @@ import numpy as np
 from ragmeter.embed.models import ModelRef, ModelUnavailableError, resolve_model, unavailable_message
 
 #: Texts per forward pass. Measured on a 2-core CPU with all-MiniLM-L6-v2 (benchmarks/embeddings.py
-#: --sweep): 16-32 is fastest for passages (64 is ~10% slower, 128 ~25%); texts of <= 100
-#: characters run faster in batches of 64, which the embeddings service uses for them
-#: (``SHORT_BATCH_FACTOR``). torch's default thread count (one per core) beat one thread by
-#: 1.5-1.8x, so ragmeter leaves it alone.
+#: --sweep, and paired runs): 16-32 is fastest for passages (64 ~10% slower, 128 ~25%); for short
+#: answers 32 and 64 are equal within noise. torch's default thread count (one per core) beat one
+#: thread by 1.5-1.8x, so ragmeter leaves it alone.
 DEFAULT_BATCH_SIZE = 32
 
 _OFFLINE_VARS = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")

@@ -23,12 +23,6 @@ from ragmeter.errors import ConfigError
 
 #: Batches handed to the encoder per call: the progress bar moves and the store is written this often.
 BLOCK_BATCHES = 16
-#: Batches whose longest text has at most this many characters hold SHORT_BATCH_FACTOR times
-#: more texts. Measured with all-MiniLM-L6-v2 on 2 CPU cores (benchmarks/embeddings.py --sweep):
-#: texts of about 60 characters embed ~20-35% faster in batches of 64 than of 32, texts of 130+
-#: characters no faster, passages slower.
-SHORT_TEXT_CHARS = 100
-SHORT_BATCH_FACTOR = 2
 
 Progress = Callable[[str, int], Callable[[int], None]]
 
@@ -214,11 +208,10 @@ class EmbeddingService:
         advance = self.progress(f"embedding ({_short(mid)})", len(rest))
         local = ref.backend != "openai"  # padding and batch shape matter for local models only
         size = self.batch_size or getattr(enc, "batch_size", None) or DEFAULT_BATCH_SIZE
-        for part, rows in plan_calls(rest, size, BLOCK_BATCHES, min_ratio=0.5 if local else 0.0,
-                                     short_factor=SHORT_BATCH_FACTOR if local else 1):
+        for part in plan_calls(rest, size, BLOCK_BATCHES, min_ratio=0.5 if local else 0.0):
             t0 = time.perf_counter()
             try:
-                x = enc.encode([t for t, _ in part], batch_size=rows)
+                x = enc.encode([t for t, _ in part], batch_size=size)
             except Exception as exc:  # noqa: BLE001 - a failing endpoint must not lose the run
                 self._failed[mid] = EmbeddingError(
                     f"embedding with {mid} failed after {self._computed[mid]} texts: "
@@ -238,44 +231,33 @@ class EmbeddingService:
 
 
 def plan_calls(items: list[tuple[str, str]], batch_size: int, batches_per_call: int, *,
-               min_ratio: float = 0.5, short_factor: int = SHORT_BATCH_FACTOR,
-               short_chars: int = SHORT_TEXT_CHARS) -> list[tuple[list[tuple[str, str]], int]]:
-    """Group ``items`` (``(text, hash)``, longest text first) into encoder calls ``(items, rows)``.
+               min_ratio: float = 0.5) -> list[list[tuple[str, str]]]:
+    """Group ``items`` (``(text, hash)``, longest text first) into encoder calls.
 
-    - A batch is padded to its longest text, so a batch holding the last passages and the first
-      short answers would cost as much as a batch of passages: a batch is closed early when the
-      next text is shorter than ``min_ratio`` times the batch's first (longest) text.
-    - A batch whose first text has at most ``short_chars`` characters holds
-      ``short_factor * batch_size`` texts (short texts run faster in larger batches), others
-      ``batch_size``.
-    - A call holds up to ``batches_per_call`` batches of one size, all full but the last, so an
-      encoder that sorts by length and cuts ``rows``-sized pieces inside a call (as
-      sentence-transformers does) forms exactly these batches.
+    A batch is padded to its longest text, so a batch holding the last passages and the first
+    short answers would cost as much as a batch of passages: a batch is closed early when the
+    next text is shorter than ``min_ratio`` times the batch's first (longest) text. A call holds
+    up to ``batches_per_call`` batches, all full but the last, so an encoder that sorts by length
+    and cuts ``batch_size`` pieces inside a call (as sentence-transformers does) forms exactly
+    these batches. Calls are the units of progress and of writes to the cache.
     """
-    batches: list[tuple[list[tuple[str, str]], int]] = []
+    calls: list[list[tuple[str, str]]] = []
+    call: list[tuple[str, str]] = []
+    count = 0
     i, n = 0, len(items)
     while i < n:
         first = len(items[i][0])
-        rows = batch_size * (short_factor if first <= short_chars else 1)
         j = i + 1
-        while j < n and j - i < rows and len(items[j][0]) >= min_ratio * first:
+        while j < n and j - i < batch_size and len(items[j][0]) >= min_ratio * first:
             j += 1
-        batches.append((items[i:j], rows))
+        call.extend(items[i:j])
+        count += 1
+        if j - i < batch_size or count >= batches_per_call:
+            calls.append(call)
+            call, count = [], 0
         i = j
-    calls: list[tuple[list[tuple[str, str]], int]] = []
-    call: list[tuple[str, str]] = []
-    call_rows, count = 0, 0
-    for batch, rows in batches:
-        if call and (rows != call_rows or count >= batches_per_call):
-            calls.append((call, call_rows))
-            call, count = [], 0
-        call = call + batch
-        call_rows, count = rows, count + 1
-        if len(batch) < rows:
-            calls.append((call, rows))
-            call, count = [], 0
     if call:
-        calls.append((call, call_rows))
+        calls.append(call)
     return calls
 
 
