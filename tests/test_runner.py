@@ -17,8 +17,8 @@ from typer.testing import CliRunner
 import ragmeter
 from ragmeter.cli import app
 from ragmeter.errors import ConfigError
-from ragmeter.stats import aggregate, bootstrap_ci
 from ragmeter.schema import Score
+from ragmeter.stats import aggregate, bootstrap_ci
 
 PLUGINS = Path(__file__).parent / "plugins"
 sys.path.insert(0, str(PLUGINS))

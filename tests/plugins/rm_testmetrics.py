@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import time
 
-from ragmeter.metrics.base import MetricSpec, _REGISTRY, register_metric
+from ragmeter.metrics.base import _REGISTRY, MetricSpec, register_metric
 from ragmeter.schema import Score
 
 

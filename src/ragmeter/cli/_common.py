@@ -9,6 +9,7 @@ from rich.table import Table
 
 from ragmeter.store import Store, open_store
 
+
 class _Console:
     """A console made at use time, so it sees the terminal width (and ``COLUMNS``) of the call,
     not of the moment the module was imported."""

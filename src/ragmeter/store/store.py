@@ -14,8 +14,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from ragmeter.errors import StoreError
 from ragmeter.schema import Sample, Score
-from ragmeter.store.models import (Base, EmbeddingCacheRow, KeyValueRow, Run, RunSample, ScoreRow,
-                                   utcnow)
+from ragmeter.store.models import Base, EmbeddingCacheRow, KeyValueRow, Run, RunSample, ScoreRow, utcnow
 
 DEFAULT_PATH = Path(".ragmeter") / "ragmeter.db"
 
