@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, Group
 from rich.table import Table
+from rich.text import Text
 
 from ragmeter.store import Store, open_store
 
@@ -39,8 +40,9 @@ def fmt(v: Any, digits: int = 4) -> str:
     return str(v)
 
 
-def summary_table(summary: dict[str, dict[str, Any]], title: str | None = None) -> Table:
-    """A rich table of per-metric aggregates (mean, 95% CI, n, missing and why)."""
+def summary_table(summary: dict[str, dict[str, Any]], title: str | None = None) -> Group:
+    """Per-metric aggregates (mean, 95% CI, n, how many without a value) as a rich table, followed
+    by why values are missing, one line per metric, so the reasons stay readable in narrow terminals."""
     t = Table(title=title, show_lines=False)
     t.add_column("metric", style="bold", no_wrap=True)
     t.add_column("mean", justify="right", no_wrap=True)
@@ -48,10 +50,15 @@ def summary_table(summary: dict[str, dict[str, Any]], title: str | None = None) 
     t.add_column("n", justify="right")
     t.add_column("no value", justify="right")
     t.add_column("dir")
-    t.add_column("why no value")
+    why = Text()
     for m, a in summary.items():
         ci = f"[{fmt(a.get('ci_low'))}, {fmt(a.get('ci_high'))}]" if a.get("ci_low") is not None else "—"
-        reasons = "; ".join(f"{r} ({c})" for r, c in list(a.get("missing_reasons", {}).items())[:3])
         t.add_row(m, fmt(a.get("mean")), ci, str(a.get("n", 0)), str(a.get("n_missing", 0)),
-                  "↑" if a.get("direction", "higher") == "higher" else "↓", reasons)
-    return t
+                  "↑" if a.get("direction", "higher") == "higher" else "↓")
+        reasons = a.get("missing_reasons") or {}
+        if reasons:
+            why.append(f"{m}: ", style="bold")
+            why.append("; ".join(f"{r} ({c})" for r, c in list(reasons.items())[:5]) + "\n")
+    if why:
+        return Group(t, Text("why no value:", style="yellow"), why)
+    return Group(t)
