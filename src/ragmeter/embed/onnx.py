@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from ragmeter.embed.encoders import DEFAULT_BATCH_SIZE, load_sentence_transformer, normalise_rows, offline
+from ragmeter.embed.encoders import DEFAULT_BATCH_SIZE, load_sentence_transformer, normalise_rows
 from ragmeter.embed.models import ModelRef, ModelUnavailableError, unavailable_message
 
 _INPUTS = ("input_ids", "attention_mask", "token_type_ids")
@@ -40,13 +40,26 @@ def _model_folder(ref: ModelRef) -> Path:
         if not folder.is_dir():
             raise ModelUnavailableError(unavailable_message(ref, "no such folder"))
         return folder
-    with offline():
-        try:
-            from huggingface_hub import snapshot_download
+    folder = _cached_snapshot(ref.location)
+    if folder is None:
+        raise ModelUnavailableError(unavailable_message(ref))
+    return folder
 
-            return Path(snapshot_download(ref.location, local_files_only=True))
-        except Exception as exc:  # noqa: BLE001 - any hub error means "not in the local cache"
-            raise ModelUnavailableError(unavailable_message(ref)) from exc
+
+def _cached_snapshot(repo_id: str) -> Path | None:
+    """The folder of ``repo_id`` in the local Hugging Face cache, read straight from the disk
+    layout (``models--org--name/refs/main`` -> ``snapshots/<rev>``): no hub client, no network."""
+    hub = os.environ.get("HF_HUB_CACHE") or (
+        Path(os.environ["HF_HOME"]) / "hub" if os.environ.get("HF_HOME")
+        else Path.home() / ".cache" / "huggingface" / "hub")
+    repo = Path(hub) / ("models--" + repo_id.replace("/", "--"))
+    ref = repo / "refs" / "main"
+    if ref.is_file():
+        snap = repo / "snapshots" / ref.read_text(encoding="utf-8").strip()
+        if snap.is_dir():
+            return snap
+    snaps = sorted((repo / "snapshots").glob("*")) if (repo / "snapshots").is_dir() else []
+    return snaps[-1] if snaps else None
 
 
 def _read_json(path: Path) -> dict[str, Any]:
