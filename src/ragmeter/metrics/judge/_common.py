@@ -108,6 +108,19 @@ def estimate_items(text: str, per_item: int, base: int = 40) -> int:
     return base + per_item * sentences
 
 
+def share_score(verdict: BaseModel, items: Sequence[Any], counts: dict[str, Callable[[Any], bool]],
+                empty_reason: str) -> Score:
+    """Share of ``items`` matching any of ``counts`` (disjoint predicates), with the verdict, each
+    count and the total in ``details``; no items is no value with ``empty_reason``, never 0."""
+    details = verdict.model_dump()
+    n = len(items)
+    if n == 0:
+        return Score.missing(empty_reason, details)
+    hits = {name: sum(1 for x in items if pred(x)) for name, pred in counts.items()}
+    details.update(hits, total=n)
+    return Score(sum(hits.values()) / n, details=details)
+
+
 def judge_check(ctx: Any, **_params: Any) -> str | None:
     """``check`` of every LLM metric: why no judge can be used here (how to configure one), or ``None``."""
     from ragmeter.llm import problem

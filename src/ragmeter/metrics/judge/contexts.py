@@ -15,6 +15,7 @@ from ragmeter.metrics.judge._common import (
     context_blocks,
     estimate_items,
     register_judged,
+    share_score,
 )
 from ragmeter.schema import Sample, Score
 
@@ -129,13 +130,8 @@ def _recall_blocks(s: Sample, _p: dict[str, Any]) -> list[tuple[str, str]] | Sco
 
 
 def _recall_score(_s: Sample, v: ReferenceAttribution, _p: dict[str, Any], _ctx: Any) -> Score:
-    details = v.model_dump()
-    n = len(v.statements)
-    if n == 0:
-        return Score.missing("no statements in the reference", details)
-    yes = sum(x.verdict == "yes" for x in v.statements)
-    details.update(attributed=yes, total=n)
-    return Score(yes / n, details=details)
+    return share_score(v, v.statements, {"attributed": lambda x: x.verdict == "yes"},
+                       "no statements in the reference")
 
 
 context_recall = JudgedMetric(

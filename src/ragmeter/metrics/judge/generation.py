@@ -20,6 +20,7 @@ from ragmeter.metrics.judge._common import (
     context_blocks,
     estimate_items,
     register_judged,
+    share_score,
 )
 from ragmeter.schema import Sample, Score
 
@@ -103,24 +104,14 @@ def _claims_out(s: Sample) -> int:
 
 
 def _faithfulness_score(_s: Sample, v: ClaimVerdicts, _p: dict[str, Any], _ctx: Any) -> Score:
-    details = v.model_dump()
-    n = len(v.claims)
-    if n == 0:
-        return Score.missing("no factual claims in the answer", details)
-    supported = sum(c.verdict == "supported" for c in v.claims)
-    details.update(supported=supported, total=n)
-    return Score(supported / n, details=details)
+    return share_score(v, v.claims, {"supported": lambda c: c.verdict == "supported"},
+                       "no factual claims in the answer")
 
 
 def _hallucination_score(_s: Sample, v: ClaimVerdicts, _p: dict[str, Any], _ctx: Any) -> Score:
-    details = v.model_dump()
-    n = len(v.claims)
-    if n == 0:
-        return Score.missing("no factual claims in the answer", details)
-    contradicted = sum(c.verdict == "contradicted" for c in v.claims)
-    not_found = sum(c.verdict == "not_found" for c in v.claims)
-    details.update(contradicted=contradicted, not_found=not_found, total=n)
-    return Score((contradicted + not_found) / n, details=details)
+    return share_score(v, v.claims, {"contradicted": lambda c: c.verdict == "contradicted",
+                                     "not_found": lambda c: c.verdict == "not_found"},
+                       "no factual claims in the answer")
 
 
 faithfulness = JudgedMetric("faithfulness", "faithfulness", ClaimVerdicts, _answer_contexts,
@@ -164,13 +155,8 @@ def _relevancy_blocks(s: Sample, p: dict[str, Any]) -> list[tuple[str, str]] | S
 
 
 def _relevancy_score(_s: Sample, v: StatementVerdicts, _p: dict[str, Any], _ctx: Any) -> Score:
-    details = v.model_dump()
-    n = len(v.statements)
-    if n == 0:
-        return Score.missing("no statements in the answer", details)
-    relevant = sum(x.verdict != "no" for x in v.statements)
-    details.update(relevant=relevant, total=n)
-    return Score(relevant / n, details=details)
+    return share_score(v, v.statements, {"relevant": lambda x: x.verdict != "no"},
+                       "no statements in the answer")
 
 
 answer_relevancy = JudgedMetric("answer_relevancy", "answer_relevancy", StatementVerdicts,
