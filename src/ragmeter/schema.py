@@ -67,7 +67,7 @@ class AgentTrace(BaseModel):
 
     ``intent`` holds the agent's parse of the request: ``entity``, ``type``, ``confidence``.
     ``input_text`` / ``final_text`` are the first user and last assistant messages of a chat log.
-    Built from JSONL or OpenAI chat messages by :func:`ragmeter.metrics.agent.parse_trace`.
+    Built from JSONL or OpenAI chat messages by :func:`ragmeter.io.traces.parse_trace`.
     """
 
     model_config = ConfigDict(extra="allow")

@@ -328,7 +328,7 @@ def sample_from_dict(row: Any, *, mapping: Mapping[str, str] | None = None,
 def _trace(v: Any, err: Any) -> Any:
     # the agent module may provide richer readers (e.g. OpenAI tool-call messages)
     try:
-        from ragmeter.metrics.agent import parse_trace
+        from ragmeter.io.traces import parse_trace
     except ImportError:
         return v
     try:

@@ -111,7 +111,7 @@ def _norm_text(s: str) -> str:
 def _field(sample: Sample, spec: str) -> Any:
     """A value from the sample: ``answer``, ``question``, ``label``, ``metadata.X``,
     ``final_output.X``, ``intent.X``, or a bare name looked up in final_output, then metadata."""
-    from ragmeter.metrics.agent import lookup
+    from ragmeter.agent.lookup import lookup
 
     if spec in ("answer", "question", "reference", "id"):
         return getattr(sample, spec)
