@@ -348,10 +348,10 @@ def test_context_relevance_labels_are_stored_and_never_judged_twice(run, server,
     assert set(blocks(server.requests[1]["body"]["messages"][1]["content"])) == {"QUESTION", "CHUNK 1"}
     assert [lab["reused"] for lab in out2.details["labels"]] == [True, False, True]
     assert [lab["grade"] for lab in out2.details["labels"]] == [2, 2, 2]
-    from ragmeter.llm.qrels import NAMESPACE
+    from ragmeter.metrics.judge.qrels import NAMESPACE
 
     assert len(store.kv_list(NAMESPACE)) == 4
-    from ragmeter.llm.qrels import stored_labels
+    from ragmeter.metrics.judge.qrels import stored_labels
 
     s3 = S(contexts=C("The capital of France is Paris.", "never judged"))
     assert [None if x is None else x.grade for x in stored_labels([s3], store, "openai:test-model")[0]] == [2, None]
@@ -362,7 +362,7 @@ def test_context_relevance_labels_are_stored_and_never_judged_twice(run, server,
 
 
 def test_fill_relevant_turns_labels_into_graded_ground_truth():
-    from ragmeter.llm.qrels import Label, fill_relevant
+    from ragmeter.metrics.judge.qrels import Label, fill_relevant
 
     s = S(contexts=[Chunk(text="a", id="1"), Chunk(text="b", id="2"), Chunk(text="c", id="3")])
     filled = fill_relevant([s, s], [[Label(3, ""), Label(0, ""), Label(1, "")], [Label(2, ""), None, Label(0, "")]],
@@ -375,7 +375,7 @@ def test_fill_relevant_turns_labels_into_graded_ground_truth():
 def test_llm_ranking_metrics_match_trec_eval_on_the_llm_labels(run, server, tmp_path):
     import pytrec_eval
 
-    from ragmeter.llm.qrels import NAMESPACE, qrel_key
+    from ragmeter.metrics.judge.qrels import NAMESPACE, qrel_key
 
     store = open_store(f"sqlite:///{tmp_path / 'r.db'}")
     vocab = ["capital", "france", "paris", "city", "bananas", "yellow", "river", "loire"]

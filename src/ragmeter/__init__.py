@@ -6,8 +6,7 @@ Per-metric functions live in ``ragmeter.metrics`` (e.g. ``ragmeter.metrics.retri
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
+from ragmeter._version import __version__
 from ragmeter.errors import ConfigError, DatasetError, JudgeError, MetricError, RagmeterError, StoreError
 from ragmeter.io import Dataset, load, save
 from ragmeter.schema import AgentTrace, Chunk, Sample, Score, ToolCall
@@ -15,7 +14,7 @@ from ragmeter.schema import AgentTrace, Chunk, Sample, Score, ToolCall
 __all__ = [
     "AgentTrace", "Chunk", "ConfigError", "Dataset", "DatasetError", "EvaluationResult",
     "JudgeError", "MetricError", "RagmeterError", "Sample", "Score", "StoreError", "ToolCall",
-    "__version__", "evaluate", "load", "save",
+    "__version__", "estimate_run_cost", "evaluate", "load", "save",
 ]
 
 
@@ -24,6 +23,13 @@ def evaluate(*args, **kwargs):  # type: ignore[no-untyped-def]
     from ragmeter.runner import evaluate as _evaluate
 
     return _evaluate(*args, **kwargs)
+
+
+def estimate_run_cost(*args, **kwargs):  # type: ignore[no-untyped-def]
+    """See :func:`ragmeter.estimate.estimate_run_cost` (judge calls and cost of an evaluation, no calls made)."""
+    from ragmeter.estimate import estimate_run_cost as _estimate
+
+    return _estimate(*args, **kwargs)
 
 
 def __getattr__(name: str):  # type: ignore[no-untyped-def]

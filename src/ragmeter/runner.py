@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ragmeter import __version__
+from ragmeter._version import __version__
 from ragmeter.config import load_config
 from ragmeter.context import ScoringContext
 from ragmeter.errors import ConfigError, MetricError, StoreError

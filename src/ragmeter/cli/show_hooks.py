@@ -23,6 +23,11 @@ def collect(store: Any, run: Any) -> dict[str, Any]:
             importlib.import_module(mod)
         except ImportError:
             pass
+    # the judge's tokens/cost section; registered here so the llm package never imports the CLI
+    from ragmeter.llm.accounting import show_section as judge_section
+
+    if judge_section not in _HOOKS:
+        _HOOKS.insert(0, judge_section)
     out: dict[str, Any] = {}
     for h in _HOOKS:
         out.update(h(store, run) or {})

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from ragmeter.embed.encoders import DEFAULT_BATCH_SIZE, load_sentence_transformer, normalise_rows
+from ragmeter.embed.loading import DEFAULT_BATCH_SIZE, load_sentence_transformer, normalise_rows
 from ragmeter.embed.models import ModelRef, ModelUnavailableError, unavailable_message
 
 _INPUTS = ("input_ids", "attention_mask", "token_type_ids")

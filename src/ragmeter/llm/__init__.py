@@ -27,16 +27,9 @@ from ragmeter.llm.structured import ReplyParseError, parse_reply, strict_schema
 __all__ = [
     "BUILTIN_PRICES", "HOW_TO_CONFIGURE", "JudgeConfig", "JudgeConfigError", "JudgeRequest",
     "JudgeResult", "JudgeService", "Price", "PriceTable", "ReplyParseError", "config_from_options",
-    "estimate_run_cost", "estimate_tokens", "get_judge", "judge_configured", "parse_judge", "parse_reply", "problem",
+    "estimate_tokens", "get_judge", "judge_configured", "parse_judge", "parse_reply", "problem",
     "strict_schema",
 ]
-
-
-def estimate_run_cost(*args: Any, **kwargs: Any) -> dict[str, Any]:
-    """See :func:`ragmeter.llm.estimate.estimate_run_cost`."""
-    from ragmeter.llm.estimate import estimate_run_cost as _estimate
-
-    return _estimate(*args, **kwargs)
 
 
 def get_judge(judge: str, *, store: Any = None, run_id: str | None = None, **options: Any) -> JudgeService:
@@ -51,13 +44,3 @@ def get_judge(judge: str, *, store: Any = None, run_id: str | None = None, **opt
 
 register_service("judge", JudgeService.from_context)
 
-
-def _register_show_hook() -> None:
-    from ragmeter.cli import show_hooks
-    from ragmeter.llm.accounting import show_section
-
-    if show_section not in show_hooks._HOOKS:
-        show_hooks.add(show_section)
-
-
-_register_show_hook()

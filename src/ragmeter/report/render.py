@@ -20,7 +20,7 @@ from typing import Any
 
 from markupsafe import Markup
 
-from ragmeter import __version__
+from ragmeter._version import __version__
 from ragmeter.report.bands import BANDS
 from ragmeter.store import Store
 

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 from fastapi import FastAPI, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
-from ragmeter import __version__
+from ragmeter._version import __version__
 from ragmeter.errors import StoreError
 from ragmeter.store import Store, open_store
 

@@ -19,7 +19,7 @@ from ragmeter.schema import Chunk, Sample
 
 def pipeline_version(fn: Callable[..., Any], target: str) -> str:
     if target.startswith("ragmeter.pipeline:"):
-        from ragmeter import __version__
+        from ragmeter._version import __version__
 
         return f"ragmeter-{__version__}-{BUNDLED_PIPELINE_VERSION}"
     import sys
