@@ -693,3 +693,50 @@ def test_config_expected_tool_calls_with_arguments_and_aliases():
     res = evaluate(rows, ["trajectory_match@strict", "trajectory_match"], options=opts)
     assert [r["trajectory_match@strict"] for r in res.rows()] == [1.0, 0.0]
     assert [r["trajectory_match"] for r in res.rows()] == [1.0, 1.0]  # names only
+
+
+def _call_then(result_message: dict) -> list[dict]:
+    return [{"role": "user", "content": "Apple's revenue?"},
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "sec_search", "arguments": "{}"}}]},
+            result_message,
+            {"role": "assistant", "content": "I could not find it."}]
+
+
+@pytest.mark.parametrize(("message", "error"), [
+    # OpenAI tool-call logs: the tool reports its failure as a JSON object in the content
+    ({"role": "tool", "tool_call_id": "c1", "content": '{"error": "rate limited"}'}, "rate limited"),
+    ({"role": "tool", "tool_call_id": "c1", "content": '{"error": {"message": "timeout", "code": 504}}'},
+     "timeout"),
+    # Anthropic tool_result block flagged is_error (text content and block content)
+    ({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c1", "is_error": True,
+                                   "content": "upstream 500"}]}, "upstream 500"),
+    ({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c1", "is_error": True,
+                                   "content": [{"type": "text", "text": "no such filing"}]}]}, "no such filing"),
+    # LangChain ToolMessage
+    ({"role": "tool", "tool_call_id": "c1", "status": "error", "content": "bad ticker"}, "bad ticker"),
+])
+def test_tool_failures_in_chat_logs_count_as_tool_errors(message, error):
+    trace = A.parse_trace(_call_then(message))
+    assert [c.error for c in trace.tool_calls] == [error]
+    stats = A.execution_stats([Sample(id="1", trace=trace)])
+    assert stats["tool_errors"] == 1 and stats["tool_error_rate"] == 1.0
+
+
+@pytest.mark.parametrize("content", ['{"error": null, "revenue": 391}', '{"error": 0.02, "estimate": 5}',
+                                     '{"revenue": 391}', "error budget is fine"])
+def test_tool_results_that_are_not_failures_are_not_tool_errors(content):
+    trace = A.parse_trace(_call_then({"role": "tool", "tool_call_id": "c1", "content": content}))
+    assert trace.tool_calls[0].error is None
+    assert A.execution_stats([Sample(id="1", trace=trace)])["tool_errors"] == 0
+
+
+def test_tool_errors_in_our_jsonl_tool_calls():
+    trace = A.parse_trace({"tool_calls": [
+        {"name": "a", "result": {"error": "quota exceeded"}},
+        {"name": "b", "result": "ok", "is_error": True},
+        {"name": "c", "result": "fine", "error": False},
+        {"name": "d", "result": {"rows": 3}},
+        {"name": "e", "error": "boom"}]})
+    assert [c.error for c in trace.tool_calls] == ["quota exceeded", "ok", None, None, "boom"]
+    assert A.execution_stats([Sample(id="1", trace=trace)])["tool_errors"] == 3

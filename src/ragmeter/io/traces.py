@@ -55,6 +55,11 @@ def parse_trace(value: Any) -> AgentTrace:
     is accepted). Tool arguments that are not valid JSON are kept in ``arguments_raw`` (the call
     then matches no expected arguments except under ``tool_args="ignore"``).
 
+    A tool call has an ``error`` when its result says it failed: an Anthropic ``tool_result`` with
+    ``is_error: true``, a LangChain ``ToolMessage`` with ``status: "error"``, a result that is a JSON
+    object with a non-empty ``error`` member (``{"error": "..."}``, as OpenAI tool-call logs record
+    failures), or an explicit ``error`` / ``is_error`` on one of our ``tool_calls`` items.
+
     Raises:
         ValueError, TypeError: the value has none of these shapes (the dataset reader turns this
             into a ``DatasetError`` naming the file, line and field).
@@ -181,8 +186,11 @@ def _tool_call(item: Any, i: int, turn: int | None = None) -> dict[str, Any]:
         _, name = _first(item, ("name", "tool", "tool_name"))
         _, args = _first(item, ("arguments", "args", "input", "parameters"))
         _, result = _first(item, ("result", "output", "response"))
+        error = item.get("error")
+        if error is None or error is True:
+            error = _error_of(result, item.get("is_error") if error is None else True, item.get("status"))
         out = {"name": name, "id": item.get("id"), "result": result,
-               "latency_ms": item.get("latency_ms"), "error": item.get("error"),
+               "latency_ms": item.get("latency_ms"), "error": error or None,
                "turn": item.get("turn")}
     if not isinstance(out.get("name"), str) or not out["name"]:
         raise ValueError(f"tool call {i} has no name")
@@ -235,6 +243,36 @@ def _result_value(content: Any) -> Any:
     return text
 
 
+def _error_of(result: Any, flag: Any = None, status: Any = None) -> str | None:
+    """The error a tool result reports, or ``None``.
+
+    Counted as an error: a truthy ``is_error`` flag (Anthropic ``tool_result``), ``status: "error"``
+    (LangChain ``ToolMessage``), an error string given directly, or a result that is a JSON object
+    with a non-empty ``error`` member (the ``{"error": "..."}`` convention of OpenAI tool-call
+    logs). A number or ``null`` under ``error`` is data, not a failure.
+    """
+    if isinstance(flag, str) and flag.strip() and flag.strip().lower() not in ("false", "0"):
+        return flag if flag.strip().lower() not in ("true", "1") else (_result_text(result) or "error")
+    if flag is True or (isinstance(status, str) and status.lower() == "error"):
+        return _result_text(result) or "error"
+    if isinstance(result, Mapping):
+        err = result.get("error")
+        if isinstance(err, str) and err.strip():
+            return err
+        if isinstance(err, Mapping) and err:
+            msg = err.get("message")
+            return msg if isinstance(msg, str) and msg.strip() else json.dumps(err, default=str)
+    return None
+
+
+def _result_text(result: Any) -> str | None:
+    if result is None or isinstance(result, str):
+        return result or None
+    if isinstance(result, list):
+        return _text(result)
+    return json.dumps(result, default=str)
+
+
 def _from_messages(msgs: Any) -> dict[str, Any]:
     if not isinstance(msgs, list):
         raise ValueError(f"'messages' must be a list of chat messages, got {type(msgs).__name__}")
@@ -244,7 +282,7 @@ def _from_messages(msgs: Any) -> dict[str, Any]:
     final_text: str | None = None
     turn = -1
 
-    def attach(call_id: Any, content: Any, *, name: Any = None, error: Any = None,
+    def attach(call_id: Any, content: Any, *, name: Any = None, error: Any = None, status: Any = None,
                latency: Any = None) -> None:
         idx = next((j for j, c in enumerate(calls) if call_id and c.get("id") == call_id), None)
         if idx is None:  # no usable id: the earliest unanswered call (of that name, if given)
@@ -254,8 +292,9 @@ def _from_messages(msgs: Any) -> dict[str, Any]:
             return
         answered.add(idx)
         calls[idx]["result"] = _result_value(content)
-        if error:
-            calls[idx]["error"] = error if isinstance(error, str) else (_text(content) or "error")
+        err = _error_of(calls[idx]["result"], error, status)
+        if err is not None:
+            calls[idx]["error"] = err
         if isinstance(latency, int | float) and not isinstance(latency, bool):
             calls[idx]["latency_ms"] = float(latency)
 
@@ -288,7 +327,7 @@ def _from_messages(msgs: Any) -> dict[str, Any]:
             final_text = None if new else _text(content)
         elif role in ("tool", "function"):
             attach(m.get("tool_call_id"), content, name=m.get("name") if role == "function" else None,
-                   error=m.get("error") or m.get("is_error"), latency=m.get("latency_ms"))
+                   error=m.get("error") or m.get("is_error"), status=m.get("status"), latency=m.get("latency_ms"))
     out: dict[str, Any] = {"tool_calls": calls, "step_count": turn + 1}
     if input_text is not None:
         out["input_text"] = input_text
