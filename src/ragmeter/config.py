@@ -1,4 +1,4 @@
-"""Run configuration files (JSON or YAML), including seed 002's ``{"metric_types": [...]}``."""
+"""Run configuration files (JSON or YAML), including rag-experiment-accelerator's ``{"metric_types": [...]}``."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ KNOWN_KEYS = {
 def load_config(source: str | Path | dict[str, Any] | None) -> dict[str, Any]:
     """Read a config file or mapping and normalise it to ``{"metrics": [...], "options": {...}, ...}``.
 
-    ``metric_types`` (seed 002, rag-experiment-accelerator) is accepted as a synonym of ``metrics``.
-    Unknown top-level keys of seed 002's search_config (``chunking``, ``embedding_models`` ...) are
+    ``metric_types`` (rag-experiment-accelerator, rag-experiment-accelerator) is accepted as a synonym of ``metrics``.
+    Unknown top-level keys of rag-experiment-accelerator's search_config (``chunking``, ``embedding_models`` ...) are
     kept under ``"extra"`` rather than rejected, so such a file works as is.
     """
     if source is None:

@@ -47,7 +47,7 @@ def _keys_ok(d: Mapping[str, Any], allowed: Iterable[str], where: str) -> None:
 
 @dataclass(frozen=True)
 class IntentRubric:
-    """Points for intent_correctness (defaults: seed 001's 0.4 / 0.3 / 0.3)."""
+    """Points for intent_correctness (defaults: the agent-evaluation guide's 0.4 / 0.3 / 0.3)."""
 
     entity_points: float = 0.4
     entity_match: str = "contains"

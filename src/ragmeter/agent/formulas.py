@@ -18,11 +18,11 @@ def tool_precision(selected: Iterable[str], expected: Iterable[str]) -> float:
     """Tool choice correctness: the share of the distinct tools the agent called that were expected.
 
     ``|expected ∩ selected| / |selected|`` over sets of tool names (a tool called twice counts
-    once, as in seed 001). Range [0, 1].
+    once, as in the agent-evaluation guide). Range [0, 1].
 
-    Edge cases: no tool selected -> 0.0 when tools were expected (seed 001), 1.0 when none were.
+    Edge cases: no tool selected -> 0.0 when tools were expected (agent-evaluation guide), 1.0 when none were.
 
-    Example (seed 001, Apple): ``tool_precision({"SEC", "Market", "Web", "Legal"},
+    Example (the agent-evaluation guide, Apple): ``tool_precision({"SEC", "Market", "Web", "Legal"},
     {"SEC", "Market", "Web"})`` -> 0.75.
     """
     sel, exp = set(selected), set(expected)
@@ -36,10 +36,10 @@ def tool_recall(selected: Iterable[str], expected: Iterable[str]) -> float:
 
     ``|expected ∩ selected| / |expected|`` over sets of tool names. Range [0, 1].
 
-    Edge case: nothing expected -> 1.0 (nothing was missed; seed 001's ``else 0.0`` never applies
+    Edge case: nothing expected -> 1.0 (nothing was missed; the agent-evaluation guide's ``else 0.0`` never applies
     to its own table, where every task type expects tools).
 
-    Example (seed 001, private company): ``tool_recall({"Web", "SEC"}, {"Web", "Legal"})`` -> 0.5.
+    Example (the agent-evaluation guide, private company): ``tool_recall({"Web", "SEC"}, {"Web", "Legal"})`` -> 0.5.
     """
     sel, exp = set(selected), set(expected)
     if not exp:
@@ -61,7 +61,7 @@ def order_pairs(actual: Sequence[str], expected: Sequence[str]) -> tuple[int, in
     (pairs touching a step the expected trajectory lacks are not judged, and do not bridge over
     it); it is correct when the second step comes strictly later in ``expected`` than the first
     (position = first occurrence). A repeated step ``(a, a)`` is therefore out of order. This is
-    seed 001's "consecutive steps maintain expected order", as its implementation computes it.
+    the agent-evaluation guide's "consecutive steps maintain expected order", as its implementation computes it.
     """
     pos: dict[str, int] = {}
     for i, s in enumerate(expected):
@@ -79,7 +79,7 @@ def order_score(actual: Sequence[str], expected: Sequence[str]) -> float:
 
     When no pair can be judged: 1.0 if the expected trajectory has fewer than two distinct steps
     and the agent ran it (there is no order to keep), else 0.0 (no evidence of the expected order;
-    seed 001 gives 0.0).
+    the agent-evaluation guide gives 0.0).
     """
     return _order_value(*order_pairs(actual, expected), actual, expected)
 
@@ -92,8 +92,8 @@ def _order_value(correct: int, total: int, actual: Sequence[str], expected: Sequ
 
 def trajectory_score(actual: Sequence[str], expected: Sequence[str], *, jaccard_weight: float = 0.6,
                      order_weight: float = 0.4) -> float:
-    """Seed 001's trajectory match: ``jaccard_weight * J + order_weight * O``, divided by the
-    sum of the weights (1.0 for the seed's 0.6 + 0.4).
+    """The agent-evaluation guide's trajectory match: ``jaccard_weight * J + order_weight * O``, divided by the
+    sum of the weights (1.0 for the guide's 0.6 + 0.4).
 
     ``J`` = :func:`jaccard` of the step-name sets; ``O`` = :func:`order_score`. Range [0, 1].
 
@@ -111,12 +111,12 @@ def intent_score(intent: Mapping[str, Any], expected_entity: str | None, rubric:
                  expected_type: str | None = None) -> tuple[float, dict[str, Any]]:
     """Intent correctness: did the agent understand the request? Returns ``(score, details)``.
 
-    Points (seed 001 defaults), divided by their total (1.0 for the defaults):
+    Points (the agent-evaluation guide defaults), divided by their total (1.0 for the defaults):
 
     - entity (0.4): the expected entity is found in the parsed one, case-insensitively
-      (``entity_match``: ``contains`` = expected in parsed, as seed 001; ``exact``; ``either``
+      (``entity_match``: ``contains`` = expected in parsed, as the agent-evaluation guide; ``exact``; ``either``
       = one contains the other);
-    - type (0.3): a type was identified (``type_check: present``, seed 001) or equals the
+    - type (0.3): a type was identified (``type_check: present``, the agent-evaluation guide) or equals the
       expected type (``match``);
     - confidence (up to 0.3): the points of the first threshold the parse confidence exceeds
       strictly (> 0.7: 0.3, > 0.5: 0.2, > 0.3: 0.1).
@@ -152,7 +152,7 @@ def plan_score(plan: Sequence[str], rubric: PlanRubric) -> tuple[float, dict[str
     """Plan quality: ``(size points + keyword-group points) / total points``.
 
     Size points when ``min <= len(plan) <= max``; a keyword group's points when any plan step
-    contains any of its keywords (substring, case-insensitive; seed 001 checks "data", "fetch",
+    contains any of its keywords (substring, case-insensitive; the agent-evaluation guide checks "data", "fetch",
     "search" for data gathering and "analy", "synthe" for analysis). An empty plan scores 0.
     """
     n = len(plan)
@@ -214,7 +214,7 @@ def final_answer_score(output: Mapping[str, Any], rubric: AnswerRubric) -> tuple
     (numbers, inclusive), ``min_length`` / ``max_length`` (text or list), ``pattern`` (regex, full
     match), ``type`` (string, number, integer, boolean, list, object).
 
-    Seed 001: 0.5 completeness over five fields; risk level in {low, moderate, high, critical}
+    the agent-evaluation guide: 0.5 completeness over five fields; risk level in {low, moderate, high, critical}
     0.15; credit score in [0, 100] 0.15; confidence in [0, 1] 0.10; reasoning longer than 50
     characters 0.10.
     """

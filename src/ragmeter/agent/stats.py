@@ -31,7 +31,7 @@ def _num_or_none(v: Any) -> float | None:
 
 
 def execution_stats(samples: Iterable[Sample]) -> dict[str, Any]:
-    """Execution statistics of a run's agent traces (seed 001's step count, tool calls, latency).
+    """Execution statistics of a run's agent traces (the agent-evaluation guide's step count, tool calls, latency).
 
     Per figure (``step_count``, ``tool_calls``, ``latency_ms`` per sample; ``tool_latency_ms`` per
     tool call): :func:`describe` — n, mean, p50, p95, p99, min, max. Where each comes from:

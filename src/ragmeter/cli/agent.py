@@ -161,7 +161,7 @@ def composite_cmd(
     """Weighted overall scores (DeepEval, OpenEvals, unified or your own) with their bands.
 
     Of a stored run: each sample's composite, then the mean with a 95% CI. With `--value`:
-    the composite of the given values (e.g. seed 001's DeepEval example gives 0.92).
+    the composite of the given values (e.g. the agent-evaluation guide's DeepEval example gives 0.92).
     """
     from ragmeter.metrics import composite as K
 

@@ -225,8 +225,8 @@ def correctness_cmd(
                       f"{len(cal['thresholds'])} candidate thresholds); the validation samples have no value.")
         _print_curve(cal)
         if cal.get("circular"):
-            console.print("[yellow]warning: no human labels — the calibration used seed 003's similarity "
-                          "proxy and is circular[/yellow]")
+            console.print("[yellow]warning: no human labels — the calibration used the similarity "
+                          "proxy (similarity > 0.9 counts as correct) and is circular[/yellow]")
     rec = (res.extra.get("method") or {}).get("methods", {}).get("hybrid")
     if rec:
         console.print(f"hybrid: {rec.get('judge_calls')} judge calls, {rec.get('judge_calls_saved')} saved"
@@ -341,7 +341,7 @@ def gate_cmd(
     max_drop: Annotated[float, typer.Option("--max-drop", help="Tolerated drop (absolute; relative with --relative).")] = 0.05,
     metric: Annotated[list[str] | None, typer.Option("--metric", "-m", help="Only these metrics (default: all in both).")] = None,
     alpha: Annotated[float, typer.Option("--alpha", help="Significance level of the one-sided paired test.")] = 0.05,
-    relative: Annotated[bool, typer.Option("--relative", help="--max-drop is a fraction of the baseline mean (seed 004's 5%).")] = False,
+    relative: Annotated[bool, typer.Option("--relative", help="--max-drop is a fraction of the baseline mean (e.g. 0.05 = 5% worse).")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="JSON object.")] = False,
     db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
 ) -> None:

@@ -1,4 +1,4 @@
-"""Answer correctness, the methods of seed 003 behind one parameter: ``keyword``,
+"""Answer correctness, keyword matching, semantic similarity and an LLM judge behind one parameter: ``keyword``,
 ``semantic_fixed``, ``semantic_dynamic`` (threshold calibrated on human labels),
 ``semantic_guarded`` (ragmeter's offline fix of the plain threshold), ``llm_judge`` and ``hybrid``.
 

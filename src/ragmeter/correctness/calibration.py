@@ -1,5 +1,5 @@
-"""Threshold calibration for semantic correctness (seed 003, phase 2) and binary classification
-scores computed from real labels (the seed's F1 bug used ``y_true = [1] * n``)."""
+"""Threshold calibration for semantic correctness (phase 2: calibrated threshold) and binary classification
+scores computed from real labels (a common F1 bug uses ``y_true = [1] * n``)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from ragmeter.errors import MetricError
 
 Objective = Literal["accuracy", "f1"]
 
-#: seed 003's label proxy when no human label exists: similarity above this counts as correct
+#: the label proxy when no human label exists: similarity above this counts as correct
 PROXY_THRESHOLD = 0.9
 
 
@@ -72,7 +72,7 @@ def binary_scores(y_true: Sequence[float] | np.ndarray,
               F_1 = \\frac{2TP}{2TP+FP+FN},\\quad \\text{acc} = \\frac{TP+TN}{n}
 
     ``P``, ``R`` and ``F1`` are 0 when their denominator is 0 (sklearn's ``zero_division=0``).
-    Unlike seed 003's snippet, ``y_true`` is the human labels, never ``[1] * n``: with all-ones
+    Unlike a common snippet, ``y_true`` is the human labels, never ``[1] * n``: with all-ones
     truth, F1 only rewards predicting "correct" everywhere.
 
     Example:
@@ -132,7 +132,7 @@ def candidate_thresholds(similarities: np.ndarray, grid: str = "fine") -> np.nda
       similarities so no decision boundary the data allows is missed;
     - ``midpoints``: the midpoints between consecutive distinct similarities, plus one below the
       smallest and one above the largest (the exact set of distinct decisions);
-    - ``coarse``: seed 003's 0.50, 0.55, ..., 0.90 (kept for comparison only).
+    - ``coarse``: 0.50, 0.55, ..., 0.90 (kept for comparison only).
     """
     s = np.unique(np.round(similarities.astype(np.float64), 6))
     mids = (s[:-1] + s[1:]) / 2 if s.size > 1 else np.empty(0)
@@ -179,7 +179,7 @@ def calibrate_threshold(similarities: Sequence[float] | np.ndarray,
     ``t`` between two neighbouring similarities gives the same predictions): the middle of the
     widest best-scoring run of candidates is chosen, which keeps the largest margin to the data.
 
-    Without ``labels`` seed 003's proxy is used (``similarity > 0.9`` counts as correct). That is
+    Without ``labels`` the similarity proxy is used (``similarity > 0.9`` counts as correct). That is
     circular — the best threshold then simply reproduces 0.9 — so a ``UserWarning`` is raised and
     the returned calibration says ``circular=True``.
 
@@ -202,7 +202,7 @@ def calibrate_threshold(similarities: Sequence[float] | np.ndarray,
     if objective not in ("accuracy", "f1"):
         raise MetricError(f"objective must be 'accuracy' or 'f1', got {objective!r}")
     if labels is None:
-        warnings.warn("semantic_dynamic: no human labels, calibrating against seed 003's proxy "
+        warnings.warn("semantic_dynamic: no human labels, calibrating against the similarity proxy "
                       f"(similarity > {proxy_threshold} = correct). This is circular: the chosen "
                       "threshold only reproduces the proxy and says nothing about correctness.",
                       UserWarning, stacklevel=2)

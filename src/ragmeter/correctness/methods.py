@@ -1,4 +1,4 @@
-"""The correctness methods of seed 003 as plain functions on texts (``keyword_correct``,
+"""The correctness methods (keyword, semantic, judge) as plain functions on texts (``keyword_correct``,
 ``semantic_fixed``, ``semantic_guarded``) and the batch kernels the registered metrics share.
 
 Each gives a per-sample correctness in [0, 1]. The semantic ones embed with all-MiniLM-L6-v2 by
@@ -24,7 +24,7 @@ from ragmeter.correctness.text import (
 )
 from ragmeter.errors import MetricError
 
-#: the methods, in the order seed 003 introduces them (semantic_guarded is ragmeter's own)
+#: the methods, from the simplest to the costliest (semantic_guarded is ragmeter's own)
 METHODS = ("keyword", "semantic_fixed", "semantic_dynamic", "semantic_guarded", "llm_judge", "hybrid")
 DEFAULT_THRESHOLD = 0.75
 
@@ -52,7 +52,7 @@ def keyword_correct(answer: str, keywords: str | Sequence[str], *, mode: str = "
 
     Matching is case-insensitive and ignores accents, punctuation and whitespace differences, on
     whole tokens (``"paris"`` matches "Paris." but not "Parisian"). ``mode="all"`` needs every
-    keyword. There is no 0.5 floor (seed 003's bug): a wrong answer or "I don't know" is 0.
+    keyword. There is no 0.5 floor (a known flaw of the common keyword check): a wrong answer or "I don't know" is 0.
 
     Raises:
         MetricError: no usable keyword (empty, or only punctuation), or an unknown ``mode``.
@@ -101,7 +101,7 @@ def reference_similarities(answers: Sequence[str], references: Sequence[Sequence
 
 def semantic_fixed(answer: str, reference: str | Sequence[str], *, threshold: float = DEFAULT_THRESHOLD,
                    model: str | None = None, encode: Encode | None = None) -> float:
-    """Seed 003 phase 1: 1.0 when ``cosine(answer, reference) >= threshold`` (best reference), else 0.0.
+    """Fixed-threshold semantic correctness: 1.0 when ``cosine(answer, reference) >= threshold`` (best reference), else 0.0.
 
     Known failure (all-MiniLM-L6-v2): "The capital of France is London" vs "The capital of France
     is Paris" has cosine 0.84 and passes at 0.75; "Paris is the capital of France." vs "Paris" is

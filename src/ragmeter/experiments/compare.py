@@ -1,4 +1,4 @@
-"""A/B comparison of runs on the same samples (seed 004's A/B test, with paired statistics)."""
+"""A/B comparison of runs on the same samples (an A/B test with paired statistics)."""
 
 from __future__ import annotations
 

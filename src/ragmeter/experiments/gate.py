@@ -79,12 +79,12 @@ def gate(current: str | Any, baseline: str | Any, *, max_drop: float = 0.05,
 
     For each metric, on the samples both scored (paired by id): ``change = mean_cur - mean_base``;
     ``drop = -change`` for higher-is-better metrics and ``+change`` for lower-is-better ones
-    (``relative=True`` divides by the baseline mean, as seed 004's ``threshold=0.05`` "5% worse").
+    (``relative=True`` divides by the baseline mean, so ``0.05`` means "5% worse").
     The p-value is the one-sided paired permutation test that the current run is worse. A metric
     **regressed** when ``drop > max_drop`` *and* ``p < alpha``: a large drop that is noise (few
     samples) does not fail the gate, and neither does a tiny significant one.
 
-    Against a baseline with means only (seed 004's file), no paired test is possible: a metric
+    Against a baseline with means only (a ``{"date", "metrics": {name: mean}}`` file), no paired test is possible: a metric
     regresses when ``drop > max_drop``, and the row says so.
 
     Args:

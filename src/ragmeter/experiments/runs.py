@@ -148,7 +148,7 @@ def save_baseline(values: RunValues, path: str | Path, *, metrics: list[str] | N
 
 
 def load_baseline(path: str | Path) -> RunValues:
-    """Read a baseline file written by :func:`save_baseline`. Also accepted: seed 004's
+    """Read a baseline file written by :func:`save_baseline`. Also accepted: baseline files of the form
     ``{"date": ..., "metrics": {"name": mean, ...}}`` (means only: the gate then compares means
     without a significance test and says so).
 
@@ -169,7 +169,7 @@ def load_baseline(path: str | Path) -> RunValues:
     directions: dict[str, str] = {}
     for m, entry in doc["metrics"].items():
         if isinstance(entry, int | float) and not isinstance(entry, bool):
-            means[m] = float(entry)  # seed 004 style: mean only
+            means[m] = float(entry)  # {"metrics": {name: mean}} style: mean only
             directions[m] = _registry_direction(m)
             continue
         if not isinstance(entry, dict):

@@ -19,7 +19,7 @@ from rapidfuzz.distance import Hamming, JaroWinkler, LCSseq, Levenshtein
 
 Kernel = Callable[[Sequence[str], Sequence[str]], np.ndarray]
 
-#: rapidfuzz ``fuzz`` scorers selectable for ``fuzzy_score`` (seed 002 offers the first eight).
+#: rapidfuzz ``fuzz`` scorers selectable for ``fuzzy_score`` (rag-experiment-accelerator offers the first eight).
 FUZZ_SCORERS = ("token_set_ratio", "ratio", "token_sort_ratio", "partial_ratio",
                 "partial_token_sort_ratio", "partial_token_set_ratio", "WRatio", "QRatio",
                 "token_ratio", "partial_token_ratio")

@@ -112,7 +112,7 @@ def _tool_scores(samples: Sequence[Sample], ctx: Any, which: str) -> list[Score]
         aliases=("tool_precision",))
 def tool_choice_correctness(samples: Sequence[Sample], ctx: Any) -> list[Score]:
     """Tool choice correctness (precision): the share of the distinct tools the agent called that
-    the task needed, ``|expected ∩ selected| / |selected|`` (seed 001; see :func:`tool_precision`).
+    the task needed, ``|expected ∩ selected| / |selected|`` (the agent-evaluation guide; see :func:`tool_precision`).
 
     Expected tools come from ``metadata.expected_tools``, else ``options.agent.expected_tools``
     for the sample's task type (``agent.task_type`` sources: ground truth first, then the type the
@@ -126,7 +126,7 @@ def tool_choice_correctness(samples: Sequence[Sample], ctx: Any) -> list[Score]:
         aliases=("tool_recall",))
 def tool_completeness(samples: Sequence[Sample], ctx: Any) -> list[Score]:
     """Tool completeness (recall): the share of the expected tools the agent called,
-    ``|expected ∩ selected| / |expected|`` (seed 001; see :func:`tool_recall`).
+    ``|expected ∩ selected| / |expected|`` (the agent-evaluation guide; see :func:`tool_recall`).
 
     Expected tools are resolved as for ``tool_choice_correctness``.
     """
@@ -199,7 +199,7 @@ def trajectory_match(samples: Sequence[Sample], ctx: Any, mode: str = "jaccard_o
                      tool_args_overrides: Mapping[str, Any] | None = None) -> list[Score]:
     """Trajectory match: did the agent follow the expected path?
 
-    ``mode="jaccard_order"`` (default, seed 001): ``0.6 * J + 0.4 * O`` (weights from
+    ``mode="jaccard_order"`` (default, the agent-evaluation guide): ``0.6 * J + 0.4 * O`` (weights from
     ``agent.trajectory``), where ``J`` is the Jaccard similarity of the sets of step names and
     ``O`` = correct_order_pairs / total_pairs: over consecutive steps ``(a, b)`` of the agent's
     trajectory that both occur in the expected trajectory, the share where ``b`` comes strictly
@@ -250,7 +250,7 @@ def trajectory_match(samples: Sequence[Sample], ctx: Any, mode: str = "jaccard_o
 def intent_correctness(samples: Sequence[Sample], ctx: Any) -> list[Score]:
     """Intent correctness: did the agent parse the request right? Points for the entity (0.4),
     the type (0.3) and the parse confidence (0.3 / 0.2 / 0.1 above 0.7 / 0.5 / 0.3), divided by
-    their total — seed 001's rubric, configurable under ``agent.intent`` (see :func:`intent_score`).
+    their total — the agent-evaluation guide's rubric, configurable under ``agent.intent`` (see :func:`intent_score`).
 
     The expected entity comes from ``agent.entity`` sources (default ``metadata.expected_entity``,
     ``metadata.entity``; the credit_risk preset reads ``metadata.company``). No intent in the
@@ -282,7 +282,7 @@ def intent_correctness(samples: Sequence[Sample], ctx: Any) -> list[Score]:
 @metric("plan_quality", family="agent", requires=("trace",), check=_check_config)
 def plan_quality(samples: Sequence[Sample], ctx: Any) -> list[Score]:
     """Plan quality: points for a plan of a sensible size and for steps that mention each
-    keyword group, divided by their total (see :func:`plan_score`; seed 001: 3-10 steps 0.3, a
+    keyword group, divided by their total (see :func:`plan_score`; the agent-evaluation guide: 3-10 steps 0.3, a
     data-gathering step 0.35, an analysis step 0.35). The rubric is ``agent.plan``; without one,
     or without a plan in the trace, no value.
     """
@@ -303,7 +303,7 @@ def plan_quality(samples: Sequence[Sample], ctx: Any) -> list[Score]:
 @metric("final_answer_quality", family="agent", requires=("trace",), check=_check_config)
 def final_answer_quality(samples: Sequence[Sample], ctx: Any) -> list[Score]:
     """Final answer quality: required-field completeness plus validity checks of the agent's
-    structured output, divided by the total points (see :func:`final_answer_score`; seed 001:
+    structured output, divided by the total points (see :func:`final_answer_score`; the agent-evaluation guide:
     0.5 completeness, 0.15 risk level, 0.15 credit score, 0.10 confidence, 0.10 reasoning). The
     rubric is ``agent.final_answer``; without one, or without ``final_output`` (a JSON object),
     no value.

@@ -1,7 +1,7 @@
-"""Composite (weighted overall) scores, score bands and automatic hints (seed 001).
+"""Composite (weighted overall) scores, score bands and automatic hints (agent-evaluation guide).
 
 A composite combines other metrics' per-sample values with weights: DeepEval's overall score,
-OpenEvals' agent-efficiency overall, seed 001's unified quality score, or the user's own. Metrics
+OpenEvals' agent-efficiency overall, the agent-evaluation guide's unified quality score, or the user's own. Metrics
 never see each other's scores inside a run, so composites are computed *after* a run, from its
 stored per-sample scores (:func:`composite_scores`), or from a plain mapping of values
 (:func:`composite_from_values`). Lower-is-better inputs (hallucination, bias ...) are inverted.
@@ -33,7 +33,7 @@ from ragmeter.schema import Score
 #: (``true``) or forbids (``false``) ``1 - value``; by default lower-is-better metrics are inverted.
 PRESETS: dict[str, dict[str, Any]] = {
     "deepeval": {
-        "description": "DeepEval overall (seed 001): 0.25 answer relevancy + 0.30 faithfulness + "
+        "description": "DeepEval overall (agent-evaluation guide): 0.25 answer relevancy + 0.30 faithfulness + "
                        "0.25 (1 - hallucination) + 0.10 contextual relevancy + 0.10 (1 - bias)",
         "components": {
             "answer_relevancy": {"weight": 0.25, "metric": ["answer_relevancy", "ragas_answer_relevance"]},
@@ -44,7 +44,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         },
     },
     "openevals": {
-        "description": "OpenEvals/AgentEvals agent-efficiency overall (seed 001): 0.15 intent + 0.15 plan "
+        "description": "OpenEvals/AgentEvals agent-efficiency overall (agent-evaluation guide): 0.15 intent + 0.15 plan "
                        "+ 0.20 tool choice + 0.15 tool completeness + 0.15 trajectory + 0.20 final answer",
         "components": {
             "intent_correctness": 0.15,
@@ -56,8 +56,8 @@ PRESETS: dict[str, dict[str, Any]] = {
         },
     },
     "accuracy": {
-        "description": "Accuracy category of seed 001's unified view: faithfulness, 1 - hallucination, "
-                       "answer relevancy, factual accuracy, equal weights (the seed names the members, "
+        "description": "Accuracy category of the agent-evaluation guide's unified view: faithfulness, 1 - hallucination, "
+                       "answer relevancy, factual accuracy, equal weights (the guide names the members, "
                        "not their weights)",
         "components": {
             "faithfulness": {"weight": 0.25, "metric": ["faithfulness", "ragas_faithfulness"]},
@@ -67,7 +67,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         },
     },
     "unified": {
-        "description": "Unified overall quality (seed 001): 0.35 accuracy + 0.25 consistency + "
+        "description": "Unified overall quality (agent-evaluation guide): 0.35 accuracy + 0.25 consistency + "
                        "0.40 agent efficiency (accuracy and openevals presets; consistency from "
                        "`ragmeter consistency`)",
         "components": {
@@ -297,7 +297,7 @@ def composite_from_values(values: Mapping[str, float | None], preset: str | Mapp
         ``{"value", "band", "missing", "coverage", "renormalised", "components": {name:
         {"metric", "value", "inverted", "weight"}}, "reason"?}``.
 
-    Example (seed 001's DeepEval example):
+    Example (the agent-evaluation guide's DeepEval example):
         >>> composite_from_values({"answer_relevancy": 0.95, "faithfulness": 0.90,
         ...     "hallucination": 0.05, "contextual_relevancy": 0.85, "bias": 0.10}, "deepeval")["value"]
         0.92
@@ -479,7 +479,7 @@ def consistency_record(rec: Mapping[str, Any]) -> tuple[dict[str, float], float 
 # Bands and hints
 # =============================================================================================
 
-#: (name, lower bound, action), best first (seed 001's "Interpreting Scores").
+#: (name, lower bound, action), best first (the agent-evaluation guide's "Interpreting Scores").
 BANDS: tuple[tuple[str, float, str], ...] = (
     ("Excellent", 0.9, "No action needed"),
     ("Good", 0.7, "Minor improvements possible"),
@@ -506,13 +506,13 @@ def band(value: float | None, higher_is_better: bool = True) -> str | None:
 
 
 def band_action(name: str) -> str:
-    """The action seed 001 attaches to a band ("Review and improve" ...)."""
+    """The action the agent-evaluation guide attaches to a band ("Review and improve" ...)."""
     return next(a for n, _, a in BANDS if n == name)
 
 
 @dataclass(frozen=True)
 class HintRule:
-    """Seed 001's "Common issues and fixes", one row: when ``metric`` is weak, say why and what to do."""
+    """The agent-evaluation guide's "Common issues and fixes", one row: when ``metric`` is weak, say why and what to do."""
 
     metric: str
     issue: str
@@ -522,7 +522,7 @@ class HintRule:
     from_seed: bool = True
 
 
-#: Seed 001's table (first five), then the same idea for the other metrics it defines.
+#: The agent-evaluation guide's table (first five), then the same idea for the other metrics it defines.
 HINT_RULES: tuple[HintRule, ...] = (
     HintRule("faithfulness", "Low faithfulness", "Answer contains unsupported claims", "Improve context retrieval"),
     HintRule("hallucination", "High hallucination", "Model generating facts not in context",

@@ -1,4 +1,4 @@
-"""Consistency (seed 001): does the same model give the same result across repeated runs, and
+"""Consistency (agent-evaluation guide): does the same model give the same result across repeated runs, and
 do different models agree?
 
 Inputs are groups of samples paired by id: several stored runs (answers from

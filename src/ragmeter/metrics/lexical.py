@@ -1,7 +1,7 @@
 """Lexical metrics: string similarity, ROUGE, BLEU, chrF, SQuAD exact match / token F1, keywords.
 
-Every seed-002 key is registered under its name (``lcsstr``, ``levenshtein``, ``rouge1_fmeasure``
-...) with the semantics of the code behind seed 002 (rag-experiment-accelerator's
+Every rag-experiment-accelerator key is registered under its name (``lcsstr``, ``levenshtein``, ``rouge1_fmeasure``
+...) with the semantics of rag-experiment-accelerator's code (
 ``plain_metrics.py``) on a 0-1 scale, and every metric is also a plain function::
 
     >>> from ragmeter.metrics import lexical
@@ -158,7 +158,7 @@ STRING_METRICS: dict[str, StringMetric] = {m.key: m for m in (
         "Keyword containment: 1 when the reference (the expected keyword) occurs in the answer after "
         "case folding, punctuation removal and whitespace collapsing, else 0 (binary: no 0.5 "
         "floor). 'whole_words' requires the keyword to start and end at word boundaries.",
-        "seed 003 `expected.lower() in answer.lower()`, without its 0.5 floor", symmetric=False,
+        "the usual `expected.lower() in answer.lower()` check, without its 0.5 floor", symmetric=False,
         defaults=(("whole_words", False),), undefined="keyword is empty after normalisation"),
 )}
 
@@ -235,7 +235,7 @@ def _one(metric: str, answer: Any, reference: Any, **params: Any) -> float:
 
 
 def lcsstr(answer: str, reference: References) -> float:
-    """Longest common substring similarity (seed 002 ``lcsstr``).
+    """Longest common substring similarity (rag-experiment-accelerator ``lcsstr``).
 
     ``L / max(len(answer), len(reference))`` with ``L`` the length of the longest run of characters
     that occurs in both strings; textdistance's ``lcsstr.normalized_similarity``. Range [0, 1];
@@ -249,7 +249,7 @@ def lcsstr(answer: str, reference: References) -> float:
 
 
 def lcsseq(answer: str, reference: References) -> float:
-    """Longest common subsequence similarity (seed 002 ``lcsseq``).
+    """Longest common subsequence similarity (rag-experiment-accelerator ``lcsseq``).
 
     ``LCS(answer, reference) / max(len(answer), len(reference))`` over characters, the shared
     characters in order but not necessarily contiguous; rapidfuzz ``LCSseq.normalized_similarity``.
@@ -263,7 +263,7 @@ def lcsseq(answer: str, reference: References) -> float:
 
 
 def cosine(answer: str, reference: References) -> float:
-    """Cosine (Ochiai) similarity of character multisets (seed 002 ``cosine``).
+    """Cosine (Ochiai) similarity of character multisets (rag-experiment-accelerator ``cosine``).
 
     ``|A ∩ B| / sqrt(|A| * |B|)`` where ``A`` and ``B`` are the multisets of characters of the two
     strings (textdistance's ``cosine`` with its default ``qval=1``). Range [0, 1]; 1 for identical
@@ -277,7 +277,7 @@ def cosine(answer: str, reference: References) -> float:
 
 
 def jaro_winkler(answer: str, reference: References) -> float:
-    """Jaro-Winkler similarity (seed 002 ``jaro_winkler``).
+    """Jaro-Winkler similarity (rag-experiment-accelerator ``jaro_winkler``).
 
     Jaro similarity ``(m/|a| + m/|b| + (m - t)/m) / 3`` (``m`` matching characters within
     ``max(|a|, |b|)/2 - 1`` positions, ``t`` half the transpositions), plus ``l * 0.1 * (1 - jaro)``
@@ -292,7 +292,7 @@ def jaro_winkler(answer: str, reference: References) -> float:
 
 
 def hamming(answer: str, reference: References) -> float:
-    """Hamming similarity with padding (seed 002 ``hamming``).
+    """Hamming similarity with padding (rag-experiment-accelerator ``hamming``).
 
     ``1 - d / max(|a|, |b|)`` where ``d`` counts the positions at which the strings differ, the
     shorter one padded to the length of the longer (each padded position differs); rapidfuzz
@@ -306,7 +306,7 @@ def hamming(answer: str, reference: References) -> float:
 
 
 def jaccard(answer: str, reference: References) -> float:
-    """Jaccard similarity of character multisets (seed 002 ``jaccard``).
+    """Jaccard similarity of character multisets (rag-experiment-accelerator ``jaccard``).
 
     ``|A ∩ B| / |A ∪ B|`` with ``A``, ``B`` the multisets of characters (textdistance's ``jaccard``,
     ``qval=1``: intersection takes the smaller count of each character, union the larger). Range
@@ -320,7 +320,7 @@ def jaccard(answer: str, reference: References) -> float:
 
 
 def levenshtein(answer: str, reference: References) -> float:
-    """Levenshtein similarity (seed 002 ``levenshtein``).
+    """Levenshtein similarity (rag-experiment-accelerator ``levenshtein``).
 
     ``1 - d / max(|a|, |b|)`` with ``d`` the minimum number of single-character insertions,
     deletions and substitutions turning one string into the other; rapidfuzz
@@ -334,7 +334,7 @@ def levenshtein(answer: str, reference: References) -> float:
 
 
 def fuzzy_score(answer: str, reference: References, scorer: str = "token_set_ratio") -> float:
-    """RapidFuzz fuzzy score on a 0-1 scale (seed 002 ``fuzzy_score``).
+    """RapidFuzz fuzzy score on a 0-1 scale (rag-experiment-accelerator ``fuzzy_score``).
 
     ``rapidfuzz.fuzz.<scorer>(answer, reference) / 100``. The default ``token_set_ratio`` splits
     both strings into word sets and takes the best indel ratio among (shared words) vs (shared +
@@ -381,7 +381,7 @@ def token_f1(answer: str, reference: References) -> float:
 
 
 def keyword_match(answer: str, keyword: References, whole_words: bool = False) -> float | None:
-    """Binary keyword containment (seed 003's keyword method, without its 0.5 floor).
+    """Binary keyword containment (the common keyword check, without its 0.5 floor).
 
     1.0 when the normalised keyword (case-folded, punctuation and symbols turned into spaces,
     whitespace collapsed) occurs in the normalised answer, else 0.0. With ``whole_words`` it must
@@ -470,11 +470,11 @@ def rouge_scores(answers: Sequence[str], references: Sequence[References], *,
 
 
 def rouge(answer: str, reference: References, *, use_stemmer: bool = True) -> dict[str, RougeScore]:
-    """ROUGE-1, ROUGE-2 and ROUGE-L of one answer (seed 002 ``rouge{1,2,L}_{precision,recall,fmeasure}``).
+    """ROUGE-1, ROUGE-2 and ROUGE-L of one answer (rag-experiment-accelerator ``rouge{1,2,L}_{precision,recall,fmeasure}``).
 
     Same values as ``rouge_score.rouge_scorer.RougeScorer([...], use_stemmer=True).score(reference,
     answer)`` (``score_multi`` with several references); see :func:`rouge_scores`. Precision is
-    relative to the answer and recall to the reference (seed 002's prose has them swapped).
+    relative to the answer and recall to the reference (rag-experiment-accelerator's prose has them swapped).
     Range [0, 1]; every value is 0 when either side has no token.
 
     Example:
@@ -542,7 +542,7 @@ def _rouge_check(ctx: ScoringContext | None = None, **params: Any) -> str | None
 
 _BLEU_DEFAULTS: dict[str, Any] = {"max_ngram_order": 4, "smooth_method": "exp", "smooth_value": None,
                                   "lowercase": False, "tokenize": "13a", "effective_order": True}
-# seed 002 (plain_metrics.bleu): HF evaluate's BLEU with max_order=2 and no smoothing
+# rag-experiment-accelerator (plain_metrics.bleu): HF evaluate's BLEU with max_order=2 and no smoothing
 _BLEU2_DEFAULTS: dict[str, Any] = {**_BLEU_DEFAULTS, "max_ngram_order": 2, "smooth_method": "none",
                                    "effective_order": False}
 _CHRF_DEFAULTS: dict[str, Any] = {"char_order": 6, "word_order": 0, "beta": 2, "lowercase": False,
@@ -603,9 +603,9 @@ def bleu(answer: str, reference: References, **params: Any) -> float:
 
 
 def bleu2(answer: str, reference: References, **params: Any) -> float:
-    """BLEU up to bigrams without smoothing: seed 002's ``bleu`` on a 0-1 scale.
+    """BLEU up to bigrams without smoothing: rag-experiment-accelerator's ``bleu`` on a 0-1 scale.
 
-    Seed 002 computes BLEU with Hugging Face ``evaluate``'s ``bleu`` and ``max_order=2`` (no
+    rag-experiment-accelerator computes BLEU with Hugging Face ``evaluate``'s ``bleu`` and ``max_order=2`` (no
     smoothing, 13a tokens). This is sacrebleu's BLEU with ``max_ngram_order=2``,
     ``smooth_method="none"`` and ``effective_order=False``, which gives the same value for one
     reference (with several, sacrebleu's brevity penalty uses the closest reference length where
@@ -688,7 +688,7 @@ register_metric(MetricSpec(
     name="bleu2", family="lexical", fn=_mt_batch_fn("bleu2", bleu_batch), requires=_REQUIRES,
     defaults=dict(_BLEU2_DEFAULTS),
     check=_mt_check(check_bleu_params, ("max_ngram_order", "smooth_method", "tokenize")),
-    description="BLEU up to bigrams, no smoothing / 100: seed 002's BLEU (HF evaluate, "
+    description="BLEU up to bigrams, no smoothing / 100: rag-experiment-accelerator's BLEU (HF evaluate, "
                 "max_order=2).\n\nReference: sacrebleu.BLEU(max_ngram_order=2, "
                 "smooth_method='none').sentence_score."))
 register_metric(MetricSpec(

@@ -4,7 +4,7 @@ log-rank score, and character-level span precision/recall/IoU.
 Two layers:
 
 * plain functions over one ranked list, importable on their own like ``sklearn.metrics``
-  (``precision_at_k(retrieved, relevant, k)``, the seed-000 ``*_exact`` / ``*_similarity``
+  (``precision_at_k(retrieved, relevant, k)``, the datapizza ``*_exact`` / ``*_similarity``
   variants, ``ndcg_at_k`` with graded relevance, ``span_iou`` ...);
 * registered batch metrics (``precision@5``, ``ndcg@10``, ``mrr``, ``map``, ``hybrid_log_rank``,
   ``span_iou`` ...) that match every sample's ``contexts`` against its ``relevant`` chunks once
@@ -91,7 +91,7 @@ def precision_at_k(retrieved: Sequence[Hashable], relevant: Relevant, k: int) ->
     """Precision at k: the share of the first ``k`` retrieved items that are relevant.
 
     ``P@k = |{i <= k : retrieved[i] relevant}| / k``, in [0, 1]. ``k`` is not reduced when fewer
-    than ``k`` items were retrieved (as in trec_eval and seed 004). A repeated item counts once:
+    than ``k`` items were retrieved (as in trec_eval). A repeated item counts once:
     later copies keep their slot but are not relevant. No relevant item gives 0.0; an empty
     ``retrieved`` gives 0.0.
 
@@ -193,7 +193,7 @@ def r_precision(retrieved: Sequence[Hashable], relevant: Relevant) -> float:
 
 
 def dcg_at_k(relevances: Sequence[float], k: int, gain: str = "exponential") -> float:
-    """Discounted cumulative gain of graded relevances in rank order (seed 004).
+    """Discounted cumulative gain of graded relevances in rank order (Järvelin and Kekäläinen, 2002).
 
     ``DCG@k = sum_{i<=k} gain(rel_i) / log2(i + 1)`` with ``gain = 2^rel - 1`` (``exponential``)
     or ``rel`` (``linear``, trec_eval).
@@ -212,7 +212,7 @@ def ndcg_at_k(retrieved: Sequence[Hashable], relevant: Relevant, k: int, gain: s
     """Normalised DCG at k with graded relevance.
 
     ``nDCG@k = DCG@k / IDCG@k`` where IDCG@k is the DCG of the relevant items sorted by grade;
-    gains ``2^grade - 1`` (``exponential``, seed 004, default) or ``grade`` (``linear``, as
+    gains ``2^grade - 1`` (``exponential``, Burges et al.'s gain, default) or ``grade`` (``linear``, as
     trec_eval's ``ndcg_cut``); identical for binary relevance. In [0, 1]; ``NaN`` when no item
     has a positive grade.
 
@@ -258,32 +258,32 @@ def hybrid_log_rank_score(retrieved: Sequence[Hashable], relevant: Relevant, gam
     return _f(M.hybrid_log_rank(_one(retrieved, relevant), gamma, alpha))
 
 
-# seed-000 names: exact match of chunk strings
+# datapizza names: exact match of chunk strings
 def precision_at_k_exact(retrieved_chunks: Sequence[str], ground_truth_chunks: Sequence[str], k: int) -> float:
-    """:func:`precision_at_k` with chunks compared as exact strings (seed 000)."""
+    """:func:`precision_at_k` with chunks compared as exact strings (datapizza)."""
     return precision_at_k(retrieved_chunks, ground_truth_chunks, k)
 
 
 def recall_at_k_exact(retrieved_chunks: Sequence[str], ground_truth_chunks: Sequence[str], k: int) -> float:
-    """:func:`recall_at_k` with chunks compared as exact strings (seed 000)."""
+    """:func:`recall_at_k` with chunks compared as exact strings (datapizza)."""
     return recall_at_k(retrieved_chunks, ground_truth_chunks, k)
 
 
 def f1_at_k_exact(retrieved_chunks: Sequence[str], ground_truth_chunks: Sequence[str], k: int) -> float:
-    """:func:`f1_at_k` with chunks compared as exact strings (seed 000)."""
+    """:func:`f1_at_k` with chunks compared as exact strings (datapizza)."""
     return f1_at_k(retrieved_chunks, ground_truth_chunks, k)
 
 
 def hybrid_log_rank_score_exact(retrieved_chunks: Sequence[str], ground_truth_chunks: Sequence[str],
                                 gamma: float = 1.0, alpha: float = 0.5) -> float:
-    """:func:`hybrid_log_rank_score` with chunks compared as exact strings (seed 000)."""
+    """:func:`hybrid_log_rank_score` with chunks compared as exact strings (datapizza)."""
     return hybrid_log_rank_score(retrieved_chunks, ground_truth_chunks, gamma, alpha)
 
 
 def precision_at_k_similarity(retrieved_embeddings: Any, ground_truth_embeddings: Any, k: int,
                               similarity_threshold: float = 0.8) -> float:
     """Precision at k where a retrieved chunk is relevant when its cosine similarity with a
-    ground-truth chunk is at least ``similarity_threshold`` (seed 000).
+    ground-truth chunk is at least ``similarity_threshold`` (datapizza).
 
     A retrieved chunk that matches only ground-truth chunks already matched higher up (a
     near-duplicate) counts once, like an exact duplicate. Embeddings need not be normalised.
@@ -300,7 +300,7 @@ def precision_at_k_similarity(retrieved_embeddings: Any, ground_truth_embeddings
 def recall_at_k_similarity(retrieved_embeddings: Any, ground_truth_embeddings: Any, k: int,
                            similarity_threshold: float = 0.8) -> float:
     """Share of ground-truth chunks with a retrieved chunk among the first ``k`` whose cosine
-    similarity reaches ``similarity_threshold`` (seed 000); ``NaN`` without ground truth.
+    similarity reaches ``similarity_threshold`` (datapizza); ``NaN`` without ground truth.
 
     Example:
         >>> e = np.eye(3)
@@ -313,7 +313,7 @@ def recall_at_k_similarity(retrieved_embeddings: Any, ground_truth_embeddings: A
 
 def f1_at_k_similarity(retrieved_embeddings: Any, ground_truth_embeddings: Any, k: int,
                        similarity_threshold: float = 0.8) -> float:
-    """F1 of :func:`precision_at_k_similarity` and :func:`recall_at_k_similarity` (seed 000)."""
+    """F1 of :func:`precision_at_k_similarity` and :func:`recall_at_k_similarity` (datapizza)."""
     return _f(M.f1(_one_similarity(retrieved_embeddings, ground_truth_embeddings,
                                    similarity_threshold), k))
 
@@ -322,7 +322,7 @@ def hybrid_log_rank_score_similarity(retrieved_embeddings: Any, ground_truth_emb
                                      similarity_threshold: float = 0.8, gamma: float = 1.0,
                                      alpha: float = 0.5) -> float:
     """Hybrid log-rank score where a ground-truth chunk is recalled when a retrieved chunk reaches
-    the similarity threshold, at the best such rank (seed 000 / DESIGN)."""
+    the similarity threshold, at the best such rank (datapizza's hybrid score)."""
     return _f(M.hybrid_log_rank(_one_similarity(retrieved_embeddings, ground_truth_embeddings,
                                                 similarity_threshold), gamma, alpha))
 
@@ -504,7 +504,7 @@ _DESCRIPTIONS = {
            "chunk (within k when given, as trec_eval map_cut); its mean is MAP.",
     "r_precision": "R-precision: precision at rank R, the number of relevant chunks.",
     "ndcg": "nDCG at k with graded relevance (Chunk.grade, default 1): DCG@k / ideal DCG@k, "
-            "DCG = sum gain(grade)/log2(rank+1); gain 2^grade-1 (exponential, seed 004, default) "
+            "DCG = sum gain(grade)/log2(rank+1); gain 2^grade-1 (exponential, Burges et al.'s gain, default) "
             "or grade (linear, trec_eval).",
     "hybrid_log_rank": "Hybrid log-rank score (datapizza): alpha*recall + (1-alpha)*rank quality, "
                        "rank quality = sum over relevant retrieved chunks of 1 - log(1+gamma(rank-1))"

@@ -1,4 +1,4 @@
-"""Semantic metrics: cosine similarity of sentence embeddings (seed 002's ``bert_*`` keys, seed 003).
+"""Semantic metrics: cosine similarity of sentence embeddings (rag-experiment-accelerator's ``bert_*`` keys).
 
 Every text a run needs is embedded once by the run's ``embeddings`` service; each metric is then
 a gather and a row-wise dot product over L2-normalised rows. Embedding similarity is topical, not
@@ -118,7 +118,7 @@ def semantic_similarity(answers: Sequence[str], references: Sequence[str | Seque
 
     Range [0, 1], higher is better. A negative cosine (texts pointing in opposite directions, rare
     with these models) is reported as 0: "unrelated" and "opposed" are the same verdict here.
-    Seed 002 reports ``int(100 * cosine)``; this is the unrounded cosine on a 0-1 scale.
+    rag-experiment-accelerator reports ``int(100 * cosine)``; this is the unrounded cosine on a 0-1 scale.
 
     Edge cases: a blank (whitespace-only) answer or reference has no meaning and scores 0 against
     any non-blank text, 1 against another blank text. Identical texts score 1 (up to float
@@ -252,8 +252,8 @@ register_metric(MetricSpec(
 
 
 def _bert_description(key: str, repo: str) -> str:
-    return (f"Seed 002's `{key}`: cosine similarity of answer and reference embeddings under "
-            f"{repo}, best of several references, negatives reported as 0 (range 0-1; seed 002 shows "
+    return (f"rag-experiment-accelerator's `{key}`: cosine similarity of answer and reference embeddings under "
+            f"{repo}, best of several references, negatives reported as 0 (range 0-1; rag-experiment-accelerator shows "
             f"int(100 * cosine)). Needs the model locally (bert_all_MiniLM_L6_v2 is bundled); "
             f"otherwise no value, with how to provide it.\n\n" + (semantic_similarity.__doc__ or ""))
 

@@ -1,4 +1,4 @@
-"""Score bands for display (seed 001's "Interpreting Scores" table), with CSS class names.
+"""Score bands for display (the agent-evaluation guide's "Interpreting Scores" table), with CSS class names.
 
 A score in [0, 1] falls in one band: Excellent >= 0.9, Good >= 0.7, Fair >= 0.5, Poor >= 0.3,
 Critical below. For a lower-is-better metric (hallucination, bias, toxicity) the band is that of

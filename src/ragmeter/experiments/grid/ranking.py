@@ -106,7 +106,7 @@ def estimate_judge_cost(samples: Sequence[Sample], options: dict[str, Any], stor
                         judge_params: dict[str, Any] | None = None) -> dict[str, Any]:
     """What judging ``samples`` with ``graded_correctness`` would cost, without calling the judge:
     the judge service's dry run (cache hits excluded; ~4 characters per token; the price table).
-    Seed 003's rule of thumb (200 tokens per evaluation at $0.002 / 1K tokens) is reported too."""
+    The common rule of thumb (200 tokens per evaluation at $0.002 / 1K tokens) is reported too."""
     from ragmeter.llm import JudgeService, config_from_options
     from ragmeter.metrics.base import get_spec, missing_fields
 
@@ -124,7 +124,7 @@ def estimate_judge_cost(samples: Sequence[Sample], options: dict[str, Any], stor
         svc.close()
     plan["samples"] = len(samples)
     plan["judge"] = svc.cfg.label
-    plan["seed003_estimate_usd"] = round(len(reqs) * 200 / 1000 * 0.002, 6)
+    plan["rule_of_thumb_usd"] = round(len(reqs) * 200 / 1000 * 0.002, 6)
     plan["requests"] = len(reqs)
     plan["reused"] = len(reqs) - plan.get("planned_calls", 0)  # cache hits and duplicate prompts
     return plan

@@ -1,4 +1,4 @@
-"""Grid search (the search loop) over RAG configurations (seed 003): run the user's pipeline for every combination
+"""Grid search (the search loop) over RAG configurations: run the user's pipeline for every combination
 of parameters, score each with the chosen correctness method and metrics, rank with confidence
 intervals, say when the winner is within noise, re-rank the top N with an LLM judge after a cost
 estimate, and store everything (one run per configuration, the ranking in the ``grid`` kv
@@ -98,7 +98,7 @@ def _score(samples: list[Sample], cfg: GridConfig, *, db: Any, name: str, thresh
 
 
 def _calibrate(cfg: GridConfig, dataset: Any, store: Any, log: Log) -> tuple[float | None, dict[str, Any] | None, str | None]:
-    """semantic_dynamic: calibrate once on the dataset's labelled answers (seed 003's workflow:
+    """semantic_dynamic: calibrate once on the dataset's labelled answers (the calibrate-then-apply workflow:
     validation set -> threshold -> grid search). Returns (threshold, calibration, run id)."""
     from ragmeter.runner import evaluate
 
@@ -107,7 +107,7 @@ def _calibrate(cfg: GridConfig, dataset: Any, store: Any, log: Log) -> tuple[flo
     labelled = [s for s in dataset.samples if s.label is not None and s.answer is not None and s.references]
     if not labelled:
         log("[yellow]semantic_dynamic: the dataset has no labelled answers; calibrating each "
-            "configuration on seed 003's similarity proxy (circular)[/yellow]")
+            "configuration on the similarity proxy (circular)[/yellow]")
         return None, None, None
     params = {k: v for k, v in cfg.method_params.items() if k != "threshold"}
     res = evaluate(labelled, [{"name": "correct_semantic_dynamic", "params": params, "key": CORRECTNESS_KEY}],
@@ -284,7 +284,7 @@ def _confirm_judge(cfg: GridConfig, questions: Sequence[Question], configs: Sequ
         f"answers ({est.get('reused')} cached or duplicate), ~{est.get('est_input_tokens')} input + "
         f"{est.get('est_output_tokens')} output tokens, "
         f"cost {cost_text} "
-        f"with {est.get('judge')}; seed 003's rule of thumb: ${est['seed003_estimate_usd']:.4f}")
+        f"with {est.get('judge')}; the rule of thumb: ${est['rule_of_thumb_usd']:.4f}")
     if yes:
         return est
     ok = confirm(est) if confirm is not None else False

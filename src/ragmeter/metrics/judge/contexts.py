@@ -104,7 +104,7 @@ context_precision = JudgedMetric(
 register_judged(context_precision, requires=("question", "context_texts"),
                 aliases=("ragas_context_precision",), description="""
 Rank-weighted precision of the retrieved contexts judged useful for the answer (ragas context
-precision; seed 002's ``ragas_context_precision``).
+precision; rag-experiment-accelerator's ``ragas_context_precision``).
 
 One judge call marks each context useful or not for reaching the reference answer (the answer
 itself when the sample has no reference, as ragas' reference-free variant), with reasons. With
@@ -113,7 +113,7 @@ itself when the sample has no reference, as ragas' reference-free variant), with
     context_precision = sum_k (precision@k * v_k) / sum_k v_k,  precision@k = sum_{i<=k} v_i / k
 
 0 when no context is useful. Range [0, 1], higher is better; useful contexts ranked first score
-higher. No value without contexts. Seed 002's prose describes the plain share of relevant
+higher. No value without contexts. rag-experiment-accelerator's prose describes the plain share of relevant
 contexts: that is ``contextual_relevancy``; the ragas key follows the ragas implementation.
 """)
 
@@ -140,7 +140,7 @@ context_recall = JudgedMetric(
 register_judged(context_recall, requires=("reference", "context_texts"),
                 aliases=("ragas_context_recall",), description="""
 Share of the reference answer's statements that can be attributed to the retrieved contexts
-(ragas context recall; seed 002's ``ragas_context_recall``).
+(ragas context recall; rag-experiment-accelerator's ``ragas_context_recall``).
 
 One judge call splits the reference into statements and marks each attributable or not, with the
 supporting context or what is missing as the reason.

@@ -1,5 +1,5 @@
-"""LLM-judged correctness: ``match`` (seed 000), ``graded_correctness`` (seed 003) and ``rubric``
-(user criteria; seed 001's five-dimension review as the default preset)."""
+"""LLM-judged correctness: ``match`` (datapizza), ``graded_correctness`` and ``rubric``
+(user criteria; the agent-evaluation guide's five-dimension review as the default preset)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from ragmeter.schema import Sample, Score
 
 
 class MatchingResult(Verdict):
-    """Seed 000's verdict, with the reasoning asked for before the decision."""
+    """datapizza's verdict, with the reasoning asked for before the decision."""
 
     reasoning: str
     is_matching: bool
@@ -58,7 +58,7 @@ match = JudgedMetric("match", "match", MatchingResult, _match_blocks,
                      lambda s, v, p, ctx: Score(1.0 if v.is_matching else 0.0, details=v.model_dump()),
                      output_tokens=lambda s: 80)
 register_judged(match, requires=("answer", "reference"), description="""
-Whether the answer matches the reference answer, as judged by an LLM (seed 000's
+Whether the answer matches the reference answer, as judged by an LLM (datapizza's
 ``MatchingResult``: ``is_matching`` plus the judge's ``reasoning``).
 
     match = 1 if the judge says the prediction accurately and satisfactorily answers the question
@@ -79,19 +79,19 @@ graded_correctness = JudgedMetric(
     "graded_correctness", "graded_correctness", GradedCorrectness, _graded_blocks,
     lambda s, v, p, ctx: Score(v.score, details=v.model_dump()), output_tokens=lambda s: 80)
 register_judged(graded_correctness, requires=("question", "answer", "reference"), description="""
-Factual correctness of the answer against the expected answer on seed 003's six-step scale.
+Factual correctness of the answer against the expected answer on a six-step scale (1.0, 0.8, ..., 0.0).
 
 The judge reasons briefly, then grades: 1.0 completely correct, 0.8 mostly correct (minor details
 missing), 0.6 partially correct, 0.4 somewhat correct (major gaps), 0.2 mostly incorrect, 0.0
 completely incorrect or irrelevant. The grade is constrained to those values by the reply schema.
 
-Range [0, 1], higher is better. Unlike seed 003's snippet, which returns 0.0 on any exception, a reply that
+Range [0, 1], higher is better. Unlike the common snippet that returns 0.0 on any exception, a reply that
 cannot be parsed is retried and then recorded as "no value: judge failure", never as 0.
 """)
 
 # ---- rubric ------------------------------------------------------------------------------------------------
 
-#: seed 001's LLM-judge dimensions
+#: the agent-evaluation guide's LLM-judge dimensions
 PRESETS: dict[str, list[dict[str, Any]]] = {
     "assessment": [
         {"name": "accuracy", "weight": 1.0,
@@ -207,7 +207,7 @@ rubric = JudgedMetric("rubric", "rubric", RubricVerdict, _rubric_blocks, _rubric
 register_judged(rubric, requires=("answer",), param="dimension",
                 defaults={"criteria": None, "preset": "assessment", "dimension": None}, description="""
 A multi-dimension review of the answer against user-defined criteria, each with a score, reasoning
-and suggestions (seed 001's GPT-4 judge). The default preset ``assessment`` holds seed 001's five
+and suggestions (the agent-evaluation guide's GPT-4 judge). The default preset ``assessment`` holds the agent-evaluation guide's five
 dimensions -- accuracy, completeness, consistency, actionability, data_utilization -- equally
 weighted.
 

@@ -134,7 +134,7 @@ hallucination = JudgedMetric("hallucination", "faithfulness", ClaimVerdicts, _an
 register_judged(hallucination, requires=("answer", "context_texts"), higher_is_better=False,
                 description="""
 Share of the answer's factual claims that contradict the contexts or are not found in them
-(DeepEval hallucination, as defined in seed 001). Lower is better.
+(DeepEval hallucination, as defined in the agent-evaluation guide). Lower is better.
 
 Uses the same judge verdicts as ``faithfulness`` (same prompt, so asking for both costs one call
 per sample):
@@ -205,7 +205,7 @@ ragas_answer_relevance = JudgedMetric(
     embed=lambda s, p: [s.question or ""])
 register_judged(ragas_answer_relevance, requires=("question", "answer"), needs_embeddings=True,
                 defaults={"strictness": 3}, aliases=("ragas_answer_relevancy",), description="""
-Answer relevance by reverse-engineered questions (ragas answer_relevancy; seed 002's
+Answer relevance by reverse-engineered questions (ragas answer_relevancy; rag-experiment-accelerator's
 ``ragas_answer_relevance``).
 
 One judge call generates ``strictness`` (default 3) questions the answer would answer and flags a
