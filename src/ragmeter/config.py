@@ -14,12 +14,35 @@ KNOWN_KEYS = {
     "embedding_model", "method", "grid", "pipeline", "experiment", "composite", "agent",
 }
 
+#: what each top-level key means (docs/config-keys.md is generated from this and the metric registry).
+KEY_HELP: dict[str, str] = {
+    "metrics": "metric names to compute: a list (or a comma-separated text) of names, `name@value` "
+               "shorthands (`ndcg@10`) or `{name, params, key}` mappings",
+    "metric_types": "synonym of `metrics` (rag-experiment-accelerator's search config); give one of the two",
+    "options": "run options passed to every metric: judge settings (`judge_*`), embedding settings, "
+               "`agent`, `agent_preset`, `composite` ...",
+    "dataset": "the dataset to evaluate (a file path or `example`); used by `ragmeter grid` and `pipeline`",
+    "map": "field mapping `{field: column}`, as `--map field=column`",
+    "on_error": "`raise` (default: a bad row stops the run) or `skip` (score the rest, report what was skipped)",
+    "name": "the run's (or grid's) name",
+    "judge": "the LLM judge, `provider:model` (copied into `options.judge`)",
+    "embedding_model": "the sentence-transformers model for semantic metrics (copied into `options`)",
+    "method": "grid search: the correctness method (`keyword`, `semantic_fixed`, `semantic_dynamic`, "
+              "`llm_judge`, `hybrid`, `semantic_guarded`)",
+    "grid": "grid search: the parameters to combine (`{param: [values]}` or a list of combinations)",
+    "pipeline": "grid search: the user's pipeline as `module:function`",
+    "experiment": "grid search: settings of the search (method, judge re-ranking, successive halving ...)",
+    "composite": "composite score weights (copied into `options.composite`)",
+    "agent": "agent expectations: expected tools, trajectory, rubrics (copied into `options.agent`)",
+}
+
 
 def load_config(source: str | Path | dict[str, Any] | None) -> dict[str, Any]:
     """Read a config file or mapping and normalise it to ``{"metrics": [...], "options": {...}, ...}``.
 
-    ``metric_types`` (rag-experiment-accelerator, rag-experiment-accelerator) is accepted as a synonym of ``metrics``.
-    Unknown top-level keys of rag-experiment-accelerator's search_config (``chunking``, ``embedding_models`` ...) are
+    ``metric_types`` (rag-experiment-accelerator's search config) is accepted as a synonym of ``metrics``.
+    The group name ``rouge`` expands to the ROUGE-1/2/L F-measures. Unknown top-level keys of its
+    search_config (``chunking``, ``embedding_models`` ...) are
     kept under ``"extra"`` rather than rejected, so such a file works as is.
     """
     if source is None:

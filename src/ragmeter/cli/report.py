@@ -23,7 +23,7 @@ def _require(modules: tuple[str, ...], extra: str) -> None:
 
     missing = [m for m in modules if importlib.util.find_spec(m) is None]
     if missing:
-        raise ConfigError(f"this command needs {', '.join(missing)}: pip install 'ragmeter[{extra}]'")
+        raise ConfigError(f"this command needs {', '.join(missing)}: pip install 'ragmeter-eval[{extra}]'")
 
 
 def report_cmd(

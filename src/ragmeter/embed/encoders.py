@@ -89,7 +89,7 @@ class OpenAIEncoder:
             import openai
         except ImportError as exc:
             raise ModelUnavailableError(f"embedding model {ref.name!r} needs the openai SDK: "
-                                        f"pip install 'ragmeter[openai]' ({exc})") from exc
+                                        f"pip install 'ragmeter-eval[openai]' ({exc})") from exc
         key = os.environ.get(api_key_env)
         base_url = ref.base_url or os.environ.get("OPENAI_BASE_URL")
         if not key:

@@ -78,7 +78,7 @@ def load_sentence_transformer(ref: ModelRef, *, device: str | None = None) -> An
         except ImportError as exc:
             raise ModelUnavailableError(
                 f"embedding model {ref.name!r} needs sentence-transformers: "
-                f"pip install 'ragmeter[embeddings]' ({exc})") from exc
+                f"pip install 'ragmeter-eval[embeddings]' ({exc})") from exc
         bar = _quiet_transformers()
         try:
             return SentenceTransformer(ref.location, device=device, local_files_only=True)

@@ -1,7 +1,7 @@
 """ONNX Runtime backend: a sentence-transformers model exported once to ONNX, run without torch.
 
 Select it with ``--option embedding_backend=onnx`` (or a model name ``onnx:<name>``); it needs
-``pip install 'ragmeter[onnx]'``. The first use exports the model's transformer with
+``pip install 'ragmeter-eval[onnx]'``. The first use exports the model's transformer with
 ``torch.onnx.export`` into ``$RAGMETER_CACHE_DIR/onnx`` (default ``~/.cache/ragmeter/onnx``); later
 uses load the file and need neither torch nor sentence-transformers. Tokenisation uses the
 model's own ``tokenizer.json`` (the same fast tokenizer sentence-transformers uses), with the
@@ -75,7 +75,7 @@ class OnnxEncoder:
             from tokenizers import Tokenizer
         except ImportError as exc:
             raise ModelUnavailableError(f"the onnx embedding backend needs onnxruntime and tokenizers: "
-                                        f"pip install 'ragmeter[onnx]' ({exc})") from exc
+                                        f"pip install 'ragmeter-eval[onnx]' ({exc})") from exc
         self.ref = ref
         self.model_id = ref.model_id
         self.batch_size = batch_size
@@ -137,12 +137,12 @@ class OnnxEncoder:
             import torch
         except ImportError as exc:
             raise ModelUnavailableError("exporting a model to ONNX needs torch once (later runs do not): "
-                                        f"pip install 'ragmeter[embeddings,onnx]' ({exc})") from exc
+                                        f"pip install 'ragmeter-eval[embeddings,onnx]' ({exc})") from exc
         try:
             import onnx  # noqa: F401 - torch.onnx.export needs it
         except ImportError as exc:
             raise ModelUnavailableError(f"exporting a model to ONNX needs the onnx package: "
-                                        f"pip install 'ragmeter[onnx]' ({exc})") from exc
+                                        f"pip install 'ragmeter-eval[onnx]' ({exc})") from exc
         st_model = load_sentence_transformer(ModelRef(ref.model_id, "st", str(folder), True, ref.name))
         hf_model = st_model[0].auto_model.eval()
 

@@ -244,7 +244,7 @@ def problem(options: dict[str, Any]) -> str | None:
     if importlib.util.find_spec(cfg.sdk_module.split(".")[0]) is None or (
             cfg.sdk_module == "google.genai" and importlib.util.find_spec("google.genai") is None):
         return (f"the {cfg.provider} judge needs the {cfg.sdk_module} package: "
-                f"pip install 'ragmeter[{cfg.extra_name}]'")
+                f"pip install 'ragmeter-eval[{cfg.extra_name}]'")
     if not cfg.dry_run and needs_key(cfg) and not cfg.api_key():
         return (f"the judge's API key is not set: export {cfg.api_key_env}=... "
                 "(or name another variable with --judge-api-key-env)")

@@ -87,7 +87,7 @@ class OpenAIClient:
             import openai
         except ImportError:
             raise JudgeConfigError("the openai judge needs the openai package: "
-                                   "pip install 'ragmeter[openai]'") from None
+                                   "pip install 'ragmeter-eval[openai]'") from None
         key = self.cfg.api_key()
         if not key and needs_key(self.cfg):
             raise JudgeConfigError(f"the judge's API key is not set: export {self.cfg.api_key_env}=...")
@@ -196,7 +196,7 @@ class AnthropicClient:
             import anthropic
         except ImportError:
             raise JudgeConfigError("the anthropic judge needs the anthropic package: "
-                                   "pip install 'ragmeter[anthropic]'") from None
+                                   "pip install 'ragmeter-eval[anthropic]'") from None
         key = self.cfg.api_key()
         if not key:
             raise JudgeConfigError(f"the judge's API key is not set: export {self.cfg.api_key_env}=...")
@@ -277,7 +277,7 @@ class GoogleClient:
             from google.genai import types
         except ImportError:
             raise JudgeConfigError("the google judge needs the google-genai package: "
-                                   "pip install 'ragmeter[google]'") from None
+                                   "pip install 'ragmeter-eval[google]'") from None
         key = self.cfg.api_key()
         if not key:
             raise JudgeConfigError(f"the judge's API key is not set: export {self.cfg.api_key_env}=...")

@@ -120,7 +120,24 @@ def _unknown_message(name: str) -> str:
     names = list(_REGISTRY) + list(_ALIASES)
     close = difflib.get_close_matches(name, names, n=5, cutoff=0.5)
     hint = f" Did you mean: {', '.join(close)}?" if close else ""
-    return f"unknown metric {name!r}.{hint} Run `ragmeter metrics` to list every metric."
+    return (f"unknown metric {name!r}.{hint} Run `ragmeter metrics` to list every metric "
+            f"(groups: {', '.join(sorted(GROUPS))}; docs/config-keys.md lists every accepted name).")
+
+
+#: names that stand for several metrics, in a config's ``metrics`` / ``metric_types`` or ``--metrics``.
+#: ``rouge`` is the usual short name for the ROUGE-1/2/L F-measures (rouge-score's default report).
+GROUPS: dict[str, tuple[str, ...]] = {
+    "rouge": ("rouge1_fmeasure", "rouge2_fmeasure", "rougeL_fmeasure"),
+}
+
+
+def expand_groups(entries: Sequence[str | dict[str, Any]]) -> list[str | dict[str, Any]]:
+    """Replace each group name (:data:`GROUPS`, e.g. ``"rouge"``) by its members, in order."""
+    out: list[str | dict[str, Any]] = []
+    for e in entries:
+        name = e.strip() if isinstance(e, str) else None
+        out.extend(GROUPS[name] if name in GROUPS and name not in _loaded_names() else [e])
+    return out
 
 
 @dataclass(frozen=True)
@@ -188,10 +205,14 @@ def resolve(entry: str | dict[str, Any]) -> MetricRequest:
 
 
 def resolve_all(entries: Sequence[str | dict[str, Any]]) -> list[MetricRequest]:
-    """Resolve a list of entries, reporting every unknown name at once; duplicates are dropped."""
+    """Resolve a list of entries, reporting every unknown name at once; duplicates are dropped.
+
+    Group names (:data:`GROUPS`: ``rouge`` = ``rouge1_fmeasure, rouge2_fmeasure, rougeL_fmeasure``)
+    expand to their members.
+    """
     out: dict[str, MetricRequest] = {}
     errors: list[str] = []
-    for e in entries:
+    for e in expand_groups(entries):
         try:
             r = resolve(e)
         except ConfigError as exc:
