@@ -145,8 +145,8 @@ class Store:
     def scored_pairs(self, run_id: str) -> set[tuple[str, str]]:
         """The (sample_id, metric) pairs already stored for a run (what a resume can skip)."""
         with self.session() as s:
-            return set(s.execute(select(ScoreRow.sample_id, ScoreRow.metric)
-                                 .where(ScoreRow.run_id == run_id)).tuples().all())
+            return {(sid, metric) for sid, metric in s.execute(select(ScoreRow.sample_id, ScoreRow.metric)
+                                                               .where(ScoreRow.run_id == run_id))}
 
     def scores(self, run_id: str, metric: str | None = None) -> list[ScoreRow]:
         with self.session() as s:
@@ -162,7 +162,7 @@ class Store:
             # plain tuples, not ORM objects: this is the hot path of reports and comparisons
             rows = s.execute(select(ScoreRow.metric, ScoreRow.sample_id, ScoreRow.value,
                                     ScoreRow.reason, ScoreRow.details)
-                             .where(ScoreRow.run_id == run_id).order_by(ScoreRow.pk)).tuples()
+                             .where(ScoreRow.run_id == run_id).order_by(ScoreRow.pk))
             for metric, sid, value, reason, details in rows:
                 out.setdefault(metric, {})[sid] = Score(value, reason, details)
         return out
