@@ -50,7 +50,8 @@ def render() -> str:
         "| name | aliases | family | `@` | parameters (default) | direction | needs |",
         "|---|---|---|---|---|---|---|",
     ]
-    for s in all_metrics():
+    # ragmeter's own metrics only (a test or a plugin may have registered more in this process)
+    for s in [m for m in all_metrics() if (m.fn.__module__ or "").startswith("ragmeter.")]:
         needs = ", ".join(list(s.requires) + (["embeddings"] if s.needs_embeddings else [])
                           + (["LLM judge"] if s.needs_llm else []))
         params = ", ".join(f"`{k}`={v!r}" for k, v in sorted(s.defaults.items()))

@@ -30,7 +30,7 @@ def test_the_config_keys_page_is_up_to_date():
 
 def test_the_page_lists_every_metric_alias_group_and_config_key():
     text = _generator().render()
-    for spec in all_metrics():
+    for spec in [m for m in all_metrics() if m.fn.__module__.startswith("ragmeter.")]:
         assert f"| `{spec.name}` |" in text
         for alias in spec.aliases:
             assert f"`{alias}`" in text

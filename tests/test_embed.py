@@ -520,3 +520,20 @@ def test_onnx_backend_equals_sentence_transformers(encoder, tmp_path, monkeypatc
     assert svc.stats()["computed"] == 0
     np.testing.assert_allclose(svc.matrix(["Paris"])[0], got[1], atol=1e-6)
     assert svc.stats()["model"] == "onnx:sentence-transformers/all-MiniLM-L6-v2"
+
+
+def test_onnx_finds_a_model_in_the_hub_cache_layout(tmp_path, monkeypatch):
+    from ragmeter.embed.onnx import _cached_snapshot
+
+    repo = tmp_path / "hub" / "models--acme--tiny-encoder"
+    snap = repo / "snapshots" / "abc123"
+    snap.mkdir(parents=True)
+    (snap / "config.json").write_text("{}")
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("abc123")
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    monkeypatch.setenv("HF_HOME", str(tmp_path))  # set after huggingface_hub was imported: still honoured
+    assert _cached_snapshot("acme/tiny-encoder") == snap
+    assert _cached_snapshot("acme/not-cached") is None
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "elsewhere"))
+    assert _cached_snapshot("acme/tiny-encoder") is None

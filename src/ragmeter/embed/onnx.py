@@ -46,20 +46,27 @@ def _model_folder(ref: ModelRef) -> Path:
     return folder
 
 
+def _hub_cache() -> Path:
+    # read at call time: huggingface_hub reads these variables once, when it is first imported
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"])
+    home = os.environ.get("HF_HOME")
+    return Path(home) / "hub" if home else Path.home() / ".cache" / "huggingface" / "hub"
+
+
 def _cached_snapshot(repo_id: str) -> Path | None:
-    """The folder of ``repo_id`` in the local Hugging Face cache, read straight from the disk
-    layout (``models--org--name/refs/main`` -> ``snapshots/<rev>``): no hub client, no network."""
-    hub = os.environ.get("HF_HUB_CACHE") or (
-        Path(os.environ["HF_HOME"]) / "hub" if os.environ.get("HF_HOME")
-        else Path.home() / ".cache" / "huggingface" / "hub")
-    repo = Path(hub) / ("models--" + repo_id.replace("/", "--"))
-    ref = repo / "refs" / "main"
-    if ref.is_file():
-        snap = repo / "snapshots" / ref.read_text(encoding="utf-8").strip()
-        if snap.is_dir():
-            return snap
-    snaps = sorted((repo / "snapshots").glob("*")) if (repo / "snapshots").is_dir() else []
-    return snaps[-1] if snaps else None
+    """The snapshot folder of ``repo_id`` in the local Hugging Face cache, or ``None``.
+
+    Uses ``huggingface_hub.try_to_load_from_cache`` (a local lookup, never the network;
+    huggingface_hub comes with ``tokenizers``, which the onnx extra needs anyway).
+    """
+    from huggingface_hub import try_to_load_from_cache
+
+    for name in ("modules.json", "config.json"):
+        found = try_to_load_from_cache(repo_id, name, cache_dir=_hub_cache())
+        if isinstance(found, str):
+            return Path(found).parent
+    return None
 
 
 def _read_json(path: Path) -> dict[str, Any]:
