@@ -18,6 +18,13 @@ def _cell(text: object) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
+def builtin(spec: object) -> bool:
+    """Whether a registered metric is one of ragmeter's own (not a test's or a plugin's)."""
+    fn = getattr(spec, "fn", None)
+    fn = getattr(fn, "func", fn)  # functools.partial
+    return str(getattr(fn, "__module__", "")).startswith("ragmeter.")
+
+
 def render() -> str:
     """The page's text."""
     from ragmeter.config import KEY_HELP, KNOWN_KEYS
@@ -51,7 +58,7 @@ def render() -> str:
         "|---|---|---|---|---|---|---|",
     ]
     # ragmeter's own metrics only (a test or a plugin may have registered more in this process)
-    for s in [m for m in all_metrics() if (m.fn.__module__ or "").startswith("ragmeter.")]:
+    for s in [m for m in all_metrics() if builtin(m)]:
         needs = ", ".join(list(s.requires) + (["embeddings"] if s.needs_embeddings else [])
                           + (["LLM judge"] if s.needs_llm else []))
         params = ", ".join(f"`{k}`={v!r}" for k, v in sorted(s.defaults.items()))
