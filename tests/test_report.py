@@ -487,6 +487,6 @@ def test_missing_extra_is_a_clear_error():
     from ragmeter.cli.report import _require
     from ragmeter.errors import ConfigError
 
-    with pytest.raises(ConfigError, match=r"pip install 'ragmeter\[report\]'"):
+    with pytest.raises(ConfigError, match=r"pip install 'ragmeter-eval\[report\]'"):
         _require(("jinja2", "no_such_module_for_ragmeter"), "report")
     _require(("jinja2", "plotly"), "report")
