@@ -1,8 +1,8 @@
 """Lexical metrics: string similarity, ROUGE, BLEU, chrF, SQuAD exact match / token F1, keywords.
 
-Every rag-experiment-accelerator key is registered under its name (``lcsstr``, ``levenshtein``, ``rouge1_fmeasure``
-...) with the semantics of rag-experiment-accelerator's code (
-``plain_metrics.py``) on a 0-1 scale, and every metric is also a plain function::
+Every metric key of Microsoft's rag-experiment-accelerator is registered under its name (``lcsstr``,
+``levenshtein``, ``rouge1_fmeasure`` ...) with the semantics of its code (``plain_metrics.py``) on a
+0-1 scale, and every metric is also a plain function::
 
     >>> from ragmeter.metrics import lexical
     >>> lexical.levenshtein("kitten", "sitting")
