@@ -23,6 +23,7 @@ from ragmeter.io.readers import Dataset, load
 from ragmeter.metrics.base import MetricRequest, missing_fields, resolve_all
 from ragmeter.schema import Sample, Score
 from ragmeter.stats import aggregate
+from ragmeter.provenance import provenance
 from ragmeter.store import Store, open_store
 
 
@@ -182,7 +183,7 @@ def evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None = None, *
             samples=dataset.samples,
             metrics=[{"name": r.spec.name, "params": _jsonable(r.params), "key": r.key} for r in requests],
             config={"options": _jsonable(_public_options(opts)), "source": cfg.get("source"),
-                    "extra": _jsonable(cfg.get("extra", {}))},
+                    "extra": _jsonable(cfg.get("extra", {})), "provenance": provenance()},
             version=__version__, name=name or cfg.get("name"))
         done = set()
 

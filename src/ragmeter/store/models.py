@@ -137,3 +137,29 @@ class KeyValueRow(Base):
     key: Mapped[str] = mapped_column(String(300), primary_key=True)
     value: Mapped[dict[str, Any]] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+
+# ---- production monitoring ---------------------------------------------------------------------
+class CallRow(Base):
+    """One logged production RAG call (from ``ragmeter.monitor.log_call``, the HTTP ingest
+    endpoint, or imported OpenTelemetry spans). ``call_id`` (optional, unique) makes re-sent
+    batches and re-imported traces idempotent."""
+
+    __tablename__ = "monitor_calls"
+    __table_args__ = (Index("ix_monitor_calls_ts", "ts"),)
+
+    pk: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    call_id: Mapped[str | None] = mapped_column(String(128), unique=True)
+    ts: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    query: Mapped[str | None] = mapped_column(Text)
+    answer: Mapped[str | None] = mapped_column(Text)
+    contexts: Mapped[list[Any] | None] = mapped_column(JSON)
+    latency_ms: Mapped[float | None] = mapped_column(Float)
+    cost_usd: Mapped[float | None] = mapped_column(Float)
+    error: Mapped[str | None] = mapped_column(Text)
+    feedback: Mapped[float | None] = mapped_column(Float)
+    input_tokens: Mapped[int | None] = mapped_column(Integer)
+    output_tokens: Mapped[int | None] = mapped_column(Integer)
+    model: Mapped[str | None] = mapped_column(String(200))
+    source: Mapped[str] = mapped_column(String(20), default="api")
+    meta: Mapped[dict[str, Any] | None] = mapped_column(JSON)
