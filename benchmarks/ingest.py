@@ -23,7 +23,6 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from monitor_support import Served  # noqa: E402
-
 from ragmeter.monitor.calls import count_calls, insert_calls, normalise_call  # noqa: E402
 from ragmeter.store import Store  # noqa: E402
 

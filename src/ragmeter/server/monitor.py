@@ -224,6 +224,8 @@ def add_monitor_routes(app: FastAPI, store: Any, page: Callable[..., HTMLRespons
             except Exception:  # noqa: BLE001 - deleted since
                 continue
             for m, agg in summary.items():
+                if agg.get("mean") is None:
+                    continue
                 quality.setdefault(m, []).append({"end": rec["end"], "run_id": run_id, "mean": agg.get("mean"),
                                                   "ci_low": agg.get("ci_low"), "ci_high": agg.get("ci_high")})
         figs: dict[str, Any] = {}
@@ -237,6 +239,7 @@ def add_monitor_routes(app: FastAPI, store: Any, page: Callable[..., HTMLRespons
             figs[f"mon-quality-{i}"] = figures.quality(rows, m, minimums.get(m))
         return page("monitor.html.j2", title="ragmeter — monitoring", stats=stats, window=window,
                     bucket=bucket, n_points=len(points), quality=sorted(quality), figures=figs,
+                    has_cost="mon-cost" in figs,
                     thresholds={"max_p95_ms": max_p95_ms, "max_error_rate": max_error_rate,
                                 **{f"min {k}": v for k, v in minimums.items()}})
 
