@@ -22,8 +22,9 @@ from test_report_support import METRICS, XSS_ANSWER, make_samples, make_store
 
 API = ["/api/runs", "/api/runs/{run_id}", "/api/runs/{run_id}/samples",
        "/api/runs/{run_id}/samples/{sample_id}", "/api/compare"]
-#: monitoring routes (tests/test_monitor.py): ingest (POST), aggregates and trends
-MONITOR_API = ["/api/v1/calls", "/v1/traces", "/api/v1/monitor/stats", "/api/v1/trend/{metric}"]
+#: monitoring routes (tests/test_monitor.py) and dataset review routes (tests/test_golden.py)
+MONITOR_API = ["/api/v1/calls", "/v1/traces", "/api/v1/monitor/stats", "/api/v1/trend/{metric}",
+               "/api/corpora/{corpus}/documents/{source}", "/api/datasets/{name}/samples/{sample_id}/review"]
 
 
 @pytest.fixture(scope="module")

@@ -201,6 +201,9 @@ def create_app(db: str | Store | None = None) -> FastAPI:
     from ragmeter.server.monitor import add_monitor_routes
 
     add_monitor_routes(app, store, page)
+    from ragmeter.server.review import add_review_routes
+
+    add_review_routes(app, store, page)
 
     @app.exception_handler(StoreError)
     async def _store_error(request: Request, exc: StoreError) -> Response:

@@ -163,3 +163,56 @@ class CallRow(Base):
     model: Mapped[str | None] = mapped_column(String(200))
     source: Mapped[str] = mapped_column(String(20), default="api")
     meta: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+
+
+# ---- golden datasets -----------------------------------------------------------------------------
+class CorpusDocumentRow(Base):
+    """One version of a document of a named corpus: its extracted text and content hash.
+    Re-adding a changed file adds a new version; the newest version is ``current``."""
+
+    __tablename__ = "corpus_documents"
+    __table_args__ = (UniqueConstraint("corpus", "path", "version"),)
+
+    pk: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    corpus: Mapped[str] = mapped_column(String(200), index=True)
+    path: Mapped[str] = mapped_column(String(1000))
+    version: Mapped[int] = mapped_column(Integer, default=1)
+    current: Mapped[bool] = mapped_column(Boolean, default=True)
+    doc_id: Mapped[str] = mapped_column(String(64))
+    content_hash: Mapped[str] = mapped_column(String(64))
+    format: Mapped[str] = mapped_column(String(10))
+    text: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class DatasetRow(Base):
+    """One version of a named dataset (generated or imported), with its content hash, tag and
+    the record of how it was made (generator, parameters, filter counts)."""
+
+    __tablename__ = "datasets"
+    __table_args__ = (UniqueConstraint("name", "version"),)
+
+    pk: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String(200), index=True)
+    version: Mapped[int] = mapped_column(Integer, default=1)
+    tag: Mapped[str | None] = mapped_column(String(200))
+    status: Mapped[str] = mapped_column(String(20), default="final")  # final | draft
+    content_hash: Mapped[str] = mapped_column(String(64), default="")
+    parent_version: Mapped[int | None] = mapped_column(Integer)
+    info: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class DatasetSampleRow(Base):
+    """A sample of a dataset version with its review state (pending, accepted, edited, rejected)."""
+
+    __tablename__ = "dataset_samples"
+    __table_args__ = (UniqueConstraint("dataset_pk", "sample_id"),)
+
+    pk: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    dataset_pk: Mapped[int] = mapped_column(ForeignKey("datasets.pk", ondelete="CASCADE"), index=True)
+    sample_id: Mapped[str] = mapped_column(String(200))
+    position: Mapped[int] = mapped_column(Integer)
+    review: Mapped[str] = mapped_column(String(20), default="pending")
+    data: Mapped[dict[str, Any]] = mapped_column(JSON)
+    reviewed_at: Mapped[datetime | None] = mapped_column(DateTime)
