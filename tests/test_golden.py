@@ -154,7 +154,15 @@ def test_generate_filter_export_eval(server, db_url, tmp_path):
 def test_generate_in_python_and_review_diff(server, db_url):
     from ragmeter.golden import add_documents as add
     from ragmeter.golden import generate
-    from ragmeter.golden.datasets import apply_review_csv, diff, finalise, resolve, review, review_csv
+    from ragmeter.golden.datasets import (
+        apply_review_csv,
+        diff,
+        finalise,
+        resolve,
+        review,
+        review_csv,
+        samples_of,
+    )
 
     store = Store(db_url)
     add(store, "handbook", [CORPUS])
@@ -162,7 +170,7 @@ def test_generate_in_python_and_review_diff(server, db_url):
                    judge_options={"base_url": server.url + "/v1", "api_key_env": "RAGMETER_TEST_JUDGE_KEY"},
                    types="single_hop=1")
     assert res.dataset is not None and res.dataset.ref == "g@1"
-    ids = [d["id"] for d in __import__("ragmeter.golden.datasets", fromlist=["x"]).samples_of(store, "g")]
+    ids = [d["id"] for d in samples_of(store, "g")]
     review(store, "g", ids[0], "accept")
     review(store, "g", ids[1], "edit", {"question": "How late is the last ferry?"})
     review(store, "g", ids[2], "reject")

@@ -21,9 +21,9 @@ from ragmeter.context import ScoringContext
 from ragmeter.errors import ConfigError, MetricError, StoreError
 from ragmeter.io.readers import Dataset, load
 from ragmeter.metrics.base import MetricRequest, missing_fields, resolve_all
+from ragmeter.provenance import provenance
 from ragmeter.schema import Sample, Score
 from ragmeter.stats import aggregate
-from ragmeter.provenance import provenance
 from ragmeter.store import Store, open_store
 
 

@@ -126,10 +126,10 @@ def golden_generate(
         else:
             p = res.plan or {}
             cost = p.get("est_cost_usd")
+            cost_text = f"${cost:.4f}" if cost is not None else "cost unknown (no price for this model)"
             console.print(f"dry run: {p.get('planned_calls')} generation calls planned, about "
                           f"{p.get('est_input_tokens')} input and {p.get('est_output_tokens')} output tokens, "
-                          f"{'$%.4f' % cost if cost is not None else 'cost unknown (no price for this model)'}; "
-                          "nothing called, nothing stored")
+                          f"{cost_text}; nothing called, nothing stored")
             if p.get("note"):
                 console.print(p["note"])
         return
@@ -163,6 +163,30 @@ def dataset_list(db: Annotated[str | None, typer.Option(help=DB_HELP)] = None) -
     for v in rows:
         console.print(f"{v.ref:<24} {v.n_samples:>5} samples  {v.status:<6} {v.tag or '':<12} "
                       f"{v.content_hash[:12]}  {v.created_at:%Y-%m-%d %H:%M}", highlight=False)
+
+
+@dataset_app.command("import")
+def dataset_import(
+    data: Annotated[str, typer.Argument(help="A dataset file (.jsonl/.csv/.parquet) in any format `ragmeter eval` reads.")],
+    name: Annotated[str, typer.Option("--name", help="Dataset name; a new version if it exists.")],
+    source: Annotated[str, typer.Option(help="metadata.source of samples that have none: expert, real_log, synthetic ...")] = "expert",
+    tag: Annotated[str | None, typer.Option(help="Tag the new version.")] = None,
+    map_: Annotated[list[str] | None, typer.Option("--map", help="field=column for columns the aliases miss (repeatable).")] = None,
+    db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
+) -> None:
+    """Store a hand-made (or exported) dataset as a versioned dataset, to review, diff and
+    evaluate as dataset:NAME."""
+    from ragmeter.golden.datasets import save_dataset
+    from ragmeter.io import load
+
+    ds = load(data, mapping=map_ or None)
+    rows = []
+    for s in ds.samples:
+        d = s.model_dump(mode="json", exclude_none=True)
+        d.setdefault("metadata", {}).setdefault("source", source)
+        rows.append(d)
+    v = save_dataset(get_store(db), name, rows, info={"imported_from": ds.source}, tag=tag)
+    console.print(f"stored {len(rows)} samples as {v.ref}")
 
 
 @dataset_app.command("show")

@@ -22,8 +22,8 @@ from ragmeter.golden.datasets import (
     load_samples,
     resolve,
     review,
-    save_dataset,
     samples_of,
+    save_dataset,
 )
 
 __all__ = ["GenerationResult", "add_documents", "chunk_document", "corpus_documents", "diff",
@@ -61,7 +61,14 @@ def generate(store: Any, *, corpus: str, n: int, name: str, judge: str, judge_op
         dry_run: plan the calls and estimate their cost; call nothing, store nothing.
     """
     from ragmeter.golden.filters import run_filters
-    from ragmeter.golden.generate import PROMPT_VERSION, build_request, candidate_sample, parse_mix, plan_tasks, to_candidate
+    from ragmeter.golden.generation import (
+        PROMPT_VERSION,
+        build_request,
+        candidate_sample,
+        parse_mix,
+        plan_tasks,
+        to_candidate,
+    )
     from ragmeter.llm import get_judge
 
     mix = parse_mix(types)

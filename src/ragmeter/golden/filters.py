@@ -28,12 +28,12 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from ragmeter.golden.generate import UNANSWERABLE_REFERENCE, Candidate
+from ragmeter.golden.generation import UNANSWERABLE_REFERENCE, Candidate
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 _STOP = {"the", "a", "an", "of", "is", "are", "was", "were", "in", "on", "to", "and", "or", "it",
          "its", "for", "by", "with", "as", "at", "that", "this", "be", "from", "de", "la", "le",
-         "o", "os", "as", "da", "do", "e", "em", "um", "uma"}
+         "o", "os", "da", "do", "e", "em", "um", "uma"}
 
 
 @dataclass
