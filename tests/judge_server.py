@@ -116,7 +116,65 @@ def verdict(schema: str, system: str, user: str) -> dict[str, Any]:
         qw = words(q)
         return {"labels": [{"chunk": i, "reason": "rule", "grade": min(3, len(words(c) & qw))}
                            for i, c in enumerate(_numbered(b, "CHUNK"), 1)]}
+    if schema in ("GoldenItem", "SupportVerdict", "SpanAnswer"):
+        return golden_reply(schema, system, b)
     raise ValueError(f"scripted judge: unknown schema {schema!r}")
+
+
+#: what the scripted generator does with a passage, by a stable hash of its text (0-9): the
+#: deliberately bad replies each golden-dataset filter must catch.
+GOLDEN_FAULTS = {0: "evidence", 1: "near_duplicate", 2: "leakage", 3: "answer_in_span",
+                 4: "judge_support", 5: "answerability"}
+
+
+def golden_fault(passage: str) -> str | None:
+    import hashlib
+
+    return GOLDEN_FAULTS.get(int(hashlib.sha256(passage.encode()).hexdigest(), 16) % 10)
+
+
+def _golden_sentence(passage: str, nth: int = 0) -> str:
+    good = [s for s in sentences(passage) if len(s) >= 30 and not s.startswith("#")]
+    if good:
+        return good[nth % len(good)]
+    return passage.strip().splitlines()[-1]
+
+
+def golden_reply(schema: str, system: str, b: dict[str, str]) -> dict[str, Any]:
+    """Replies for golden-dataset generation (GoldenItem) and its judge checks."""
+    if schema == "SupportVerdict":
+        ok = words(b["ANSWER"]) <= words(b["EVIDENCE"])
+        return {"reason": "answer words all in the evidence" if ok else "answer adds words", "supported": ok}
+    if schema == "SpanAnswer":
+        qw = words(b["QUESTION"]) - {"handbook", "say", "said", "about", "tell", "me"}
+        ok = bool(qw) and len(qw & words(b["EVIDENCE"])) >= len(qw) / 2
+        return {"reason": "rule", "answerable": ok, "answer": _golden_sentence(b["EVIDENCE"]) if ok else ""}
+    passages = _numbered(b, "PASSAGE")
+    m = re.search(r"fact number (\d+)", system)
+    first = _golden_sentence(passages[0], int(m.group(1)) - 1 if m else 0)
+    lead = " ".join(first.split()[:5]).rstrip(".,;:")
+    if "does NOT answer" in system:
+        return {"question": f"What is the phone number of the {lead.split()[-1]} office on Mars?",
+                "answer": "The documents do not contain the answer to this question.", "evidence": [],
+                "alternative_answers": [], "negative_answers": ["Call 555-0100."]}
+    evidence = [first] + ([_golden_sentence(p) for p in passages[1:]] if "at least two" in system else [])
+    item = {"question": f"What does the handbook say about '{lead}'?", "answer": first,
+            "evidence": evidence, "alternative_answers": [first.lower()],
+            "negative_answers": ["Nothing; it is not mentioned."]}
+    fault = golden_fault(passages[0])
+    if fault == "evidence":
+        item["evidence"] = ["The ferry also carries spaceships to the moon every Friday."]
+    elif fault == "near_duplicate":
+        item["question"] = "What does the handbook say about tickets and fares?"
+    elif fault == "leakage":
+        item["question"] = " ".join(first.split()[:12]).rstrip(".") + "?"
+    elif fault == "answer_in_span":
+        item["answer"] = "Purple elephants dance on Tuesdays near the harbour lighthouse."
+    elif fault == "judge_support":
+        item["answer"] = first + " Swimming pool."
+    elif fault == "answerability":
+        item["question"] = "Why do violins sound warmer than trumpets?"
+    return item
 
 
 @dataclass

@@ -19,7 +19,7 @@ PKG = SRC / "ragmeter"
 #: where a later stage is a service of an earlier one (scoring caches judge verdicts and embeddings
 #: in the store, so the store sits low). docs/internals.md explains each layer.
 LAYERS: list[tuple[str, set[str]]] = [
-    ("foundation", {"_version", "errors", "schema", "config", "context", "stats"}),
+    ("foundation", {"_version", "errors", "schema", "config", "context", "stats", "provenance"}),
     ("store", {"store"}),
     ("load", {"io"}),
     ("services", {"retrieval", "embed", "llm"}),
@@ -27,8 +27,10 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("score", {"metrics"}),
     ("correctness", {"correctness"}),
     ("pipeline", {"pipeline"}),
+    ("golden", {"golden"}),
     ("plan", {"runner", "estimate"}),
     ("aggregate", {"experiments", "export"}),
+    ("monitor", {"monitor"}),
     ("api", {"ragmeter"}),
     ("present", {"report", "server", "cli", "testing"}),
 ]

@@ -22,6 +22,9 @@ from test_report_support import METRICS, XSS_ANSWER, make_samples, make_store
 
 API = ["/api/runs", "/api/runs/{run_id}", "/api/runs/{run_id}/samples",
        "/api/runs/{run_id}/samples/{sample_id}", "/api/compare"]
+#: monitoring routes (tests/test_monitor.py) and dataset review routes (tests/test_golden.py)
+MONITOR_API = ["/api/v1/calls", "/v1/traces", "/api/v1/monitor/stats", "/api/v1/trend/{metric}",
+               "/api/corpora/{corpus}/documents/{source}", "/api/datasets/{name}/samples/{sample_id}/review"]
 
 
 @pytest.fixture(scope="module")
@@ -99,7 +102,7 @@ def test_errors(served):
 def test_openapi_lists_json_endpoints(served):
     client = served[0]
     schema = client.get("/openapi.json").json()
-    assert sorted(schema["paths"]) == sorted(API)
+    assert sorted(schema["paths"]) == sorted(API + MONITOR_API)
     refs = {p: schema["paths"][p]["get"]["responses"]["200"]["content"]["application/json"]["schema"]
             for p in API}
     assert refs["/api/runs/{run_id}"] == {"$ref": "#/components/schemas/RunDetail"}
@@ -223,7 +226,7 @@ def test_ragmeter_serve_command(tmp_path):
         assert r.status_code == 200 and ids[0] in r.text
         assert httpx.get(f"http://127.0.0.1:{port}/runs/{ids[0]}").status_code == 200
         paths = httpx.get(f"http://127.0.0.1:{port}/openapi.json").json()["paths"]
-        assert sorted(paths) == sorted(API)
+        assert sorted(paths) == sorted(API + MONITOR_API)
     finally:
         proc.terminate()
         proc.wait(timeout=20)

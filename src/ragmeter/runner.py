@@ -21,6 +21,7 @@ from ragmeter.context import ScoringContext
 from ragmeter.errors import ConfigError, MetricError, StoreError
 from ragmeter.io.readers import Dataset, load
 from ragmeter.metrics.base import MetricRequest, missing_fields, resolve_all
+from ragmeter.provenance import provenance
 from ragmeter.schema import Sample, Score
 from ragmeter.stats import aggregate
 from ragmeter.store import Store, open_store
@@ -121,7 +122,8 @@ def evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None = None, *
              mapping: Mapping[str, str] | Sequence[str] | None = None,
              on_error: str = "raise", db: str | Store | None = None, resume: str | None = None,
              name: str | None = None, options: dict[str, Any] | None = None,
-             progress: bool = False, skip_unavailable: bool = False) -> EvaluationResult:
+             progress: bool = False, skip_unavailable: bool = False,
+             where: Mapping[str, str] | Sequence[str] | None = None) -> EvaluationResult:
     """Score every sample of ``data`` with every metric and store the run.
 
     Args:
@@ -138,6 +140,11 @@ def evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None = None, *
         progress: show progress bars on stderr.
         skip_unavailable: when a metric cannot run here (no judge configured ...), record no value
             for it and go on instead of failing before any work.
+        where: keep only samples whose metadata match, e.g. ``{"type": "multi_hop"}`` or
+            ``["type=multi_hop"]``.
+
+    ``data`` may also be ``"dataset:NAME"`` (or ``NAME@VERSION``, ``NAME@TAG``): a dataset stored
+    by ``ragmeter golden generate`` / ``ragmeter dataset``.
 
     Returns:
         An :class:`EvaluationResult`.
@@ -174,7 +181,15 @@ def evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None = None, *
         if not entries:
             raise ConfigError("no metrics given: pass metrics=[...] / --metrics, or a config "
                               "with 'metrics' (see `ragmeter metrics`)")
+        if isinstance(data, str) and data.startswith("dataset:"):
+            from ragmeter.golden.datasets import as_dataset
+
+            data = as_dataset(store, data.removeprefix("dataset:"))
         dataset = load(data, mapping=mapping or cfg.get("map"), on_error=on_error)  # type: ignore[arg-type]
+        if where:
+            from ragmeter.golden.datasets import parse_where, select_where
+
+            dataset = select_where(dataset, where if isinstance(where, Mapping) else parse_where(list(where)))
         requests = resolve_all(entries)
         unavailable = _preflight(requests, opts, store, skip_unavailable)
         run_id = store.create_run(
@@ -182,7 +197,7 @@ def evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None = None, *
             samples=dataset.samples,
             metrics=[{"name": r.spec.name, "params": _jsonable(r.params), "key": r.key} for r in requests],
             config={"options": _jsonable(_public_options(opts)), "source": cfg.get("source"),
-                    "extra": _jsonable(cfg.get("extra", {}))},
+                    "extra": _jsonable(cfg.get("extra", {})), "provenance": provenance()},
             version=__version__, name=name or cfg.get("name"))
         done = set()
 

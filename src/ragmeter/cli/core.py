@@ -49,6 +49,7 @@ def eval_cmd(
     max_cost: Annotated[float | None, typer.Option("--max-cost", help="Stop judging once this many USD are spent.")] = None,
     concurrency: Annotated[int | None, typer.Option("--concurrency", help="Judge requests in flight at once (default 8).")] = None,
     rpm: Annotated[float | None, typer.Option("--rpm", help="Judge requests per minute (default: no limit).")] = None,
+    where: Annotated[list[str] | None, typer.Option("--where", help="Only samples whose metadata match field=value (repeatable), e.g. type=multi_hop.")] = None,
     method: Annotated[str | None, typer.Option("--method", help="Answer correctness method: keyword, semantic_fixed, semantic_dynamic, semantic_guarded, llm_judge, hybrid (adds metric correct_<method>).")] = None,
 ) -> None:
     """Evaluate a dataset: score every sample with every metric, store the run, print the summary."""
@@ -79,7 +80,8 @@ def eval_cmd(
         return
     result = evaluate(data, _split_metrics(metrics), config=config, mapping=map_ or None,
                       on_error=on_error, db=db, resume=resume, name=name, options=opts or None,
-                      progress=not no_progress and not as_json, skip_unavailable=skip_unavailable)
+                      progress=not no_progress and not as_json, skip_unavailable=skip_unavailable,
+                      where=where or None)
     if out:
         result.write_jsonl(out)
     skipped = result.extra.get("skipped_rows")

@@ -61,7 +61,8 @@ def create_app(db: str | Store | None = None) -> FastAPI:
                     "and samples, one sample's verdicts, and comparisons of runs (paired by "
                     "sample id, with bootstrap confidence intervals).",
         openapi_tags=[{"name": "runs", "description": "Stored runs and their samples."},
-                      {"name": "compare", "description": "Several runs side by side."}],
+                      {"name": "compare", "description": "Several runs side by side."},
+                      {"name": "monitor", "description": "Production calls: ingest, aggregates, trends."}],
     )
     app.state.store = store
     not_found = {404: {"model": models.ErrorBody, "description": "No such run or sample."}}
@@ -196,6 +197,13 @@ def create_app(db: str | Store | None = None) -> FastAPI:
             return data.compare_view(store, refs, max_samples=limit)
         except StoreError as exc:
             return JSONResponse({"detail": str(exc)}, status_code=404)
+
+    from ragmeter.server.monitor import add_monitor_routes
+
+    add_monitor_routes(app, store, page)
+    from ragmeter.server.review import add_review_routes
+
+    add_review_routes(app, store, page)
 
     @app.exception_handler(StoreError)
     async def _store_error(request: Request, exc: StoreError) -> Response:

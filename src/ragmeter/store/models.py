@@ -137,3 +137,82 @@ class KeyValueRow(Base):
     key: Mapped[str] = mapped_column(String(300), primary_key=True)
     value: Mapped[dict[str, Any]] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+
+# ---- production monitoring ---------------------------------------------------------------------
+class CallRow(Base):
+    """One logged production RAG call (from ``ragmeter.monitor.log_call``, the HTTP ingest
+    endpoint, or imported OpenTelemetry spans). ``call_id`` (optional, unique) makes re-sent
+    batches and re-imported traces idempotent."""
+
+    __tablename__ = "monitor_calls"
+    __table_args__ = (Index("ix_monitor_calls_ts", "ts"),)
+
+    pk: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    call_id: Mapped[str | None] = mapped_column(String(128), unique=True)
+    ts: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    query: Mapped[str | None] = mapped_column(Text)
+    answer: Mapped[str | None] = mapped_column(Text)
+    contexts: Mapped[list[Any] | None] = mapped_column(JSON)
+    latency_ms: Mapped[float | None] = mapped_column(Float)
+    cost_usd: Mapped[float | None] = mapped_column(Float)
+    error: Mapped[str | None] = mapped_column(Text)
+    feedback: Mapped[float | None] = mapped_column(Float)
+    input_tokens: Mapped[int | None] = mapped_column(Integer)
+    output_tokens: Mapped[int | None] = mapped_column(Integer)
+    model: Mapped[str | None] = mapped_column(String(200))
+    source: Mapped[str] = mapped_column(String(20), default="api")
+    meta: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+
+
+# ---- golden datasets -----------------------------------------------------------------------------
+class CorpusDocumentRow(Base):
+    """One version of a document of a named corpus: its extracted text and content hash.
+    Re-adding a changed file adds a new version; the newest version is ``current``."""
+
+    __tablename__ = "corpus_documents"
+    __table_args__ = (UniqueConstraint("corpus", "path", "version"),)
+
+    pk: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    corpus: Mapped[str] = mapped_column(String(200), index=True)
+    path: Mapped[str] = mapped_column(String(1000))
+    version: Mapped[int] = mapped_column(Integer, default=1)
+    current: Mapped[bool] = mapped_column(Boolean, default=True)
+    doc_id: Mapped[str] = mapped_column(String(64))
+    content_hash: Mapped[str] = mapped_column(String(64))
+    format: Mapped[str] = mapped_column(String(10))
+    text: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class DatasetRow(Base):
+    """One version of a named dataset (generated or imported), with its content hash, tag and
+    the record of how it was made (generator, parameters, filter counts)."""
+
+    __tablename__ = "datasets"
+    __table_args__ = (UniqueConstraint("name", "version"),)
+
+    pk: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String(200), index=True)
+    version: Mapped[int] = mapped_column(Integer, default=1)
+    tag: Mapped[str | None] = mapped_column(String(200))
+    status: Mapped[str] = mapped_column(String(20), default="final")  # final | draft
+    content_hash: Mapped[str] = mapped_column(String(64), default="")
+    parent_version: Mapped[int | None] = mapped_column(Integer)
+    info: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class DatasetSampleRow(Base):
+    """A sample of a dataset version with its review state (pending, accepted, edited, rejected)."""
+
+    __tablename__ = "dataset_samples"
+    __table_args__ = (UniqueConstraint("dataset_pk", "sample_id"),)
+
+    pk: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    dataset_pk: Mapped[int] = mapped_column(ForeignKey("datasets.pk", ondelete="CASCADE"), index=True)
+    sample_id: Mapped[str] = mapped_column(String(200))
+    position: Mapped[int] = mapped_column(Integer)
+    review: Mapped[str] = mapped_column(String(20), default="pending")
+    data: Mapped[dict[str, Any]] = mapped_column(JSON)
+    reviewed_at: Mapped[datetime | None] = mapped_column(DateTime)

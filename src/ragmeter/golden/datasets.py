@@ -1,0 +1,408 @@
+"""Datasets in the store: versions with content hashes and tags, review states, diffs, exports,
+and a CSV round trip for reviewers who prefer a spreadsheet.
+
+A dataset is referred to as ``NAME`` (its newest version), ``NAME@3`` (version 3) or
+``NAME@TAG``. Versions are immutable once final; review works on a *draft* version copied from
+the newest final one on the first review action, so ``ragmeter dataset diff NAME@1 NAME`` shows
+exactly what review changed. Rejected samples stay in the draft (marked) and leave every export
+and evaluation.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from ragmeter.errors import ConfigError, DatasetError
+
+REVIEW_STATES = ("pending", "accepted", "edited", "rejected")
+EDITABLE = ("question", "references", "negative_references", "relevant", "metadata")
+_NAME = re.compile(r"^[\w.-]{1,200}$")
+
+
+def _now() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+def content_hash(samples: Iterable[Mapping[str, Any]]) -> str:
+    h = hashlib.sha256()
+    for s in samples:
+        h.update(json.dumps(s, sort_keys=True, ensure_ascii=False).encode())
+        h.update(b"\n")
+    return h.hexdigest()
+
+
+@dataclass
+class DatasetVersion:
+    name: str
+    version: int
+    pk: int
+    tag: str | None
+    status: str
+    content_hash: str
+    info: dict[str, Any]
+    created_at: datetime
+    n_samples: int = 0
+
+    @property
+    def ref(self) -> str:
+        return f"{self.name}@{self.version}"
+
+
+def _check_name(name: str) -> None:
+    if not _NAME.match(name or ""):
+        raise ConfigError(f"dataset name must be letters, digits, '.', '_' or '-', got {name!r}")
+
+
+def save_dataset(store: Any, name: str, samples: Sequence[Mapping[str, Any]], *, info: dict[str, Any] | None = None,
+                 tag: str | None = None) -> DatasetVersion:
+    """Store ``samples`` as the next final version of ``name``."""
+    from sqlalchemy import func, select
+
+    from ragmeter.schema import Sample
+    from ragmeter.store.models import DatasetRow, DatasetSampleRow
+
+    _check_name(name)
+    clean = []
+    seen: set[str] = set()
+    for i, s in enumerate(samples):
+        try:
+            d = Sample.model_validate(s).model_dump(mode="json", exclude_none=True)
+        except Exception as exc:  # noqa: BLE001 - pydantic's message names the field
+            raise DatasetError(f"dataset {name}: sample {i + 1}: {exc}") from None
+        if d["id"] in seen:
+            raise DatasetError(f"dataset {name}: sample id {d['id']!r} appears twice")
+        seen.add(d["id"])
+        clean.append(d)
+    with store.session() as s, s.begin():
+        last = s.scalar(select(func.max(DatasetRow.version)).where(DatasetRow.name == name)) or 0
+        row = DatasetRow(name=name, version=last + 1, tag=tag, status="final",
+                         content_hash=content_hash(clean), info=info or {})
+        s.add(row)
+        s.flush()
+        s.execute(DatasetSampleRow.__table__.insert(),
+                  [{"dataset_pk": row.pk, "sample_id": d["id"], "position": i, "review": "pending",
+                    "data": d} for i, d in enumerate(clean)])
+        return _version(row, len(clean))
+
+
+def _version(row: Any, n: int = 0) -> DatasetVersion:
+    return DatasetVersion(row.name, row.version, row.pk, row.tag, row.status, row.content_hash,
+                          dict(row.info or {}), row.created_at, n)
+
+
+def resolve(store: Any, ref: str) -> DatasetVersion:
+    """``NAME``, ``NAME@VERSION`` or ``NAME@TAG`` -> the version (newest for a bare name)."""
+    from sqlalchemy import func, select
+
+    from ragmeter.store.models import DatasetRow, DatasetSampleRow
+
+    name, _, which = ref.partition("@")
+    with store.session() as s:
+        q = select(DatasetRow).where(DatasetRow.name == name)
+        if not which:
+            row = s.scalars(q.order_by(DatasetRow.version.desc()).limit(1)).first()
+        elif which.isdigit():
+            row = s.scalars(q.where(DatasetRow.version == int(which))).first()
+        else:
+            row = s.scalars(q.where(DatasetRow.tag == which).order_by(DatasetRow.version.desc()).limit(1)).first()
+        if row is None:
+            names = sorted(set(s.scalars(select(DatasetRow.name)).all()))
+            raise ConfigError(f"no dataset {ref!r} in the store"
+                              + (f" (datasets: {', '.join(names)})" if names else " (none yet)"))
+        n = s.scalar(select(func.count()).select_from(DatasetSampleRow)
+                     .where(DatasetSampleRow.dataset_pk == row.pk, DatasetSampleRow.review != "rejected"))
+        return _version(row, int(n or 0))
+
+
+def list_datasets(store: Any) -> list[DatasetVersion]:
+    from sqlalchemy import func, select
+
+    from ragmeter.store.models import DatasetRow, DatasetSampleRow
+
+    with store.session() as s:
+        counts = dict(s.execute(select(DatasetSampleRow.dataset_pk, func.count())
+                                .where(DatasetSampleRow.review != "rejected")
+                                .group_by(DatasetSampleRow.dataset_pk)).all())
+        rows = s.scalars(select(DatasetRow).order_by(DatasetRow.name, DatasetRow.version)).all()
+        return [_version(r, int(counts.get(r.pk, 0))) for r in rows]
+
+
+def samples_of(store: Any, ref: str, *, include_rejected: bool = False) -> list[dict[str, Any]]:
+    """The samples of a dataset version (dicts of Sample fields) with their review state under
+    ``metadata.review`` only when asked for rows with rejected ones."""
+    from sqlalchemy import select
+
+    from ragmeter.store.models import DatasetSampleRow
+
+    v = resolve(store, ref)
+    with store.session() as s:
+        q = select(DatasetSampleRow).where(DatasetSampleRow.dataset_pk == v.pk).order_by(DatasetSampleRow.position)
+        rows = s.scalars(q).all()
+    out = []
+    for r in rows:
+        if r.review == "rejected" and not include_rejected:
+            continue
+        d = dict(r.data)
+        if include_rejected:
+            d = {**d, "_review": r.review}
+        out.append(d)
+    return out
+
+
+def load_samples(store: Any, ref: str, where: Mapping[str, str] | None = None) -> list[Any]:
+    """Samples of a dataset as :class:`ragmeter.schema.Sample` objects (rejected ones left out)."""
+    from ragmeter.schema import Sample
+
+    return [Sample.model_validate(d) for d in samples_of(store, ref)]
+
+
+def tag_version(store: Any, ref: str, tag: str) -> DatasetVersion:
+    from ragmeter.store.models import DatasetRow
+
+    if tag.isdigit():
+        raise ConfigError("a tag cannot be a number (numbers are versions)")
+    v = resolve(store, ref)
+    with store.session() as s, s.begin():
+        s.get(DatasetRow, v.pk).tag = tag
+    return resolve(store, f"{v.name}@{v.version}")
+
+
+# ---- review ------------------------------------------------------------------------------------
+def draft(store: Any, name: str) -> DatasetVersion:
+    """The draft version of ``name`` that review writes to: the newest version if it is a draft,
+    else a copy of the newest final version (new version number, review states kept)."""
+    from sqlalchemy import select
+
+    from ragmeter.store.models import DatasetRow, DatasetSampleRow
+
+    latest = resolve(store, name)
+    if latest.status == "draft":
+        return latest
+    with store.session() as s, s.begin():
+        row = DatasetRow(name=name, version=latest.version + 1, status="draft", tag=None,
+                         content_hash=latest.content_hash, parent_version=latest.version,
+                         info={**latest.info, "reviewed_from": latest.version})
+        s.add(row)
+        s.flush()
+        src = s.scalars(select(DatasetSampleRow).where(DatasetSampleRow.dataset_pk == latest.pk)).all()
+        s.execute(DatasetSampleRow.__table__.insert(),
+                  [{"dataset_pk": row.pk, "sample_id": r.sample_id, "position": r.position,
+                    "review": r.review, "data": r.data, "reviewed_at": r.reviewed_at} for r in src])
+        return _version(row, len(src))
+
+
+def review(store: Any, name: str, sample_id: str, action: str, changes: Mapping[str, Any] | None = None,
+           ) -> dict[str, Any]:
+    """Accept, edit or reject one sample in the draft of ``name``; returns the sample row.
+
+    ``edit`` takes ``changes`` of the editable fields (question, references, negative_references,
+    relevant, metadata); spans in ``relevant`` are checked against the corpus text when the
+    dataset records its corpus (``text`` must equal ``document[start:end]``).
+    """
+    from sqlalchemy import select
+
+    from ragmeter.schema import Sample
+    from ragmeter.store.models import DatasetSampleRow
+
+    if action not in ("accept", "edit", "reject", "reset"):
+        raise ConfigError(f"review action must be accept, edit, reject or reset, got {action!r}")
+    v = draft(store, name)
+    with store.session() as s, s.begin():
+        row = s.scalars(select(DatasetSampleRow).where(DatasetSampleRow.dataset_pk == v.pk,
+                                                       DatasetSampleRow.sample_id == sample_id)).first()
+        if row is None:
+            raise ConfigError(f"dataset {name} has no sample {sample_id!r}")
+        if action == "edit":
+            unknown = set(changes or {}) - set(EDITABLE)
+            if unknown:
+                raise ConfigError(f"cannot edit {sorted(unknown)}; editable: {', '.join(EDITABLE)}")
+            data = {**row.data, **dict(changes or {})}
+            if "relevant" in (changes or {}):
+                data["relevant"] = [_checked_span(store, v, sp) for sp in changes["relevant"]]  # type: ignore[index]
+            try:
+                data = Sample.model_validate(data).model_dump(mode="json", exclude_none=True)
+            except Exception as exc:  # noqa: BLE001 - pydantic names the field
+                raise DatasetError(f"sample {sample_id}: {exc}") from None
+            row.data = data
+        row.review = {"accept": "accepted", "edit": "edited", "reject": "rejected", "reset": "pending"}[action]
+        row.reviewed_at = _now()
+        return {"sample_id": row.sample_id, "review": row.review, "data": row.data, "version": v.version}
+
+
+def _checked_span(store: Any, v: DatasetVersion, span: Mapping[str, Any]) -> dict[str, Any]:
+    corpus = v.info.get("corpus")
+    sp = dict(span)
+    if corpus and sp.get("source") is not None and sp.get("start") is not None and sp.get("end") is not None:
+        text = document_text(store, corpus, sp["source"])
+        s, e = int(sp["start"]), int(sp["end"])
+        if not 0 <= s < e <= len(text):
+            raise DatasetError(f"span {s}-{e} is outside {sp['source']} ({len(text)} characters)")
+        sp["text"] = text[s:e]
+    return sp
+
+
+def document_text(store: Any, corpus: str, source: str) -> str:
+    from ragmeter.golden.corpus import corpus_documents
+
+    for d in corpus_documents(store, corpus):
+        if d.path == source:
+            return d.text
+    raise DatasetError(f"corpus {corpus} has no document {source!r}")
+
+
+def finalise(store: Any, name: str, tag: str | None = None) -> DatasetVersion:
+    """Make the draft of ``name`` a final version (hash recomputed, optional tag)."""
+    from ragmeter.store.models import DatasetRow
+
+    v = resolve(store, name)
+    if v.status != "draft":
+        raise ConfigError(f"{name} has no draft to finalise (newest is {v.ref}, final)")
+    samples = samples_of(store, v.ref)
+    with store.session() as s, s.begin():
+        row = s.get(DatasetRow, v.pk)
+        row.status, row.content_hash = "final", content_hash(samples)
+        if tag:
+            row.tag = tag
+    return resolve(store, f"{name}@{v.version}")
+
+
+# ---- diff, export -------------------------------------------------------------------------------
+def diff(store: Any, a: str, b: str) -> dict[str, Any]:
+    """Samples added, removed (incl. rejected in review) and changed (fields, review state)
+    from version ``a`` to version ``b``."""
+    va, vb = resolve(store, a), resolve(store, b)
+    sa = {d["id"]: d for d in samples_of(store, va.ref, include_rejected=True)}
+    sb = {d["id"]: d for d in samples_of(store, vb.ref, include_rejected=True)}
+    live_a = {k for k, d in sa.items() if d["_review"] != "rejected"}
+    live_b = {k for k, d in sb.items() if d["_review"] != "rejected"}
+    changed = []
+    for k in sorted(live_a & live_b):
+        da, db = dict(sa[k]), dict(sb[k])
+        ra, rb = da.pop("_review"), db.pop("_review")
+        fields = sorted(f for f in set(da) | set(db) if da.get(f) != db.get(f))
+        if fields or ra != rb:
+            changed.append({"id": k, "fields": fields, "review": [ra, rb] if ra != rb else None,
+                            "before": {f: da.get(f) for f in fields}, "after": {f: db.get(f) for f in fields}})
+    removed = sorted(live_a - live_b)
+    return {"a": va.ref, "b": vb.ref, "added": sorted(live_b - live_a), "removed": removed,
+            "rejected": [k for k in removed if k in sb and sb[k]["_review"] == "rejected"],
+            "changed": changed}
+
+
+def export_jsonl(store: Any, ref: str, path: str | Path) -> int:
+    samples = samples_of(store, ref)
+    with open(path, "w", encoding="utf-8") as f:
+        for d in samples:
+            f.write(json.dumps(d, ensure_ascii=False) + "\n")
+    return len(samples)
+
+
+REVIEW_COLUMNS = ("id", "review", "question", "references", "negative_references", "relevant", "type")
+
+
+def review_csv(store: Any, name: str) -> str:
+    """The newest version of ``name`` as a review sheet: one row per sample; list fields as JSON."""
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(REVIEW_COLUMNS)
+    v = resolve(store, name)
+    for d in samples_of(store, v.ref, include_rejected=True):
+        w.writerow([d["id"], d["_review"], d.get("question", ""), json.dumps(d.get("references", []), ensure_ascii=False),
+                    json.dumps(d.get("negative_references", []), ensure_ascii=False),
+                    json.dumps(d.get("relevant", []), ensure_ascii=False), d.get("metadata", {}).get("type", "")])
+    return buf.getvalue()
+
+
+def apply_review_csv(store: Any, name: str, path: str | Path) -> dict[str, int]:
+    """Apply a filled-in review sheet: the ``review`` column (accepted / rejected / pending) and
+    any edited field. Returns counts per action."""
+    counts = {"accepted": 0, "edited": 0, "rejected": 0, "pending": 0, "unchanged": 0}
+    current = {d["id"]: d for d in samples_of(store, name, include_rejected=True)}
+    with open(path, encoding="utf-8-sig", newline="") as f:
+        reader = csv.DictReader(f)
+        missing = [c for c in ("id", "review") if c not in (reader.fieldnames or [])]
+        if missing:
+            raise DatasetError(f"{path}: missing column(s) {missing}; expected {', '.join(REVIEW_COLUMNS)}")
+        for line, row in enumerate(reader, start=2):
+            sid = row["id"]
+            if sid not in current:
+                raise DatasetError(f"{path}:{line}: field 'id': no sample {sid!r} in {name}")
+            before = current[sid]
+            changes: dict[str, Any] = {}
+            if row.get("question") is not None and row["question"] != before.get("question", ""):
+                changes["question"] = row["question"]
+            for fld in ("references", "negative_references", "relevant"):
+                if row.get(fld) in (None, ""):
+                    continue
+                try:
+                    value = json.loads(row[fld])
+                except json.JSONDecodeError as exc:
+                    raise DatasetError(f"{path}:{line}: field '{fld}': not a JSON list ({exc.msg})") from None
+                if value != before.get(fld, []):
+                    changes[fld] = value
+            state = (row.get("review") or "").strip().lower()
+            if state not in REVIEW_STATES:
+                raise DatasetError(f"{path}:{line}: field 'review': {state!r} is not one of {', '.join(REVIEW_STATES)}")
+            if changes and state != "rejected":
+                review(store, name, sid, "edit", changes)
+                counts["edited"] += 1
+            elif state != before["_review"]:
+                action = {"accepted": "accept", "rejected": "reject", "pending": "reset", "edited": "accept"}[state]
+                review(store, name, sid, action)
+                counts[state if state != "edited" else "accepted"] += 1
+            else:
+                counts["unchanged"] += 1
+    return counts
+
+
+def parse_where(items: Sequence[str] | None) -> dict[str, str]:
+    """``["type=multi_hop", "difficulty=hard"]`` -> ``{"type": "multi_hop", ...}``."""
+    out: dict[str, str] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--where expects field=value (e.g. type=multi_hop), got {item!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def matches(sample: Any, where: Mapping[str, str]) -> bool:
+    """Does a sample's metadata (or a top-level field) equal every ``where`` value?"""
+    meta = getattr(sample, "metadata", None) or {}
+    for key, want in where.items():
+        got = meta.get(key, getattr(sample, key, None))
+        if got is None or str(got) != want:
+            return False
+    return True
+
+
+def as_dataset(store: Any, ref: str) -> Any:
+    """A stored dataset version as an :class:`ragmeter.io.Dataset` (source ``dataset:NAME@V``)."""
+    from ragmeter.io.readers import Dataset
+
+    v = resolve(store, ref)
+    return Dataset(load_samples(store, v.ref), source=f"dataset:{v.ref}")
+
+
+def select_where(dataset: Any, where: Mapping[str, str]) -> Any:
+    """The samples of ``dataset`` whose metadata match ``where`` (a new Dataset; the source
+    names the filter). Raises :class:`ConfigError` when none matches, listing the values seen."""
+    from ragmeter.io.readers import Dataset
+
+    kept = [s for s in dataset.samples if matches(s, where)]
+    if not kept:
+        seen = {k: sorted({str((s.metadata or {}).get(k)) for s in dataset.samples
+                           if (s.metadata or {}).get(k) is not None})[:10] for k in where}
+        raise ConfigError("no sample matches " + ", ".join(f"{k}={v}" for k, v in where.items())
+                          + "; values present: " + "; ".join(f"{k}: {', '.join(v) or 'none'}" for k, v in seen.items()))
+    tag = ",".join(f"{k}={v}" for k, v in where.items())
+    return Dataset(kept, source=f"{dataset.source} where {tag}", skipped=list(dataset.skipped))

@@ -1,0 +1,266 @@
+"""Logged production calls: validation of one call, privacy options, and the store reads/writes.
+
+A call is what one RAG request did in production: ``query``, ``answer``, ``contexts`` (texts or
+``{"id", "text"}`` mappings), ``latency_ms``, ``cost_usd``, ``error`` (text or None), ``feedback``
+(thumbs up = 1, down = 0, or a 0-1 rating), token counts, ``model`` and free ``metadata``
+(route, app version ... used to group aggregates).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from ragmeter.errors import DatasetError
+
+#: the fields a call may carry; anything else goes into ``metadata``.
+CALL_FIELDS = ("call_id", "timestamp", "query", "answer", "contexts", "latency_ms", "cost_usd",
+               "error", "feedback", "input_tokens", "output_tokens", "model", "metadata")
+_EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}")
+# international or national numbers: optional +, 8-15 digits with spaces, dots, dashes, brackets
+_PHONE = re.compile(r"(?<![\w.])\+?\d[\d\s().-]{6,}\d(?![\w.])")
+_FEEDBACK_WORDS = {"up": 1.0, "thumbs_up": 1.0, "positive": 1.0, "good": 1.0, "true": 1.0,
+                   "down": 0.0, "thumbs_down": 0.0, "negative": 0.0, "bad": 0.0, "false": 0.0}
+
+
+@dataclass(frozen=True)
+class Privacy:
+    """What to do with logged text before it is stored.
+
+    Args:
+        max_text_chars: keep at most this many characters of query, answer and each context
+            (``None``: keep all). Cut text ends with ``…``.
+        redact_pii: replace e-mail addresses with ``[email]`` and phone numbers with ``[phone]``.
+        store_text: ``False`` stores no query, answer or context text at all (latency, cost,
+            errors and feedback only).
+    """
+
+    max_text_chars: int | None = None
+    redact_pii: bool = False
+    store_text: bool = True
+
+    def clean(self, text: str | None) -> str | None:
+        if text is None or not self.store_text:
+            return None
+        if self.redact_pii:
+            text = _PHONE.sub("[phone]", _EMAIL.sub("[email]", text))
+        if self.max_text_chars is not None and len(text) > self.max_text_chars:
+            text = text[: self.max_text_chars] + "…"
+        return text
+
+
+def redact_pii(text: str) -> str:
+    """``text`` with e-mail addresses and phone numbers replaced (``[email]``, ``[phone]``)."""
+    return Privacy(redact_pii=True).clean(text) or ""
+
+
+def _missing(v: Any) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
+
+
+def _number(v: Any, field: str, where: str, *, integer: bool = False) -> float | int | None:
+    if _missing(v) or v == "":
+        return None
+    if isinstance(v, bool):
+        raise DatasetError(f"{where}: field '{field}' must be a number, got {v!r}")
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        raise DatasetError(f"{where}: field '{field}' must be a number, got {v!r}") from None
+    if not math.isfinite(x) or x < 0:
+        raise DatasetError(f"{where}: field '{field}' must be a finite number >= 0, got {v!r}")
+    return int(x) if integer else x
+
+
+def _timestamp(v: Any, where: str) -> datetime:
+    """A UTC timestamp (naive, as stored) from ISO 8601 text, epoch seconds or a datetime."""
+    if _missing(v) or v == "":
+        return datetime.now(UTC).replace(tzinfo=None)
+    if isinstance(v, datetime):
+        dt = v
+    elif isinstance(v, int | float) and not isinstance(v, bool):
+        dt = datetime.fromtimestamp(float(v), UTC)
+    elif isinstance(v, str):
+        try:
+            dt = datetime.fromisoformat(v.strip().replace("Z", "+00:00"))
+        except ValueError:
+            raise DatasetError(f"{where}: field 'timestamp' must be ISO 8601 "
+                               f"(e.g. 2026-11-23T14:05:00Z), got {v!r}") from None
+    else:
+        raise DatasetError(f"{where}: field 'timestamp' must be ISO 8601 text, got {v!r}")
+    if dt.tzinfo is not None:
+        dt = dt.astimezone(UTC)
+    return dt.replace(tzinfo=None)
+
+
+def _feedback(v: Any, where: str) -> float | None:
+    if _missing(v) or v == "":
+        return None
+    if isinstance(v, bool):
+        return 1.0 if v else 0.0
+    if isinstance(v, str) and v.strip().lower() in _FEEDBACK_WORDS:
+        return _FEEDBACK_WORDS[v.strip().lower()]
+    x = _number(v, "feedback", where)
+    if x is None or x > 1:
+        raise DatasetError(f"{where}: field 'feedback' must be up/down, true/false or a number "
+                           f"in [0, 1], got {v!r}")
+    return float(x)
+
+
+def _contexts(v: Any, where: str, privacy: Privacy) -> list[Any] | None:
+    if _missing(v):
+        return None
+    if isinstance(v, str | Mapping):
+        v = [v]
+    if not isinstance(v, Sequence):
+        raise DatasetError(f"{where}: field 'contexts' must be a list of texts or "
+                           f"{{'id', 'text'}} objects, got {type(v).__name__}")
+    out: list[Any] = []
+    for i, c in enumerate(v):
+        if isinstance(c, str):
+            out.append(privacy.clean(c))
+        elif isinstance(c, Mapping):
+            text = c.get("text", c.get("content", c.get("page_content")))
+            item = {"id": None if _missing(c.get("id")) else str(c.get("id")),
+                    "text": privacy.clean(None if _missing(text) else str(text))}
+            out.append({k: x for k, x in item.items() if x is not None})
+        else:
+            raise DatasetError(f"{where}: contexts[{i}] must be a text or an object, got {c!r}")
+    return out
+
+
+def _text(v: Any, field: str, where: str) -> str | None:
+    if _missing(v):
+        return None
+    if isinstance(v, str):
+        return v
+    if isinstance(v, int | float) and not isinstance(v, bool):
+        return str(v)
+    raise DatasetError(f"{where}: field '{field}' must be text, got {type(v).__name__}")
+
+
+def normalise_call(call: Mapping[str, Any], *, where: str = "call", privacy: Privacy | None = None,
+                   source: str = "api") -> dict[str, Any]:
+    """Check one logged call and turn it into a ``monitor_calls`` row.
+
+    Unknown keys are kept under ``metadata``. Raises :class:`DatasetError` naming ``where`` and
+    the field on a wrong type.
+    """
+    if not isinstance(call, Mapping):
+        raise DatasetError(f"{where}: a call must be a JSON object, got {type(call).__name__}")
+    privacy = privacy or Privacy()
+    meta = call.get("metadata")
+    if _missing(meta):
+        meta = {}
+    if not isinstance(meta, Mapping):
+        raise DatasetError(f"{where}: field 'metadata' must be an object, got {type(meta).__name__}")
+    meta = dict(meta)
+    for k, v in call.items():
+        if k not in CALL_FIELDS and k not in {"ts", "latency", "cost"}:
+            meta[k] = v
+    error = call.get("error")
+    if isinstance(error, Mapping):
+        error = str(error.get("message") or error.get("type") or error)
+    elif error is True:
+        error = "error"
+    elif error is False or _missing(error) or error == "":
+        error = None
+    call_id = call.get("call_id")
+    return {
+        "call_id": None if _missing(call_id) else str(call_id)[:128],
+        "ts": _timestamp(call.get("timestamp", call.get("ts")), where),
+        "query": privacy.clean(_text(call.get("query"), "query", where)),
+        "answer": privacy.clean(_text(call.get("answer"), "answer", where)),
+        "contexts": _contexts(call.get("contexts"), where, privacy),
+        "latency_ms": _number(call.get("latency_ms", call.get("latency")), "latency_ms", where),
+        "cost_usd": _number(call.get("cost_usd", call.get("cost")), "cost_usd", where),
+        "error": None if error is None else str(error),
+        "feedback": _feedback(call.get("feedback"), where),
+        "input_tokens": _number(call.get("input_tokens"), "input_tokens", where, integer=True),
+        "output_tokens": _number(call.get("output_tokens"), "output_tokens", where, integer=True),
+        "model": _text(call.get("model"), "model", where),
+        "source": source,
+        "meta": meta or None,
+    }
+
+
+def insert_calls(store: Any, rows: Sequence[Mapping[str, Any]]) -> int:
+    """Insert normalised rows in one transaction. A row whose ``call_id`` is already stored is
+    skipped (``INSERT ... ON CONFLICT DO NOTHING`` on SQLite and PostgreSQL), so a client that
+    re-sends a batch after a timeout creates no duplicates. Returns the number of rows given."""
+    from ragmeter.store.models import CallRow
+
+    rows = [dict(r) for r in rows]
+    if not rows:
+        return 0
+    table = CallRow.__table__
+    dialect = store.engine.dialect.name
+    if dialect == "sqlite":
+        from sqlalchemy.dialects.sqlite import insert as dialect_insert
+    elif dialect == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as dialect_insert
+    else:
+        dialect_insert = None
+    with store.session() as s, s.begin():
+        if dialect_insert is not None:
+            s.execute(dialect_insert(table).on_conflict_do_nothing(index_elements=["call_id"]), rows)
+        else:
+            from sqlalchemy import select
+
+            ids = [r["call_id"] for r in rows if r.get("call_id")]
+            seen = set(s.scalars(select(CallRow.call_id).where(CallRow.call_id.in_(ids)))) if ids else set()
+            s.execute(table.insert(), [r for r in rows if not r.get("call_id") or r["call_id"] not in seen])
+    return len(rows)
+
+
+def count_calls(store: Any, since: datetime | None = None, until: datetime | None = None) -> int:
+    from sqlalchemy import func, select
+
+    from ragmeter.store.models import CallRow
+
+    q = select(func.count()).select_from(CallRow)
+    if since is not None:
+        q = q.where(CallRow.ts >= since)
+    if until is not None:
+        q = q.where(CallRow.ts < until)
+    with store.session() as s:
+        return int(s.scalar(q) or 0)
+
+
+def read_calls(store: Any, since: datetime | None, until: datetime | None,
+               columns: Iterable[str] = ("ts", "latency_ms", "cost_usd", "error", "feedback",
+                                         "input_tokens", "output_tokens", "model", "meta"),
+               ) -> dict[str, list[Any]]:
+    """The chosen columns of the calls in ``[since, until)``, column by column (no ORM objects)."""
+    from sqlalchemy import select
+
+    from ragmeter.store.models import CallRow
+
+    cols = list(columns)
+    q = select(*(getattr(CallRow, c) for c in cols)).order_by(CallRow.ts)
+    if since is not None:
+        q = q.where(CallRow.ts >= since)
+    if until is not None:
+        q = q.where(CallRow.ts < until)
+    out: dict[str, list[Any]] = {c: [] for c in cols}
+    with store.session() as s:
+        for row in s.execute(q):
+            for c, v in zip(cols, row, strict=True):
+                out[c].append(v)
+    return out
+
+
+def prune_calls(store: Any, older_than: timedelta) -> int:
+    """Delete calls logged before ``now - older_than``; returns how many were deleted."""
+    from sqlalchemy import delete
+
+    from ragmeter.store.models import CallRow
+
+    cutoff = datetime.now(UTC).replace(tzinfo=None) - older_than
+    with store.session() as s, s.begin():
+        res = s.execute(delete(CallRow).where(CallRow.ts < cutoff))
+        return int(res.rowcount or 0)

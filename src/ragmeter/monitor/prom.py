@@ -1,0 +1,72 @@
+"""A Prometheus text-format exposition of the logged calls, for Grafana and Datadog users.
+
+Counters cover every call stored; gauges describe the last hour (latency percentiles computed
+exactly on the stored values, error rate, cost per query, queries per hour) and the newest online
+quality run per metric. Computed at scrape time from the store.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+
+def exposition(store: Any, counters: dict[str, int] | None = None) -> bytes:
+    """The ``/metrics`` body (Prometheus text format 0.0.4)."""
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+    from ragmeter.monitor.aggregate import now_utc, window_stats
+    from ragmeter.monitor.online import monitor_runs
+
+    class _Collector:
+        def collect(self) -> Any:
+            from sqlalchemy import func, select
+
+            from ragmeter.store.models import CallRow
+
+            with store.session() as s:
+                total, errors, cost = s.execute(select(
+                    func.count(), func.count(CallRow.error), func.coalesce(func.sum(CallRow.cost_usd), 0.0)
+                ).select_from(CallRow)).one()
+            yield CounterMetricFamily("ragmeter_calls", "RAG calls logged.", value=int(total))
+            yield CounterMetricFamily("ragmeter_call_errors", "RAG calls that ended in an error.",
+                                      value=int(errors))
+            yield CounterMetricFamily("ragmeter_cost_usd", "Cost of the logged calls (USD).",
+                                      value=float(cost))
+            for name, value in (counters or {}).items():
+                yield CounterMetricFamily(f"ragmeter_ingest_{name}", f"Ingest requests: {name}.",
+                                          value=int(value))
+            st = window_stats(store, timedelta(hours=1), until=now_utc())
+            lat = GaugeMetricFamily("ragmeter_latency_ms", "Latency percentile of the calls of the "
+                                    "last hour (exact, numpy linear method).", labels=["quantile", "window"])
+            for q in ("p50", "p95", "p99"):
+                if st["latency_ms"][q] is not None:
+                    lat.add_metric([f"0.{q[1:]}", "1h"], st["latency_ms"][q])
+            yield lat
+            for key, help_text in (("error_rate", "Share of calls with an error, last hour."),
+                                   ("cost_per_query_usd", "Mean cost per call (USD), last hour."),
+                                   ("queries_per_hour", "Calls per hour, last hour.")):
+                g = GaugeMetricFamily(f"ragmeter_{key}", help_text, labels=["window"])
+                if st[key] is not None:
+                    g.add_metric(["1h"], st[key])
+                yield g
+            quality = GaugeMetricFamily("ragmeter_quality_mean", "Mean of a metric in the newest "
+                                        "online evaluation run.", labels=["metric", "run_id"])
+            newest: dict[str, tuple[str, str]] = {}
+            for run_id, rec in monitor_runs(store).items():
+                for m in rec.get("metrics", []):
+                    if m not in newest or rec["end"] > newest[m][1]:
+                        newest[m] = (run_id, rec["end"])
+            for m, (run_id, _) in sorted(newest.items()):
+                try:
+                    agg = (store.get_run(run_id).summary or {}).get(m) or {}
+                except Exception:  # noqa: BLE001 - run deleted since
+                    continue
+                if agg.get("mean") is not None:
+                    quality.add_metric([m, run_id], float(agg["mean"]))
+            yield quality
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Collector())
+    return generate_latest(registry)
