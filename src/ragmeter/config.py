@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ragmeter.errors import ConfigError
+from ragmeter.redact import SECRET_HELP, find_secrets
 
 #: keys a config file may hold; anything else is an error naming the closest key.
 KNOWN_KEYS = {
@@ -44,6 +45,11 @@ def load_config(source: str | Path | dict[str, Any] | None) -> dict[str, Any]:
             raise ConfigError(f"{where}: cannot parse config: {exc}") from exc
     if not isinstance(raw, dict):
         raise ConfigError(f"{where}: a config must be a mapping at the top level")
+    secrets = list(find_secrets(raw))
+    if secrets:
+        # a key in a config file ends up committed, copied and stored with runs
+        raise ConfigError(f"{where}: {', '.join(secrets)} holds a secret, and a config never may. "
+                          f"Remove it: {SECRET_HELP}")
     metrics = raw.get("metrics")
     if metrics is None:
         metrics = raw.get("metric_types", [])

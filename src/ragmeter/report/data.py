@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ragmeter.errors import ConfigError, StoreError
+from ragmeter.redact import redact_obj
 from ragmeter.report.bands import band, oriented
 from ragmeter.schema import FIELD_PRESENT, Sample, Score
 from ragmeter.stats import aggregate, bootstrap_ci
@@ -463,7 +464,7 @@ def run_view(store: Store, ref: str, *, max_samples: int | None = 1000,
     return {
         "run": run_header(run),
         "live": live,
-        "config": _jsonable(run.config or {}),
+        "config": _jsonable(redact_obj(run.config or {})),  # runs stored before redaction too
         "requests": _jsonable(run.metrics or []),
         "method": _jsonable(extra.get("method")) if extra.get("method") else None,
         "timings": _jsonable(run.timings or {}),
