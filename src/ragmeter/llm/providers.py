@@ -450,7 +450,7 @@ def classify(exc: BaseException) -> Problem:
     names = {c.__name__ for c in type(exc).__mro__}
     inner = {type(e).__name__ for e in chain[1:]}
     texts = [str(e).lower() for e in chain]
-    detail = redact(" | ".join(str(e) for e in chain[1:] if str(e))[:300])
+    detail = redact(" | ".join(dict.fromkeys(str(e) for e in chain[1:] if str(e)))[:300])
     full = msg + (f" | {detail}" if detail else "")
     if inner & _CONNECTION_NAMES or any(m in t for t in texts for m in _CONNECTION_TEXT):
         return Problem("transient", "connection error", full)
