@@ -236,3 +236,23 @@ def test_budget_stopped_call_is_accounted_once(server, store, prices):
 def test_no_private_sdk_internals():
     hits = [str(p) for p in SRC.rglob("*.py") if "_base_client" in p.read_text(encoding="utf-8")]
     assert hits == []
+
+
+def test_max_cost_run_shows_one_cost(server, store, prices):
+    from ragmeter.llm.accounting import show_section
+
+    samples = [sample(i, f"Paris is the capital of France, fact {i}.") for i in range(8)]
+    samples[2] = sample(2, "GARBLE Paris is the capital of France.")
+    one = faithfulness.requests(samples[:1], {})[0]
+    from ragmeter.llm import estimate_tokens
+
+    per_call = (estimate_tokens(one.system) + estimate_tokens(one.user)) / 1e6 + one.expected_output_tokens * 2 / 1e6
+    res = evaluate(samples, ["faithfulness"], db=store, progress=False, skip_unavailable=False,
+                   options=judge_options(server, judge_prices=prices, judge_max_cost=per_call * 3.5,
+                                         judge_concurrency=1))
+    run = store.get_run(res.run_id)
+    extra = run.extra["judge"]
+    usage = run_judge_usage(store, run.id)
+    assert extra["budget_exhausted"] is True
+    assert (extra["calls"], extra["cost_usd"]) == (usage["calls"], usage["cost_usd"])
+    assert f"${extra['cost_usd']:.6f}" in show_section(store, run)["judge tokens and cost"]

@@ -212,6 +212,16 @@ class JudgeService:
                                "failed": c["failed"], "retries": c["retries"],
                                "input_tokens": c["input_tokens"], "output_tokens": c["output_tokens"],
                                "cost_usd": round(self._spent, 6) if self.price is not None else None}
+        if self.store is not None and self.run_id and not self.cfg.dry_run:
+            # one truth: a run's figures are the sums of its judge_calls rows (what `show` and the
+            # report read), which also cover the earlier sessions of a resumed run
+            from ragmeter.llm.accounting import run_judge_usage
+
+            self._write_rows()
+            usage = run_judge_usage(self.store, self.run_id)
+            if usage is not None:
+                out.update({k: usage[k] for k in ("calls", "cached", "failed", "input_tokens", "output_tokens")})
+                out["cost_usd"] = usage["cost_usd"] if self.price is not None else None
         if self.price is None:
             out["price"] = f"unknown for {self.cfg.model} (add one: --option judge_prices=FILE)"
         adaptations = getattr(self._client, "adaptations", None)
