@@ -181,3 +181,23 @@ def test_credentials_file_named_by_env(tmp_path, monkeypatch):
     assert env_secret("NOT_THERE") is None
     monkeypatch.setenv("MY_JUDGE_KEY", "from-env")
     assert env_secret("MY_JUDGE_KEY") == "from-env"
+
+
+def test_report_and_dashboard_redact_reasons_stored_before_redaction(tmp_path):
+    from ragmeter.report import data
+    from ragmeter.server import create_app
+
+    store = Store(str(tmp_path / "legacy.db"))
+    res = evaluate([Sample(id="a", question="q", answer="a b", references=["a b"])], ["token_f1"], db=store,
+                   progress=False)
+    leaked = "judge failure: HTTP 400 Incorrect API key provided: sk-proj-LEAKEDLEAKED0123456789"
+    from sqlalchemy import update
+
+    from ragmeter.store.models import ScoreRow
+
+    with store.session() as s, s.begin():  # as an older version stored it
+        s.execute(update(ScoreRow).where(ScoreRow.run_id == res.run_id).values(value=None, reason=leaked))
+    view = json.dumps(data.run_view(store, res.run_id), default=str)
+    assert "LEAKEDLEAKED" not in view and "judge failure: HTTP 400" in view
+    body = TestClient(create_app(store)).get(f"/runs/{res.run_id}").text
+    assert "LEAKEDLEAKED" not in body
