@@ -256,3 +256,15 @@ def test_max_cost_run_shows_one_cost(server, store, prices):
     assert extra["budget_exhausted"] is True
     assert (extra["calls"], extra["cost_usd"]) == (usage["calls"], usage["cost_usd"])
     assert f"${extra['cost_usd']:.6f}" in show_section(store, run)["judge tokens and cost"]
+
+
+def test_preflight_of_a_silent_server_is_a_timeout(server):
+    server.force_ping(Forced(delay=3.0))
+    svc = get_judge("openai:test-model", base_url=server.url + "/v1", api_key_env="RAGMETER_TEST_JUDGE_KEY",
+                    timeout=0.5)
+    try:
+        with pytest.raises(JudgeConfigError, match="timeout on a pre-flight request"):
+            svc.preflight()
+    finally:
+        svc.close()
+    server.wait_idle()
