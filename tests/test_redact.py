@@ -56,6 +56,7 @@ def test_redact_masks_secrets(text, secret):
     "missing field: reference",
     "no run 'abc' in sqlite:////tmp/x.db (see `ragmeter runs`)",
     "ollama:llama3.1:8b",
+    "a basic question; each token counted; send a bearer token in the header",
 ])
 def test_redact_keeps_ordinary_text(text):
     assert redact(text) == text

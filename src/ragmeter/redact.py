@@ -47,7 +47,10 @@ _KEY_FORMATS = re.compile(
     r"|eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"
     r")")
 _URL_PASSWORD = re.compile(r"(?P<head>\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s/:@'\"<>]*:)(?P<pw>[^\s@'\"<>]+)(?=@)")
-_AUTH_SCHEME = re.compile(r"(?i)\b(?P<scheme>bearer|basic|token|digest)(?P<sep>\s+)(?P<val>[A-Za-z0-9._~+/=\-]{6,})")
+# a bearer token outside an ``Authorization`` pair; it must look like one (a digit or punctuation),
+# so prose such as "a bearer token" stays readable
+_AUTH_SCHEME = re.compile(r"(?i)\b(?P<scheme>bearer)(?P<sep>\s+)(?=[A-Za-z0-9._~+/=\-]*[0-9._~+/=\-])"
+                          r"(?P<val>[A-Za-z0-9._~+/=\-]{8,})")
 _QUERY_PARAM = re.compile(r"(?P<head>[?&;](?P<name>[A-Za-z0-9_.\-]+)=)(?P<val>[^&\s#'\"<>]+)")
 _PAIR = re.compile(r"(?P<name>[A-Za-z_][A-Za-z0-9_.\-]*)(?P<sep>[\"']?\s*[:=]\s*[\"']?)"
                    r"(?P<val>(?:(?:bearer|basic|token)\s+)?[^\s\"',;}&)\]]+)", re.I)
