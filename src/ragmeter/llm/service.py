@@ -3,7 +3,7 @@
 Metrics hand it :class:`JudgeRequest` lists and get :class:`JudgeResult` lists back, in order. The
 calls run on one asyncio event loop in a background thread (so the SDKs' connection pools live for
 the whole run) under a concurrency limit and a requests-per-minute limit. A reply is cached in the
-store under sha256(provider, model, prompt, schema, parameters, template version): a re-run or a
+store under sha256(provider, endpoint, model, prompt, schema, parameters, template version): a re-run or a
 resumed run makes no repeated call. Every request is recorded in ``judge_calls`` with its tokens
 and cost. ``max_cost`` stops judging when the budget is reached; ``dry_run`` records what would
 be called and calls nothing.
