@@ -186,6 +186,14 @@ class Forced:
     delay: float = 0.0
     text: str | None = None
     message: str | None = None
+    #: send ``text`` as the whole body with this content type (e.g. a proxy's HTML page)
+    content_type: str | None = None
+    #: close the connection without answering (a dropped / reset connection)
+    drop: bool = False
+
+
+class _Drop(Exception):
+    """Raised inside a handler: close the connection without a reply."""
 
 
 def _schema_name(system: str, named: str | None) -> str:
@@ -212,6 +220,10 @@ class JudgeServer:
         self.delay = delay
         self.forced: deque[Forced] = deque()
         self.requests: list[dict[str, Any]] = []
+        #: pre-flight requests (plain prompts without a verdict schema, model look-ups), kept
+        #: apart from ``requests``; ``force_ping`` scripts their answers
+        self.pings: list[dict[str, Any]] = []
+        self.ping_forced: deque[Forced] = deque()
         self.inflight = 0
         self.max_inflight = 0
         self.lock = threading.Lock()
@@ -225,10 +237,16 @@ class JudgeServer:
         with self.lock:
             self.forced.extend(items)
 
+    def force_ping(self, *items: Forced) -> None:
+        with self.lock:
+            self.ping_forced.extend(items)
+
     def reset(self) -> None:
         with self.lock:
             self.forced.clear()
             self.requests.clear()
+            self.pings.clear()
+            self.ping_forced.clear()
             self.max_inflight = 0
 
     def wait_idle(self, timeout: float = 10.0) -> None:
@@ -311,10 +329,15 @@ class JudgeServer:
                         body += chunk[:-2]
                 else:
                     body = await reader.readexactly(int(headers.get("content-length", "0")))
-                status, extra, payload = await self._route(method, target.split("?", 1)[0], body)
-                data = json.dumps(payload).encode()
+                try:
+                    status, extra, payload = await self._route(method, target.split("?", 1)[0], body)
+                except _Drop:
+                    writer.transport.abort()
+                    return
+                data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+                ctype = extra.pop("content-type", "application/json")
                 out = [f"HTTP/1.1 {status} {'OK' if status == 200 else 'Error'}",
-                       "content-type: application/json", f"content-length: {len(data)}"]
+                       f"content-type: {ctype}", f"content-length: {len(data)}"]
                 out += [f"{k}: {v}" for k, v in extra.items()]
                 writer.write(("\r\n".join(out) + "\r\n\r\n").encode("latin-1") + data)
                 await writer.drain()
@@ -326,6 +349,9 @@ class JudgeServer:
     async def _route(self, method: str, path: str, raw: bytes) -> tuple[int, dict[str, str], Any]:
         if method == "GET" and path == "/stats":
             return 200, {}, {"requests": len(self.requests)}
+        if method == "GET" and "/models/" in path:  # Gemini model look-up (pre-flight)
+            model = path.rsplit("/", 1)[-1]
+            return await self._ping("google", {"model": model}, {"name": f"models/{model}"})
         body = json.loads(raw) if raw else {}
         if path == "/reset":
             self.reset()
@@ -368,8 +394,27 @@ class JudgeServer:
             return Forced(text='{"claims": [ this is not json')
         return Forced(delay=self.delay)
 
+    async def _ping(self, wire: str, body: dict[str, Any], ok: Any) -> tuple[int, dict[str, str], Any]:
+        with self.lock:
+            self.pings.append({"wire": wire, "body": body})
+            f = self.ping_forced.popleft() if self.ping_forced else None
+        if f is None:
+            return 200, {}, ok
+        if f.delay:
+            await asyncio.sleep(f.delay)
+        if f.drop:
+            raise _Drop
+        if f.content_type is not None:
+            return f.status, {**f.headers, "content-type": f.content_type}, (f.text or "").encode()
+        msg = f.message or f"scripted {f.status}"
+        return f.status, f.headers, {"error": {"message": msg, "type": "scripted", "code": f.status}}
+
     async def _scripted(self, wire: str, body: dict[str, Any], system: str, user: str,
                         named: str | None, model: str) -> tuple[int, dict[str, str], Any]:
+        try:
+            _schema_name(system, named)
+        except ValueError:  # no verdict schema: a pre-flight ping
+            return await self._ping(wire, body, _render(wire, None, "ok", system, user, model))
         with self.lock:
             self.requests.append({"wire": wire, "body": body})
             self.inflight += 1
@@ -381,6 +426,10 @@ class JudgeServer:
         finally:
             with self.lock:
                 self.inflight -= 1
+        if f.drop:
+            raise _Drop
+        if f.content_type is not None:
+            return f.status, {**f.headers, "content-type": f.content_type}, (f.text or "").encode()
         if f.status != 200:
             msg = f.message or f"scripted {f.status}"
             return f.status, f.headers, {"error": {"message": msg, "type": "scripted", "code": f.status}}

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ragmeter.errors import ConfigError
+from ragmeter.redact import CREDENTIALS_ENV, SECRET_HELP, find_secrets
 
 #: keys a config file may hold; anything else is an error naming the closest key.
 KNOWN_KEYS = {
@@ -67,6 +68,11 @@ def load_config(source: str | Path | dict[str, Any] | None) -> dict[str, Any]:
             raise ConfigError(f"{where}: cannot parse config: {exc}") from exc
     if not isinstance(raw, dict):
         raise ConfigError(f"{where}: a config must be a mapping at the top level")
+    secrets = list(find_secrets(raw))
+    if secrets:
+        # a key in a config file ends up committed, copied and stored with runs
+        raise ConfigError(f"{where}: {', '.join(secrets)} holds a secret, and a config never may. "
+                          f"Remove it: {SECRET_HELP}")
     metrics = raw.get("metrics")
     if metrics is None:
         metrics = raw.get("metric_types", [])
@@ -86,3 +92,29 @@ def load_config(source: str | Path | dict[str, Any] | None) -> dict[str, Any]:
     out["extra"] = {k: v for k, v in raw.items() if k not in KNOWN_KEYS}
     out["source"] = where
     return out
+
+
+def env_secret(name: str | None) -> str | None:
+    """The secret held by environment variable ``name``, else by the line ``name=value`` of the
+    credentials file that ``$RAGMETER_CREDENTIALS`` names (``None`` when neither has it)."""
+    import os
+
+    if not name:
+        return None
+    value = os.environ.get(name)
+    if value:
+        return value
+    path = os.environ.get(CREDENTIALS_ENV)
+    if not path:
+        return value
+    from pathlib import Path
+
+    try:
+        text = Path(path).expanduser().read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"${CREDENTIALS_ENV} names {path}, which cannot be read: {exc.strerror}") from None
+    for line in text.splitlines():
+        k, sep, v = line.strip().removeprefix("export ").partition("=")
+        if sep and not k.lstrip().startswith("#") and k.strip() == name:
+            return v.strip().strip("'\"") or None
+    return value

@@ -6,6 +6,18 @@ from __future__ import annotations
 class RagmeterError(Exception):
     """Base class of every error ragmeter raises on purpose."""
 
+    # the message never carries a credential (a store URL's password, a key a server echoed):
+    # every error message passes through the redaction layer when it is made and when printed
+    def __init__(self, *args: object) -> None:
+        from ragmeter.redact import redact
+
+        super().__init__(*(redact(a) if isinstance(a, str) else a for a in args))
+
+    def __str__(self) -> str:
+        from ragmeter.redact import redact
+
+        return redact(super().__str__())
+
 
 class DatasetError(RagmeterError):
     """A dataset row (or the whole file) could not be read.

@@ -247,8 +247,10 @@ def _preflight(requests: list[MetricRequest], opts: dict[str, Any], store: Store
 
 
 def _public_options(opts: dict[str, Any]) -> dict[str, Any]:
-    # API keys never reach the database
-    return {k: v for k, v in opts.items() if "key" not in k.lower() or k.lower().endswith("_env")}
+    # API keys never reach the database: secret-named options are dropped, the rest redacted
+    from ragmeter.redact import is_secret_name, redact_obj
+
+    return redact_obj({k: v for k, v in opts.items() if not is_secret_name(k)})
 
 
 def _jsonable(obj: Any) -> Any:

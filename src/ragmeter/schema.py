@@ -7,6 +7,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from ragmeter.redact import redact, redact_obj
+
 
 class Chunk(BaseModel):
     """A piece of text retrieved by (or relevant to) a query.
@@ -142,4 +144,6 @@ class Score:
 
     @classmethod
     def missing(cls, reason: str, details: dict[str, Any] | None = None) -> Score:
-        return cls(None, reason, details)
+        """No value, and why; the reason and details pass through the redaction layer (a judge
+        error body or a crashed metric's message may carry a key)."""
+        return cls(None, redact(reason), redact_obj(details) if details else details)

@@ -35,8 +35,10 @@ def main() -> None:
         # without standalone mode click returns typer.Exit's code instead of exiting with it
         rc = app(standalone_mode=False)
     except RagmeterError as exc:
-        typer.secho(f"error: {exc}", fg="red", err=True)
-        raise SystemExit(1) from None
+        from ragmeter.errors import ConfigError
+
+        typer.secho(f"error: {exc}", fg="red", err=True)  # str(RagmeterError) is redacted
+        raise SystemExit(2 if isinstance(exc, ConfigError) else 1) from None
     except typer.Exit as exc:
         raise SystemExit(exc.exit_code) from None
     except typer.Abort:

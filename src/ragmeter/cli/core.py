@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from ragmeter.cli._common import DB_HELP, console, err_console, fmt, get_store, summary_table
+from ragmeter.redact import redact_obj
 
 
 def register(app: typer.Typer) -> None:
@@ -178,7 +179,7 @@ def show_cmd(
             "finished_at": r.finished_at.isoformat() if r.finished_at else None,
             "ragmeter_version": r.ragmeter_version, "dataset": r.dataset_source,
             "dataset_fingerprint": r.dataset_fingerprint, "n_samples": r.n_samples,
-            "config": r.config, "timings": r.timings, "metrics": r.summary, **(r.extra or {})}
+            "config": redact_obj(r.config), "timings": r.timings, "metrics": r.summary, **(r.extra or {})}
     from ragmeter.cli import show_hooks
 
     sections = show_hooks.collect(store, r)

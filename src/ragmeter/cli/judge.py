@@ -66,7 +66,7 @@ def dry_run_report(data: Any, metrics: list[str], *, config: Any, mapping: Any, 
         console.print(plan["note"])
         return
     console.print(f"judge {plan.get('judge', '?')}: {plan['planned_calls']} calls would be made"
-                  f" ({plan.get('cached', 0)} verdicts already in the cache)")
+                  f" ({plan.get('cached', 0)} verdicts already in the cache)", emoji=False)
     console.print(f"estimated tokens: {plan['est_input_tokens']:,} in, {plan['est_output_tokens']:,} out "
                   "(input = characters / 4; output = an assumed size per metric)")
     cost = plan.get("est_cost_usd")

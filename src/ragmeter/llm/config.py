@@ -7,11 +7,12 @@ the configuration holds only the *name* of the environment variable that carries
 from __future__ import annotations
 
 import importlib.util
-import os
 from dataclasses import dataclass
 from typing import Any
 
+from ragmeter.config import env_secret
 from ragmeter.errors import ConfigError, JudgeError
+from ragmeter.redact import SECRET_HELP, find_secrets, is_secret_name, redact_url
 
 
 class JudgeConfigError(JudgeError, ConfigError):
@@ -113,13 +114,14 @@ class JudgeConfig:
         return _PROVIDERS[self.provider][1]
 
     def api_key(self) -> str | None:
-        """The key from the environment (``None`` if the variable is unset)."""
-        return os.environ.get(self.api_key_env) if self.api_key_env else None
+        """The key from the environment, or from the credentials file ``$RAGMETER_CREDENTIALS``
+        names (``None`` if neither has it)."""
+        return env_secret(self.api_key_env)
 
     def public(self) -> dict[str, Any]:
         """A description safe to store and print (no key, only the variable's name)."""
         return {"judge": self.label, "provider": self.provider, "model": self.model,
-                "base_url": self.base_url, "api_key_env": self.api_key_env,
+                "base_url": redact_url(self.base_url), "api_key_env": self.api_key_env,
                 "concurrency": self.concurrency, "rpm": self.rpm, "temperature": self.temperature,
                 "max_cost": self.max_cost, "dry_run": self.dry_run}
 
@@ -179,6 +181,12 @@ def config_from_options(options: dict[str, Any]) -> JudgeConfig:
     if not raw:
         raise JudgeConfigError(HOW_TO_CONFIGURE)
     judge: dict[str, Any] = {}
+    secrets = [k for k in options if k.startswith("judge") and is_secret_name(k)]
+    secrets += list(find_secrets(raw, "judge")) + list(find_secrets(options.get("judge_base_url"),
+                                                                    "judge_base_url"))
+    if secrets:
+        raise JudgeConfigError(f"{', '.join(secrets)} holds a secret, which the judge never reads "
+                               f"from options: {SECRET_HELP}")
     if isinstance(raw, dict):
         judge = dict(raw)
         spec = judge.get("model") or judge.get("judge")

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import email.utils
 import functools
-import importlib
 import importlib.util
 import inspect
 import json
@@ -23,6 +22,29 @@ from pydantic import BaseModel
 
 from ragmeter.llm.config import JudgeConfig, JudgeConfigError, needs_key
 from ragmeter.llm.structured import schema_json, strict_schema
+from ragmeter.redact import redact
+
+
+class NonJSONReply(Exception):
+    """The judge answered HTTP 200 with a body that is not JSON (a proxy's or login page's HTML,
+    a truncated body): retried like a transient error, then recorded as a judge failure."""
+
+    def __init__(self, body: Any) -> None:
+        text = body if isinstance(body, str) else repr(body)
+        kind = "an HTML page" if text.lstrip()[:15].lower().startswith(("<!doctype", "<html")) else "a non-JSON body"
+        self.snippet = redact(" ".join(text.split())[:200])
+        super().__init__(f"the judge answered HTTP 200 with {kind}, not a JSON reply "
+                         f"(check --judge-base-url): {self.snippet!r}")
+
+
+def _json_reply(data: Any) -> dict[str, Any]:
+    if not isinstance(data, dict):
+        raise NonJSONReply(data)
+    return data
+
+
+#: a minimal request that proves the endpoint is reachable, accepts the key and knows the model
+PING = "Reply with the single word: ok"
 
 
 @dataclass
@@ -132,16 +154,22 @@ class OpenAIClient:
         while True:
             body = self.build(system, messages, schema, max_tokens)
             try:
-                # the SDK's documented raw request (same auth, base URL, headers and error classes
-                # as chat.completions.create) with the body already encoded: the typed call would
-                # walk the JSON schema through its request transformer, deep-copy the body and build
-                # reply models on every call -- milliseconds of CPU per request
-                resp = await _raw_post(self._client, self._path, _response_class(openai), body)
+                # the SDK's documented request for any endpoint (``client.post``: same auth, base
+                # URL, headers and error classes as chat.completions.create) with the body already
+                # encoded: the typed call would walk the JSON schema through its request
+                # transformer, deep-copy the body and build reply models on every call --
+                # milliseconds of CPU per request
+                data = await _raw_post(self._client, self._path, body)
             except openai.BadRequestError as exc:
                 if self._adapt(str(exc)):
                     continue
                 raise
-            return self.parse(resp.json())
+            return self.parse(_json_reply(data))
+
+    async def ping(self, timeout: float) -> None:
+        """One 1-token request without retries (pre-flight); raises what a real call would."""
+        body = {"model": self.cfg.model, "messages": [{"role": "user", "content": PING}], "max_tokens": 1}
+        _json_reply(await _raw_post(self._client.with_options(timeout=timeout, max_retries=0), self._path, body))
 
     @staticmethod
     def parse(data: dict[str, Any]) -> Reply:
@@ -226,7 +254,7 @@ class AnthropicClient:
 
         while True:
             try:
-                resp = await _raw_post(self._client, "/v1/messages", _response_class(anthropic),
+                data = await _raw_post(self._client, "/v1/messages",
                                        self.build(system, messages, schema, max_tokens))
             except anthropic.BadRequestError as exc:
                 if "temperature" in str(exc).lower() and self.send_temperature:
@@ -234,7 +262,13 @@ class AnthropicClient:
                     self.adaptations.append("temperature not sent")
                     continue
                 raise
-            return self.parse(resp.json())
+            return self.parse(_json_reply(data))
+
+    async def ping(self, timeout: float) -> None:
+        """One 1-token request without retries (pre-flight); raises what a real call would."""
+        body = {"model": self.cfg.model, "max_tokens": 1, "messages": [{"role": "user", "content": PING}]}
+        _json_reply(await _raw_post(self._client.with_options(timeout=timeout, max_retries=0),
+                                    "/v1/messages", body))
 
     @staticmethod
     def parse(data: dict[str, Any]) -> Reply:
@@ -301,6 +335,12 @@ class GoogleClient:
         resp = await self._client.aio.models.generate_content(**self.build(system, messages, schema, max_tokens))
         return self.parse(resp)
 
+    async def ping(self, timeout: float) -> None:
+        """Look the model up (free; checks the key and the model name), within ``timeout``."""
+        import asyncio
+
+        await asyncio.wait_for(self._client.aio.models.get(model=self.cfg.model), timeout)
+
     @staticmethod
     def parse(resp: Any) -> Reply:
         try:
@@ -346,26 +386,21 @@ def http_client(sdk: Any, cfg: JudgeConfig) -> Any:
 _JSON_HEADERS: Any = {"headers": {"Content-Type": "application/json"}}
 
 
-async def _raw_post(client: Any, path: str, response_class: Any, body: dict[str, Any]) -> Any:
-    """``client.post`` with the body pre-encoded (``content=``) when the SDK accepts it, so the SDK
-    neither copies nor re-encodes it; older SDKs get ``body=``."""
+async def _raw_post(client: Any, path: str, body: dict[str, Any]) -> Any:
+    """``client.post(path, cast_to=object, ...)``: the decoded JSON reply as plain dicts and lists
+    (no reply models), or the body's text when it is not JSON. The body goes pre-encoded
+    (``content=``) when the SDK accepts it, so the SDK neither copies nor re-encodes it; older SDKs
+    get ``body=``. Only the SDKs' public client API is used, so a change of their HTTP stack
+    (httpx, httpx2, aiohttp) does not matter here."""
     if _accepts_content(type(client)):
         data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-        return await client.post(path, cast_to=response_class, content=data, options=_JSON_HEADERS)
-    return await client.post(path, cast_to=response_class, body=body)
+        return await client.post(path, cast_to=object, content=data, options=_JSON_HEADERS)
+    return await client.post(path, cast_to=object, body=body)
 
 
 @functools.lru_cache(maxsize=8)
 def _accepts_content(cls: type) -> bool:
     return "content" in inspect.signature(cls.post).parameters
-
-
-def _response_class(sdk: Any) -> Any:
-    """The raw HTTP response class of an SDK's transport (httpx, or httpx2 in newer SDKs), for
-    its documented ``client.post(path, cast_to=Response, body=...)``."""
-    base = importlib.import_module(f"{sdk.__name__}._base_client")
-    transport = getattr(base, "httpx2", None) or base.httpx
-    return transport.Response
 
 
 def make_client(cfg: JudgeConfig) -> OpenAIClient | AnthropicClient | GoogleClient:
@@ -378,34 +413,55 @@ def make_client(cfg: JudgeConfig) -> OpenAIClient | AnthropicClient | GoogleClie
     raise JudgeConfigError(f"unknown judge provider {cfg.provider!r}")
 
 
-_TIMEOUT_NAMES = {"APITimeoutError", "TimeoutException", "ReadTimeout", "ConnectTimeout",
-                  "WriteTimeout", "PoolTimeout", "TimeoutError"}
-_REFUSED = ("connect call failed", "cannot connect to host", "connection refused")
-_CONNECTION_NAMES = {"APIConnectionError", "TransportError", "ConnectError", "RemoteProtocolError",
-                     "ReadError", "WriteError", "NetworkError", "ConnectionError",
-                     "ServerDisconnectedError", "ClientConnectorError"}
+#: exception types (anywhere in the cause chain) that mean "the connection failed or dropped"
+_CONNECTION_NAMES = {"ConnectError", "ReadError", "WriteError", "CloseError", "RemoteProtocolError",
+                     "ServerDisconnectedError", "ClientConnectorError", "ClientOSError", "ClientPayloadError",
+                     "ConnectionResetError", "ConnectionRefusedError", "ConnectionAbortedError",
+                     "BrokenPipeError", "IncompleteReadError", "ConnectionError"}
+#: ... and "no answer in time"
+_TIMEOUT_NAMES = {"ReadTimeout", "ConnectTimeout", "WriteTimeout", "PoolTimeout", "TimeoutError",
+                  "TimeoutException", "ServerTimeoutError", "SocketTimeoutError", "ConnectionTimeoutError"}
+_CONNECTION_TEXT = ("connect call failed", "cannot connect to host", "connection refused", "connection reset",
+                    "server disconnected", "peer closed", "remote end closed", "connection aborted",
+                    "broken pipe", "incomplete chunked read", "connection was closed")
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    out: list[BaseException] = []
+    e: BaseException | None = exc
+    while e is not None and len(out) < 6 and e not in out:
+        out.append(e)
+        e = e.__cause__ or e.__context__
+    return out
 
 
 def classify(exc: BaseException) -> Problem:
-    """Sort an SDK/transport exception into retry / stop-the-run / give-up-on-this-request."""
+    """Sort an SDK/transport exception into retry / stop-the-run / give-up-on-this-request.
+
+    The SDKs wrap transport errors (``APIConnectionError``, ``APITimeoutError``), and their aiohttp
+    transport reports some dropped connections as timeouts, so the whole cause chain is read: a
+    refused, reset or dropped connection is a "connection error", only a real wait is a "timeout".
+    Messages pass through the redaction layer (a server may echo the key it was sent).
+    """
+    chain = _chain(exc)
+    msg = redact(f"{type(exc).__name__}: {exc}"[:500])
+    if isinstance(exc, NonJSONReply):
+        return Problem("transient", "non-JSON reply", msg)
     names = {c.__name__ for c in type(exc).__mro__}
-    msg = f"{type(exc).__name__}: {exc}"[:500]
-    chain = []
-    e: BaseException | None = exc
-    while e is not None and len(chain) < 5:
-        chain.append(str(e).lower())
-        e = e.__cause__ or e.__context__
-    if any(m in c for c in chain for m in _REFUSED):
-        # the SDKs' aiohttp transport reports a refused connection as a connect *timeout*
-        return Problem("transient", "connection error", msg + " | " + " | ".join(chain[1:])[:300])
-    if names & _TIMEOUT_NAMES:
-        return Problem("transient", "timeout", msg)
+    inner = {type(e).__name__ for e in chain[1:]}
+    texts = [str(e).lower() for e in chain]
+    detail = redact(" | ".join(dict.fromkeys(str(e) for e in chain[1:] if str(e)))[:300])
+    full = msg + (f" | {detail}" if detail else "")
+    if inner & _CONNECTION_NAMES or any(m in t for t in texts for m in _CONNECTION_TEXT):
+        return Problem("transient", "connection error", full)
+    if names & _TIMEOUT_NAMES or inner & _TIMEOUT_NAMES or "APITimeoutError" in names:
+        return Problem("transient", "timeout", full)
     status = getattr(exc, "status_code", None)
     if status is None:
         code = getattr(exc, "code", None)
         status = code if isinstance(code, int) else None
-    if status is None and names & _CONNECTION_NAMES:
-        return Problem("transient", "connection error", msg)
+    if status is None and (names & _CONNECTION_NAMES or "APIConnectionError" in names):
+        return Problem("transient", "connection error", full)
     if status is None:
         return Problem("final", type(exc).__name__, msg)
     retry_after = retry_after_seconds(getattr(getattr(exc, "response", None), "headers", None))

@@ -3,7 +3,7 @@
 Metrics hand it :class:`JudgeRequest` lists and get :class:`JudgeResult` lists back, in order. The
 calls run on one asyncio event loop in a background thread (so the SDKs' connection pools live for
 the whole run) under a concurrency limit and a requests-per-minute limit. A reply is cached in the
-store under sha256(provider, model, prompt, schema, parameters, template version): a re-run or a
+store under sha256(provider, endpoint, model, prompt, schema, parameters, template version): a re-run or a
 resumed run makes no repeated call. Every request is recorded in ``judge_calls`` with its tokens
 and cost. ``max_cost`` stops judging when the budget is reached; ``dry_run`` records what would
 be called and calls nothing.
@@ -31,8 +31,15 @@ from ragmeter.llm.prices import Price, PriceTable
 from ragmeter.llm.providers import Problem, classify, make_client
 from ragmeter.llm.request import BUDGET, DRY_RUN, FAILED, OK, JudgeRequest, JudgeResult
 from ragmeter.llm.structured import ReplyParseError, parse_reply, schema_json
+from ragmeter.redact import endpoint_id, redact, redact_url
 
 _MEMORY_LIMIT = 20_000
+#: seconds a pre-flight request may take (capped by the judge's own timeout)
+PREFLIGHT_TIMEOUT = 10.0
+#: a failed pre-flight is remembered this long (a server being started is tried again after it)
+_PREFLIGHT_FAILURE_TTL = 30.0
+_PREFLIGHT: dict[tuple[Any, ...], tuple[str | None, float]] = {}
+_PREFLIGHT_LOCK = threading.Lock()
 _WRITE_EVERY = 200  # rows buffered before a bulk write
 _WRITE_INTERVAL = 1.0  # seconds
 
@@ -119,8 +126,10 @@ class JudgeService:
 
     # ---- keys ---------------------------------------------------------------------------------
     def key(self, req: JudgeRequest) -> str:
-        """sha256 of provider, model, prompt, schema, sampling parameters and template version."""
-        payload = json.dumps([self.cfg.provider, self.cfg.model, req.system, req.user,
+        """sha256 of provider, endpoint (normalised base URL without credentials), model, prompt,
+        schema, sampling parameters and template version: the same model name served by another
+        endpoint (another server, quantisation or deployment) never shares verdicts."""
+        payload = json.dumps([self.cfg.provider, endpoint_id(self.cfg.base_url), self.cfg.model, req.system, req.user,
                               schema_json(req.schema), self.cfg.temperature,
                               req.max_tokens or self.cfg.max_tokens, req.template_version],
                              ensure_ascii=False, separators=(",", ":"))
@@ -203,6 +212,16 @@ class JudgeService:
                                "failed": c["failed"], "retries": c["retries"],
                                "input_tokens": c["input_tokens"], "output_tokens": c["output_tokens"],
                                "cost_usd": round(self._spent, 6) if self.price is not None else None}
+        if self.store is not None and self.run_id and not self.cfg.dry_run:
+            # one truth: a run's figures are the sums of its judge_calls rows (what `show` and the
+            # report read), which also cover the earlier sessions of a resumed run
+            from ragmeter.llm.accounting import run_judge_usage
+
+            self._write_rows()
+            usage = run_judge_usage(self.store, self.run_id)
+            if usage is not None:
+                out.update({k: usage[k] for k in ("calls", "cached", "failed", "input_tokens", "output_tokens")})
+                out["cost_usd"] = usage["cost_usd"] if self.price is not None else None
         if self.price is None:
             out["price"] = f"unknown for {self.cfg.model} (add one: --option judge_prices=FILE)"
         adaptations = getattr(self._client, "adaptations", None)
@@ -235,6 +254,62 @@ class JudgeService:
                 "est_cost_usd": round(self.price.cost(tin, tout), 6) if self.price else None,
                 "per_metric": per}
 
+    def preflight(self) -> None:
+        """Check, before a run starts, that the judge answers: one request (a 1-token completion;
+        Gemini: a model lookup), one try, at most ``PREFLIGHT_TIMEOUT`` seconds. A dry run makes
+        no call. The outcome is kept per configuration (and key) for the process, so calling it
+        again is free; a failure is tried again after 30 seconds.
+
+        Raises:
+            JudgeConfigError: the endpoint cannot be reached, rejects the key, does not know the
+                model, or answers with something that is not an API reply (an HTML page).
+        """
+        if self.cfg.dry_run:
+            return
+        ident = (self.cfg, hashlib.sha256((self.cfg.api_key() or "").encode()).hexdigest())
+        with _PREFLIGHT_LOCK:
+            known = _PREFLIGHT.get(ident)
+        if known is None or (known[0] is not None and time.monotonic() - known[1] > _PREFLIGHT_FAILURE_TTL):
+            known = (self._ping(), time.monotonic())
+            with _PREFLIGHT_LOCK:
+                _PREFLIGHT[ident] = known
+        if known[0] is not None:
+            raise JudgeConfigError(known[0])
+
+    def _ping(self) -> str | None:
+        """Why the pre-flight request failed, or ``None`` when the judge answered."""
+        import concurrent.futures
+
+        cfg = self.cfg
+        timeout = min(cfg.timeout, PREFLIGHT_TIMEOUT)
+        where = redact_url(cfg.base_url) or f"the {cfg.provider} API"
+        runtime = _Runtime.get()
+
+        async def ping() -> None:
+            client = await runtime.client(cfg)
+            await client.ping(timeout)
+
+        fut = asyncio.run_coroutine_threadsafe(ping(), runtime.loop)
+        try:
+            fut.result(timeout + 5)
+        except JudgeConfigError as exc:
+            return str(exc)
+        except (concurrent.futures.TimeoutError, TimeoutError):
+            fut.cancel()
+            return (f"judge {cfg.label} at {where} did not answer a pre-flight request within "
+                    f"{timeout:g} s: is the server running, and is --judge-base-url right?")
+        except Exception as exc:  # noqa: BLE001 - every SDK/transport error is classified
+            p = classify(exc)
+            if p.kind == "config":
+                return f"judge {cfg.label}: the pre-flight request failed: {p.message}"
+            if p.short in {"connection error", "timeout"}:
+                return (f"judge {cfg.label} at {where}: {p.short} on a pre-flight request ({p.message}). "
+                        "Is the server running, and is --judge-base-url right?")
+            if p.short == "non-JSON reply":
+                return f"judge {cfg.label} at {where}: {p.message}"
+            # 400, 429, 5xx: the endpoint answered as an API does; the run's retries handle these
+        return None
+
     def close(self) -> None:
         """Write pending accounting rows. The event loop and the provider client stay up for the
         next run in this process (they are shared, see :class:`_Runtime`)."""
@@ -252,12 +327,12 @@ class JudgeService:
         return res
 
     def _record(self, req: JudgeRequest, res: JudgeResult) -> None:
-        if self.store is None:
+        if self.store is None or self.cfg.dry_run:  # a dry run leaves nothing in the store
             return
         self._call_rows.append({
             "run_id": self.run_id, "metric": req.metric, "sample_id": req.sample_id, "key": res.key,
             "provider": self.cfg.provider, "model": self.cfg.model, "cached": res.cached,
-            "ok": res.ok, "error": res.error[:1000] if res.error else None,
+            "ok": res.ok, "error": redact(res.error[:1000]) if res.error else None,
             "input_tokens": res.input_tokens, "output_tokens": res.output_tokens,
             "cost_usd": res.cost_usd or 0.0, "latency_ms": res.latency_ms})
         if res.ok and not res.cached and res.value is not None:
@@ -387,11 +462,11 @@ class JudgeService:
             raise
 
     def _account(self, req: JudgeRequest, res: JudgeResult) -> None:
-        if res.status == BUDGET:
-            if res.input_tokens or res.output_tokens:
-                self._counts["input_tokens"] += res.input_tokens
-                self._counts["output_tokens"] += res.output_tokens
-            return
+        if res.status == BUDGET and not res.attempts:
+            return  # never sent
+        # a request stopped by the budget after a reply it had to re-ask for was a call that
+        # cost money: counted and recorded like any failed call, so the run's figures and the
+        # judge_calls rows (what `show` sums) hold the same cost
         self._counts["calls"] += 1
         self._counts["input_tokens"] += res.input_tokens
         self._counts["output_tokens"] += res.output_tokens
@@ -400,7 +475,8 @@ class JudgeService:
             self._remember(res)
         else:
             self._counts["failed"] += 1
-            self._failed[res.key] = res
+            if res.status != BUDGET:
+                self._failed[res.key] = res
         self._record(req, res)
 
     async def _reserve(self, amount: float) -> bool:

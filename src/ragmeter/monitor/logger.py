@@ -11,16 +11,15 @@ from __future__ import annotations
 import atexit
 import logging
 import queue
-import re
 import threading
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ragmeter.monitor.calls import Privacy, insert_calls, normalise_call
+from ragmeter.redact import redact
 
 log = logging.getLogger("ragmeter.monitor")
-_URL_CREDENTIALS = re.compile(r"(://[^:/@\s]+:)[^@\s]+@")
 
 
 class CallLogger:
@@ -163,7 +162,7 @@ class CallLogger:
                 self._bump("written", n=len(batch))
                 return
             except Exception as exc:  # noqa: BLE001 - the database may be down; retry, then count
-                self._bump("write_errors", _URL_CREDENTIALS.sub(r"\1***@", f"{type(exc).__name__}: {exc}"))
+                self._bump("write_errors", redact(f"{type(exc).__name__}: {exc}"))
                 log.warning("ragmeter.monitor: write failed (attempt %d of %d)", attempt + 1, self.retries)
                 if attempt + 1 < self.retries:
                     time.sleep(delay)

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ragmeter.errors import ConfigError, StoreError
+from ragmeter.redact import redact, redact_obj
 from ragmeter.report.bands import band, oriented
 from ragmeter.schema import FIELD_PRESENT, Sample, Score
 from ragmeter.stats import aggregate, bootstrap_ci
@@ -149,7 +150,7 @@ def metric_views(run: Run, samples: Sequence[Sample], table: Mapping[str, Mappin
             "max": agg.get("max"), "ci_low": agg.get("ci_low"), "ci_high": agg.get("ci_high"),
             "n": int(agg.get("n", len(values))), "n_missing": int(agg.get("n_missing", 0)),
             "n_pending": len(scores) - len(present),
-            "missing_reasons": dict(agg.get("missing_reasons") or {}),
+            "missing_reasons": redact_obj(dict(agg.get("missing_reasons") or {})),
             "band": b.name if b else None, "band_css": b.css if b else None,
             "band_action": b.action if b else None,
             "histogram": histogram(values, lo, hi),
@@ -231,7 +232,7 @@ def sample_row(sample: Sample, position: int, table: Mapping[str, Mapping[str, S
         if sc is None:
             reasons[m["key"]] = "not scored yet"
         elif v is None:
-            reasons[m["key"]] = sc.reason or "no value"
+            reasons[m["key"]] = redact(sc.reason or "no value")  # runs stored before redaction too
         text = reasoning_text(sc.details if sc is not None else None)
         if text:
             reasoning.append({"metric": m["key"], "text": text})
@@ -463,7 +464,7 @@ def run_view(store: Store, ref: str, *, max_samples: int | None = 1000,
     return {
         "run": run_header(run),
         "live": live,
-        "config": _jsonable(run.config or {}),
+        "config": _jsonable(redact_obj(run.config or {})),  # runs stored before redaction too
         "requests": _jsonable(run.metrics or []),
         "method": _jsonable(extra.get("method")) if extra.get("method") else None,
         "timings": _jsonable(run.timings or {}),

@@ -200,9 +200,9 @@ def add_monitor_routes(app: FastAPI, store: Any, page: Callable[..., HTMLRespons
     def monitor_page(window: str = "1d", bucket: str | None = None,
                      max_p95_ms: float | None = None, max_error_rate: float | None = None,
                      min_metric: Annotated[list[str] | None, Query()] = None) -> HTMLResponse:
-        from ragmeter.report import monitor_figures as figures
         from ragmeter.monitor.aggregate import auto_bucket, now_utc, parse_duration, series, window_stats
         from ragmeter.monitor.online import monitor_runs
+        from ragmeter.report import monitor_figures as figures
 
         try:
             span = parse_duration(window)
@@ -246,8 +246,8 @@ def add_monitor_routes(app: FastAPI, store: Any, page: Callable[..., HTMLRespons
     @app.get("/trend/{metric}", response_class=HTMLResponse, include_in_schema=False)
     def trend_page(metric: str, name: str | None = None, limit: Annotated[int, Query(ge=2, le=500)] = 50
                    ) -> HTMLResponse:
-        from ragmeter.report import monitor_figures as figures
         from ragmeter.monitor.online import trend
+        from ragmeter.report import monitor_figures as figures
 
         try:
             rows = trend(store, metric, name=name, limit=limit)

@@ -122,10 +122,23 @@ def share_score(verdict: BaseModel, items: Sequence[Any], counts: dict[str, Call
 
 
 def judge_check(ctx: Any, **_params: Any) -> str | None:
-    """``check`` of every LLM metric: why no judge can be used here (how to configure one), or ``None``."""
+    """``check`` of every LLM metric: why no judge can be used here (how to configure one, or
+    why its pre-flight request failed: unreachable, key rejected, unknown model), or ``None``.
+
+    The pre-flight request is made once per judge configuration in a process, and never in a
+    dry run.
+    """
+    from ragmeter.errors import JudgeError
     from ragmeter.llm import problem
 
-    return problem(ctx.options)
+    msg = problem(ctx.options)
+    if msg is not None:
+        return msg
+    try:
+        ctx.service("judge").preflight()
+    except JudgeError as exc:
+        return str(exc)
+    return None
 
 
 BlocksFn = Callable[[Sample, dict[str, Any]], "list[tuple[str, str]] | Score"]
