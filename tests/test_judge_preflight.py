@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from ragmeter.llm.estimate import estimate_run_cost
+from ragmeter.estimate import estimate_run_cost
 
 from judge_server import Forced, JudgeServer, judge_options, server_fixtures
 from ragmeter import evaluate
