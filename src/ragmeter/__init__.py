@@ -9,6 +9,7 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 from ragmeter.errors import ConfigError, DatasetError, JudgeError, MetricError, RagmeterError, StoreError
+from ragmeter.errors import CheckFailedError, IncompleteRunError
 from ragmeter.io import Dataset, load, save
 from ragmeter.schema import AgentTrace, Chunk, Sample, Score, ToolCall
 
@@ -16,6 +17,7 @@ __all__ = [
     "AgentTrace", "Chunk", "ConfigError", "Dataset", "DatasetError", "EvaluationResult",
     "JudgeError", "MetricError", "RagmeterError", "Sample", "Score", "StoreError", "ToolCall",
     "__version__", "evaluate", "load", "save",
+    "CheckFailedError", "IncompleteRunError",
 ]
 
 

@@ -50,14 +50,24 @@ def eval_cmd(
     concurrency: Annotated[int | None, typer.Option("--concurrency", help="Judge requests in flight at once (default 8).")] = None,
     rpm: Annotated[float | None, typer.Option("--rpm", help="Judge requests per minute (default: no limit).")] = None,
     method: Annotated[str | None, typer.Option("--method", help="Answer correctness method: keyword, semantic_fixed, semantic_dynamic, semantic_guarded, llm_judge, hybrid (adds metric correct_<method>).")] = None,
+    max_missing: Annotated[float | None, typer.Option("--max-missing", help="Share of samples (0-1) a metric may lack a value on before the run is incomplete (exit 3). Default: incomplete only when a metric has no value at all.")] = None,
 ) -> None:
-    """Evaluate a dataset: score every sample with every metric, store the run, print the summary."""
+    """Evaluate a dataset: score every sample with every metric, store the run, print the summary.
+
+    Exits 3 when the run is incomplete (no samples, or a metric without values); the run is
+    stored with status 'incomplete' and the reasons.
+    """
     from ragmeter.runner import evaluate
 
     if on_error not in {"raise", "skip"}:
-        raise typer.BadParameter("--on-error must be 'raise' or 'skip'")
+        raise typer.BadParameter(f"use 'raise' or 'skip', got {on_error!r}",
+                                 param_hint="'--on-error'")
     if data is None and not resume:
-        raise typer.BadParameter("give a DATA file (or 'example'), or --resume RUN_ID")
+        raise typer.BadParameter("give a dataset file or 'example', e.g. `ragmeter eval data.jsonl "
+                                 "-m token_f1`, or --resume RUN_ID", param_hint="'DATA'")
+    if max_missing is not None and not 0 <= max_missing <= 1:
+        raise typer.BadParameter(f"a share of the samples between 0 and 1 (0.2 = 20%), got {max_missing:g}",
+                                 param_hint="'--max-missing'")
     if method:
         from ragmeter.correctness import metric_for_method
 
@@ -79,7 +89,8 @@ def eval_cmd(
         return
     result = evaluate(data, _split_metrics(metrics), config=config, mapping=map_ or None,
                       on_error=on_error, db=db, resume=resume, name=name, options=opts or None,
-                      progress=not no_progress and not as_json, skip_unavailable=skip_unavailable)
+                      progress=not no_progress and not as_json, skip_unavailable=skip_unavailable,
+                      max_missing=max_missing)
     if out:
         result.write_jsonl(out)
     skipped = result.extra.get("skipped_rows")
@@ -89,11 +100,16 @@ def eval_cmd(
             err_console.print(f"  {e}", markup=False, highlight=False)
     if as_json:
         typer.echo(json.dumps(result.to_dict(), default=str))
-        return
-    console.print(summary_table(result.summary, title=f"run {result.run_id} — {len(result.samples)} samples"))
-    _print_extra(result.extra)
-    if out:
-        console.print(f"per-sample results: {out}")
+    else:
+        console.print(summary_table(result.summary, title=f"run {result.run_id} — {len(result.samples)} samples"))
+        _print_extra(result.extra)
+        if out:
+            console.print(f"per-sample results: {out}")
+    if not result.complete:
+        err_console.print(f"[yellow]run {result.run_id} is incomplete (exit 3):[/yellow]")
+        for reason in result.incomplete:
+            err_console.print(f"  {reason}", markup=False, highlight=False)
+        raise typer.Exit(3)
 
 
 def _parse_value(v: str) -> Any:
@@ -206,8 +222,9 @@ def export_cmd(
     db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
 ) -> None:
     """Write a run's per-sample values (one row per sample, one column per metric) to a file."""
-    from ragmeter.export import export_run
+    from ragmeter.export import check_format, export_run
 
+    check_format(format)
     store = get_store(db)
     rid = store.resolve_run(run)
     path = export_run(store, rid, format, output or Path(f"{rid}.{format}"))
