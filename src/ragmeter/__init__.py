@@ -8,8 +8,16 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from ragmeter.errors import ConfigError, DatasetError, JudgeError, MetricError, RagmeterError, StoreError
-from ragmeter.errors import CheckFailedError, IncompleteRunError
+from ragmeter.errors import (
+    CheckFailedError,
+    ConfigError,
+    DatasetError,
+    IncompleteRunError,
+    JudgeError,
+    MetricError,
+    RagmeterError,
+    StoreError,
+)
 from ragmeter.io import Dataset, load, save
 from ragmeter.schema import AgentTrace, Chunk, Sample, Score, ToolCall
 

@@ -131,27 +131,56 @@ def _print_extra(extra: dict[str, Any]) -> None:
 
 def metrics_cmd(
     family: Annotated[str | None, typer.Option(help="Only this family.")] = None,
+    long: Annotated[bool, typer.Option("--long", "-l", help="Also print each metric's definition.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="JSON list.")] = False,
 ) -> None:
-    """List every metric with its family, needed fields, range and direction."""
+    """List every metric with its family, direction, needed fields and range (--long: definitions)."""
+    from rich import box
     from rich.table import Table
+    from rich.text import Text
 
     from ragmeter.metrics.base import all_metrics
 
     specs = [s for s in all_metrics() if family is None or s.family == family]
+    if family is not None and not specs:
+        families = sorted({s.family for s in all_metrics()})
+        raise typer.BadParameter(f"no metric family {family!r}; families: {', '.join(families)}",
+                                 param_hint="'--family'")
     if as_json:
         typer.echo(json.dumps([s.info() for s in specs]))
         return
-    t = Table(title=f"{len(specs)} metrics")
-    for col in ("name", "family", "needs", "range", "dir", "uses"):
-        t.add_column(col, no_wrap=True)
-    t.add_column("description", overflow="ellipsis", no_wrap=True)
+    ranges = {f"{s.range[0]:g}-{s.range[1]:g}" for s in specs}
+    one_range = len(ranges) == 1
+    # names, families and directions never wrap or shrink; only the field lists wrap, so the
+    # table reads at 80 columns (definitions are too long for a column: --long prints them below)
+    t = Table(title=f"{len(specs)} metrics" + (f", every score in {ranges.pop()}" if one_range else ""),
+              box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True,
+              title_justify="left")
+    t.add_column("name", no_wrap=True)
+    t.add_column("family", no_wrap=True)
+    t.add_column("better", no_wrap=True)
+    if not one_range:
+        t.add_column("range", no_wrap=True)
+    t.add_column("needs", overflow="fold")
     for s in specs:
-        uses = ",".join(x for x, f in (("embeddings", s.needs_embeddings), ("llm", s.needs_llm)) if f)
-        name = s.name + (f"@{s.param}" if s.param else "")
-        t.add_row(name, s.family, ",".join(s.requires), f"{s.range[0]:g}-{s.range[1]:g}",
-                  "↑" if s.higher_is_better else "↓", uses, s.info()["description"][:90])
+        uses = [x for x, f in (("+emb", s.needs_embeddings), ("+judge", s.needs_llm)) if f]
+        row = [s.name + (f"@{s.param}" if s.param else ""), s.family,
+               "higher" if s.higher_is_better else "lower"]
+        if not one_range:
+            row.append(f"{s.range[0]:g}-{s.range[1]:g}")
+        row.append(", ".join([*s.requires, *uses]))
+        t.add_row(*row)
     console.print(t)
+    if any(s.needs_embeddings or s.needs_llm for s in specs):
+        console.print("+emb: computes embeddings (offline default model); +judge: needs an LLM judge "
+                      "(--judge). `ragmeter metrics --long` prints every definition.",
+                      markup=False, highlight=False)
+    if long:
+        for s in specs:
+            head = Text(s.name + (f"@{s.param}" if s.param else ""), style="bold")
+            console.print(head)
+            console.print(Text(s.info()["description"]), style=None, soft_wrap=False,
+                          markup=False, highlight=False)
 
 
 def runs_cmd(
@@ -169,12 +198,22 @@ def runs_cmd(
                                 "metrics": [m["key"] for m in r.metrics],
                                 "n_samples": r.n_samples, "dataset": r.dataset_source} for r in runs]))
         return
-    t = Table(title=f"{len(runs)} runs")
-    for col in ("id", "name", "status", "created", "samples", "metrics", "dataset"):
-        t.add_column(col)
+    from rich import box
+
+    # the id is what a user types next (show, report, gate ...): it never wraps or shrinks;
+    # the free-text columns wrap instead
+    t = Table(title=f"{len(runs)} runs (n = samples; created month-day time)", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False,
+              collapse_padding=True, title_justify="left")
+    t.add_column("id", no_wrap=True, min_width=max((len(r.id) for r in runs), default=2))
+    t.add_column("name", overflow="fold", ratio=1)
+    t.add_column("status", no_wrap=True)
+    t.add_column("created", no_wrap=True)
+    t.add_column("n", justify="right", no_wrap=True)
+    t.add_column("metrics", overflow="fold", ratio=2)
+    t.add_column("dataset", overflow="fold", ratio=1)
     for r in runs:
         keys = [m["key"] for m in r.metrics]
-        t.add_row(r.id, r.name or "", r.status, r.created_at.strftime("%Y-%m-%d %H:%M:%S"),
+        t.add_row(r.id, r.name or "", r.status, r.created_at.strftime("%m-%d %H:%M"),
                   str(r.n_samples), ", ".join(keys[:6]) + (" …" if len(keys) > 6 else ""),
                   r.dataset_source or "")
     console.print(t)
