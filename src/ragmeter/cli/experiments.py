@@ -346,7 +346,12 @@ def gate_cmd(
     db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
 ) -> None:
     """Regression gate: exit 1 when a metric dropped by more than --max-drop and the drop is
-    significant (one-sided paired permutation test), else 0; prints what moved."""
+    significant (one-sided paired permutation test), else 0; prints what moved.
+
+    Exits 2 when the gate is misconfigured (unknown run or baseline, metric not in both, bad
+    --max-drop or --alpha) and 3 when it is incomplete (a gated metric without values, or a run
+    stored as incomplete) and nothing regressed.
+    """
     from ragmeter.experiments.gate import gate
 
     res = gate(run, baseline, max_drop=max_drop, metrics=_metrics(metric) or None, alpha=alpha,
@@ -372,8 +377,12 @@ def gate_cmd(
                       drop + ci, _p(r.pvalue), str(r.n),
                       style.get(r.status, r.status) + (f" ({r.note})" if r.note else ""))
         _out().print(t)
-        verdict = "[red]FAIL[/red]: significant regression" if res.failed else "[green]PASS[/green]"
+        verdict = ("[red]FAIL[/red]: significant regression" if res.failed else
+                   "[yellow]INCOMPLETE[/yellow]: not every metric could be checked" if res.incomplete else
+                   "[green]PASS[/green]")
         console.print(f"{verdict} (max drop {max_drop:g}{' relative' if relative else ''}, alpha {alpha:g})")
+        for reason in res.incomplete:
+            err_console.print(f"  {reason}", markup=False, highlight=False)
     if res.exit_code:
         # SystemExit, not typer.Exit: the console entry point runs click with standalone_mode=False,
         # which turns typer.Exit(n) into a return value and would lose the status
