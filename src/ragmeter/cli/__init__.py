@@ -59,10 +59,16 @@ def _register_all() -> None:
 _register_all()
 
 
-def _usage_hint(exc: BaseException) -> str:
-    """``Try: ragmeter CMD --help`` for the command the usage error happened in."""
+def _usage_hint(exc: BaseException, argv: list[str]) -> str:
+    """``Try 'ragmeter CMD --help'`` for the command the usage error happened in (click knows it
+    for most errors; for an option missing its value, the command is the first known word)."""
     ctx = getattr(exc, "ctx", None)
-    path = getattr(ctx, "command_path", None) or "ragmeter"
+    path = getattr(ctx, "command_path", None)
+    if not path or path == "ragmeter":
+        names = {c.name or c.callback.__name__ for c in app.registered_commands if c.callback}
+        names |= {g.name for g in app.registered_groups if g.name}
+        cmd = next((a for a in argv if a in names), None)
+        path = f"ragmeter {cmd}" if cmd else "ragmeter"
     return f"Try '{path} --help' for how to call it."
 
 
@@ -92,7 +98,7 @@ def main(argv: list[str] | None = None) -> None:
         # TyperException, carry the exit status (2 for usage errors) and the failing command
         typer.secho(f"error: {exc.format_message()}", fg="red", err=True)
         if getattr(exc, "ctx", None) is not None or exc.exit_code == EXIT_USAGE:
-            typer.echo(_usage_hint(exc), err=True)
+            typer.echo(_usage_hint(exc, sys.argv[1:] if argv is None else argv), err=True)
         raise SystemExit(exc.exit_code) from None
     if isinstance(rc, int) and rc != 0:
         raise SystemExit(rc)

@@ -9,7 +9,15 @@ from typing import Annotated, Any
 
 import typer
 
-from ragmeter.cli._common import DB_HELP, console, err_console, fmt, get_store, summary_table
+from ragmeter.cli._common import (
+    DB_HELP,
+    console,
+    err_console,
+    exit_if_incomplete,
+    fmt,
+    get_store,
+    summary_table,
+)
 
 
 def register(app: typer.Typer) -> None:
@@ -74,7 +82,10 @@ def eval_cmd(
         metrics = [*(metrics or []), metric_for_method(method)]
     opts: dict[str, Any] = {}
     for item in option or []:
-        k, _, v = item.partition("=")
+        k, eq, v = item.partition("=")
+        if not eq or not k.strip():
+            raise typer.BadParameter(f"use key=value, e.g. --option embedding_model=all-MiniLM-L6-v2; got {item!r}",
+                                     param_hint="'--option'")
         opts[k.strip()] = _parse_value(v)
     opts.update({k: v for k, v in {"judge": judge, "judge_base_url": judge_base_url,
                                    "judge_api_key_env": judge_api_key_env, "judge_max_cost": max_cost,
@@ -105,11 +116,7 @@ def eval_cmd(
         _print_extra(result.extra)
         if out:
             console.print(f"per-sample results: {out}")
-    if not result.complete:
-        err_console.print(f"[yellow]run {result.run_id} is incomplete (exit 3):[/yellow]")
-        for reason in result.incomplete:
-            err_console.print(f"  {reason}", markup=False, highlight=False)
-        raise typer.Exit(3)
+    exit_if_incomplete(result)
 
 
 def _parse_value(v: str) -> Any:

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ragmeter.cli._common import DB_HELP, console, err_console, fmt, get_store
+from ragmeter.cli._common import DB_HELP, console, err_console, exit_if_incomplete, fmt, get_store
 
 
 def _out() -> Any:
@@ -169,8 +169,9 @@ def pipeline_cmd(
                             name=name, db=db, options=_kv(option, "--option"), cache=not no_cache)
     if as_json:
         typer.echo(json.dumps(res.to_dict(), default=str))
-        return
-    console.print(summary_table(res.summary, title=f"run {res.run_id} — {len(res.samples)} questions"))
+    else:
+        console.print(summary_table(res.summary, title=f"run {res.run_id} — {len(res.samples)} questions"))
+    exit_if_incomplete(res)
 
 
 # ---- correctness -----------------------------------------------------------------------------------
@@ -202,8 +203,10 @@ def correctness_cmd(
     res = evaluate(data, keys, db=db, name=name, options=opts)
     table = label_agreement(res)
     if as_json:
-        typer.echo(json.dumps({"run_id": res.run_id, "methods": table, "method": res.extra.get("method"),
+        typer.echo(json.dumps({"run_id": res.run_id, "status": res.status, "incomplete": res.incomplete,
+                               "methods": table, "method": res.extra.get("method"),
                                "calibration": res.extra.get("calibration")}, default=str))
+        exit_if_incomplete(res)
         return
     from rich.table import Table
 
@@ -232,6 +235,7 @@ def correctness_cmd(
         console.print(f"hybrid: {rec.get('judge_calls')} judge calls, {rec.get('judge_calls_saved')} saved"
                       + (f", agreement with judging everything {fmt(rec.get('agreement_with_judge_all'))}"
                          if rec.get("agreement_with_judge_all") is not None else ""))
+    exit_if_incomplete(res)
 
 
 def _print_curve(cal: dict[str, Any]) -> None:
