@@ -212,17 +212,20 @@ def runs_cmd(
     t = Table(title=f"{len(runs)} runs (n = samples; created month-day time)", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False,
               collapse_padding=True, title_justify="left")
     t.add_column("id", no_wrap=True, min_width=max((len(r.id) for r in runs), default=2))
-    t.add_column("name", overflow="fold", ratio=1)
+    named = any(r.name for r in runs)
+    if named:
+        t.add_column("name", overflow="fold")
     t.add_column("status", no_wrap=True)
     t.add_column("created", no_wrap=True)
     t.add_column("n", justify="right", no_wrap=True)
-    t.add_column("metrics", overflow="fold", ratio=2)
-    t.add_column("dataset", overflow="fold", ratio=1)
+    t.add_column("metrics", overflow="fold", min_width=12)
+    t.add_column("dataset", overflow="fold")
+    shown = 3 if console.size.width >= 110 else 1  # narrow terminals: the first metric and a count
     for r in runs:
         keys = [m["key"] for m in r.metrics]
-        t.add_row(r.id, r.name or "", r.status, r.created_at.strftime("%m-%d %H:%M"),
-                  str(r.n_samples), ", ".join(keys[:6]) + (" …" if len(keys) > 6 else ""),
-                  r.dataset_source or "")
+        more = f" +{len(keys) - shown}" if len(keys) > shown else ""
+        t.add_row(r.id, *([r.name or ""] if named else []), r.status, r.created_at.strftime("%m-%d %H:%M"),
+                  str(r.n_samples), ", ".join(keys[:shown]) + more, r.dataset_source or "")
     console.print(t)
 
 
