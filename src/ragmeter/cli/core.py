@@ -9,15 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ragmeter.cli._common import (
-    DB_HELP,
-    console,
-    err_console,
-    exit_if_incomplete,
-    fmt,
-    get_store,
-    summary_table,
-)
+from ragmeter.cli._common import DB_HELP, console, err_console, fmt, get_store, summary_table
 
 
 def register(app: typer.Typer) -> None:
@@ -116,6 +108,8 @@ def eval_cmd(
         _print_extra(result.extra)
         if out:
             console.print(f"per-sample results: {out}")
+    from ragmeter.cli._common import exit_if_incomplete
+
     exit_if_incomplete(result)
 
 
