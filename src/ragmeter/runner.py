@@ -138,11 +138,11 @@ def _rich_progress(enabled: bool) -> Iterator[ProgressFactory]:
 
 def evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None = None, *,
              config: str | Path | dict[str, Any] | None = None,
+             max_missing: float | None = None,
              mapping: Mapping[str, str] | Sequence[str] | None = None,
              on_error: str = "raise", db: str | Store | None = None, resume: str | None = None,
              name: str | None = None, options: dict[str, Any] | None = None,
-             progress: bool = False, skip_unavailable: bool = False,
-             max_missing: float | None = None) -> EvaluationResult:
+             progress: bool = False, skip_unavailable: bool = False) -> EvaluationResult:
     """Score every sample of ``data`` with every metric and store the run.
 
     Args:
@@ -150,6 +150,10 @@ def evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None = None, *
         metrics: metric names (``"rouge1_fmeasure"``, ``"ndcg@10"``) or ``{"name", "params"}``
             mappings. Added to the config file's metrics, if any.
         config: a config file path or mapping (``metrics``/``metric_types``, ``options`` ...).
+        max_missing: the share of samples (0 to 1) a metric may lack a value on before the run
+            counts as incomplete. Default: a run is incomplete only when a metric has no value on
+            any sample (or there are no samples); ``0.2`` also flags a metric missing on more than
+            20% of the samples.
         mapping: ``{field: column}`` for columns the aliases do not cover.
         on_error: ``"raise"`` or ``"skip"`` bad dataset rows.
         db: a store, or a SQLAlchemy URL (default ``$RAGMETER_DB`` or ``.ragmeter/ragmeter.db``).
@@ -157,12 +161,8 @@ def evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None = None, *
         name: a name for the run.
         options: run-wide options passed to metrics (``embedding_model``, ``judge`` ...).
         progress: show progress bars on stderr.
-        skip_unavailable: when a metric cannot run here (no judge configured, judge unreachable
-            ...), record no value for it and go on instead of failing before any work.
-        max_missing: the share of samples (0 to 1) a metric may lack a value on before the run
-            counts as incomplete. Default: a run is incomplete only when a metric has no value on
-            any sample (or there are no samples); ``0.2`` also flags a metric missing on more than
-            20% of the samples.
+        skip_unavailable: when a metric cannot run here (no judge configured ...), record no value
+            for it and go on instead of failing before any work.
 
     Returns:
         An :class:`EvaluationResult`. An incomplete run is stored with status ``incomplete`` and

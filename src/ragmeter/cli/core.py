@@ -90,10 +90,9 @@ def eval_cmd(
         dry_run_report(data, _split_metrics(metrics), config=config, mapping=map_ or None,
                        on_error=on_error, db=db, options=opts, as_json=as_json)
         return
-    result = evaluate(data, _split_metrics(metrics), config=config, mapping=map_ or None,
+    result = evaluate(data, _split_metrics(metrics), config=config, max_missing=max_missing, mapping=map_ or None,
                       on_error=on_error, db=db, resume=resume, name=name, options=opts or None,
-                      progress=not no_progress and not as_json, skip_unavailable=skip_unavailable,
-                      max_missing=max_missing)
+                      progress=not no_progress and not as_json, skip_unavailable=skip_unavailable)
     if out:
         result.write_jsonl(out)
     skipped = result.extra.get("skipped_rows")
