@@ -192,7 +192,11 @@ def test_openai_log_file_evaluates_without_conversion(tmp_path, db_url):
     r = CliRunner().invoke(app, ["eval", str(EXAMPLE / "openai_traces.jsonl"), "--config",
                                  str(EXAMPLE / "expectations.yaml"), "--db", db_url, "--no-progress",
                                  "-o", str(out), "--json"])
-    assert r.exit_code == 0, r.output
+    # exit 3 (incomplete): OpenAI logs carry no intent or plan, so those two metrics have no value
+    assert r.exit_code == 3, r.output
+    assert json.loads(r.stdout.splitlines()[0])["incomplete"] == [
+        "intent_correctness: no value on 4 of 4 samples (e.g. the trace has no intent)",
+        "plan_quality: no value on 4 of 4 samples (e.g. the trace has no plan)"]
     rows = {x["id"]: x for x in map(json.loads, out.read_text().splitlines())}
     assert (rows["apple"]["tool_choice_correctness"], rows["apple"]["tool_completeness"]) == (0.75, 1.0)
     assert (rows["xyz-private"]["tool_choice_correctness"], rows["xyz-private"]["tool_completeness"]) == (0.5, 0.5)

@@ -60,15 +60,27 @@ def test_log_call_writes_in_batches_and_never_raises(db_url):
     assert count_calls(Store(db_url)) == 30
 
 
-def test_log_call_drops_and_counts_when_the_queue_is_full(tmp_path):
-    # a database that cannot be opened: the writer keeps failing, the queue fills up
-    bad = f"sqlite:///{tmp_path / 'missing-dir' / 'x' / '..' / '..'}"
-    log = monitor.CallLogger(bad, max_queue=5, flush_interval=5, retries=1)
+def test_log_call_drops_and_counts_when_the_queue_is_full(db_url, monkeypatch):
+    import threading
+
+    import ragmeter.monitor.logger as logger_mod
+
+    release = threading.Event()
+
+    def stuck_database(store, rows):  # the database hangs, then fails
+        release.wait(10)
+        raise OSError("database unreachable")
+
+    monkeypatch.setattr(logger_mod, "insert_calls", stuck_database)
+    log = monitor.CallLogger(db_url, max_queue=5, batch_size=1, flush_interval=0.01, retries=1)
+    # the database hangs: at most one call is in the writer's hands and five are queued; the
+    # rest are dropped at once (a blocking put would hang here until the event is released)
     results = [log.log_call("q", "a", latency_ms=1.0) for _ in range(50)]
-    assert results.count(False) >= 40
+    assert results.count(False) >= 44 and log.stats()["dropped"] >= 44
+    release.set()
+    log.close(timeout=5)
     st = log.stats()
-    assert st["dropped"] >= 40
-    log.close(timeout=1)
+    assert st["write_errors"] >= 1 and "database unreachable" in st["last_error"]
 
 
 def test_async_log_call_and_privacy(db_url):

@@ -290,9 +290,9 @@ def test_cli_json_and_errors(tmp_path):
     proc = _cli(str(tmp_path / "q"), str(tmp_path / "r"), "-c", "-m", "map", "-m", "num_q")
     assert proc.stdout == "num_q                 \tall\t2\nmap                   \tall\t0.5000\n"
     proc = _cli(str(tmp_path / "q"), str(tmp_path / "missing"), "-m", "map")
-    assert proc.returncode == 1 and "cannot read run file" in proc.stderr
+    assert proc.returncode == 2 and "cannot read run file" in proc.stderr
     proc = _cli(str(tmp_path / "q"), str(tmp_path / "r"), "-m", "bogus")
-    assert proc.returncode == 1 and "unknown trec measure 'bogus'" in proc.stderr
+    assert proc.returncode == 2 and "unknown trec measure 'bogus'" in proc.stderr
 
 
 def _trec_eval_binary() -> str | None:
@@ -306,6 +306,7 @@ def _trec_eval_binary() -> str | None:
                            "GitHub at build time), so the test cannot build one")
 def test_cli_output_is_byte_identical_to_the_trec_eval_binary(tmp_path):
     binary = _trec_eval_binary()
+    version = _trec_eval_version(binary)
     flag_sets = [(), ("-c",), ("-l2",), ("-M3",), ("-c", "-l2")]
     ms = ["official", "P.1,3,10", "recall.2,100", "ndcg_cut.3,10", "ndcg", "success", "map_cut.3",
           "set_P", "set_F", "set_recall", "num_nonrel_judged_ret"]
@@ -322,11 +323,31 @@ def test_cli_output_is_byte_identical_to_the_trec_eval_binary(tmp_path):
                                  text=True)
             ours = _cli(str(qf), str(rf), "-q", *flags, *margs)
             if ref.returncode != 0:
-                assert ours.returncode != 0
+                # 10.0-rc evaluates a qrels query the run lacks against the previous query's
+                # ranking without -c and then fails; 9.0.x and ragmeter skip the query
+                assert ours.returncode != 0 or version >= (10,)
                 continue
-            assert ours.stdout == ref.stdout, (seed, flags)
+            assert _comparable(ours.stdout, version, run, "-c" in flags) == \
+                _comparable(ref.stdout, version, run, False), (seed, flags)
             checked += 1
     assert checked > 100
+
+
+def _trec_eval_version(binary: str) -> tuple[int, ...]:
+    out = subprocess.run([binary, "-v"], capture_output=True, text=True)
+    text = (out.stderr or out.stdout).strip().split()[-1]
+    return tuple(int(x) for x in text.split("-")[0].split(".") if x.isdigit())
+
+
+def _comparable(text: str, version: tuple[int, ...], run: dict, complete: bool) -> str:
+    """trec_eval 10.0 changed iprec_at_recall's interpolation (ragmeter follows 9.0.x, as
+    pytrec_eval does); before 10.0, ``-c -q`` did not print the queries missing from the run."""
+    lines = text.splitlines(keepends=True)
+    if version >= (10,):
+        return "".join(x for x in lines if not x.startswith("iprec_at_recall"))
+    if complete:
+        return "".join(x for x in lines if x.split("\t")[1] == "all" or x.split("\t")[1] in run)
+    return text
 
 
 def test_relevance_matrix_from_arrays_equals_from_dicts():

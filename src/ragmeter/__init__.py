@@ -7,7 +7,16 @@ Per-metric functions live in ``ragmeter.metrics`` (e.g. ``ragmeter.metrics.retri
 from __future__ import annotations
 
 from ragmeter._version import __version__
-from ragmeter.errors import ConfigError, DatasetError, JudgeError, MetricError, RagmeterError, StoreError
+from ragmeter.errors import (
+    CheckFailedError,
+    ConfigError,
+    DatasetError,
+    IncompleteRunError,
+    JudgeError,
+    MetricError,
+    RagmeterError,
+    StoreError,
+)
 from ragmeter.io import Dataset, load, save
 from ragmeter.schema import AgentTrace, Chunk, Sample, Score, ToolCall
 
@@ -15,6 +24,7 @@ __all__ = [
     "AgentTrace", "Chunk", "ConfigError", "Dataset", "DatasetError", "EvaluationResult",
     "JudgeError", "MetricError", "RagmeterError", "Sample", "Score", "StoreError", "ToolCall",
     "__version__", "estimate_run_cost", "evaluate", "load", "save",
+    "CheckFailedError", "IncompleteRunError",
 ]
 
 

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ragmeter.errors import ConfigError
 from ragmeter.store import Store
 
 
@@ -29,7 +30,24 @@ def run_rows(store: Store, run_id: str) -> tuple[list[str], list[dict[str, Any]]
     return keys, rows
 
 
+#: the file formats ``export_run`` writes
+EXPORT_FORMATS = ("csv", "parquet", "jsonl")
+
+
+def check_format(fmt: str) -> str:
+    """``fmt`` when ragmeter can export to it.
+
+    Raises:
+        ConfigError: an unknown format, listing the ones there are.
+    """
+    if fmt not in EXPORT_FORMATS:
+        raise ConfigError(f"cannot export to {fmt!r}: use one of {', '.join(EXPORT_FORMATS)} "
+                          "(e.g. -f csv; spreadsheets open the CSV)")
+    return fmt
+
+
 def export_run(store: Store, run_id: str, fmt: str, path: Path) -> Path:
+    check_format(fmt)
     keys, rows = run_rows(store, run_id)
     path.parent.mkdir(parents=True, exist_ok=True)
     if fmt == "jsonl":
@@ -47,5 +65,5 @@ def export_run(store: Store, run_id: str, fmt: str, path: Path) -> Path:
     elif fmt == "parquet":
         df.to_parquet(path, index=False)
     else:
-        raise ValueError(f"unknown export format {fmt!r} (csv, parquet, jsonl)")
+        raise ConfigError(f"unknown export format {fmt!r} ({', '.join(EXPORT_FORMATS)})")
     return path

@@ -18,7 +18,7 @@ from typing import Any
 from ragmeter._version import __version__
 from ragmeter.config import load_config
 from ragmeter.context import ScoringContext
-from ragmeter.errors import ConfigError, MetricError, StoreError
+from ragmeter.errors import ConfigError, IncompleteRunError, JudgeError, MetricError, StoreError
 from ragmeter.io.readers import Dataset, load
 from ragmeter.metrics.base import MetricRequest, missing_fields, resolve_all
 from ragmeter.provenance import provenance
@@ -37,6 +37,9 @@ class EvaluationResult:
         scores: ``{metric_key: [Score per sample]}`` aligned with ``samples``.
         summary: ``{metric_key: aggregate}`` (mean, n, n_missing, missing_reasons, ci_low, ci_high ...).
         extra: service figures (embeddings computed/cached, judge calls and cost) and skipped rows.
+        status: ``"completed"`` (every metric has values) or ``"incomplete"`` (no samples, or a
+            metric without a value on more samples than ``max_missing`` allows).
+        incomplete: why the run is incomplete, one line per problem (empty when completed).
     """
 
     run_id: str
@@ -45,6 +48,23 @@ class EvaluationResult:
     summary: dict[str, dict[str, Any]]
     extra: dict[str, Any] = field(default_factory=dict)
     store_url: str | None = None
+    status: str = "completed"
+    incomplete: list[str] = field(default_factory=list)
+
+    @property
+    def complete(self) -> bool:
+        """Whether there were samples and every metric has values (``status == "completed"``)."""
+        return self.status == "completed"
+
+    def raise_for_status(self) -> EvaluationResult:
+        """Raise :class:`~ragmeter.errors.IncompleteRunError` when the run is incomplete.
+
+        Returns:
+            The result itself, so ``evaluate(...).raise_for_status()`` reads as one step.
+        """
+        if not self.complete:
+            raise IncompleteRunError(self.run_id, self.incomplete, result=self)
+        return self
 
     def __getitem__(self, metric: str) -> float | None:
         return self.summary[metric]["mean"]
@@ -85,8 +105,8 @@ class EvaluationResult:
         return path
 
     def to_dict(self) -> dict[str, Any]:
-        return {"run_id": self.run_id, "n_samples": len(self.samples), "metrics": self.summary,
-                **self.extra}
+        return {"run_id": self.run_id, "status": self.status, "incomplete": self.incomplete,
+                "n_samples": len(self.samples), "metrics": self.summary, **self.extra}
 
 
 ProgressFactory = Callable[[str, int], Callable[[int], None]]
@@ -119,6 +139,7 @@ def _rich_progress(enabled: bool) -> Iterator[ProgressFactory]:
 
 def evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None = None, *,
              config: str | Path | dict[str, Any] | None = None,
+             max_missing: float | None = None,
              mapping: Mapping[str, str] | Sequence[str] | None = None,
              on_error: str = "raise", db: str | Store | None = None, resume: str | None = None,
              name: str | None = None, options: dict[str, Any] | None = None,
@@ -131,6 +152,10 @@ def evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None = None, *
         metrics: metric names (``"rouge1_fmeasure"``, ``"ndcg@10"``) or ``{"name", "params"}``
             mappings. Added to the config file's metrics, if any.
         config: a config file path or mapping (``metrics``/``metric_types``, ``options`` ...).
+        max_missing: the share of samples (0 to 1) a metric may lack a value on before the run
+            counts as incomplete. Default: a run is incomplete only when a metric has no value on
+            any sample (or there are no samples); ``0.2`` also flags a metric missing on more than
+            20% of the samples.
         mapping: ``{field: column}`` for columns the aliases do not cover.
         on_error: ``"raise"`` or ``"skip"`` bad dataset rows.
         db: a store, or a SQLAlchemy URL (default ``$RAGMETER_DB`` or ``.ragmeter/ragmeter.db``).
@@ -147,12 +172,19 @@ def evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None = None, *
     by ``ragmeter golden generate`` / ``ragmeter dataset``.
 
     Returns:
-        An :class:`EvaluationResult`.
+        An :class:`EvaluationResult`. An incomplete run is stored with status ``incomplete`` and
+        returned like any other (``result.status``, ``result.incomplete`` say why);
+        ``result.raise_for_status()`` turns it into an :class:`~ragmeter.errors.IncompleteRunError`.
 
     Raises:
         DatasetError: a bad row (with ``on_error="raise"``).
-        ConfigError: unknown metric names (listing the closest), unavailable metrics.
+        ConfigError: unknown metric names (listing the closest), unavailable metrics, a bad
+            ``max_missing``.
+        JudgeError: the judge did not answer its pre-flight request (unreachable, key refused,
+            unknown model); raised before any run is stored.
     """
+    if max_missing is not None and not (isinstance(max_missing, int | float) and 0 <= max_missing <= 1):
+        raise ConfigError(f"max_missing must be a share of the samples between 0 and 1, got {max_missing!r}")
     cfg = load_config(config)
     entries = list(cfg.get("metrics") or []) + list(metrics or [])
     opts = {**cfg.get("options", {}), **(options or {})}
@@ -225,10 +257,40 @@ def evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None = None, *
     previous = store.get_run(run_id)
     total = time.perf_counter() - t0
     timings["total_s"] = round(total + (previous.timings or {}).get("total_s", 0.0), 4)
-    store.finish_run(run_id, status="completed", summary=summary, timings=timings,
-                     extra={**(previous.extra or {}), **extra})
+    problems = incomplete_reasons(len(samples), summary, max_missing)
+    status = "incomplete" if problems else "completed"
+    run_extra = {k: v for k, v in (previous.extra or {}).items() if k != "incomplete"}
+    if problems:
+        extra["incomplete"] = problems
+    store.finish_run(run_id, status=status, summary=summary, timings=timings,
+                     extra={**run_extra, **extra})
     return EvaluationResult(run_id=run_id, samples=samples, scores=scores, summary=summary,
-                            extra=extra, store_url=store.url)
+                            extra=extra, store_url=store.url, status=status, incomplete=problems)
+
+
+def incomplete_reasons(n_samples: int, summary: Mapping[str, Mapping[str, Any]],
+                       max_missing: float | None = None) -> list[str]:
+    """Why a finished run is incomplete (empty list: it is complete).
+
+    A run is incomplete when it has no samples, when a metric has no value on any sample, or
+    when a metric lacks a value on more than ``max_missing`` (a share, 0 to 1) of the samples.
+    Each reason names the metric, the count and its most common missing-value reason.
+    """
+    if n_samples == 0:
+        return ["no samples: the dataset is empty"]
+    out = []
+    for key, agg in summary.items():
+        missing = int(agg.get("n_missing") or 0)
+        has = int(agg.get("n") or 0)
+        total = missing + has
+        if total == 0 or (has > 0 and (max_missing is None or missing <= max_missing * total)):
+            continue
+        reasons = agg.get("missing_reasons") or {}
+        top = max(reasons.items(), key=lambda kv: kv[1])[0] if reasons else None
+        limit = "" if has == 0 else f", more than the {max_missing:.0%} allowed (max_missing)"
+        out.append(f"{key}: no value on {missing} of {total} samples{limit}"
+                   + (f" (e.g. {top})" if top else ""))
+    return out
 
 
 def _preflight(requests: list[MetricRequest], opts: dict[str, Any], store: Store,
@@ -238,12 +300,35 @@ def _preflight(requests: list[MetricRequest], opts: dict[str, Any], store: Store
     try:
         found = {r.key: msg for r in requests
                  if r.spec.check is not None and (msg := r.spec.check(ctx, **r.params))}
+        if found and not skip_unavailable:
+            raise ConfigError("cannot run:\n  " + "\n  ".join(f"{k}: {m}" for k, m in found.items())
+                              + "\n(--skip-unavailable records no value for these and runs the rest)")
+        judged = [r for r in requests if r.spec.needs_llm and r.key not in found]
+        if judged:
+            problem = _judge_preflight(ctx)
+            if problem and not skip_unavailable:
+                raise problem
+            if problem:
+                found.update({r.key: str(problem) for r in judged})
     finally:
         ctx.close()
-    if found and not skip_unavailable:
-        raise ConfigError("cannot run:\n  " + "\n  ".join(f"{k}: {m}" for k, m in found.items())
-                          + "\n(--skip-unavailable records no value for these and runs the rest)")
     return found
+
+
+def _judge_preflight(ctx: ScoringContext) -> JudgeError | ConfigError | None:
+    """Ask the judge service to prove it can answer (reachable, key accepted, model known) with
+    one small request, so a dead endpoint stops the run in seconds instead of after every
+    sample's retries. Services without a ``preflight()`` are trusted as they are."""
+    try:
+        svc = ctx.service("judge")
+        if getattr(getattr(svc, "cfg", None), "dry_run", False):
+            return None
+        preflight = getattr(svc, "preflight", None)
+        if callable(preflight):
+            preflight()
+    except (JudgeError, ConfigError) as exc:
+        return exc
+    return None
 
 
 def _public_options(opts: dict[str, Any]) -> dict[str, Any]:

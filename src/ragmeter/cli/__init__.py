@@ -6,12 +6,38 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import sys
+from typing import Annotated
 
 import typer
 
+from ragmeter import __version__
+
+#: the exit status table every command's --help ends with (docs/exit-codes.md); ``\b`` keeps
+#: click from re-wrapping it into one paragraph
+EXIT_CODES_EPILOG = (
+    "\b\nExit status: 0 done, every requested metric has values; 1 the check failed\n"
+    "(regression, threshold); 2 usage, config or input error (nothing stored);\n"
+    "3 finished but incomplete (no samples, or a metric without values)."
+)
+
+# plain (click) help, not rich panels: option names are never cut and it reads at 80 columns
 app = typer.Typer(name="ragmeter", no_args_is_help=True, add_completion=False,
                   help="Measure RAG and agent quality: metrics, runs, comparisons, reports.",
-                  pretty_exceptions_enable=False)
+                  epilog=EXIT_CODES_EPILOG, pretty_exceptions_enable=False, rich_markup_mode=None)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"ragmeter {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: Annotated[bool, typer.Option("--version", "-V", callback=_version, is_eager=True,
+                                          help="Print the version and exit.")] = False,
+) -> None:
+    """Measure RAG and agent quality: metrics, runs, comparisons, reports."""
 
 
 def _register_all() -> None:
@@ -22,34 +48,57 @@ def _register_all() -> None:
         mod = importlib.import_module(f"{__name__}.{info.name}")
         if hasattr(mod, "register"):
             mod.register(app)
+    for cmd in app.registered_commands:
+        if not cmd.epilog:
+            cmd.epilog = EXIT_CODES_EPILOG
+    for group in app.registered_groups:
+        if group.typer_instance is not None and not group.typer_instance.info.epilog:
+            group.typer_instance.info.epilog = EXIT_CODES_EPILOG
 
 
 _register_all()
 
 
-def main() -> None:
-    """Console entry point: runs the app, turning ragmeter's own errors into one clear line."""
-    from ragmeter.errors import RagmeterError
+def _usage_hint(exc: BaseException, argv: list[str]) -> str:
+    """``Try 'ragmeter CMD --help'`` for the command the usage error happened in (click knows it
+    for most errors; for an option missing its value, the command is the first known word)."""
+    ctx = getattr(exc, "ctx", None)
+    path = getattr(ctx, "command_path", None)
+    if not path or path == "ragmeter":
+        names = {c.name or c.callback.__name__ for c in app.registered_commands if c.callback}
+        names |= {g.name for g in app.registered_groups if g.name}
+        cmd = next((a for a in argv if a in names), None)
+        path = f"ragmeter {cmd}" if cmd else "ragmeter"
+    return f"Try '{path} --help' for how to call it."
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point: runs the app and turns every error a user can cause into one or two
+    lines and the exit status of docs/exit-codes.md, never a traceback.
+
+    Args:
+        argv: the arguments (default: ``sys.argv[1:]``).
+    """
+    from ragmeter.errors import EXIT_USAGE, RagmeterError, exit_code_for
 
     try:
-        # without standalone mode click returns typer.Exit's code instead of exiting with it
-        rc = app(standalone_mode=False)
+        # without standalone mode click returns typer.Exit's code instead of exiting with it,
+        # and lets usage errors through to be printed here
+        rc = app(args=argv, prog_name="ragmeter", standalone_mode=False)
     except RagmeterError as exc:
-        from ragmeter.errors import ConfigError
-
         typer.secho(f"error: {exc}", fg="red", err=True)  # str(RagmeterError) is redacted
-        raise SystemExit(2 if isinstance(exc, ConfigError) else 1) from None
+        raise SystemExit(exit_code_for(exc)) from None
     except typer.Exit as exc:
         raise SystemExit(exc.exit_code) from None
-    except typer.Abort:
+    except (typer.Abort, KeyboardInterrupt):
         typer.echo("aborted", err=True)
         raise SystemExit(130) from None
-    except Exception as exc:  # click usage errors
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            raise SystemExit(exc.exit_code) from None
-        raise
+    except typer.TyperException as exc:
+        # typer >= 0.29 vendors click: its UsageError/BadParameter/NoSuchOption ... derive from
+        # TyperException, carry the exit status (2 for usage errors) and the failing command
+        typer.secho(f"error: {exc.format_message()}", fg="red", err=True)
+        if getattr(exc, "ctx", None) is not None or exc.exit_code == EXIT_USAGE:
+            typer.echo(_usage_hint(exc, sys.argv[1:] if argv is None else argv), err=True)
+        raise SystemExit(exc.exit_code) from None
     if isinstance(rc, int) and rc != 0:
         raise SystemExit(rc)

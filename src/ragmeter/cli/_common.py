@@ -62,3 +62,16 @@ def summary_table(summary: dict[str, dict[str, Any]], title: str | None = None) 
     if why:
         return Group(t, Text("why no value:", style="yellow"), why)
     return Group(t)
+
+
+def exit_if_incomplete(result: Any) -> None:
+    """Exit with status 3 (after the command printed its output) when an evaluation's run is
+    incomplete, listing why on stderr; a complete run returns."""
+    import typer
+
+    if getattr(result, "status", "completed") != "incomplete":
+        return
+    err_console.print(f"[yellow]run {result.run_id} is incomplete (exit 3):[/yellow]")
+    for reason in getattr(result, "incomplete", []):
+        err_console.print(f"  {reason}", markup=False, highlight=False)
+    raise typer.Exit(3)

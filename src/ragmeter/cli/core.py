@@ -52,21 +52,34 @@ def eval_cmd(
     rpm: Annotated[float | None, typer.Option("--rpm", help="Judge requests per minute (default: no limit).")] = None,
     where: Annotated[list[str] | None, typer.Option("--where", help="Only samples whose metadata match field=value (repeatable), e.g. type=multi_hop.")] = None,
     method: Annotated[str | None, typer.Option("--method", help="Answer correctness method: keyword, semantic_fixed, semantic_dynamic, semantic_guarded, llm_judge, hybrid (adds metric correct_<method>).")] = None,
+    max_missing: Annotated[float | None, typer.Option("--max-missing", help="Share of samples (0-1) a metric may lack a value on before the run is incomplete (exit 3). Default: incomplete only when a metric has no value at all.")] = None,
 ) -> None:
-    """Evaluate a dataset: score every sample with every metric, store the run, print the summary."""
+    """Evaluate a dataset: score every sample with every metric, store the run, print the summary.
+
+    Exits 3 when the run is incomplete (no samples, or a metric without values); the run is
+    stored with status 'incomplete' and the reasons.
+    """
     from ragmeter.runner import evaluate
 
     if on_error not in {"raise", "skip"}:
-        raise typer.BadParameter("--on-error must be 'raise' or 'skip'")
+        raise typer.BadParameter(f"use 'raise' or 'skip', got {on_error!r}",
+                                 param_hint="'--on-error'")
     if data is None and not resume:
-        raise typer.BadParameter("give a DATA file (or 'example'), or --resume RUN_ID")
+        raise typer.BadParameter("give a dataset file or 'example', e.g. `ragmeter eval data.jsonl "
+                                 "-m token_f1`, or --resume RUN_ID", param_hint="'DATA'")
+    if max_missing is not None and not 0 <= max_missing <= 1:
+        raise typer.BadParameter(f"a share of the samples between 0 and 1 (0.2 = 20%), got {max_missing:g}",
+                                 param_hint="'--max-missing'")
     if method:
         from ragmeter.correctness import metric_for_method
 
         metrics = [*(metrics or []), metric_for_method(method)]
     opts: dict[str, Any] = {}
     for item in option or []:
-        k, _, v = item.partition("=")
+        k, eq, v = item.partition("=")
+        if not eq or not k.strip():
+            raise typer.BadParameter(f"use key=value, e.g. --option embedding_model=all-MiniLM-L6-v2; got {item!r}",
+                                     param_hint="'--option'")
         opts[k.strip()] = _parse_value(v)
     opts.update({k: v for k, v in {"judge": judge, "judge_base_url": judge_base_url,
                                    "judge_api_key_env": judge_api_key_env, "judge_max_cost": max_cost,
@@ -79,7 +92,7 @@ def eval_cmd(
         dry_run_report(data, _split_metrics(metrics), config=config, mapping=map_ or None,
                        on_error=on_error, db=db, options=opts, as_json=as_json)
         return
-    result = evaluate(data, _split_metrics(metrics), config=config, mapping=map_ or None,
+    result = evaluate(data, _split_metrics(metrics), config=config, max_missing=max_missing, mapping=map_ or None,
                       on_error=on_error, db=db, resume=resume, name=name, options=opts or None,
                       progress=not no_progress and not as_json, skip_unavailable=skip_unavailable,
                       where=where or None)
@@ -92,11 +105,14 @@ def eval_cmd(
             err_console.print(f"  {e}", markup=False, highlight=False)
     if as_json:
         typer.echo(json.dumps(result.to_dict(), default=str))
-        return
-    console.print(summary_table(result.summary, title=f"run {result.run_id} — {len(result.samples)} samples"))
-    _print_extra(result.extra)
-    if out:
-        console.print(f"per-sample results: {out}")
+    else:
+        console.print(summary_table(result.summary, title=f"run {result.run_id} — {len(result.samples)} samples"))
+        _print_extra(result.extra)
+        if out:
+            console.print(f"per-sample results: {out}")
+    from ragmeter.cli._common import exit_if_incomplete
+
+    exit_if_incomplete(result)
 
 
 def _parse_value(v: str) -> Any:
@@ -118,27 +134,56 @@ def _print_extra(extra: dict[str, Any]) -> None:
 
 def metrics_cmd(
     family: Annotated[str | None, typer.Option(help="Only this family.")] = None,
+    long: Annotated[bool, typer.Option("--long", "-l", help="Also print each metric's definition.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="JSON list.")] = False,
 ) -> None:
-    """List every metric with its family, needed fields, range and direction."""
+    """List every metric with its family, direction, needed fields and range (--long: definitions)."""
+    from rich import box
     from rich.table import Table
+    from rich.text import Text
 
     from ragmeter.metrics.base import all_metrics
 
     specs = [s for s in all_metrics() if family is None or s.family == family]
+    if family is not None and not specs:
+        families = sorted({s.family for s in all_metrics()})
+        raise typer.BadParameter(f"no metric family {family!r}; families: {', '.join(families)}",
+                                 param_hint="'--family'")
     if as_json:
         typer.echo(json.dumps([s.info() for s in specs]))
         return
-    t = Table(title=f"{len(specs)} metrics")
-    for col in ("name", "family", "needs", "range", "dir", "uses"):
-        t.add_column(col, no_wrap=True)
-    t.add_column("description", overflow="ellipsis", no_wrap=True)
+    ranges = {f"{s.range[0]:g}-{s.range[1]:g}" for s in specs}
+    one_range = len(ranges) == 1
+    # names, families and directions never wrap or shrink; only the field lists wrap, so the
+    # table reads at 80 columns (definitions are too long for a column: --long prints them below)
+    t = Table(title=f"{len(specs)} metrics" + (f", every score in {ranges.pop()}" if one_range else ""),
+              box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True,
+              title_justify="left")
+    t.add_column("name", no_wrap=True)
+    t.add_column("family", no_wrap=True)
+    t.add_column("better", no_wrap=True)
+    if not one_range:
+        t.add_column("range", no_wrap=True)
+    t.add_column("needs", overflow="fold")
     for s in specs:
-        uses = ",".join(x for x, f in (("embeddings", s.needs_embeddings), ("llm", s.needs_llm)) if f)
-        name = s.name + (f"@{s.param}" if s.param else "")
-        t.add_row(name, s.family, ",".join(s.requires), f"{s.range[0]:g}-{s.range[1]:g}",
-                  "↑" if s.higher_is_better else "↓", uses, s.info()["description"][:90])
+        uses = [x for x, f in (("+emb", s.needs_embeddings), ("+judge", s.needs_llm)) if f]
+        row = [s.name + (f"@{s.param}" if s.param else ""), s.family,
+               "higher" if s.higher_is_better else "lower"]
+        if not one_range:
+            row.append(f"{s.range[0]:g}-{s.range[1]:g}")
+        row.append(", ".join([*s.requires, *uses]))
+        t.add_row(*row)
     console.print(t)
+    if any(s.needs_embeddings or s.needs_llm for s in specs):
+        console.print("+emb: computes embeddings (offline default model); +judge: needs an LLM judge "
+                      "(--judge). `ragmeter metrics --long` prints every definition.",
+                      markup=False, highlight=False)
+    if long:
+        for s in specs:
+            head = Text(s.name + (f"@{s.param}" if s.param else ""), style="bold")
+            console.print(head)
+            console.print(Text(s.info()["description"]), style=None, soft_wrap=False,
+                          markup=False, highlight=False)
 
 
 def runs_cmd(
@@ -156,14 +201,27 @@ def runs_cmd(
                                 "metrics": [m["key"] for m in r.metrics],
                                 "n_samples": r.n_samples, "dataset": r.dataset_source} for r in runs]))
         return
-    t = Table(title=f"{len(runs)} runs")
-    for col in ("id", "name", "status", "created", "samples", "metrics", "dataset"):
-        t.add_column(col)
+    from rich import box
+
+    # the id is what a user types next (show, report, gate ...): it never wraps or shrinks;
+    # the free-text columns wrap instead
+    t = Table(title=f"{len(runs)} runs (n = samples; created month-day time)", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False,
+              collapse_padding=True, title_justify="left")
+    t.add_column("id", no_wrap=True, min_width=max((len(r.id) for r in runs), default=2))
+    named = any(r.name for r in runs)
+    if named:
+        t.add_column("name", overflow="fold")
+    t.add_column("status", no_wrap=True)
+    t.add_column("created", no_wrap=True)
+    t.add_column("n", justify="right", no_wrap=True)
+    t.add_column("metrics", overflow="fold", min_width=12)
+    t.add_column("dataset", overflow="fold")
+    shown = 3 if console.size.width >= 110 else 1  # narrow terminals: the first metric and a count
     for r in runs:
         keys = [m["key"] for m in r.metrics]
-        t.add_row(r.id, r.name or "", r.status, r.created_at.strftime("%Y-%m-%d %H:%M:%S"),
-                  str(r.n_samples), ", ".join(keys[:6]) + (" …" if len(keys) > 6 else ""),
-                  r.dataset_source or "")
+        more = f" +{len(keys) - shown}" if len(keys) > shown else ""
+        t.add_row(r.id, *([r.name or ""] if named else []), r.status, r.created_at.strftime("%m-%d %H:%M"),
+                  str(r.n_samples), ", ".join(keys[:shown]) + more, r.dataset_source or "")
     console.print(t)
 
 
@@ -209,8 +267,9 @@ def export_cmd(
     db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
 ) -> None:
     """Write a run's per-sample values (one row per sample, one column per metric) to a file."""
-    from ragmeter.export import export_run
+    from ragmeter.export import check_format, export_run
 
+    check_format(format)
     store = get_store(db)
     rid = store.resolve_run(run)
     path = export_run(store, rid, format, output or Path(f"{rid}.{format}"))

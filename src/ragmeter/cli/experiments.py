@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ragmeter.cli._common import DB_HELP, console, err_console, fmt, get_store
+from ragmeter.cli._common import DB_HELP, console, err_console, exit_if_incomplete, fmt, get_store
 
 
 def _out() -> Any:
@@ -169,8 +169,9 @@ def pipeline_cmd(
                             name=name, db=db, options=_kv(option, "--option"), cache=not no_cache)
     if as_json:
         typer.echo(json.dumps(res.to_dict(), default=str))
-        return
-    console.print(summary_table(res.summary, title=f"run {res.run_id} — {len(res.samples)} questions"))
+    else:
+        console.print(summary_table(res.summary, title=f"run {res.run_id} — {len(res.samples)} questions"))
+    exit_if_incomplete(res)
 
 
 # ---- correctness -----------------------------------------------------------------------------------
@@ -202,8 +203,10 @@ def correctness_cmd(
     res = evaluate(data, keys, db=db, name=name, options=opts)
     table = label_agreement(res)
     if as_json:
-        typer.echo(json.dumps({"run_id": res.run_id, "methods": table, "method": res.extra.get("method"),
+        typer.echo(json.dumps({"run_id": res.run_id, "status": res.status, "incomplete": res.incomplete,
+                               "methods": table, "method": res.extra.get("method"),
                                "calibration": res.extra.get("calibration")}, default=str))
+        exit_if_incomplete(res)
         return
     from rich.table import Table
 
@@ -232,6 +235,7 @@ def correctness_cmd(
         console.print(f"hybrid: {rec.get('judge_calls')} judge calls, {rec.get('judge_calls_saved')} saved"
                       + (f", agreement with judging everything {fmt(rec.get('agreement_with_judge_all'))}"
                          if rec.get("agreement_with_judge_all") is not None else ""))
+    exit_if_incomplete(res)
 
 
 def _print_curve(cal: dict[str, Any]) -> None:
@@ -346,7 +350,12 @@ def gate_cmd(
     db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
 ) -> None:
     """Regression gate: exit 1 when a metric dropped by more than --max-drop and the drop is
-    significant (one-sided paired permutation test), else 0; prints what moved."""
+    significant (one-sided paired permutation test), else 0; prints what moved.
+
+    Exits 2 when the gate is misconfigured (unknown run or baseline, metric not in both, bad
+    --max-drop or --alpha) and 3 when it is incomplete (a gated metric without values, or a run
+    stored as incomplete) and nothing regressed.
+    """
     from ragmeter.experiments.gate import gate
 
     res = gate(run, baseline, max_drop=max_drop, metrics=_metrics(metric) or None, alpha=alpha,
@@ -372,8 +381,12 @@ def gate_cmd(
                       drop + ci, _p(r.pvalue), str(r.n),
                       style.get(r.status, r.status) + (f" ({r.note})" if r.note else ""))
         _out().print(t)
-        verdict = "[red]FAIL[/red]: significant regression" if res.failed else "[green]PASS[/green]"
+        verdict = ("[red]FAIL[/red]: significant regression" if res.failed else
+                   "[yellow]INCOMPLETE[/yellow]: not every metric could be checked" if res.incomplete else
+                   "[green]PASS[/green]")
         console.print(f"{verdict} (max drop {max_drop:g}{' relative' if relative else ''}, alpha {alpha:g})")
+        for reason in res.incomplete:
+            err_console.print(f"  {reason}", markup=False, highlight=False)
     if res.exit_code:
         # SystemExit, not typer.Exit: the console entry point runs click with standalone_mode=False,
         # which turns typer.Exit(n) into a return value and would lose the status

@@ -28,7 +28,7 @@ def trec_cmd(
                                        help="Minimum relevance grade of a relevant document.")] = 1,
     complete: Annotated[bool, typer.Option(
         "--complete_rel_info_wanted", "-c",
-        help="Average over every qrels query; queries without results score 0.")] = False,
+        help="Average over every qrels query; queries without results score 0 and, with -q, get their own lines (as trec_eval 10.0).")] = False,
     max_docs: Annotated[int | None, typer.Option(
         "--Max_retrieved_per_topic", "-M", help="Evaluate only the top N documents of each query.")] = None,
     no_summary: Annotated[bool, typer.Option("--nosummary", "-n", help="Do not print the 'all' lines.")] = False,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ragmeter.errors import ConfigError
+from ragmeter.errors import EXIT_CHECK_FAILED, EXIT_INCOMPLETE, EXIT_OK, ConfigError
 from ragmeter.experiments.runs import RunValues, load_runs, paired_arrays
 from ragmeter.experiments.statistics import paired_bootstrap_ci, paired_permutation_test
 
@@ -46,18 +46,32 @@ class GateResult:
     alpha: float
     relative: bool
     rows: list[GateRow] = field(default_factory=list)
+    run_problems: list[str] = field(default_factory=list)
 
     @property
     def failed(self) -> bool:
+        """A gated metric regressed (significantly, beyond the tolerance)."""
         return any(r.regressed for r in self.rows)
 
     @property
+    def incomplete(self) -> list[str]:
+        """Why the gate could not check everything it was asked to: a gated metric without a
+        value in one of the runs, or a run stored as incomplete (empty list: nothing missing)."""
+        rows = [f"{r.metric}: {r.note or 'no value'}" for r in self.rows if r.status == "no value"]
+        return [*rows, *self.run_problems]
+
+    @property
     def exit_code(self) -> int:
-        return 1 if self.failed else 0
+        """1 when a metric regressed, else 3 when the gate is incomplete, else 0 (a found
+        regression wins: what could be checked already failed)."""
+        if self.failed:
+            return EXIT_CHECK_FAILED
+        return EXIT_INCOMPLETE if self.incomplete else EXIT_OK
 
     def to_dict(self) -> dict[str, Any]:
         return {"current": self.current, "baseline": self.baseline, "max_drop": self.max_drop,
                 "alpha": self.alpha, "relative": self.relative, "failed": self.failed,
+                "incomplete": self.incomplete, "exit_code": self.exit_code,
                 "rows": [r.to_dict() for r in self.rows]}
 
     def report(self) -> str:
@@ -91,8 +105,12 @@ def gate(current: str | Any, baseline: str | Any, *, max_drop: float = 0.05,
         current / baseline: run ids/names, baseline JSON files, or evaluation results.
         metrics: the metrics to gate (default: every metric in both).
 
+    The result's ``exit_code`` is 1 when a metric regressed, 3 when the gate is incomplete (a
+    gated metric has no value in a run, or a run is stored as incomplete), else 0.
+
     Raises:
-        ConfigError: invalid tolerance or alpha, unknown metrics, nothing in common.
+        ConfigError: invalid tolerance or alpha, unknown metrics, nothing in common (exit 2).
+        StoreError: the run or the baseline does not exist (exit 2).
     """
     if not max_drop >= 0:
         raise ConfigError(f"max_drop must be >= 0, got {max_drop}")
@@ -111,6 +129,12 @@ def gate(current: str | Any, baseline: str | Any, *, max_drop: float = 0.05,
     res = GateResult(cur.label, base.label, max_drop, alpha, relative)
     for m in common:
         res.rows.append(_row(m, cur, base, max_drop, alpha, relative, n_resamples))
+    for which, run in (("run", cur), ("baseline", base)):
+        for reason in run.extra.get("incomplete") or []:
+            # only what concerns the gated metrics (or the whole run) makes the gate incomplete
+            subject = str(reason).split(":", 1)[0]
+            if subject in common or subject == "no samples":
+                res.run_problems.append(f"{which} {run.label} is incomplete: {reason}")
     return res
 
 

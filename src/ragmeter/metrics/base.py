@@ -161,6 +161,21 @@ def _coerce(value: str) -> Any:
     return value
 
 
+def _shorthand_value(spec: MetricSpec, raw: str) -> Any:
+    """The ``@`` value coerced to the parameter's type: an integer for ``k`` (and for integer
+    defaults), a number for float defaults; anything else stays as given."""
+    value = _coerce(raw)
+    default = spec.defaults.get(spec.param or "")
+    wants_int = spec.param == "k" or (isinstance(default, int) and not isinstance(default, bool))
+    if wants_int and not isinstance(value, int):
+        raise ConfigError(f"{spec.name}@{spec.param} expects an integer {spec.param}, got {raw!r} "
+                          f"(e.g. {spec.name}@10)")
+    if isinstance(default, float) and not isinstance(value, int | float):
+        raise ConfigError(f"{spec.name}@{spec.param} expects a number, got {raw!r} "
+                          f"(e.g. {spec.name}@{default:g})")
+    return value
+
+
 def resolve(entry: str | dict[str, Any]) -> MetricRequest:
     """Turn ``"rouge1_fmeasure"``, ``"ndcg@10"`` or ``{"name": ..., "params": {...}, "key": ...}`` into a request.
 
@@ -185,7 +200,7 @@ def resolve(entry: str | dict[str, Any]) -> MetricRequest:
         spec = get_spec(m.group("name"))
         if spec.param is None:
             raise ConfigError(f"metric {spec.name!r} takes no '@' parameter (got {name!r})")
-        params = {spec.param: _coerce(m.group("value")), **params}
+        params = {spec.param: _shorthand_value(spec, m.group("value")), **params}
         base_key = name
     else:
         spec = get_spec(name)

@@ -449,7 +449,7 @@ def run_view(store: Store, ref: str, *, max_samples: int | None = 1000,
     run = store.get_run(ref)
     samples = store.run_samples(run.id)
     table = store.score_table(run.id)
-    live = run.status != "completed" or not run.summary
+    live = run.status not in ("completed", "incomplete") or not run.summary
     metrics = metric_views(run, samples, table, live)
     rows = _sort_rows([sample_row(s, i, table, metrics) for i, s in enumerate(samples)])
     total = len(rows)
@@ -581,7 +581,7 @@ def compare_view(store: Store, refs: Sequence[str], *, max_samples: int | None =
     for run in runs:
         samples = store.run_samples(run.id)
         table = store.score_table(run.id)
-        live = run.status != "completed" or not run.summary
+        live = run.status not in ("completed", "incomplete") or not run.summary
         metas = metric_views(run, samples, table, live)
         values = {m["key"]: {s.id: (table.get(m["key"], {}).get(s.id).value
                                     if table.get(m["key"], {}).get(s.id) is not None else None)

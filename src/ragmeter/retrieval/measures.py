@@ -21,7 +21,11 @@ GAINS = ("linear", "exponential")
 def _k(k: int | None, name: str = "k") -> int | None:
     if k is None:
         return None
-    if isinstance(k, bool) or int(k) != k or k < 1:
+    try:
+        bad = isinstance(k, bool) or int(k) != k or k < 1
+    except (TypeError, ValueError):
+        bad = True
+    if bad:
         raise MetricError(f"{name} must be a positive integer, got {k!r}")
     return int(k)
 

@@ -6,7 +6,10 @@ score descending with ties broken by docid descending; a document is relevant wh
 grade is at least the relevance level (1; ``-l``); unjudged documents are non-relevant; queries
 evaluated are those present in both files, in qid order; queries in the qrels whose documents
 are all non-relevant are evaluated (they score 0) and count in the averages; ``complete``
-(``-c``) averages over every qrels query, missing ones scoring 0; ``max_docs`` (``-M``) keeps the
+(``-c``) averages over every qrels query, and a query missing from the run is evaluated as an
+empty ranking, as trec_eval 10.0 does: ``-q`` prints its lines too, in qid order, with
+``num_rel`` = its relevant documents and every other value 0 (trec_eval 9.0.x averaged the same
+way but printed no lines for it); ``max_docs`` (``-M``) keeps the
 top documents of each query. Values print as ``measure<TAB>qid<TAB>value`` with the measure name
 left-aligned in 22 characters and 4 decimals.
 """
@@ -315,6 +318,9 @@ class TrecResult:
         summary: ``{value name: value over all queries}`` (as trec_eval's ``all`` line).
         measures: the parsed measures (``{measure: cutoffs}``).
         run_id: the run's tag, when known.
+        missing: with ``complete``: the qrels queries the run has no result for, each with its
+            number of relevant documents (grade >= the relevance level). trec_eval evaluates them
+            as an empty ranking: ``num_rel`` is that number, every other value 0.
     """
 
     qids: list[str]
@@ -323,21 +329,39 @@ class TrecResult:
     measures: dict[str, tuple[float, ...] | None]
     run_id: str | None = None
     names: dict[str, list[str]] = field(default_factory=dict)
+    missing: dict[str, int] = field(default_factory=dict)
+
+    def _rows(self) -> list[tuple[str, int | None]]:
+        # trec_eval walks the qrels queries in qid order (strcmp, i.e. code point order); a
+        # query the run lacks has no row in ``values`` (None)
+        rows: list[tuple[str, int | None]] = [(q, i) for i, q in enumerate(self.qids)]
+        if self.missing:
+            rows = sorted(rows + [(q, None) for q in self.missing], key=lambda r: r[0])
+        return rows
+
+    def _value(self, name: str, qid: str, row: int | None) -> float:
+        if row is not None:
+            return float(self.values[name][row])
+        return float(self.missing[qid]) if name == "num_rel" else 0.0
 
     def per_query(self) -> dict[str, dict[str, float]]:
-        """``{qid: {value name: value}}`` as pytrec_eval returns it."""
+        """``{qid: {value name: value}}`` as pytrec_eval returns it (with ``complete``, also the
+        qrels queries missing from the run, as trec_eval -c -q prints them)."""
         cols = [(n, v.tolist()) for n, v in self.values.items()]
-        return {q: {n: v[i] for n, v in cols} for i, q in enumerate(self.qids)}
+        out = {q: {n: v[i] for n, v in cols} for i, q in enumerate(self.qids)}
+        for q in self.missing:
+            out[q] = {n: self._value(n, q, None) for n in self.values}
+        return out
 
     def lines(self, per_query: bool = False, summary: bool = True) -> list[str]:
         """trec_eval's output lines (without newlines)."""
         out: list[str] = []
         if per_query:
-            cols = [(n, n in _COUNT_VALUES, self.values[n]) for m in self.measures
+            cols = [(n, n in _COUNT_VALUES) for m in self.measures
                     for n in self.names.get(m, []) if m not in ("gm_map", "runid", "num_q")]
-            for i, q in enumerate(self.qids):
-                for n, is_count, v in cols:
-                    out.append(_line(n, q, v[i], is_count))
+            for q, i in self._rows():
+                for n, is_count in cols:
+                    out.append(_line(n, q, self._value(n, q, i), is_count))
         if summary:
             for m in self.measures:
                 for n in self.names.get(m, []):
@@ -408,6 +432,9 @@ def evaluate(qrels: Any, run: Any, measures: Sequence[str] | str = ("official",)
         n_all = sum(1 for d in qrels.values() if d) if complete else m.n_queries
         rel_by_q = None if not complete else {
             str(q): sum(1 for g in d.values() if math.trunc(g) >= 1) for q, d in qrels.items()}
+        at_level = None if not complete else {
+            str(q): sum(1 for g in d.values() if math.trunc(g) >= relevance_level)
+            for q, d in qrels.items() if d}
         qrels_name, run_name = "<qrels dict>", "<run dict>"
     else:
         qc, rc = as_columns(qrels, "qrels"), as_columns(run, "run")
@@ -415,16 +442,22 @@ def evaluate(qrels: Any, run: Any, measures: Sequence[str] | str = ("official",)
         m = RelevanceMatrix.from_columns(rc.qid, rc.doc, rc.value, qc.qid, qc.doc, qc.value,
                                          relevance_level=relevance_level, max_docs=max_docs,
                                          run_name=rc.name, qrels_name=qc.name)
-        n_all, rel_by_q = _qrels_queries(qc, complete) if complete else (m.n_queries, None)
+        n_all, rel_by_q, at_level = (_qrels_queries(qc, relevance_level) if complete
+                                     else (m.n_queries, None, None))
         qrels_name, run_name = qc.name, rc.name
     if m.n_queries == 0:
         raise DatasetError(f"no query has both results in {run_name} and judgements in {qrels_name}")
-    return _compute(m, parsed, complete=complete, n_qrels_queries=n_all, rel_by_q=rel_by_q,
-                    run_id=run_id)
+    res = _compute(m, parsed, complete=complete, n_qrels_queries=n_all, rel_by_q=rel_by_q,
+                   run_id=run_id)
+    if at_level is not None:
+        present = set(m.qids)
+        res.missing = {q: n for q, n in at_level.items() if q not in present}
+    return res
 
 
-def _qrels_queries(qc: Columns, complete: bool) -> tuple[int, dict[str, int] | None]:
-    """Number of qrels queries and, per query, its documents graded >= 1 (for ``-c``)."""
+def _qrels_queries(qc: Columns, level: int) -> tuple[int, dict[str, int], dict[str, int]]:
+    """For ``-c``: the number of qrels queries and, per query, its documents graded >= 1 and
+    its documents graded >= ``level``."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -432,11 +465,15 @@ def _qrels_queries(qc: Columns, complete: bool) -> tuple[int, dict[str, int] | N
     if isinstance(q, pa.ChunkedArray):
         q = q.combine_chunks()
     uniq = pc.unique(q)
-    rel = np.trunc(np.asarray(qc.value.to_numpy(zero_copy_only=False) if hasattr(qc.value, "to_numpy")
-                              else qc.value, dtype=np.float64)) >= 1
+    grades = np.trunc(np.asarray(qc.value.to_numpy(zero_copy_only=False) if hasattr(qc.value, "to_numpy")
+                                 else qc.value, dtype=np.float64))
     enc = pc.dictionary_encode(q)
-    counts = np.bincount(enc.indices.to_numpy(zero_copy_only=False)[rel], minlength=len(enc.dictionary))
-    return len(uniq), dict(zip(enc.dictionary.to_pylist(), counts.tolist(), strict=True))
+    idx = enc.indices.to_numpy(zero_copy_only=False)
+    counts = np.bincount(idx[grades >= 1], minlength=len(enc.dictionary))
+    at_level = np.bincount(idx[grades >= level], minlength=len(enc.dictionary))
+    names = [str(x) for x in enc.dictionary.to_pylist()]
+    return (len(uniq), dict(zip(names, counts.tolist(), strict=True)),
+            dict(zip(names, at_level.tolist(), strict=True)))
 
 
 def _compute(m: RelevanceMatrix, parsed: dict[str, tuple[float, ...] | None], *, complete: bool,

@@ -13,7 +13,7 @@ class RunInfo(BaseModel):
     id: str
     name: str | None = None
     label: str = Field(description="The name, or the id when the run has no name.")
-    status: str = Field(description="running, completed or failed")
+    status: str = Field(description="running, completed, incomplete (no samples, or a metric without values) or failed")
     created_at: str | None = None
     finished_at: str | None = None
     n_samples: int
