@@ -62,6 +62,35 @@ class _Ref:
         self.id = sid
 
 
+def _has(key: str) -> Any:
+    return lambda raw: raw.get(key) is not None
+
+
+#: FIELD_PRESENT read off a sample's stored dict (dumped with ``exclude_none``).
+_RAW_PRESENT: dict[str, Any] = {
+    "question": _has("question"), "answer": _has("answer"), "contexts": _has("contexts"),
+    "relevant": _has("relevant"), "label": _has("label"), "trace": _has("trace"),
+    "reference": lambda raw: bool(raw.get("references")),
+    "negative_reference": lambda raw: bool(raw.get("negative_references")),
+    "context_texts": lambda raw: raw.get("contexts") is not None and all(
+        isinstance(c, Mapping) and c.get("text") is not None for c in raw["contexts"]),
+}
+
+
+class _OneRun:
+    """The store as composite scoring sees it while one run is built: its score table is the one
+    already loaded (values and reasons; composites read no details), not read again per preset."""
+
+    def __init__(self, store: Store, run: Run, table: Mapping[str, Any]) -> None:
+        self._store, self._run, self._table = store, run, table
+
+    def score_table(self, run_id: str) -> Mapping[str, Any]:
+        return self._table if run_id == self._run.id else self._store.score_table(run_id)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+
 # ---- cache --------------------------------------------------------------------------------------
 def cached_run(store: Store, ref: str) -> CachedRun:
     """The run named by ``ref`` (matched exactly, see :meth:`Store.find_run`) with its view,
@@ -136,17 +165,25 @@ def _build(store: Store, run: Run, version: str) -> dict[str, Any]:
     fields = dict.fromkeys(FIELD_PRESENT, 0)
     n_ctx: list[int] = []
     n_rel: list[int] = []
+    # samples are stored as dumped with exclude_none, so presence can be read off the raw dict
+    # (much cheaper than validating 100k samples); a field this module does not know is decided by
+    # validating the sample as the report does
+    validate = any(f not in _RAW_PRESENT for f in FIELD_PRESENT)
     for pk, pos, sid, raw in store.iter_sample_rows(run.id):
-        sample = Sample.model_validate(raw)
         pks.append(pk)
         positions.append(pos)
         ids.append(sid)
-        for f, present in FIELD_PRESENT.items():
-            fields[f] += bool(present(sample))
-        if sample.contexts is not None:
-            n_ctx.append(len(sample.contexts))
-        if sample.relevant is not None:
-            n_rel.append(len(sample.relevant))
+        if validate:
+            sample = Sample.model_validate(raw)
+            for f, present in FIELD_PRESENT.items():
+                fields[f] += bool(present(sample))
+        else:
+            for f in FIELD_PRESENT:
+                fields[f] += _RAW_PRESENT[f](raw)
+        if raw.get("contexts") is not None:
+            n_ctx.append(len(raw["contexts"]))
+        if raw.get("relevant") is not None:
+            n_rel.append(len(raw["relevant"]))
     by_pos = np.argsort(np.asarray(positions, dtype=np.int64), kind="stable")
     pk_arr = np.asarray(pks, dtype=np.int64)[by_pos]
     pos_arr = np.asarray(positions, dtype=np.int64)[by_pos]
@@ -173,7 +210,6 @@ def _build(store: Store, run: Run, version: str) -> dict[str, Any]:
         o = sorted(range(len(ids)), key=lambda i: (vals[i] is None,
                                                    sign * vals[i] if vals[i] is not None else 0.0, i))
         orders["metric:" + m["key"]] = _pack(pk_arr[np.asarray(o, dtype=np.int64)])
-    del table
 
     extra = run.extra or {}
     summary = {m["key"]: {k: m[k] for k in ("mean", "ci_low", "ci_high", "n", "n_missing",
@@ -195,7 +231,7 @@ def _build(store: Store, run: Run, version: str) -> dict[str, Any]:
         "services": data._jsonable({k: v for k, v in extra.items() if k not in data._EXTRA_SECTIONS}),
         "dataset": dataset, "metrics": data._jsonable(metas), "samples_total": len(ids),
         "calibration": data.calibration_of(run),
-        "composites": data.composites_for(store, run),
+        "composites": data.composites_for(_OneRun(store, run, table), run),
         "hints": data._jsonable(data.hints_for(summary)),
     }
     return {"version": version, "view": view, "orders": orders, "positions": _pack(pos_arr)}
