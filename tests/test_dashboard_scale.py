@@ -201,3 +201,23 @@ def test_100k_run_served_within_memory(tmp_path):
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_report_all_rows_is_capped_with_a_warning(small, tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from ragmeter.cli import app
+    from ragmeter.report import render
+
+    store, _ids, rid = small
+    monkeypatch.setattr(render, "MAX_ALL_ROWS", 40)
+    runner = CliRunner()
+    out = tmp_path / "capped.html"
+    res = runner.invoke(app, ["report", rid, "-o", str(out), "--db", store.url, "--max-samples", "0"])
+    assert res.exit_code == 0, res.output
+    assert "300 samples" in res.output and "--all-rows" in res.output
+    assert "Showing the 40 worst of 300 samples" in out.read_text(encoding="utf-8")
+    res = runner.invoke(app, ["report", rid, "-o", str(out), "--db", store.url, "--max-samples", "0",
+                              "--all-rows"])
+    assert res.exit_code == 0 and "warning" not in res.output
+    assert "Showing the" not in out.read_text(encoding="utf-8")

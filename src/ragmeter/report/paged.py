@@ -238,6 +238,23 @@ def _build(store: Store, run: Run, version: str) -> dict[str, Any]:
 
 
 # ---- views --------------------------------------------------------------------------------------
+def warm(store: Store, n_runs: int = 3) -> list[str]:
+    """Build (or load) the cached views of the ``n_runs`` newest runs; returns their ids. Errors
+    are skipped: warming is only ever a head start for the first request."""
+    done = []
+    try:
+        runs = store.list_runs(n_runs)
+    except Exception:  # noqa: BLE001 - an unreadable store shows its error on the first request
+        return done
+    for run in runs:
+        try:
+            cached_run(store, run.id)
+            done.append(run.id)
+        except Exception:  # noqa: BLE001 - see above
+            continue
+    return done
+
+
 def run_summary(store: Store, ref: str) -> tuple[CachedRun, dict[str, Any]]:
     """A run's report content without sample rows (what ``GET /api/runs/{run}`` returns)."""
     c = cached_run(store, ref)
