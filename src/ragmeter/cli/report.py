@@ -80,7 +80,8 @@ def serve_cmd(
 
     if host not in {"127.0.0.1", "localhost", "::1"}:
         err_console.print(f"[yellow]warning:[/yellow] listening on {host}: anyone who can reach "
-                          "this address can read every run in the store (no login).")
+                          "this address can read every run in the store (no login). Requests must "
+                          f"name {host}, localhost or a --allow-host name in their Host header.")
     import threading
 
     from ragmeter.report.paged import warm

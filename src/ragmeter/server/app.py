@@ -24,7 +24,7 @@ TEMPLATES = Path(__file__).parent / "templates"
 PAGE_CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
             "img-src 'self' data: blob:; font-src 'self' data:; object-src 'none'; base-uri 'none'; "
             "frame-ancestors 'none'; form-action 'self'")
-DEFAULT_PAGE_SAMPLES = 500
+DEFAULT_PAGE_SAMPLES = 100
 #: Host header values served whatever ``--host`` says (anything else answers 400, which stops a web
 #: page from reading the dashboard through DNS rebinding).
 LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
