@@ -12,6 +12,8 @@
    then ``GET /api/runs/RUN/samples?limit=10`` (best of 5), the run page, one sample, and ten
    concurrent dashboard requests; the server's peak resident memory (``VmHWM`` of
    ``/proc/PID/status``) after all of them; and a request with ``Host: evil.example.com``.
+4. A fresh server with the cached view removed from the store: ten concurrent requests at once
+   (one builds the view, the others wait for it), their wall time and the server's peak memory.
 
 The last line printed is one JSON object.
 """
@@ -186,8 +188,32 @@ def main() -> None:
         finally:
             proc.terminate()
             proc.wait(timeout=30)
+
+        # -- a cold server: no cached view in the store; ten concurrent requests at once ------
+        from sqlalchemy import delete
+
+        from ragmeter.store.models import KeyValueRow
+
+        store = Store(url)
+        with store.session() as s, s.begin():
+            s.execute(delete(KeyValueRow).where(KeyValueRow.namespace == paged.NAMESPACE))
+        store.close()
+        proc, base = serve(url)
+        try:
+            paths = concurrent_paths(rid)
+            t = time.perf_counter()
+            with ThreadPoolExecutor(len(paths)) as ex:
+                codes = list(ex.map(lambda p: timed_get(base + p)[1].status_code, paths))
+            out["cold_concurrent_10_wall_s"] = round(time.perf_counter() - t, 3)
+            out["cold_concurrent_10_all_200"] = all(c == 200 for c in codes)
+            out["cold_server_peak_rss_mb"] = round(vm_hwm_mb(proc.pid), 1)
+            dt, r = timed_get(f"{base}/api/runs/{rid}/samples?limit=10")
+            out["cold_server_then_limit10_s"] = round(dt, 4)
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
     out["limit10_under_1s"] = out["server_samples_limit10_s"] < 1.0
-    out["peak_rss_under_1500mb"] = out["server_peak_rss_mb"] < 1500
+    out["peak_rss_under_1500mb"] = max(out["server_peak_rss_mb"], out["cold_server_peak_rss_mb"]) < 1500
     print(json.dumps(out))
 
 
