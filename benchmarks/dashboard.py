@@ -14,6 +14,8 @@
    ``/proc/PID/status``) after all of them; and a request with ``Host: evil.example.com``.
 4. A fresh server with the cached view removed from the store: ten concurrent requests at once
    (one builds the view, the others wait for it), their wall time and the server's peak memory.
+5. A second run of the same size, and the comparison of the two (``/api/compare``, then the
+   compare page): times and the server's peak memory.
 
 The last line printed is one JSON object.
 """
@@ -209,6 +211,23 @@ def main() -> None:
             out["cold_server_peak_rss_mb"] = round(vm_hwm_mb(proc.pid), 1)
             dt, r = timed_get(f"{base}/api/runs/{rid}/samples?limit=10")
             out["cold_server_then_limit10_s"] = round(dt, 4)
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+
+        # -- comparing two such runs (paired by sample id) -----------------------------------
+        store = Store(url)
+        rid2 = build_run(store, args.samples, seed=1)
+        store.close()
+        proc, base = serve(url)
+        try:
+            dt, r = timed_get(f"{base}/api/compare?runs={rid},{rid2}")
+            assert r.status_code == 200, r.text[:300]
+            out["server_compare_first_s"] = round(dt, 3)
+            dt, r = timed_get(f"{base}/compare?runs={rid},{rid2}")
+            assert r.status_code == 200
+            out["server_compare_page_again_s"] = round(dt, 3)
+            out["server_compare_peak_rss_mb"] = round(vm_hwm_mb(proc.pid), 1)
         finally:
             proc.terminate()
             proc.wait(timeout=30)
