@@ -221,3 +221,18 @@ def test_report_all_rows_is_capped_with_a_warning(small, tmp_path, monkeypatch):
                               "--all-rows"])
     assert res.exit_code == 0 and "warning" not in res.output
     assert "Showing the" not in out.read_text(encoding="utf-8")
+
+
+def test_comparison_kept_in_store(small):
+    store, ids, _ = small
+    paged.clear_memory_cache()
+    first = paged.compare(store, [ids[0], ids[1]], limit=2)
+    rec = store.kv_get(paged.COMPARE_NAMESPACE, f"{ids[0]},{ids[1]}")
+    assert rec is not None and len(first["sample_changes"]) == min(2, first["sample_changes_total"])
+    paged.clear_memory_cache()
+    again = paged.compare(store, [ids[0], ids[1], ids[0]], limit=paged.MAX_PAGE)
+    assert again["differences"] == first["differences"]
+    assert again["sample_changes"][:2] == first["sample_changes"]
+    assert again["differences"] == data._jsonable(data.compare_view(store, ids)["differences"])
+    with pytest.raises(Exception, match="two distinct runs"):
+        paged.compare(store, [ids[0], ids[0]])

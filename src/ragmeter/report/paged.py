@@ -28,6 +28,7 @@ from ragmeter.store import Store
 from ragmeter.store.models import Run
 
 NAMESPACE = "run_view"
+COMPARE_NAMESPACE = "compare_view"
 #: bump when the cached record's layout changes: older records are then rebuilt.
 VIEW_FORMAT = 1
 #: the most sample rows one page (HTML or JSON) may ask for.
@@ -39,6 +40,7 @@ BUILD_LOCK = threading.Lock()
 _cache: OrderedDict[tuple[str, str, str], CachedRun] = OrderedDict()
 _search_cache: OrderedDict[tuple[str, str, str, str], np.ndarray] = OrderedDict()
 _cache_lock = threading.Lock()
+_compared: dict[tuple[str, ...], dict[str, Any]] = {}
 
 
 @dataclass
@@ -139,6 +141,7 @@ def clear_memory_cache() -> None:
     with _cache_lock:
         _cache.clear()
         _search_cache.clear()
+        _compared.clear()
 
 
 def _pack(a: np.ndarray) -> dict[str, str]:
@@ -356,3 +359,41 @@ def sample_view(store: Store, ref: str, sample_id: str) -> dict[str, Any]:
     return {"run": data.run_header(c.run), "position": pos, "n_samples": int(order.size),
             "prev_id": names.get(near["prev"]) if "prev" in near else None,
             "next_id": names.get(near["next"]) if "next" in near else None, **detail}
+
+
+def compare(store: Store, refs: Sequence[str], *, limit: int = 100) -> dict[str, Any]:
+    """:func:`ragmeter.report.data.compare_view` of runs matched exactly (never as a pattern),
+    built once per set of run versions (with the :data:`MAX_PAGE` largest sample changes) and kept
+    in the store's ``kv`` (namespace ``compare_view``) and in memory; ``limit`` rows of
+    ``sample_changes`` are returned.
+
+    Raises:
+        StoreError: a run does not exist, or fewer than two distinct runs were given.
+    """
+    if not 0 <= limit <= MAX_PAGE:
+        raise ValueError(f"limit must be 0..{MAX_PAGE}")
+    runs: list[Run] = []
+    for ref in refs:
+        run = store.find_run(ref)
+        if all(run.id != r.id for r in runs):
+            runs.append(run)
+    if len(runs) < 2:
+        raise StoreError("comparing needs at least two distinct runs")
+    ids = ",".join(r.id for r in runs)
+    version = f"{VIEW_FORMAT}|" + ";".join(store.run_version(r) for r in runs)
+    key = (store.url, ids, version)
+    with BUILD_LOCK:
+        view = _compared.get(key)
+        if view is None:
+            rec = store.kv_get(COMPARE_NAMESPACE, ids) if len(ids) <= 300 else None
+            if isinstance(rec, Mapping) and rec.get("version") == version:
+                view = rec["view"]
+            else:
+                view = data._jsonable(data.compare_view(store, [r.id for r in runs], max_samples=MAX_PAGE))
+                if len(ids) <= 300:
+                    store.kv_put(COMPARE_NAMESPACE, ids, {"version": version, "view": view})
+            _compared.clear()  # one kept in memory: a comparison of large runs is large
+            _compared[key] = view
+    out = dict(view)
+    out["sample_changes"] = list(view["sample_changes"][:limit])
+    return out

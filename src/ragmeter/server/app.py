@@ -6,7 +6,6 @@ as JSON under ``/api`` and described by the app's OpenAPI schema (``/openapi.jso
 """
 
 # no ``from __future__ import annotations``: FastAPI reads the route signatures at run time
-import copy
 import functools
 from collections.abc import Iterable
 from pathlib import Path
@@ -131,19 +130,7 @@ def create_app(db: str | Store | None = None, *, allowed_hosts: Iterable[str] = 
                     message=str(exc))
 
     def compare(refs: list[str], limit: int) -> dict[str, Any]:
-        # runs matched exactly (never as a pattern); one comparison built at a time, remembered
-        # per run versions, so repeated and concurrent requests do not each load every run
-        runs = [store.find_run(r) for r in refs]
-        key = (tuple(r.id for r in runs), tuple(store.run_version(r) for r in runs), limit)
-        with paged.BUILD_LOCK:
-            hit = compared.get(key)
-            if hit is None:
-                hit = data.compare_view(store, [r.id for r in runs], max_samples=limit)
-                compared.clear()  # one kept: a comparison of large runs is large
-                compared[key] = hit
-        return copy.deepcopy(hit)
-
-    compared: dict[Any, dict[str, Any]] = {}
+        return paged.compare(store, refs, limit=limit)
 
     # ---- HTML pages ----------------------------------------------------------------------
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
