@@ -210,7 +210,7 @@ def test_review_api_guards(server, db_url):
     generate(store, corpus="handbook", n=12, name="g", judge="openai:test-model",
              judge_options={"base_url": server.url + "/v1", "api_key_env": "RAGMETER_TEST_JUDGE_KEY"},
              types="single_hop=1", verify=False)
-    client = TestClient(create_app(store))
+    client = TestClient(create_app(store), base_url="http://127.0.0.1")
     page = client.get("/datasets/g/review")
     assert page.status_code == 200
     token = page.text.split('name="ragmeter-token" content="')[1].split('"')[0]

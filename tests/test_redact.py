@@ -120,7 +120,7 @@ def test_dashboard_404_body_hides_password(tmp_path):
 
     store = Store(str(tmp_path / "d.db"))
     store.url = PG_URL  # a store reached by a URL with a password
-    client = TestClient(create_app(store))
+    client = TestClient(create_app(store), base_url="http://127.0.0.1")
     for path in ("/api/runs/nosuchrun", "/runs/nosuchrun", "/api/runs/nosuchrun/samples/x"):
         r = client.get(path)
         assert r.status_code in (404, 400), path
@@ -200,5 +200,5 @@ def test_report_and_dashboard_redact_reasons_stored_before_redaction(tmp_path):
         s.execute(update(ScoreRow).where(ScoreRow.run_id == res.run_id).values(value=None, reason=leaked))
     view = json.dumps(data.run_view(store, res.run_id), default=str)
     assert "LEAKEDLEAKED" not in view and "judge failure: HTTP 400" in view
-    body = TestClient(create_app(store)).get(f"/runs/{res.run_id}").text
+    body = TestClient(create_app(store), base_url="http://127.0.0.1").get(f"/runs/{res.run_id}").text
     assert "LEAKEDLEAKED" not in body

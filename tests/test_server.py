@@ -38,7 +38,7 @@ def served(tmp_path_factory):
                            metrics=[{"name": "m", "params": {}, "key": "m"}], config={}, version="t",
                            name="odd-ids")
     store.add_scores(rid, "m", [s.id for s in samples], [Score(0.4), Score(0.8)])
-    return TestClient(create_app(store)), store, ids, rid
+    return TestClient(create_app(store), base_url="http://127.0.0.1"), store, ids, rid
 
 
 def test_pages_respond(served):
@@ -175,7 +175,7 @@ def test_live_run_page_refreshes(db_url):
     rid = store.create_run(dataset_source="mem", fingerprint="f", samples=samples,
                            metrics=[{"name": "m", "params": {}, "key": "m"}], config={}, version="t")
     store.add_scores(rid, "m", ["s0"], [Score(0.5)])
-    client = TestClient(create_app(store))
+    client = TestClient(create_app(store), base_url="http://127.0.0.1")
     html = client.get(f"/runs/{rid}").text
     assert 'http-equiv="refresh"' in html and "2 pending" in html.replace("+", "")
     store.add_scores(rid, "m", ["s1", "s2"], [Score(0.7), Score(0.9)])

@@ -30,7 +30,10 @@ def report_cmd(
     runs: Annotated[list[str], typer.Argument(help="Run ids (or unique prefixes, names, 'latest'). "
                                                    "Two or more: a comparison, the first run as baseline.")],
     output: Annotated[Path, typer.Option("--output", "-o", help="HTML file to write.")] = Path("report.html"),
-    max_samples: Annotated[int, typer.Option(help="Rows of each per-sample table (worst first); 0 = all.")] = 1000,
+    max_samples: Annotated[int, typer.Option(help="Rows of each per-sample table (worst first); 0 = all, "
+                                                  "capped at 20,000 with a warning unless --all-rows.")] = 1000,
+    all_rows: Annotated[bool, typer.Option("--all-rows", help="With --max-samples 0: really every row, "
+                                                              "however large the file gets.")] = False,
     title: Annotated[str | None, typer.Option(help="Page title.")] = None,
     db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
 ) -> None:
@@ -41,8 +44,18 @@ def report_cmd(
 
     if max_samples < 0:
         raise typer.BadParameter("--max-samples must be >= 0")
+    from ragmeter.report.render import MAX_ALL_ROWS
+
     store = get_store(db)
-    path = write_report(store, runs, output, max_samples=max_samples or None, title=title)
+    limit: int | None = max_samples or None
+    if limit is None and not all_rows:
+        largest = max(store.get_run(r).n_samples for r in runs)
+        if largest > MAX_ALL_ROWS:
+            err_console.print(f"[yellow]warning:[/yellow] a run has {largest:,} samples: the tables "
+                              f"show the {MAX_ALL_ROWS:,} worst of each (a page with every row would be "
+                              "too large for a browser to open); --all-rows writes them all.")
+            limit = MAX_ALL_ROWS
+    path = write_report(store, runs, output, max_samples=limit, title=title)
     size = path.stat().st_size / 1e6
     console.print(f"wrote {path} ({size:.1f} MB, {len(runs)} run{'s' if len(runs) != 1 else ''})")
 
@@ -52,6 +65,11 @@ def serve_cmd(
                                            "must reach the dashboard (it has no login).")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8765,
     db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
+    allow_host: Annotated[list[str] | None, typer.Option(
+        "--allow-host", help="Another name clients may use in the Host header (repeatable). "
+                             "127.0.0.1, localhost, ::1 and --host are always allowed; any other "
+                             "Host gets 400, which stops web pages reading the dashboard through "
+                             "DNS rebinding.")] = None,
 ) -> None:
     """Serve the dashboard: runs, a run's report (live), comparisons, samples, and a JSON API
     (schema at /openapi.json). Read-only."""
@@ -62,7 +80,15 @@ def serve_cmd(
 
     if host not in {"127.0.0.1", "localhost", "::1"}:
         err_console.print(f"[yellow]warning:[/yellow] listening on {host}: anyone who can reach "
-                          "this address can read every run in the store (no login).")
-    app = create_app(get_store(db))
+                          "this address can read every run in the store (no login). Requests must "
+                          f"name {host}, localhost or a --allow-host name in their Host header.")
+    import threading
+
+    from ragmeter.report.paged import warm
+
+    store = get_store(db)
+    app = create_app(store, allowed_hosts=[host, *(allow_host or [])])
+    # build the newest runs' cached views in the background, so their first page is fast
+    threading.Thread(target=warm, args=(store,), daemon=True, name="ragmeter-warm").start()
     console.print(f"ragmeter dashboard on http://{host}:{port}/ (Ctrl+C to stop)")
     uvicorn.run(app, host=host, port=port, log_level="warning")

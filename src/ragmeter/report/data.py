@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -579,8 +579,10 @@ def compare_view(store: Store, refs: Sequence[str], *, max_samples: int | None =
         raise StoreError("comparing needs at least two distinct runs")
     per_run = []
     for run in runs:
-        samples = store.run_samples(run.id)
-        table = store.score_table(run.id)
+        # only what a comparison reads: ids, questions and answers; values and reasons (no
+        # details), so two runs of 100k samples do not need whole Sample objects in memory
+        samples = _brief_samples(store, run.id)
+        table = store.score_values(run.id)
         live = run.status not in ("completed", "incomplete") or not run.summary
         metas = metric_views(run, samples, table, live)
         values = {m["key"]: {s.id: (table.get(m["key"], {}).get(s.id).value
@@ -620,6 +622,19 @@ def compare_view(store: Store, refs: Sequence[str], *, max_samples: int | None =
         "differences": differences,
         **_sample_changes(per_run, metrics, max_samples),
     }
+
+
+class _BriefSample(NamedTuple):
+    id: str
+    question: str | None
+    answer: str | None
+
+
+def _brief_samples(store: Store, run_id: str) -> list[_BriefSample]:
+    rows = [(pos, _BriefSample(sid, raw.get("question"), raw.get("answer")))
+            for _pk, pos, sid, raw in store.iter_sample_rows(run_id)]
+    rows.sort(key=lambda r: r[0])
+    return [b for _pos, b in rows]
 
 
 def _run_metric_cell(meta: Mapping[str, Any] | None) -> dict[str, Any] | None:

@@ -25,6 +25,9 @@ from ragmeter.report.bands import BANDS
 from ragmeter.store import Store
 
 TEMPLATES = Path(__file__).parent / "templates"
+#: ``ragmeter report --max-samples 0`` ("all") shows at most this many rows per table unless
+#: ``--all-rows``: beyond it the one-file page grows past what a browser opens comfortably.
+MAX_ALL_ROWS = 20_000
 #: escapes that keep JSON inert inside an HTML ``<script>`` element (and valid JavaScript).
 _SCRIPT_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028",
                    "\u2029": "\\u2029"}

@@ -7,6 +7,7 @@ as JSON under ``/api`` and described by the app's OpenAPI schema (``/openapi.jso
 
 # no ``from __future__ import annotations``: FastAPI reads the route signatures at run time
 import functools
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -22,7 +23,12 @@ TEMPLATES = Path(__file__).parent / "templates"
 PAGE_CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
             "img-src 'self' data: blob:; font-src 'self' data:; object-src 'none'; base-uri 'none'; "
             "frame-ancestors 'none'; form-action 'self'")
-DEFAULT_PAGE_SAMPLES = 500
+DEFAULT_PAGE_SAMPLES = 100
+#: Host header values served whatever ``--host`` says (anything else answers 400, which stops a web
+#: page from reading the dashboard through DNS rebinding).
+LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+#: a longer request path cannot name anything here (ids are short): 414 before any lookup.
+MAX_PATH_LENGTH = 4096
 FAVICON = ('<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><defs><linearGradient id="g" '
            'x1="0" y1="0" x2="1" y2="1"><stop offset="0" stop-color="#4f46e5"/><stop offset=".55" '
            'stop-color="#06b6d4"/><stop offset="1" stop-color="#16a34a"/></linearGradient></defs>'
@@ -46,10 +52,54 @@ def _static_text(name: str) -> str:
     return plotly_js() if name == "plotly.min.js" else asset(name)
 
 
-def create_app(db: str | Store | None = None) -> FastAPI:
+def host_name(value: str) -> str:
+    """The host part of a ``Host`` header, lower-cased, without the port or IPv6 brackets.
+
+    >>> host_name("[::1]:8765"), host_name("LocalHost:80"), host_name("127.0.0.1")
+    ('::1', 'localhost', '127.0.0.1')
+    """
+    value = value.strip().lower()
+    if value.startswith("["):
+        return value[1:value.find("]")] if "]" in value else value
+    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+
+
+class GuardMiddleware:
+    """Refuses, before any route runs, requests whose ``Host`` is not an allowed name (400) and
+    request paths too long to name anything (414)."""
+
+    def __init__(self, app: Any, allowed_hosts: frozenset[str]) -> None:
+        self.app = app
+        self.allowed = allowed_hosts
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope.get("headers") or [])
+        host = host_name(headers.get(b"host", b"").decode("latin-1"))
+        if host not in self.allowed:
+            resp: Response = JSONResponse(
+                {"detail": "this dashboard answers only requests addressed to "
+                           + ", ".join(sorted(self.allowed)) + " (Host header not allowed)"},
+                status_code=400)
+        elif len(scope.get("raw_path") or scope.get("path", "")) > MAX_PATH_LENGTH:
+            resp = JSONResponse({"detail": f"request path longer than {MAX_PATH_LENGTH} characters"},
+                                status_code=414)
+        else:
+            await self.app(scope, receive, send)
+            return
+        await resp(scope, receive, send)
+
+
+def create_app(db: str | Store | None = None, *, allowed_hosts: Iterable[str] = ()) -> FastAPI:
     """Build the dashboard app over a store (a :class:`Store`, a SQLAlchemy URL or SQLite path;
-    default ``$RAGMETER_DB`` or ``.ragmeter/ragmeter.db``)."""
-    from ragmeter.report import data, figures
+    default ``$RAGMETER_DB`` or ``.ragmeter/ragmeter.db``).
+
+    Requests are answered only when their ``Host`` header names 127.0.0.1, localhost, ::1 or one
+    of ``allowed_hosts`` (e.g. the ``--host`` the server listens on); others get 400.
+    """
+    from ragmeter.report import data, figures, paged
     from ragmeter.report.render import environment, render_page
     from ragmeter.server import models
 
@@ -65,6 +115,8 @@ def create_app(db: str | Store | None = None) -> FastAPI:
                       {"name": "monitor", "description": "Production calls: ingest, aggregates, trends."}],
     )
     app.state.store = store
+    hosts = LOCAL_HOSTS | {host_name(h) for h in allowed_hosts if h}
+    app.add_middleware(GuardMiddleware, allowed_hosts=frozenset(hosts))
     not_found = {404: {"model": models.ErrorBody, "description": "No such run or sample."}}
 
     def page(template: str, status_code: int = 200, **ctx: Any) -> HTMLResponse:
@@ -78,6 +130,9 @@ def create_app(db: str | Store | None = None) -> FastAPI:
         return page("error.html.j2", status_code=status_code, title="ragmeter — not found",
                     message=str(exc))
 
+    def compare(refs: list[str], limit: int) -> dict[str, Any]:
+        return paged.compare(store, refs, limit=limit)
+
     # ---- HTML pages ----------------------------------------------------------------------
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     def runs_page() -> HTMLResponse:
@@ -85,22 +140,27 @@ def create_app(db: str | Store | None = None) -> FastAPI:
                     store_url=_public_url(store.url))
 
     @app.get("/runs/{run_id}", response_class=HTMLResponse, include_in_schema=False)
-    def run_page(run_id: str, limit: Annotated[int, Query(ge=1, le=100_000)] = DEFAULT_PAGE_SAMPLES
-                 ) -> HTMLResponse:
+    def run_page(run_id: str, limit: Annotated[int, Query(ge=1)] = DEFAULT_PAGE_SAMPLES,
+                 offset: Annotated[int, Query(ge=0)] = 0) -> HTMLResponse:
+        if limit > paged.MAX_PAGE:
+            return page("error.html.j2", status_code=400, title="ragmeter — bad request",
+                        message=f"limit is at most {paged.MAX_PAGE} samples per page; "
+                                "use offset to see the next ones")
         try:
-            view = data.run_view(store, run_id, max_samples=limit)
+            view = paged.run_page(store, run_id, offset=offset, limit=limit)
         except StoreError as exc:
             return error_page(exc)
         view["prefix"] = "r0"
         refresh = 5 if view["run"]["status"] == "running" else None
         return page("run.html.j2", title=f"ragmeter — {view['run']['label']}", view=view,
-                    figures=figures.run_figures(view, "r0"), refresh=refresh, limit=limit)
+                    figures=figures.run_figures(view, "r0"), refresh=refresh, limit=limit,
+                    offset=offset, max_page=paged.MAX_PAGE)
 
     @app.get("/runs/{run_id}/samples/{sample_id:path}", response_class=HTMLResponse,
              include_in_schema=False)
     def sample_page(run_id: str, sample_id: str) -> HTMLResponse:
         try:
-            view = data.sample_view(store, run_id, sample_id)
+            view = paged.sample_view(store, run_id, sample_id)
         except StoreError as exc:
             return error_page(exc)
         return page("sample.html.j2", title=f"ragmeter — sample {sample_id}", view=view)
@@ -109,7 +169,7 @@ def create_app(db: str | Store | None = None) -> FastAPI:
     def compare_page(runs: Annotated[list[str] | None, Query()] = None) -> HTMLResponse:
         refs = _split_refs(runs)
         try:
-            view = data.compare_view(store, refs, max_samples=DEFAULT_PAGE_SAMPLES)
+            view = compare(refs, DEFAULT_PAGE_SAMPLES)
         except StoreError as exc:
             return error_page(exc, 404 if len(refs) >= 2 else 400)
         view["prefix"] = "cmp"
@@ -141,43 +201,36 @@ def create_app(db: str | Store | None = None) -> FastAPI:
              tags=["runs"], summary="A run's config, dataset summary, aggregates and plots' data")
     def api_run(run_id: str) -> Any:
         try:
-            view = data.run_view(store, run_id, max_samples=0)
+            return paged.run_summary(store, run_id)[1]
         except StoreError as exc:
             return JSONResponse({"detail": str(exc)}, status_code=404)
-        view.pop("samples")
-        return view
 
     @app.get("/api/runs/{run_id}/samples", response_model=models.SamplePage, responses=not_found,
              tags=["runs"], summary="A run's per-sample values, worst first")
     def api_samples(
         run_id: str,
         offset: Annotated[int, Query(ge=0)] = 0,
-        limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
+        limit: Annotated[int, Query(ge=1, le=paged.MAX_PAGE, description="Rows per page (at most "
+                                                                   f"{paged.MAX_PAGE}).")] = 100,
         sort: Annotated[str, Query(pattern="^(worst|position)$",
                                    description="worst (lowest score first) or position")] = "worst",
-        q: Annotated[str | None, Query(description="Keep samples whose id, question, answer or "
-                                                   "reference contains this (case-insensitive).")] = None,
+        metric: Annotated[str | None, Query(max_length=300, description="With sort=worst: lowest on "
+                                            "this metric (in its direction) first.")] = None,
+        q: Annotated[str | None, Query(max_length=1000, description="Keep samples whose id, question, "
+                                       "answer or reference contains this (case-insensitive).")] = None,
     ) -> Any:
         try:
-            view = data.run_view(store, run_id, max_samples=None)
+            return paged.samples_page(store, run_id, offset=offset, limit=limit, sort=sort,
+                                      metric=metric, q=q)
         except StoreError as exc:
             return JSONResponse({"detail": str(exc)}, status_code=404)
-        rows = view["samples"]
-        if sort == "position":
-            rows = sorted(rows, key=lambda r: r["position"])
-        if q:
-            needle = q.lower()
-            rows = [r for r in rows if any(needle in (r.get(f) or "").lower()
-                                           for f in ("id", "question", "answer", "reference"))]
-        return {"run_id": view["run"]["id"], "total": len(rows), "offset": offset, "limit": limit,
-                "sort": sort, "items": rows[offset:offset + limit]}
 
     @app.get("/api/runs/{run_id}/samples/{sample_id:path}", response_model=models.SampleDetail,
              responses=not_found, tags=["runs"],
              summary="One sample with its contexts, verdicts and scores")
     def api_sample(run_id: str, sample_id: str) -> Any:
         try:
-            return data.sample_view(store, run_id, sample_id)
+            return paged.sample_view(store, run_id, sample_id)
         except StoreError as exc:
             return JSONResponse({"detail": str(exc)}, status_code=404)
 
@@ -188,13 +241,13 @@ def create_app(db: str | Store | None = None) -> FastAPI:
     def api_compare(
         runs: Annotated[list[str], Query(description="Run ids (or prefixes, names), comma-"
                                                      "separated or repeated; the first is the baseline.")],
-        limit: Annotated[int, Query(ge=0, le=100_000, description="Rows of sample_changes.")] = 100,
+        limit: Annotated[int, Query(ge=0, le=paged.MAX_PAGE, description="Rows of sample_changes.")] = 100,
     ) -> Any:
         refs = _split_refs(runs)
         if len(set(refs)) < 2:
             return JSONResponse({"detail": "give at least two runs, e.g. ?runs=A,B"}, status_code=400)
         try:
-            return data.compare_view(store, refs, max_samples=limit)
+            return compare(refs, limit)
         except StoreError as exc:
             return JSONResponse({"detail": str(exc)}, status_code=404)
 

@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from ragmeter.errors import StoreError
 from ragmeter.schema import Sample, Score
 from ragmeter.store.models import Base, EmbeddingCacheRow, KeyValueRow, Run, RunSample, ScoreRow, utcnow
+from ragmeter.store.views import RunViewsMixin
 
 DEFAULT_PATH = Path(".ragmeter") / "ragmeter.db"
 
@@ -31,7 +32,7 @@ def open_store(url: str | None = None) -> Store:
     return Store(url or default_url())
 
 
-class Store:
+class Store(RunViewsMixin):
     """A handle on the database. Thread-safe for the runner's use (one session per call)."""
 
     def __init__(self, url: str) -> None:
