@@ -511,8 +511,10 @@ def paired_difference(a: Mapping[str, float | None], b: Mapping[str, float | Non
     ``diff = mean(b_i - a_i)`` over the ids where both runs have a value, with a percentile
     paired-bootstrap confidence interval (resampling the per-sample differences). ``wins`` counts
     samples where ``b`` is better than ``a`` in the metric's direction, ``losses`` where it is
-    worse, ``ties`` where equal. ``significant`` when the interval excludes 0; ``verdict`` is then
-    ``"better"`` or ``"worse"`` (``b`` relative to ``a``), else ``"no significant difference"``.
+    worse, ``ties`` where equal. ``verdict`` is ``"better"`` or ``"worse"`` (``b`` relative to ``a``)
+    when the permutation p-value, Holm-adjusted over the family of tests (one test here; every
+    metric x run in :func:`compare_view`), is below 0.05 (the rule of ``ragmeter compare``), else
+    ``"no significant difference"``; ``significant`` says whether it is either.
     ``p_value`` is the two-sided paired permutation test of
     :func:`ragmeter.experiments.statistics.compare_paired` when that module is installed (and
     there are at most :data:`MAX_PAIRS_FOR_PVALUE` pairs), else ``None``. With no pair, every
@@ -525,7 +527,8 @@ def paired_difference(a: Mapping[str, float | None], b: Mapping[str, float | Non
     ids = [k for k, v in a.items() if v is not None and b.get(k) is not None]
     out: dict[str, Any] = {"n_pairs": len(ids), "mean_a": None, "mean_b": None, "diff": None,
                            "ci_low": None, "ci_high": None, "p_value": None, "wins": 0, "ties": 0,
-                           "losses": 0, "significant": False, "verdict": "no paired samples"}
+                           "losses": 0, "significant": False, "verdict": "no paired samples",
+                           "p_adjusted": None, "higher_is_better": higher_is_better}
     if not ids:
         return out
     xa = np.array([a[k] for k in ids], dtype=np.float64)
@@ -543,13 +546,26 @@ def paired_difference(a: Mapping[str, float | None], b: Mapping[str, float | Non
     out.update(mean_a=float(xa.mean()), mean_b=float(xb.mean()), diff=float(d.mean()),
                ci_low=ci[0] if ci else None, ci_high=ci[1] if ci else None,
                wins=wins, losses=losses, ties=len(ids) - wins - losses)
-    sig = ci is not None and (ci[0] > 0 or ci[1] < 0)
-    out["significant"] = bool(sig)
-    if sig:
-        out["verdict"] = "better" if (out["diff"] > 0) == higher_is_better else "worse"
-    else:
-        out["verdict"] = "no significant difference"
+    out["higher_is_better"] = higher_is_better
+    _decide([out])
     return out
+
+
+def _decide(differences: Sequence[dict[str, Any]], alpha: float = 0.05) -> None:
+    """Verdicts for a family of paired differences, with the rule ``ragmeter compare`` uses
+    (:func:`ragmeter.experiments.statistics.family_verdicts`: Holm-adjusted permutation p-value below
+    ``alpha``); without a p-value, no verdict. Sets ``p_adjusted``, ``significant`` and ``verdict``."""
+    stats = _experiments_statistics()
+    rows = [d for d in differences if d["n_pairs"]]
+    if stats is None:
+        decided = [(None, "no significant difference")] * len(rows)
+    else:
+        decided = stats.family_verdicts([(d["diff"], d["p_value"], d["higher_is_better"]) for d in rows],
+                                        alpha=alpha)
+    for d, (p, v) in zip(rows, decided, strict=True):
+        d["p_adjusted"] = p
+        d["verdict"] = v
+        d["significant"] = v in ("better", "worse")
 
 
 def _experiments_statistics() -> Any:
@@ -612,6 +628,7 @@ def compare_view(store: Store, refs: Sequence[str], *, max_samples: int | None =
             differences.append({"metric": k, "baseline": base["run"].id, "run": pr["run"].id,
                                 "run_label": pr["run"].name or pr["run"].id,
                                 "direction": m["direction"], **d})
+    _decide(differences)
     return {
         "runs": [run_header(pr["run"]) for pr in per_run],
         "baseline": base["run"].id,
