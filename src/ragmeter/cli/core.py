@@ -50,6 +50,7 @@ def eval_cmd(
     concurrency: Annotated[int | None, typer.Option("--concurrency", help="Judge requests in flight at once (default 8).")] = None,
     rpm: Annotated[float | None, typer.Option("--rpm", help="Judge requests per minute (default: no limit).")] = None,
     method: Annotated[str | None, typer.Option("--method", help="Answer correctness method: keyword, semantic_fixed, semantic_dynamic, semantic_guarded, llm_judge, hybrid (adds metric correct_<method>).")] = None,
+    language: Annotated[str | None, typer.Option("--language", help="Language of the texts (ISO code: en, pt, el, zh ...): tokenisation, stemming, stopwords and negation cues of lexical and correctness metrics. A sample's own `language` field wins.")] = None,
 ) -> None:
     """Evaluate a dataset: score every sample with every metric, store the run, print the summary."""
     from ragmeter.runner import evaluate
@@ -68,7 +69,8 @@ def eval_cmd(
         opts[k.strip()] = _parse_value(v)
     opts.update({k: v for k, v in {"judge": judge, "judge_base_url": judge_base_url,
                                    "judge_api_key_env": judge_api_key_env, "judge_max_cost": max_cost,
-                                   "judge_concurrency": concurrency, "judge_rpm": rpm}.items() if v is not None})
+                                   "judge_concurrency": concurrency, "judge_rpm": rpm,
+                                   "language": language}.items() if v is not None})
     if dry_run:
         if resume:
             raise typer.BadParameter("--dry-run plans a new evaluation; it cannot be combined with --resume")

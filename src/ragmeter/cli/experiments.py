@@ -184,6 +184,7 @@ def correctness_cmd(
     name: Annotated[str | None, typer.Option(help="A name for the run.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="JSON object.")] = False,
     db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
+    language: Annotated[str | None, typer.Option("--language", help="Language of the texts (ISO code: en, pt, es, fr, de, it ...): negation and \"I don't know\" cues, stemming. A sample's own `language` field wins.")] = None,
 ) -> None:
     """Score answer correctness with one or more methods and, where human labels exist, report each
     method's accuracy/precision/recall/F1 against them (on all labelled samples and on the
@@ -199,6 +200,8 @@ def correctness_cmd(
         opts["judge"] = judge
     if judge_base_url:
         opts["judge_base_url"] = judge_base_url
+    if language:
+        opts["language"] = language
     res = evaluate(data, keys, db=db, name=name, options=opts)
     table = label_agreement(res)
     if as_json:

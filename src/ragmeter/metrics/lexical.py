@@ -505,12 +505,16 @@ register_service("lexical_memo", lambda ctx: _LexicalMemo())
 
 def _rouge_rows(samples: Sequence[Sample], ctx: ScoringContext | None,
                 use_stemmer: bool) -> list[tuple[np.ndarray, np.ndarray]]:
+    from ragmeter import language as lang
+
     memo = ctx.service("lexical_memo").rouge if ctx is not None else {}
-    keys = [(use_stemmer, s.answer or "", tuple(s.references)) for s in samples]
+    options = ctx.options if ctx is not None else None
+    keys = [(use_stemmer, s.answer or "", tuple(s.references), lang.of(s, options)) for s in samples]
     todo = [k for k in dict.fromkeys(keys) if k not in memo]
-    if todo:
-        values, best = rouge_multi([k[1] for k in todo], [k[2] for k in todo], use_stemmer)
-        for k, v, b in zip(todo, values, best, strict=True):
+    for code in dict.fromkeys(k[3] for k in todo):
+        group = [k for k in todo if k[3] == code]
+        values, best = rouge_multi([k[1] for k in group], [k[2] for k in group], use_stemmer, code)
+        for k, v, b in zip(group, values, best, strict=True):
             memo[k] = (v, b)
     return [memo[k] for k in keys]
 
