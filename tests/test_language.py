@@ -1,0 +1,107 @@
+"""Language settings: Portuguese correctness cues, Unicode ROUGE tokenisation, the Portuguese example."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+import ragmeter
+from ragmeter import language as lang
+from ragmeter.correctness.text import has_strong_negation, is_abstention, key_facts
+
+Q = "Qual é a capital de Portugal?"
+
+
+@pytest.fixture
+def db(tmp_path):
+    return f"sqlite:///{tmp_path / 'lang.db'}"
+
+
+def test_words_any_script_and_cjk_by_character():
+    assert lang.words("Το ίδιο κείμενο") == ["το", "ίδιο", "κείμενο"]
+    assert lang.words("北京是首都") == ["北", "京", "是", "首", "都"]
+    assert lang.words("cafe\u0301") == lang.words("caf\u00e9") == ["café"]
+    assert lang.normalize_code("pt-BR") == "pt" and lang.normalize_code(None) == "en"
+
+
+def test_portuguese_cues():
+    assert has_strong_negation("A capital de Portugal não é Lisboa.", "pt")
+    assert not has_strong_negation("A capital de Portugal não é Lisboa.")  # English cues: no "not"
+    for t in ["Não sei.", "Não tenho certeza.", "O texto não menciona isso.", "Essa informação não é mencionada."]:
+        assert is_abstention(t, "pt"), t
+    assert not is_abstention("A capital de Portugal é Lisboa.", "pt")
+    keys = [f.key for f in key_facts("O presidente executivo é Daniel Okafor.", language="pt")]
+    assert "de" not in keys and any("okafor" in k for k in keys)
+
+
+def test_language_pt_keyword_and_guarded(db):
+    rows = [{"question": Q, "answer": a, "reference": "Lisboa"}
+            for a in ("A capital de Portugal não é Lisboa.", "A capital de Portugal é Lisboa.")]
+    keys = ["correct_keyword", "correct_semantic_guarded"]
+    res = ragmeter.evaluate(rows, keys, db=db, options={"language": "pt"})
+    for k in keys:
+        assert [s.value for s in res.scores[k]] == [0.0, 1.0], k
+    # without the language setting the Portuguese negation is not seen
+    en = ragmeter.evaluate(rows, keys, db=db)
+    assert [s.value for s in en.scores["correct_keyword"]] == [1.0, 1.0]
+    # a per-sample language field does the same as the option
+    res2 = ragmeter.evaluate([{**r, "language": "pt"} for r in rows], keys, db=db)
+    assert [s.value for s in res2.scores["correct_keyword"]] == [0.0, 1.0]
+
+
+def test_cli_language_option(db):
+    from ragmeter.cli import app
+
+    path_rows = [{"question": Q, "answer": "A capital de Portugal não é Lisboa.", "reference": "Lisboa"}]
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as d:
+        p = Path(d) / "pt.jsonl"
+        p.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in path_rows), encoding="utf-8")
+        r = CliRunner().invoke(app, ["eval", str(p), "-m", "correct_keyword", "--language", "pt", "--json",
+                                     "--db", db])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output.strip().splitlines()[-1])["metrics"]["correct_keyword"]["mean"] == 0.0
+
+
+def test_rouge_greek_with_language_and_default_equals_rouge_score(db):
+    from rouge_score import rouge_scorer
+
+    text = "Η πρωτεύουσα της Ελλάδας είναι η Αθήνα."
+    rows = [{"question": "q", "answer": text, "reference": text}]
+    el = ragmeter.evaluate(rows, ["rouge1_fmeasure"], db=db, options={"language": "el"})
+    assert el["rouge1_fmeasure"] == 1.0
+    en = ragmeter.evaluate(rows, ["rouge1_fmeasure"], db=db)
+    ref = rouge_scorer.RougeScorer(["rouge1"], use_stemmer=True).score(text, text)["rouge1"].fmeasure
+    assert en["rouge1_fmeasure"] == ref == 0.0
+    zh = ragmeter.evaluate([{"question": "q", "answer": "北京是中国的首都", "reference": "北京是中国的首都"}],
+                           ["rouge1_fmeasure", "rouge2_fmeasure"], db=db, options={"language": "zh"})
+    assert zh["rouge1_fmeasure"] == zh["rouge2_fmeasure"] == 1.0
+
+
+def test_example_pt_dataset():
+    ds = ragmeter.load("example-pt")
+    assert len(ds.samples) >= 40
+    kinds = [s.metadata["answer_kind"] for s in ds.samples]
+    assert kinds.count("idk") >= 3 and any("não" in s.answer.lower() and s.label == 0 for s in ds.samples)
+    for s in ds.samples:
+        assert s.metadata["language"] == "pt" and s.label in (0, 1)
+        for c in s.relevant:
+            assert c.text and c.end > c.start
+
+
+def test_correctness_example_pt_prints_every_method(db):
+    from ragmeter.cli import app
+
+    r = CliRunner().invoke(app, ["correctness", "example-pt", "--json", "--db", db])
+    assert r.exit_code == 0, r.output
+    table = {row["method"]: row for row in json.loads(r.output.strip().splitlines()[-1])["methods"]}
+    assert set(table) == {"correct_keyword", "correct_semantic_fixed", "correct_semantic_dynamic",
+                          "correct_semantic_guarded"}
+    for row in table.values():
+        assert row["all"]["accuracy"] is not None and row["all"]["n"] >= 20
+    # negated and "não sei" answers: the language-aware methods reject them
+    assert table["correct_keyword"]["all"]["precision"] == 1.0
