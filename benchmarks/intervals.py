@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+import warnings
 
 import numpy as np
 from scipy import stats as sst
@@ -108,7 +109,9 @@ def bootstrap_t(x: np.ndarray, n_boot: int, rng: np.random.Generator) -> tuple[n
         sd = r.std(axis=2, ddof=1)
         with np.errstate(divide="ignore", invalid="ignore"):
             t = np.where(sd > 0, (r.mean(axis=2) - m0[i:i + chunk, None]) / sd * np.sqrt(n), np.nan)
-        tq[i:i + chunk] = np.nanquantile(t, [1 - a, a], axis=1).T
+        with warnings.catch_warnings():  # 0/1 data at small n: some data sets have no usable resample
+            warnings.simplefilter("ignore", RuntimeWarning)
+            tq[i:i + chunk] = np.nanquantile(t, [1 - a, a], axis=1).T
     h = s0 / np.sqrt(n)
     return m0 - tq[:, 0] * h, m0 - tq[:, 1] * h
 

@@ -89,3 +89,25 @@ def test_report_verdict_equals_compare_winner(tmp_path):
         assert to_winner[d["verdict"]] == r.winner, r.metric
         assert d["p_adjusted"] == pytest.approx(r.pvalue_adjusted)
         assert (d["ci_low"], d["ci_high"]) == pytest.approx((r.ci_low, r.ci_high))
+
+
+def test_relative_gate_shows_relative_interval():
+    from ragmeter.experiments.gate import gate
+    from ragmeter.experiments.runs import RunValues
+
+    rng = np.random.default_rng(5)
+    ids = [f"s{i}" for i in range(60)]
+    base_vals = rng.uniform(0.1, 0.3, 60)
+    cur_vals = base_vals - rng.uniform(0.0, 0.05, 60)
+
+    def rv(label, vals):
+        return RunValues(run_id=label, label=label,
+                         values={"mrr": dict(zip(ids, map(float, vals), strict=True))},
+                         means={"mrr": float(np.mean(vals))}, directions={"mrr": "higher"})
+
+    absolute = gate(rv("cur", cur_vals), rv("base", base_vals), max_drop=0.5).rows[0]
+    relative = gate(rv("cur", cur_vals), rv("base", base_vals), max_drop=0.5, relative=True).rows[0]
+    m = float(np.mean(base_vals))
+    assert relative.drop == pytest.approx(absolute.drop / m)
+    assert (relative.ci_low, relative.ci_high) == pytest.approx((absolute.ci_low / m, absolute.ci_high / m))
+    assert relative.ci_low <= -relative.drop <= relative.ci_high

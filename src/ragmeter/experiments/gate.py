@@ -18,6 +18,8 @@ class GateRow:
     relative to the baseline mean with ``relative=True``); ``pvalue`` is the one-sided paired
     permutation test of "current is worse"; ``regressed`` = ``drop > max_drop`` and
     ``pvalue < alpha`` (or, against a means-only baseline, ``drop > max_drop`` alone).
+    ``ci_low``/``ci_high``: 95% paired-bootstrap interval of ``change``; with ``relative=True`` of
+    the relative change ``change / |baseline mean|``, on the same scale as ``drop``.
     """
 
     metric: str
@@ -138,6 +140,9 @@ def _row(m: str, cur: RunValues, base: RunValues, max_drop: float, alpha: float,
     alt = "less" if direction != "lower" else "greater"
     p = paired_permutation_test(xb, xc, alternative=alt, n_resamples=n_resamples).pvalue
     ci = paired_bootstrap_ci(xb, xc)
+    if relative and ci is not None:
+        # the interval of the change on the scale of the drop beside it: relative to the baseline mean
+        ci = (ci[0] / abs(b_mean), ci[1] / abs(b_mean)) if b_mean else None
     bad = drop is not None and drop > max_drop and p < alpha
     if bad:
         status = "REGRESSED"
