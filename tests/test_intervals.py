@@ -111,3 +111,25 @@ def test_relative_gate_shows_relative_interval():
     assert relative.drop == pytest.approx(absolute.drop / m)
     assert (relative.ci_low, relative.ci_high) == pytest.approx((absolute.ci_low / m, absolute.ci_high / m))
     assert relative.ci_low <= -relative.drop <= relative.ci_high
+
+
+def test_bands_only_where_they_were_defined():
+    from ragmeter.metrics.composite import bands_apply
+
+    assert bands_apply("faithfulness", "llm") and bands_apply("my_metric", "")
+    assert not bands_apply("precision@5", "retrieval") and not bands_apply("bleu", "lexical")
+    assert bands_apply("precision@5", "retrieval", {"bands": ["precision"]})
+    assert bands_apply("bleu", "lexical", {"bands": "bleu,chrf"})
+
+
+def test_report_shows_no_band_for_retrieval_precision(tmp_path):
+    from ragmeter.report.data import run_view
+    from ragmeter.store import Store
+
+    url = f"sqlite:///{tmp_path}/b.db"
+    rows = [{"question": f"q{i}", "answer": "a", "reference": "a",
+             "contexts": ["x", "y", "z", "w", "v"], "relevant": ["x"] if i % 5 == 0 else ["v"]}
+            for i in range(20)]
+    rid = ragmeter.evaluate(rows, ["precision@5", "exact_match"], db=url).run_id
+    view = run_view(Store(url), rid)
+    assert all(m["band"] is None for m in view["metrics"])

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ragmeter.errors import ConfigError, StoreError
+from ragmeter.metrics.composite import bands_apply
 from ragmeter.report.bands import band, oriented
 from ragmeter.schema import FIELD_PRESENT, Sample, Score
 from ragmeter.stats import aggregate, bootstrap_ci
@@ -56,8 +57,10 @@ def runs_list(store: Store, limit: int | None = None) -> list[dict[str, Any]]:
         head["means"] = {k: (a or {}).get("mean") for k, a in (run.summary or {}).items()}
         head["directions"] = {k: (a or {}).get("direction", "higher")
                               for k, a in (run.summary or {}).items()}
+        options = (run.config or {}).get("options") or {}
         bands = {k: band(m, head["directions"][k] != "lower") for k, m in head["means"].items()
-                 if m is not None and 0.0 <= m <= 1.0}
+                 if m is not None and 0.0 <= m <= 1.0
+                 and bands_apply(k, ((run.summary or {}).get(k) or {}).get("family"), options)}
         head["bands"] = {k: b.css for k, b in bands.items() if b is not None}
         out.append(head)
     return out
@@ -103,9 +106,13 @@ def _metric_meta(run: Run, key: str, agg: Mapping[str, Any]) -> dict[str, Any]:
         fits = lo is None or (lo >= 0 and hi is not None and hi <= 1)
         rng = (0.0, 1.0) if fits else (float(lo), float(hi))
     banded = rng == (0.0, 1.0)
+    family = agg.get("family") or stored.get("family") or ""
+    options = (run.config or {}).get("options") or {}
+    # ``banded``: on the 0-1 scale (enters a sample's quality); ``show_band``: a band is meaningful
     return {"key": key, "name": name, "params": req.get("params") or {},
-            "family": agg.get("family") or stored.get("family") or "", "direction": direction,
-            "higher_is_better": direction != "lower", "range": list(rng), "banded": banded}
+            "family": family, "direction": direction,
+            "higher_is_better": direction != "lower", "range": list(rng), "banded": banded,
+            "show_band": banded and bands_apply(key, family, options)}
 
 
 def histogram(values: Sequence[float], lo: float, hi: float, bins: int = HISTOGRAM_BINS) -> dict[str, Any]:
@@ -142,7 +149,7 @@ def metric_views(run: Run, samples: Sequence[Sample], table: Mapping[str, Mappin
         meta = _metric_meta(run, key, agg)
         values = [s.value for s in present if s.value is not None]
         lo, hi = meta["range"]
-        b = band(agg.get("mean"), meta["higher_is_better"]) if meta["banded"] else None
+        b = band(agg.get("mean"), meta["higher_is_better"]) if meta["show_band"] else None
         out.append({
             **meta,
             "mean": agg.get("mean"), "std": agg.get("std"), "min": agg.get("min"),
@@ -226,7 +233,7 @@ def sample_row(sample: Sample, position: int, table: Mapping[str, Mapping[str, S
         sc = table.get(m["key"], {}).get(sample.id)
         v = sc.value if sc is not None else None
         values[m["key"]] = v
-        b = band(v, m["higher_is_better"]) if m["banded"] else None
+        b = band(v, m["higher_is_better"]) if m.get("show_band") else None
         bands[m["key"]] = b.css if b else None
         if sc is None:
             reasons[m["key"]] = "not scored yet"
@@ -257,7 +264,7 @@ def sample_detail(sample: Sample, table: Mapping[str, Mapping[str, Score]],
     for m in metas:
         sc = table.get(m["key"], {}).get(sample.id)
         v = sc.value if sc is not None else None
-        b = band(v, m["higher_is_better"]) if m["banded"] else None
+        b = band(v, m["higher_is_better"]) if m.get("show_band") else None
         scores.append({
             "metric": m["key"], "family": m["family"], "direction": m["direction"],
             "value": v, "band": b.name if b else None, "band_css": b.css if b else None,
