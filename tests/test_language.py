@@ -105,3 +105,26 @@ def test_correctness_example_pt_prints_every_method(db):
         assert row["all"]["accuracy"] is not None and row["all"]["n"] >= 20
     # negated and "não sei" answers: the language-aware methods reject them
     assert table["correct_keyword"]["all"]["precision"] == 1.0
+
+
+def test_nfc_before_lexical_metrics_and_option_off(db):
+    import unicodedata
+
+    rows = [{"question": "q", "answer": unicodedata.normalize("NFD", "café"), "reference": "café"}]
+    res = ragmeter.evaluate(rows, ["exact_match", "levenshtein", "chrf"], db=db)
+    assert res["exact_match"] == 1.0 and res["levenshtein"] == 1.0
+    off = ragmeter.evaluate(rows, ["exact_match"], db=db, options={"unicode_normalize": False})
+    assert off["exact_match"] == 0.0
+
+
+def test_bm25_pipeline_uses_portuguese_stopwords_and_stems():
+    from pathlib import Path
+
+    from ragmeter.pipeline import rag
+    from ragmeter.pipeline.retrieval import analyse
+
+    assert analyse("A travessia até Halden Isle demora 55 minutos", "pt") == [
+        "travess", "halden", "isle", "demor", "55", "minut"]
+    corpus = Path(ragmeter.__file__).parent / "data" / "example_pt" / "corpus"
+    r = rag("Quanto tempo demora a travessia até Halden Isle?", corpus=str(corpus), language="pt")
+    assert "55 minutos" in r["answer"]

@@ -399,10 +399,27 @@ def keyword_match(answer: str, keyword: References, whole_words: bool = False) -
     return None if np.isnan(value) else value
 
 
-def _string_scores(metric: str, samples: Sequence[Sample], params: dict[str, Any]) -> list[Score]:
+def sample_texts(samples: Sequence[Sample], ctx: ScoringContext | None) -> tuple[list[str], list[list[str]]]:
+    """Answers and references of ``samples`` as the lexical metrics see them: Unicode NFC-normalised
+    ("café" typed with a combining accent equals the precomposed "café"), unless the run option
+    ``unicode_normalize`` is false. A missing answer is the empty string."""
+    answers = [s.answer or "" for s in samples]
+    refs = [list(s.references) for s in samples]
+    if ctx is not None and ctx.options.get("unicode_normalize") is False:
+        return answers, refs
+    import unicodedata
+
+    def nfc(t: str) -> str:
+        return t if t.isascii() else unicodedata.normalize("NFC", t)
+
+    return [nfc(a) for a in answers], [[nfc(r) for r in rs] for rs in refs]
+
+
+def _string_scores(metric: str, samples: Sequence[Sample], params: dict[str, Any],
+                   ctx: ScoringContext | None = None) -> list[Score]:
     spec = STRING_METRICS[metric]
-    best, arg, sizes = _string_best(metric, [s.answer or "" for s in samples],
-                                    [list(s.references) for s in samples], params)
+    answers, refs = sample_texts(samples, ctx)
+    best, arg, sizes = _string_best(metric, answers, refs, params)
     out = []
     for v, j, n in zip(best.tolist(), arg.tolist(), sizes.tolist(), strict=True):
         if v != v:  # NaN: no reference gave a value
@@ -415,7 +432,7 @@ def _string_scores(metric: str, samples: Sequence[Sample], params: dict[str, Any
 def _string_batch_fn(metric: str) -> Callable[..., list[Score]]:
     def fn(samples: Sequence[Sample], ctx: ScoringContext | None = None, **params: Any) -> list[Score]:
         _check_string_params(metric, params)
-        return _string_scores(metric, samples, params)
+        return _string_scores(metric, samples, params, ctx)
 
     fn.__name__ = f"{metric}_batch"
     fn.__doc__ = STRING_METRICS[metric].summary
@@ -509,7 +526,8 @@ def _rouge_rows(samples: Sequence[Sample], ctx: ScoringContext | None,
 
     memo = ctx.service("lexical_memo").rouge if ctx is not None else {}
     options = ctx.options if ctx is not None else None
-    keys = [(use_stemmer, s.answer or "", tuple(s.references), lang.of(s, options)) for s in samples]
+    answers, refs = sample_texts(samples, ctx)
+    keys = [(use_stemmer, a, tuple(r), lang.of(s, options)) for s, a, r in zip(samples, answers, refs, strict=True)]
     todo = [k for k in dict.fromkeys(keys) if k not in memo]
     for code in dict.fromkeys(k[3] for k in todo):
         group = [k for k in todo if k[3] == code]
@@ -638,8 +656,7 @@ def chrf(answer: str, reference: References, **params: Any) -> float:
 
 def _mt_batch_fn(name: str, batch: Callable[..., np.ndarray]) -> Callable[..., list[Score]]:
     def fn(samples: Sequence[Sample], ctx: ScoringContext | None = None, **params: Any) -> list[Score]:
-        values = _unit(batch([s.answer or "" for s in samples], [list(s.references) for s in samples],
-                             **params))
+        values = _unit(batch(*sample_texts(samples, ctx), **params))
         return [Score(v) for v in values.tolist()]
 
     fn.__name__ = f"{name}_batch"
