@@ -128,3 +128,13 @@ def test_bm25_pipeline_uses_portuguese_stopwords_and_stems():
     corpus = Path(ragmeter.__file__).parent / "data" / "example_pt" / "corpus"
     r = rag("Quanto tempo demora a travessia até Halden Isle?", corpus=str(corpus), language="pt")
     assert "55 minutos" in r["answer"]
+
+
+def test_token_estimate_counts_cjk_per_character():
+    from ragmeter.llm import service
+
+    if service._tiktoken_encoding() is not None:
+        pytest.skip("tiktoken with a cached encoding counts exactly")
+    zh = "北京是中国的首都也是政治中心"
+    assert service.estimate_tokens(zh) == len(zh)  # was len/4: a 4x undercount
+    assert service.estimate_tokens("hello world, this is a test") == 7  # English unchanged
