@@ -138,3 +138,20 @@ def test_token_estimate_counts_cjk_per_character():
     zh = "北京是中国的首都也是政治中心"
     assert service.estimate_tokens(zh) == len(zh)  # was len/4: a 4x undercount
     assert service.estimate_tokens("hello world, this is a test") == 7  # English unchanged
+
+
+def test_corpus_bleu_and_chrf_beside_sentence_means(db):
+    import sacrebleu
+
+    pairs = [("the cat sat on the mat", ["the cat sat on a mat"]), ("a dog barked loudly", ["the dog barked"]),
+             ("hello there", ["hello world", "hello there friend"]), ("it rains today in Paris", ["today it rains in Paris"])]
+    rows = [{"question": "q", "answer": a, "references": r} for a, r in pairs]
+    res = ragmeter.evaluate(rows, ["bleu", "chrf"], db=db)
+    hyps = [a for a, _ in pairs]
+    refs = [[r[0] for _, r in pairs], [r[1] if len(r) > 1 else None for _, r in pairs]]
+    assert res.summary["bleu"]["corpus_score"] == pytest.approx(sacrebleu.corpus_bleu(hyps, refs).score / 100)
+    assert res.summary["chrf"]["corpus_score"] == pytest.approx(sacrebleu.corpus_chrf(hyps, refs).score / 100)
+    for k in ("bleu", "chrf"):
+        s = res.summary[k]
+        assert s["mean_kind"] == "sentence mean" and s["corpus_score"] != pytest.approx(s["mean"])
+        assert s["corpus_ci_low"] <= s["corpus_score"] <= s["corpus_ci_high"]
