@@ -155,3 +155,12 @@ def test_corpus_bleu_and_chrf_beside_sentence_means(db):
         s = res.summary[k]
         assert s["mean_kind"] == "sentence mean" and s["corpus_score"] != pytest.approx(s["mean"])
         assert s["corpus_ci_low"] <= s["corpus_score"] <= s["corpus_ci_high"]
+
+
+def test_empty_text_conventions_match_the_documented_table(db):
+    ms = ["exact_match", "token_f1", "levenshtein", "fuzzy_score", "rouge1_fmeasure", "bleu", "chrf"]
+    want = {"exact_match": 1.0, "token_f1": 1.0, "levenshtein": 1.0, "fuzzy_score": 0.0,
+            "rouge1_fmeasure": 0.0, "bleu": 0.0, "chrf": 0.0}
+    for text in ("", "  "):
+        res = ragmeter.evaluate([{"question": "q", "answer": text, "reference": text}], ms, db=db)
+        assert {m: res.scores[m][0].value for m in ms} == want, repr(text)
