@@ -360,7 +360,7 @@ def gate_cmd(
         from rich.table import Table
 
         t = Table(title=f"gate: {res.current} vs baseline {res.baseline}")
-        for col in ("metric", "baseline", "current", "drop [95% CI]", "p worse", "n", "status"):
+        for col in ("metric", "baseline", "current", "drop [95% CI]", "p worse (Holm)", "n", "status"):
             t.add_column(col, justify="left" if col in ("metric", "status") else "right",
                          no_wrap=col in ("drop [95% CI]", "metric", "status"))
         style = {"REGRESSED": "[red]REGRESSED[/red]", "improved": "[green]improved[/green]",
@@ -372,7 +372,7 @@ def gate_cmd(
                   f" [{fmt(r.ci_low, 3)}, {fmt(r.ci_high, 3)}]" if r.ci_low is not None else "")
             drop = "—" if r.drop is None else f"{r.drop + 0.0:.3f}"
             t.add_row(r.metric + ("" if r.direction == "higher" else " ↓"), fmt(r.baseline, 3), fmt(r.current, 3),
-                      drop + ci, _p(r.pvalue), str(r.n),
+                      drop + ci, _p(r.pvalue if r.pvalue_adjusted is None else r.pvalue_adjusted), str(r.n),
                       style.get(r.status, r.status) + (f" ({r.note})" if r.note else ""))
         _out().print(t)
         verdict = "[red]FAIL[/red]: significant regression" if res.failed else "[green]PASS[/green]"

@@ -7,7 +7,7 @@ from typing import Any
 
 from ragmeter.errors import ConfigError
 from ragmeter.experiments.runs import RunValues, load_runs, paired_arrays
-from ragmeter.experiments.statistics import paired_bootstrap_ci, paired_permutation_test
+from ragmeter.experiments.statistics import adjust_pvalues, paired_bootstrap_ci, paired_permutation_test
 
 
 @dataclass
@@ -16,8 +16,10 @@ class GateRow:
 
     ``drop`` is how much worse the current run is (positive = worse, in the metric's direction;
     relative to the baseline mean with ``relative=True``); ``pvalue`` is the one-sided paired
-    permutation test of "current is worse"; ``regressed`` = ``drop > max_drop`` and
-    ``pvalue < alpha`` (or, against a means-only baseline, ``drop > max_drop`` alone).
+    permutation test of "current is worse", ``pvalue_adjusted`` the same Holm-adjusted over every
+    metric of the gate (the correction ``compare`` and the report use); ``regressed`` =
+    ``drop > max_drop`` and ``pvalue_adjusted < alpha`` (or, against a means-only baseline,
+    ``drop > max_drop`` alone).
     ``ci_low``/``ci_high``: 95% paired-bootstrap interval of ``change``; with ``relative=True`` of
     the relative change ``change / |baseline mean|``, on the same scale as ``drop``.
     """
@@ -35,6 +37,7 @@ class GateRow:
     regressed: bool
     status: str
     note: str | None = None
+    pvalue_adjusted: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -83,8 +86,9 @@ def gate(current: str | Any, baseline: str | Any, *, max_drop: float = 0.05,
     ``drop = -change`` for higher-is-better metrics and ``+change`` for lower-is-better ones
     (``relative=True`` divides by the baseline mean, as seed 004's ``threshold=0.05`` "5% worse").
     The p-value is the one-sided paired permutation test that the current run is worse. A metric
-    **regressed** when ``drop > max_drop`` *and* ``p < alpha``: a large drop that is noise (few
-    samples) does not fail the gate, and neither does a tiny significant one.
+    **regressed** when ``drop > max_drop`` *and* the Holm-adjusted ``p < alpha`` (Holm over the
+    gated metrics, as in ``compare``): a large drop that is noise (few samples) does not fail the
+    gate, and neither does a tiny significant one.
 
     Against a baseline with means only (seed 004's file), no paired test is possible: a metric
     regresses when ``drop > max_drop``, and the row says so.
@@ -113,6 +117,12 @@ def gate(current: str | Any, baseline: str | Any, *, max_drop: float = 0.05,
     res = GateResult(cur.label, base.label, max_drop, alpha, relative)
     for m in common:
         res.rows.append(_row(m, cur, base, max_drop, alpha, relative, n_resamples))
+    # the multiplicity rule of compare and the report: Holm over the metrics gated together
+    for r, padj in zip(res.rows, adjust_pvalues([r.pvalue for r in res.rows]), strict=True):
+        r.pvalue_adjusted = padj
+        if padj is not None and r.status in ("REGRESSED", "noise"):
+            r.regressed = padj < alpha
+            r.status = "REGRESSED" if r.regressed else "noise"
     return res
 
 
