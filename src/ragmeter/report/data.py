@@ -535,7 +535,7 @@ def paired_difference(a: Mapping[str, float | None], b: Mapping[str, float | Non
     out: dict[str, Any] = {"n_pairs": len(ids), "mean_a": None, "mean_b": None, "diff": None,
                            "ci_low": None, "ci_high": None, "p_value": None, "wins": 0, "ties": 0,
                            "losses": 0, "significant": False, "verdict": "no paired samples",
-                           "p_adjusted": None, "higher_is_better": higher_is_better}
+                           "p_adjusted": None}
     if not ids:
         return out
     xa = np.array([a[k] for k in ids], dtype=np.float64)
@@ -573,6 +573,8 @@ def _decide(differences: Sequence[dict[str, Any]], alpha: float = 0.05) -> None:
         d["p_adjusted"] = p
         d["verdict"] = v
         d["significant"] = v in ("better", "worse")
+    for d in differences:
+        d.pop("higher_is_better", None)  # an input of the rule, not a figure of the comparison
 
 
 def _experiments_statistics() -> Any:
@@ -634,7 +636,7 @@ def compare_view(store: Store, refs: Sequence[str], *, max_samples: int | None =
                                   higher_is_better=m["higher_is_better"])
             differences.append({"metric": k, "baseline": base["run"].id, "run": pr["run"].id,
                                 "run_label": pr["run"].name or pr["run"].id,
-                                "direction": m["direction"], **d})
+                                "direction": m["direction"], **d, "higher_is_better": m["higher_is_better"]})
     _decide(differences)
     return {
         "runs": [run_header(pr["run"]) for pr in per_run],
