@@ -164,3 +164,13 @@ def test_empty_text_conventions_match_the_documented_table(db):
     for text in ("", "  "):
         res = ragmeter.evaluate([{"question": "q", "answer": text, "reference": text}], ms, db=db)
         assert {m: res.scores[m][0].value for m in ms} == want, repr(text)
+
+
+def test_token_f1_and_exact_match_unicode_tokens_for_other_languages(db):
+    rows = [{"question": "q", "answer": "北京是中国的首都", "reference": "中国的首都是北京"},
+            {"question": "q", "answer": "A capital é Lisboa!", "reference": "a capital é lisboa"}]
+    en = ragmeter.evaluate(rows, ["token_f1"], db=db)
+    assert [s.value for s in en.scores["token_f1"]] == [0.0, 1.0]  # SQuAD: one "word" each, unequal
+    zh = ragmeter.evaluate(rows, ["token_f1", "exact_match"], db=db, options={"language": "zh"})
+    assert [s.value for s in zh.scores["token_f1"]] == [1.0, 1.0]
+    assert [s.value for s in zh.scores["exact_match"]] == [0.0, 1.0]

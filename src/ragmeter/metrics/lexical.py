@@ -415,11 +415,41 @@ def sample_texts(samples: Sequence[Sample], ctx: ScoringContext | None) -> tuple
     return [nfc(a) for a in answers], [[nfc(r) for r in rs] for rs in refs]
 
 
+def _unicode_token_value(metric: str, answer: str, reference: str) -> float:
+    """exact_match / token_f1 on :func:`ragmeter.language.words` tokens (any script, CJK by character,
+    case-folded, punctuation dropped; no English article removal). Both empty -> 1, one empty -> 0,
+    as SQuAD."""
+    from collections import Counter
+
+    from ragmeter.language import words
+
+    a, r = words(answer), words(reference)
+    if metric == "exact_match":
+        return float(a == r)
+    if not a or not r:
+        return float(a == r)
+    common = sum((Counter(a) & Counter(r)).values())
+    if common == 0:
+        return 0.0
+    prec, rec = common / len(a), common / len(r)
+    return 2 * prec * rec / (prec + rec)
+
+
 def _string_scores(metric: str, samples: Sequence[Sample], params: dict[str, Any],
                    ctx: ScoringContext | None = None) -> list[Score]:
     spec = STRING_METRICS[metric]
     answers, refs = sample_texts(samples, ctx)
     best, arg, sizes = _string_best(metric, answers, refs, params)
+    if metric in ("exact_match", "token_f1"):
+        # other languages: Unicode word tokens instead of SQuAD's English normalisation
+        from ragmeter import language as lang
+
+        options = ctx.options if ctx is not None else None
+        for i, s in enumerate(samples):
+            if lang.of(s, options) != "en" and refs[i]:
+                vals = [_unicode_token_value(metric, answers[i], r) for r in refs[i]]
+                best[i] = max(vals)
+                arg[i] = vals.index(best[i])
     out = []
     for v, j, n in zip(best.tolist(), arg.tolist(), sizes.tolist(), strict=True):
         if v != v:  # NaN: no reference gave a value
