@@ -19,7 +19,7 @@ PKG = SRC / "ragmeter"
 #: where a later stage is a service of an earlier one (scoring caches judge verdicts and embeddings
 #: in the store, so the store sits low). docs/internals.md explains each layer.
 LAYERS: list[tuple[str, set[str]]] = [
-    ("foundation", {"_version", "redact", "errors", "schema", "config", "context", "stats", "provenance"}),
+    ("foundation", {"_version", "redact", "errors", "schema", "config", "context", "stats", "provenance", "language"}),
     ("store", {"store"}),
     ("load", {"io"}),
     ("services", {"retrieval", "embed", "llm"}),

@@ -252,6 +252,9 @@ def evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None = None, *
     for r in requests:
         summary[r.key]["direction"] = "higher" if r.spec.higher_is_better else "lower"
         summary[r.key]["family"] = r.spec.family
+    from ragmeter.metrics._lexical_corpus import add_corpus_scores
+
+    add_corpus_scores(summary, requests, samples, opts)  # corpus BLEU/chrF beside the sentence means
     if dataset.skipped:
         extra["skipped_rows"] = dataset.skipped_summary()
     previous = store.get_run(run_id)

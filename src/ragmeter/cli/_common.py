@@ -51,7 +51,12 @@ def summary_table(summary: dict[str, dict[str, Any]], title: str | None = None) 
     t.add_column("no value", justify="right")
     t.add_column("dir")
     why = Text()
+    corpus = Text()
     for m, a in summary.items():
+        if a.get("corpus_score") is not None:
+            ci = (f" [{fmt(a['corpus_ci_low'])}, {fmt(a['corpus_ci_high'])}]"
+                  if a.get("corpus_ci_low") is not None else "")
+            corpus.append(f"{m}: corpus {fmt(a['corpus_score'])}{ci} (the mean above is the sentence mean)\n")
         ci = f"[{fmt(a.get('ci_low'))}, {fmt(a.get('ci_high'))}]" if a.get("ci_low") is not None else "—"
         t.add_row(m, fmt(a.get("mean")), ci, str(a.get("n", 0)), str(a.get("n_missing", 0)),
                   "↑" if a.get("direction", "higher") == "higher" else "↓")
@@ -59,9 +64,12 @@ def summary_table(summary: dict[str, dict[str, Any]], title: str | None = None) 
         if reasons:
             why.append(f"{m}: ", style="bold")
             why.append("; ".join(f"{r} ({c})" for r, c in list(reasons.items())[:5]) + "\n")
+    parts: list[Any] = [t]
+    if corpus:
+        parts += [Text("corpus-level scores (sacrebleu corpus_score, 95% segment-bootstrap CI):"), corpus]
     if why:
-        return Group(t, Text("why no value:", style="yellow"), why)
-    return Group(t)
+        parts += [Text("why no value:", style="yellow"), why]
+    return Group(*parts)
 
 
 def exit_if_incomplete(result: Any) -> None:

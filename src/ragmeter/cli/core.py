@@ -53,6 +53,7 @@ def eval_cmd(
     where: Annotated[list[str] | None, typer.Option("--where", help="Only samples whose metadata match field=value (repeatable), e.g. type=multi_hop.")] = None,
     method: Annotated[str | None, typer.Option("--method", help="Answer correctness method: keyword, semantic_fixed, semantic_dynamic, semantic_guarded, llm_judge, hybrid (adds metric correct_<method>).")] = None,
     max_missing: Annotated[float | None, typer.Option("--max-missing", help="Share of samples (0-1) a metric may lack a value on before the run is incomplete (exit 3). Default: incomplete only when a metric has no value at all.")] = None,
+    language: Annotated[str | None, typer.Option("--language", help="Language of the texts (ISO code: en, pt, el, zh ...): tokenisation, stemming, stopwords and negation cues of lexical and correctness metrics. A sample's own `language` field wins.")] = None,
 ) -> None:
     """Evaluate a dataset: score every sample with every metric, store the run, print the summary.
 
@@ -83,7 +84,8 @@ def eval_cmd(
         opts[k.strip()] = _parse_value(v)
     opts.update({k: v for k, v in {"judge": judge, "judge_base_url": judge_base_url,
                                    "judge_api_key_env": judge_api_key_env, "judge_max_cost": max_cost,
-                                   "judge_concurrency": concurrency, "judge_rpm": rpm}.items() if v is not None})
+                                   "judge_concurrency": concurrency, "judge_rpm": rpm,
+                                   "language": language}.items() if v is not None})
     if dry_run:
         if resume:
             raise typer.BadParameter("--dry-run plans a new evaluation; it cannot be combined with --resume")

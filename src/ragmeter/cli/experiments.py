@@ -185,6 +185,7 @@ def correctness_cmd(
     name: Annotated[str | None, typer.Option(help="A name for the run.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="JSON object.")] = False,
     db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
+    language: Annotated[str | None, typer.Option("--language", help="Language of the texts (ISO code: en, pt, es, fr, de, it ...): negation and \"I don't know\" cues, stemming. A sample's own `language` field wins.")] = None,
 ) -> None:
     """Score answer correctness with one or more methods and, where human labels exist, report each
     method's accuracy/precision/recall/F1 against them (on all labelled samples and on the
@@ -200,6 +201,8 @@ def correctness_cmd(
         opts["judge"] = judge
     if judge_base_url:
         opts["judge_base_url"] = judge_base_url
+    if language:
+        opts["language"] = language
     res = evaluate(data, keys, db=db, name=name, options=opts)
     table = label_agreement(res)
     if as_json:
@@ -366,7 +369,7 @@ def gate_cmd(
         from rich.table import Table
 
         t = Table(title=f"gate: {res.current} vs baseline {res.baseline}")
-        for col in ("metric", "baseline", "current", "drop [95% CI]", "p worse", "n", "status"):
+        for col in ("metric", "baseline", "current", "drop [95% CI]", "p worse (Holm)", "n", "status"):
             t.add_column(col, justify="left" if col in ("metric", "status") else "right",
                          no_wrap=col in ("drop [95% CI]", "metric", "status"))
         style = {"REGRESSED": "[red]REGRESSED[/red]", "improved": "[green]improved[/green]",
@@ -378,7 +381,7 @@ def gate_cmd(
                   f" [{fmt(r.ci_low, 3)}, {fmt(r.ci_high, 3)}]" if r.ci_low is not None else "")
             drop = "—" if r.drop is None else f"{r.drop + 0.0:.3f}"
             t.add_row(r.metric + ("" if r.direction == "higher" else " ↓"), fmt(r.baseline, 3), fmt(r.current, 3),
-                      drop + ci, _p(r.pvalue), str(r.n),
+                      drop + ci, _p(r.pvalue if r.pvalue_adjusted is None else r.pvalue_adjusted), str(r.n),
                       style.get(r.status, r.status) + (f" ({r.note})" if r.note else ""))
         _out().print(t)
         verdict = ("[red]FAIL[/red]: significant regression" if res.failed else

@@ -17,6 +17,8 @@ from ragmeter.correctness.text import (
     contains_phrase,
     fact_keys,
     fact_present,
+    has_negation,
+    has_strong_negation,
     is_abstention,
     key_facts,
     negation_mismatch,
@@ -47,12 +49,15 @@ def metric_for_method(method: str) -> str:
 
 # ---- keyword -------------------------------------------------------------------------------------
 
-def keyword_correct(answer: str, keywords: str | Sequence[str], *, mode: str = "any") -> float:
+def keyword_correct(answer: str, keywords: str | Sequence[str], *, mode: str = "any",
+                    check_negation: bool = True, language: str = "en") -> float:
     """Binary keyword correctness: 1.0 when an expected keyword occurs in the answer, else 0.0.
 
     Matching is case-insensitive and ignores accents, punctuation and whitespace differences, on
     whole tokens (``"paris"`` matches "Paris." but not "Parisian"). ``mode="all"`` needs every
-    keyword. There is no 0.5 floor (a known flaw of the common keyword check): a wrong answer or "I don't know" is 0.
+    keyword. There is no 0.5 floor (a known flaw of the common keyword check): a wrong answer or "I don't know" is 0. With
+    ``check_negation`` an answer that negates a statement ("... is not Lisbon"; "não é Lisboa" with
+    ``language="pt"``) while no keyword does is 0: the keyword is there, but denied.
 
     Raises:
         MetricError: no usable keyword (empty, or only punctuation), or an unknown ``mode``.
@@ -68,7 +73,11 @@ def keyword_correct(answer: str, keywords: str | Sequence[str], *, mode: str = "
     if mode not in ("any", "all"):
         raise MetricError(f"mode must be 'any' or 'all', got {mode!r}")
     hits = [contains_phrase(answer, k) for k in kws]
-    return 1.0 if (any(hits) if mode == "any" else all(hits)) else 0.0
+    ok = any(hits) if mode == "any" else all(hits)
+    if ok and check_negation and has_strong_negation(answer, language) and not any(
+            has_negation(k, language) for k in kws):
+        return 0.0
+    return 1.0 if ok else 0.0
 
 
 # ---- similarity ----------------------------------------------------------------------------------
@@ -132,7 +141,7 @@ class GuardParams:
 
 
 def guarded_decision(answer: str, reference: str, similarity: float, *, question: str | None = None,
-                     params: GuardParams = GuardParams()) -> tuple[float, dict[str, Any]]:
+                     params: GuardParams = GuardParams(), language: str = "en") -> tuple[float, dict[str, Any]]:
     """The semantic_guarded verdict for one (answer, reference) pair with a known cosine.
 
     Rules, in order (the first that applies decides):
@@ -156,11 +165,11 @@ def guarded_decision(answer: str, reference: str, similarity: float, *, question
         rule that decided.
     """
     details: dict[str, Any] = {"similarity": round(float(similarity), 4)}
-    if is_abstention(answer):
+    if is_abstention(answer, language):
         return 0.0, {**details, "rule": "abstention"}
-    q_keys = fact_keys(question) if question else set()
-    facts = key_facts(reference, exclude=q_keys)
-    a_keys = fact_keys(answer)
+    q_keys = fact_keys(question, language) if question else set()
+    facts = key_facts(reference, exclude=q_keys, language=language)
+    a_keys = fact_keys(answer, language)
     if facts:
         present = [f for f in facts if fact_present(f, a_keys, fuzzy=params.fuzzy)]
         missing = [f for f in facts if f not in present]
@@ -172,9 +181,9 @@ def guarded_decision(answer: str, reference: str, similarity: float, *, question
             return 0.0, {**details, "rule": "missing number or name: " + ", ".join(critical)}
         if coverage < params.min_coverage:
             return 0.0, {**details, "rule": f"fact coverage < {params.min_coverage}"}
-    if params.check_negation and negation_mismatch(answer, reference):
+    if params.check_negation and negation_mismatch(answer, reference, language):
         return 0.0, {**details, "rule": "negation mismatch"}
-    polarity = yes_no(reference), yes_no(answer)
+    polarity = yes_no(reference, language), yes_no(answer, language)
     if not facts and polarity[0] and polarity[1]:
         # a yes/no question whose reference adds nothing beyond the question: the polarity decides
         ok = polarity[0] == polarity[1]
@@ -191,10 +200,10 @@ def guarded_decision(answer: str, reference: str, similarity: float, *, question
 
 
 def guarded_best(answer: str, references: Sequence[str], sims: np.ndarray, *,
-                 question: str | None, params: GuardParams) -> tuple[float, dict[str, Any]]:
+                 question: str | None, params: GuardParams, language: str = "en") -> tuple[float, dict[str, Any]]:
     """Guarded verdict against several references: correct if it is correct against any; the
     details are those of the deciding reference (the passing one, else the most similar)."""
-    verdicts = [guarded_decision(answer, r, float(s), question=question, params=params)
+    verdicts = [guarded_decision(answer, r, float(s), question=question, params=params, language=language)
                 for r, s in zip(references, sims, strict=True)]
     passing = [i for i, (v, _) in enumerate(verdicts) if v >= 1.0]
     i = passing[0] if passing else int(np.argmax(sims))
@@ -207,7 +216,7 @@ def guarded_best(answer: str, references: Sequence[str], sims: np.ndarray, *,
 def semantic_guarded(answer: str, reference: str | Sequence[str], *, question: str | None = None,
                      min_similarity: float = 0.5, fallback_threshold: float = DEFAULT_THRESHOLD,
                      min_coverage: float = 0.5, check_negation: bool = True,
-                     model: str | None = None, encode: Encode | None = None) -> float:
+                     model: str | None = None, encode: Encode | None = None, language: str = "en") -> float:
     """ragmeter's offline fix of the plain threshold: semantic similarity *and* the reference's
     key facts (numbers, names, content words) present in the answer, with a negation check.
 
@@ -224,4 +233,4 @@ def semantic_guarded(answer: str, reference: str | Sequence[str], *, question: s
         raise MetricError("semantic correctness needs at least one reference")
     sims = reference_similarities([answer], [refs], encode or default_encode(model))[0]
     params = GuardParams(min_similarity, fallback_threshold, min_coverage, check_negation)
-    return guarded_best(answer, refs, sims, question=question, params=params)[0]
+    return guarded_best(answer, refs, sims, question=question, params=params, language=language)[0]

@@ -150,26 +150,33 @@ def _keywords_of(sample: Sample, field: str) -> list[str]:
 
 
 def correct_keyword(samples: list[Sample], ctx: ScoringContext, *, mode: str = "any",
-                    keywords_field: str = "keywords") -> list[Score]:
+                    keywords_field: str = "keywords", check_negation: bool = True) -> list[Score]:
     """Keyword correctness (the common `1.0 if expected in answer else 0.5` check, without its 0.5 floor).
 
     1 when an expected keyword occurs in the answer, else 0. The keywords are the sample's
     ``metadata[keywords_field]`` (a string or a list) when present, else its references. Matching
     is case-insensitive on whole tokens with punctuation, whitespace and accents normalised;
-    ``mode="all"`` needs every keyword. Range {0, 1}. A sample with no usable keyword has no value.
+    ``mode="all"`` needs every keyword. With ``check_negation`` an answer that negates a statement
+    while no keyword does is 0 ("The capital is not Lisbon"; the negation cues follow the sample's
+    or the run's ``language``: "não é Lisboa"). Range {0, 1}. A sample with no usable keyword has no
+    value.
     """
+    import ragmeter.language as lang
+
     if mode not in ("any", "all"):
         raise MetricError(f"mode must be 'any' or 'all', got {mode!r}")
     out = []
     for s in samples:
         kws = _keywords_of(s, keywords_field)
         try:
-            v = keyword_correct(s.answer or "", kws, mode=mode)
+            v = keyword_correct(s.answer or "", kws, mode=mode, check_negation=check_negation,
+                                language=lang.of(s, ctx.options))
         except MetricError:
             out.append(Score.missing("no expected keyword (metadata.keywords or a reference)"))
             continue
         out.append(Score(v, details={"keywords": kws[:10]}))
-    ctx.service("method").add("keyword", {"mode": mode, "keywords_field": keywords_field},
+    ctx.service("method").add("keyword", {"mode": mode, "keywords_field": keywords_field,
+                                          "check_negation": check_negation},
                               n_scored=sum(s.value is not None for s in out))
     return out
 
@@ -284,6 +291,8 @@ def correct_semantic_guarded(samples: list[Sample], ctx: ScoringContext, *, min_
     key facts falls back to ``similarity >= fallback_threshold``. Range {0, 1}; the deciding rule
     is stored in the score's details.
     """
+    import ragmeter.language as lang
+
     for name, v in (("min_similarity", min_similarity), ("fallback_threshold", fallback_threshold)):
         _check_threshold(v, name)
     if not 0 <= min_coverage <= 1:
@@ -293,7 +302,8 @@ def correct_semantic_guarded(samples: list[Sample], ctx: ScoringContext, *, min_
     out = []
     for s, x in zip(samples, sims, strict=True):
         v, det = guarded_best(s.answer or "", s.references, x,
-                              question=s.question if use_question else None, params=p)
+                              question=s.question if use_question else None, params=p,
+                              language=lang.of(s, ctx.options))
         out.append(Score(v, details=det))
     ctx.service("method").add("semantic_guarded", p.__dict__ | {"use_question": use_question, "model": model},
                               n_scored=len(out))
@@ -428,7 +438,8 @@ _SEMANTIC = {"needs_embeddings": True, "prepare": _prepare_embeddings}
 
 register_metric(MetricSpec(
     name="correct_keyword", family=FAMILY, fn=correct_keyword, requires=("answer",),
-    defaults={"mode": "any", "keywords_field": "keywords"}, description=correct_keyword.__doc__ or ""))
+    defaults={"mode": "any", "keywords_field": "keywords", "check_negation": True},
+    description=correct_keyword.__doc__ or ""))
 register_metric(MetricSpec(
     name="correct_semantic_fixed", family=FAMILY, fn=correct_semantic_fixed,
     requires=("answer", "reference"), defaults={"threshold": DEFAULT_THRESHOLD, "model": None},

@@ -77,6 +77,35 @@ _TOKEN = re.compile(r"\d{1,2}:\d{2}\b|\d+(?:[.,]\d+)*|[^\W\d_]+(?:'[^\W\d_]+)*",
 _SENTENCE_END = re.compile(r"[.!?;:]+(?=\s|$)\s*|\n+")
 
 
+@dataclass(frozen=True)
+class _Profile:
+    stopwords: frozenset[str]
+    strong: frozenset[str]
+    weak: frozenset[str]
+    yes: frozenset[str]
+    no: frozenset[str]
+    abstain: re.Pattern[str] | None
+
+
+@lru_cache(maxsize=32)
+def _profile(language: str) -> _Profile:
+    """Stopwords and cues of a language: English built in; others from :mod:`ragmeter.language`
+    (bm25s stopwords, the language's negation and abstention cues; English cues when it has none)."""
+    import ragmeter.language as lang
+
+    code = lang.normalize_code(language)
+    if code == "en":
+        return _Profile(STOPWORDS, STRONG_NEGATIONS, WEAK_NEGATIONS, frozenset({"yes"}), frozenset({"no"}), None)
+    cues = lang.cues(code)
+    stop = frozenset(lang.fold(w) for w in lang.stopwords(code))
+    if cues is None:
+        return _Profile(stop | STOPWORDS, STRONG_NEGATIONS, WEAK_NEGATIONS, frozenset({"yes"}),
+                        frozenset({"no"}), None)
+    neg = cues.strong_negations | cues.weak_negations
+    return _Profile(stop - neg, cues.strong_negations, cues.weak_negations, cues.yes, cues.no,
+                    re.compile(cues.abstain, re.IGNORECASE))
+
+
 def fold(text: str) -> str:
     """NFKC, case-folded, accents removed, curly quotes straightened."""
     text = unicodedata.normalize("NFKC", text).replace("\u2019", "'").replace("\u2018", "'")
@@ -132,10 +161,16 @@ def contains_phrase(haystack: str, needle: str) -> bool:
     return f" {n} " in f" {normalize(haystack)} "
 
 
-def is_abstention(text: str) -> bool:
-    """Whether an answer declines to answer ("I don't know", "not mentioned in the context" ...)."""
+def is_abstention(text: str, language: str = "en") -> bool:
+    """Whether an answer declines to answer ("I don't know", "not mentioned in the context" ...;
+    Portuguese "não sei", "não é mencionado" ... with ``language="pt"``)."""
     t = text.strip()
-    return not t or bool(_ABSTAIN.search(t.replace("\u2019", "'")))
+    if not t:
+        return True
+    prof = _profile(language)
+    if prof.abstain is not None and prof.abstain.search(fold(t)):
+        return True
+    return bool(_ABSTAIN.search(t.replace("\u2019", "'")))
 
 
 @lru_cache(maxsize=1)
@@ -146,8 +181,13 @@ def _porter():  # type: ignore[no-untyped-def]
 
 
 @lru_cache(maxsize=65536)
-def stem(word: str) -> str:
-    """Porter stem of a folded word (``"capital"`` -> ``"capit"``)."""
+def stem(word: str, language: str = "en") -> str:
+    """Porter stem of a folded word (``"capital"`` -> ``"capit"``); the language's Snowball stemmer
+    for other languages."""
+    if language != "en":
+        import ragmeter.language as lang
+
+        return lang.stem(word, language)
     return _porter().stem(word)
 
 
@@ -207,7 +247,7 @@ def _words_to_numbers(words: list[str]) -> list[tuple[str, str, int]]:
     return out
 
 
-def key_facts(text: str, *, exclude: Iterable[str] = ()) -> list[Fact]:
+def key_facts(text: str, *, exclude: Iterable[str] = (), language: str = "en") -> list[Fact]:
     """The key facts of ``text``: numbers, names and the remaining content words.
 
     - numbers: digits (``"1,000"`` = ``"1000"``, ``"14.50"`` = ``"14.5"``, ``"06:00"`` = ``"6:00"``)
@@ -230,6 +270,7 @@ def key_facts(text: str, *, exclude: Iterable[str] = ()) -> list[Fact]:
         ['pari', 'franc', 'capit', 'citi']
     """
     excluded = set(exclude)
+    prof = _profile(language)
     raw = unicodedata.normalize("NFKC", text).replace("\u2019", "'")
     lower_words = {fold(m.group()) for m in _TOKEN.finditer(raw) if m.group()[:1].islower()}
     facts: list[Fact] = []
@@ -258,27 +299,29 @@ def key_facts(text: str, *, exclude: Iterable[str] = ()) -> list[Fact]:
             o = orig[0]
             is_id = (len(o) == 1 and o.isupper() and bool(run) and not run[-1][2]
                      and sentence[run_end:start].strip() == "")
-            entity = is_id or _is_name(o, key, first, lower_words)
+            entity = is_id or _is_name(o, key, first, lower_words, prof)
             adjacent = bool(run) and sentence[run_end:start].strip() == ""
             if run and not (entity and adjacent):
                 _flush_name(run, add)
                 run = []
             if entity:
-                run.append((key if is_id else stem(key), o, is_id))
+                run.append((key if is_id else stem(key, language), o, is_id))
                 run_end = end
                 continue
             if key[:1].isdigit():
                 add(Fact("number", key, " ".join(orig), (key,)))
-            elif key not in STOPWORDS and key not in NEGATIONS and len(key) >= 2:
-                st = stem(key)
+            elif key not in prof.stopwords and key not in prof.strong | prof.weak and len(key) >= 2:
+                st = stem(key, language)
                 add(Fact("word", st, o, (st,)))
         if run:
             _flush_name(run, add)
     return facts
 
 
-def _is_name(orig: str, key: str, first: bool, lower_words: set[str]) -> bool:
-    if key[:1].isdigit() or len(key) < 2 or key in STOPWORDS or key in NEGATIONS or key in DISCOURSE:
+def _is_name(orig: str, key: str, first: bool, lower_words: set[str], prof: _Profile | None = None) -> bool:
+    prof = prof or _profile("en")
+    if (key[:1].isdigit() or len(key) < 2 or key in prof.stopwords or key in prof.strong | prof.weak
+            or key in DISCOURSE or key in prof.yes | prof.no):
         return False
     if len(orig) >= 2 and orig.isupper():
         return True  # an acronym
@@ -298,7 +341,7 @@ def _flush_name(run: list[tuple[str, str, bool]], add: Callable[[Fact], None]) -
     add(Fact("entity", " ".join(k for k, _, _ in run), surface, parts, ids))
 
 
-def fact_keys(text: str) -> set[str]:
+def fact_keys(text: str, language: str = "en") -> set[str]:
     """Every matchable key of ``text``: canonical numbers (number words folded too), stems of the
     words, the folded words themselves, and single capital letters (identifiers such as "B")."""
     toks = tokens(text)
@@ -309,35 +352,41 @@ def fact_keys(text: str) -> set[str]:
     for key, _surface, _w in _words_to_numbers(toks):
         keys.add(key)
         if not key[:1].isdigit():
-            keys.add(stem(key))
+            keys.add(stem(key, language))
     return keys
 
 
-def has_negation(text: str) -> bool:
-    """Whether ``text`` contains a negation word (strong or weak: not, never, don't, no, without ...)."""
-    return any(t in NEGATIONS for t in tokens(text))
+def has_negation(text: str, language: str = "en") -> bool:
+    """Whether ``text`` contains a negation word (strong or weak: not, never, don't, no, without ...;
+    the language's cues otherwise, e.g. não, nunca, sem)."""
+    prof = _profile(language)
+    return any(t in prof.strong or t in prof.weak for t in tokens(text))
 
 
-def has_strong_negation(text: str) -> bool:
-    """Whether ``text`` contains a clausal negation (not, never, don't, cannot, nothing ...)."""
-    return any(t in STRONG_NEGATIONS for t in tokens(text))
+def has_strong_negation(text: str, language: str = "en") -> bool:
+    """Whether ``text`` contains a clausal negation (not, never, don't, cannot, nothing ...; não,
+    nunca, nem, jamais ... in Portuguese)."""
+    prof = _profile(language)
+    return any(t in prof.strong for t in tokens(text))
 
 
-def negation_mismatch(answer: str, reference: str) -> bool:
+def negation_mismatch(answer: str, reference: str, language: str = "en") -> bool:
     """One side negates a statement and the other has no negation at all, or one opens with "yes"
     and the other with "no". Weak cues ("no charge") count as negation for the other side but do
     not trigger a mismatch themselves, so "Two bags at no charge" matches "Two bags of 23 kg"."""
-    a_strong, r_strong = has_strong_negation(answer), has_strong_negation(reference)
-    a_any, r_any = has_negation(answer), has_negation(reference)
+    a_strong, r_strong = has_strong_negation(answer, language), has_strong_negation(reference, language)
+    a_any, r_any = has_negation(answer, language), has_negation(reference, language)
     if (a_strong and not r_any) or (r_strong and not a_any):
         return True
-    return {yes_no(answer), yes_no(reference)} == {"yes", "no"}
+    return {yes_no(answer, language), yes_no(reference, language)} == {"yes", "no"}
 
 
-def yes_no(text: str) -> str | None:
-    """``"yes"`` or ``"no"`` when ``text`` opens with it (after case and punctuation), else ``None``."""
+def yes_no(text: str, language: str = "en") -> str | None:
+    """``"yes"`` or ``"no"`` when ``text`` opens with it (or the language's yes/no word: sim/não),
+    after case and punctuation, else ``None``."""
+    prof = _profile(language)
     first = (tokens(text)[:1] or [""])[0]
-    return first if first in ("yes", "no") else None
+    return "yes" if first in prof.yes else "no" if first in prof.no else None
 
 
 def fact_present(fact: Fact, answer_keys: set[str], *, fuzzy: float = 88.0) -> bool:

@@ -5,11 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from ragmeter.errors import ConfigError
 from ragmeter.experiments.runs import RunValues, load_runs, paired_arrays
-from ragmeter.experiments.statistics import compare_paired, holm
+from ragmeter.experiments.statistics import VERDICT_BETTER, VERDICT_WORSE, compare_paired, family_verdicts
 
 
 @dataclass
@@ -19,7 +17,8 @@ class MetricComparison:
     ``diff = mean_b - mean_a`` over the paired samples; ``pvalue`` is the two-sided paired
     permutation test, ``pvalue_adjusted`` the Holm-adjusted one over every test of the
     comparison; ``winner`` is ``"a"``, ``"b"`` or ``None`` (no significant difference), taking the
-    metric's direction into account.
+    metric's direction into account, and ``verdict`` the same decision in words (``b`` relative to
+    ``a``), from :func:`ragmeter.experiments.statistics.verdict` like the report and dashboard.
     """
 
     metric: str
@@ -42,6 +41,7 @@ class MetricComparison:
     direction: str
     winner: str | None = None
     note: str | None = None
+    verdict: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -106,11 +106,10 @@ def compare_runs(runs: list[str | Any], *, metrics: list[str] | None = None, alp
             out.rows.append(MetricComparison(
                 m, a.label, b.label, c.n, unpaired, c.mean_a, c.mean_b, c.diff, c.ci_low, c.ci_high,
                 c.pvalue, None, c.wilcoxon_pvalue, c.wilcoxon_note, c.wins, c.ties, c.losses, direction))
-    tested = [r for r in out.rows if r.pvalue is not None]
-    adjusted = holm([r.pvalue for r in tested]) if correction == "holm" else np.array([r.pvalue for r in tested])
-    for r, p in zip(tested, adjusted, strict=True):
-        r.pvalue_adjusted = float(p)
-        if p < alpha and r.diff:
-            b_better = (r.diff > 0) == (r.direction != "lower")
-            r.winner = "b" if b_better else "a"
+    decided = family_verdicts([(r.diff, r.pvalue, r.direction != "lower") for r in out.rows],
+                              alpha=alpha, correction=correction)
+    for r, (p, v) in zip(out.rows, decided, strict=True):
+        r.pvalue_adjusted = p
+        r.verdict = v
+        r.winner = "b" if v == VERDICT_BETTER else "a" if v == VERDICT_WORSE else None
     return out

@@ -7,7 +7,7 @@ from typing import Any
 
 from ragmeter.errors import EXIT_CHECK_FAILED, EXIT_INCOMPLETE, EXIT_OK, ConfigError
 from ragmeter.experiments.runs import RunValues, load_runs, paired_arrays
-from ragmeter.experiments.statistics import paired_bootstrap_ci, paired_permutation_test
+from ragmeter.experiments.statistics import adjust_pvalues, paired_bootstrap_ci, paired_permutation_test
 
 
 @dataclass
@@ -16,8 +16,12 @@ class GateRow:
 
     ``drop`` is how much worse the current run is (positive = worse, in the metric's direction;
     relative to the baseline mean with ``relative=True``); ``pvalue`` is the one-sided paired
-    permutation test of "current is worse"; ``regressed`` = ``drop > max_drop`` and
-    ``pvalue < alpha`` (or, against a means-only baseline, ``drop > max_drop`` alone).
+    permutation test of "current is worse", ``pvalue_adjusted`` the same Holm-adjusted over every
+    metric of the gate (the correction ``compare`` and the report use); ``regressed`` =
+    ``drop > max_drop`` and ``pvalue_adjusted < alpha`` (or, against a means-only baseline,
+    ``drop > max_drop`` alone).
+    ``ci_low``/``ci_high``: 95% paired-bootstrap interval of ``change``; with ``relative=True`` of
+    the relative change ``change / |baseline mean|``, on the same scale as ``drop``.
     """
 
     metric: str
@@ -33,6 +37,7 @@ class GateRow:
     regressed: bool
     status: str
     note: str | None = None
+    pvalue_adjusted: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -95,8 +100,9 @@ def gate(current: str | Any, baseline: str | Any, *, max_drop: float = 0.05,
     ``drop = -change`` for higher-is-better metrics and ``+change`` for lower-is-better ones
     (``relative=True`` divides by the baseline mean, so ``0.05`` means "5% worse").
     The p-value is the one-sided paired permutation test that the current run is worse. A metric
-    **regressed** when ``drop > max_drop`` *and* ``p < alpha``: a large drop that is noise (few
-    samples) does not fail the gate, and neither does a tiny significant one.
+    **regressed** when ``drop > max_drop`` *and* the Holm-adjusted ``p < alpha`` (Holm over the
+    gated metrics, as in ``compare``): a large drop that is noise (few samples) does not fail the
+    gate, and neither does a tiny significant one.
 
     Against a baseline with means only (a ``{"date", "metrics": {name: mean}}`` file), no paired test is possible: a metric
     regresses when ``drop > max_drop``, and the row says so.
@@ -129,6 +135,12 @@ def gate(current: str | Any, baseline: str | Any, *, max_drop: float = 0.05,
     res = GateResult(cur.label, base.label, max_drop, alpha, relative)
     for m in common:
         res.rows.append(_row(m, cur, base, max_drop, alpha, relative, n_resamples))
+    # the multiplicity rule of compare and the report: Holm over the metrics gated together
+    for r, padj in zip(res.rows, adjust_pvalues([r.pvalue for r in res.rows]), strict=True):
+        r.pvalue_adjusted = padj
+        if padj is not None and r.status in ("REGRESSED", "noise"):
+            r.regressed = padj < alpha
+            r.status = "REGRESSED" if r.regressed else "noise"
     for which, run in (("run", cur), ("baseline", base)):
         for reason in run.extra.get("incomplete") or []:
             # only what concerns the gated metrics (or the whole run) makes the gate incomplete
@@ -162,6 +174,9 @@ def _row(m: str, cur: RunValues, base: RunValues, max_drop: float, alpha: float,
     alt = "less" if direction != "lower" else "greater"
     p = paired_permutation_test(xb, xc, alternative=alt, n_resamples=n_resamples).pvalue
     ci = paired_bootstrap_ci(xb, xc)
+    if relative and ci is not None:
+        # the interval of the change on the scale of the drop beside it: relative to the baseline mean
+        ci = (ci[0] / abs(b_mean), ci[1] / abs(b_mean)) if b_mean else None
     bad = drop is not None and drop > max_drop and p < alpha
     if bad:
         status = "REGRESSED"

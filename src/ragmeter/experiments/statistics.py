@@ -332,3 +332,41 @@ def compare_paired(a: ArrayLike, b: ArrayLike, *, level: float = 0.95,
                             ci_high=ci[1] if ci else None, pvalue=perm.pvalue,
                             pvalue_exact=perm.exact, wilcoxon_pvalue=wil.pvalue,
                             wilcoxon_note=wil.note, wins=w, ties=t, losses=lo)
+
+
+#: the verdict words shared by ``compare``, ``gate``, the HTML report and the dashboard
+VERDICT_BETTER = "better"
+VERDICT_WORSE = "worse"
+VERDICT_NONE = "no significant difference"
+
+
+def verdict(diff: float | None, pvalue_adjusted: float | None, *, higher_is_better: bool = True,
+            alpha: float = 0.05) -> str:
+    """The one decision rule: ``"better"`` / ``"worse"`` (the challenger ``b`` relative to ``a``) when
+    the multiplicity-adjusted paired permutation p-value is below ``alpha`` and the mean difference is
+    not zero, else ``"no significant difference"``. The paired interval is shown beside the verdict
+    but does not decide it (an interval excluding 0 with an adjusted p above ``alpha`` is a
+    difference that does not survive the correction for the number of tests)."""
+    if diff is None or pvalue_adjusted is None or not diff or not pvalue_adjusted < alpha:
+        return VERDICT_NONE
+    return VERDICT_BETTER if (diff > 0) == higher_is_better else VERDICT_WORSE
+
+
+def adjust_pvalues(pvalues: Sequence[float | None], correction: str = "holm") -> list[float | None]:
+    """Holm-adjusted p-values over the family of tests (``None`` entries are not tests and stay
+    ``None``); ``correction="none"`` returns them unchanged."""
+    idx = [i for i, p in enumerate(pvalues) if p is not None]
+    out: list[float | None] = [None] * len(pvalues)
+    raw = np.array([pvalues[i] for i in idx], dtype=np.float64)
+    adj = holm(raw) if correction == "holm" else raw
+    for i, p in zip(idx, adj, strict=True):
+        out[i] = float(p)
+    return out
+
+
+def family_verdicts(rows: Sequence[tuple[float | None, float | None, bool]], *, alpha: float = 0.05,
+                    correction: str = "holm") -> list[tuple[float | None, str]]:
+    """Adjusted p-value and :func:`verdict` for every ``(diff, pvalue, higher_is_better)`` test of one
+    comparison (all metrics x run pairs together: the family the Holm correction runs over)."""
+    adj = adjust_pvalues([r[1] for r in rows], correction)
+    return [(p, verdict(r[0], p, higher_is_better=r[2], alpha=alpha)) for r, p in zip(rows, adj, strict=True)]

@@ -120,6 +120,15 @@ def example_path() -> Path:
     return Path(str(resources.files("ragmeter") / "data" / "example" / "samples.jsonl"))
 
 
+#: bundled datasets by name: the English handbook example and its Portuguese twin
+BUNDLED = {"example": "example", "example-pt": "example_pt"}
+
+
+def bundled_path(name: str) -> Path:
+    """Path of a bundled dataset's ``samples.jsonl`` (``"example"``, ``"example-pt"``)."""
+    return Path(str(resources.files("ragmeter") / "data" / BUNDLED[name] / "samples.jsonl"))
+
+
 def load(data: str | Path | Sequence[Mapping[str, Any]] | Sequence[Sample] | Dataset, *,
          mapping: Mapping[str, str] | Iterable[str] | None = None,
          on_error: OnError = "raise", fmt: str | None = None) -> Dataset:
@@ -127,7 +136,7 @@ def load(data: str | Path | Sequence[Mapping[str, Any]] | Sequence[Sample] | Dat
 
     Args:
         data: a path (``.jsonl``/``.json``/``.csv``/``.parquet``), the word ``"example"`` for the
-            bundled dataset, a list of dicts, a list of ``Sample``, or a ``Dataset``.
+            bundled dataset (``"example-pt"``: its Portuguese twin), a list of dicts, a list of ``Sample``, or a ``Dataset``.
         mapping: ``{field: column}`` overrides for column names the aliases do not cover.
         on_error: ``"raise"`` stops at the first bad row; ``"skip"`` keeps going and records the
             errors in ``Dataset.skipped``.
@@ -140,11 +149,12 @@ def load(data: str | Path | Sequence[Mapping[str, Any]] | Sequence[Sample] | Dat
         return data
     mp = parse_mapping(mapping)
     if isinstance(data, str | Path):
-        path = example_path() if str(data) == "example" else Path(data)
+        bundled = str(data) in BUNDLED and not Path(data).exists()
+        path = bundled_path(str(data)) if bundled else Path(data)
         if not path.exists():
             raise DatasetError("file not found", file=str(path))
         rows = _rows_from_file(path, fmt)
-        source = "example" if str(data) == "example" else str(path)
+        source = str(data) if bundled else str(path)
     else:
         if data and all(isinstance(x, Sample) for x in data):
             return Dataset(list(data))  # type: ignore[arg-type]

@@ -10,6 +10,12 @@ than 3 characters. Each distinct word is stemmed once and interned as a small in
 
 Ids stay below 2**30 and bigram ids below 2**60, where ``hash(int) == int``: rapidfuzz compares
 hashes, so equal hashes mean equal n-grams and the results are exact, not approximate.
+
+Other languages (``language`` other than English) depart from rouge-score, which drops every
+character outside ``[a-z0-9]`` (two identical Greek texts score 0 there): the text is NFC-normalised
+and case-folded, tokens are letter/digit runs of any script with each CJK character a token
+(:func:`ragmeter.language.words`), and tokens longer than 3 characters get the language's Snowball
+stemmer (none when it has no stemmer).
 """
 
 from __future__ import annotations
@@ -38,8 +44,9 @@ class RougeTokenizer:
         use_stemmer: Porter-stem tokens longer than 3 characters, as rouge-score does.
     """
 
-    def __init__(self, use_stemmer: bool) -> None:
+    def __init__(self, use_stemmer: bool, language: str = "en") -> None:
         self.use_stemmer = use_stemmer
+        self.language = language
         self._word_ids: dict[str, int] = {}   # raw word -> token id, -1 when the token is dropped
         self._token_ids: dict[str, int] = {}  # final (stemmed) token -> id
         self._stemmer: Any = None
@@ -53,6 +60,13 @@ class RougeTokenizer:
 
     def _intern(self, word: str) -> int:
         token = word
+        if self.language != "en":
+            from ragmeter.language import stem
+
+            token = stem(word, self.language) if self.use_stemmer and len(word) > 3 else word
+            tid = self._token_ids.setdefault(token, len(self._token_ids))
+            self._word_ids[word] = tid
+            return tid
         if self.use_stemmer and len(word) > 3:
             if self._stemmer is None:
                 from nltk.stem import porter  # imported on first use: nltk is slow to import
@@ -78,7 +92,12 @@ class RougeTokenizer:
 
     def ids(self, text: str) -> list[int]:
         """Token ids of ``text``."""
-        words = _NON_ALNUM.sub(" ", text.lower()).split()
+        if self.language != "en":
+            from ragmeter.language import words as unicode_words
+
+            words = unicode_words(text)
+        else:
+            words = _NON_ALNUM.sub(" ", text.lower()).split()
         out = list(map(self._word_ids.get, words))  # C-level loop: most words are cached
         if None in out:
             out = [i if i is not None else self._id(w) for w, i in zip(words, out, strict=True)]
@@ -87,14 +106,15 @@ class RougeTokenizer:
         return out  # type: ignore[return-value]
 
 
-_TOKENIZERS: dict[bool, RougeTokenizer] = {}
+_TOKENIZERS: dict[tuple[bool, str], RougeTokenizer] = {}
 
 
-def tokenizer(use_stemmer: bool) -> RougeTokenizer:
-    """The process-wide tokenizer for this stemming mode (its stem cache is shared by all runs)."""
-    tok = _TOKENIZERS.get(use_stemmer)
+def tokenizer(use_stemmer: bool, language: str = "en") -> RougeTokenizer:
+    """The process-wide tokenizer for this stemming mode and language (its stem cache is shared by
+    all runs)."""
+    tok = _TOKENIZERS.get((use_stemmer, language))
     if tok is None:
-        tok = _TOKENIZERS[use_stemmer] = RougeTokenizer(use_stemmer)
+        tok = _TOKENIZERS[(use_stemmer, language)] = RougeTokenizer(use_stemmer, language)
     return tok
 
 
@@ -123,13 +143,14 @@ def _fmeasure(p: np.ndarray, r: np.ndarray) -> np.ndarray:
     return np.divide(2 * p * r, den, out=np.zeros_like(den), where=den > 0)
 
 
-def rouge_pairs(predictions: Sequence[str], targets: Sequence[str], use_stemmer: bool = True) -> np.ndarray:
-    """ROUGE of aligned (prediction, target) pairs.
+def rouge_pairs(predictions: Sequence[str], targets: Sequence[str], use_stemmer: bool = True,
+                language: str = "en") -> np.ndarray:
+    """ROUGE of aligned (prediction, target) pairs (``language``: see the module docstring).
 
     Returns:
         ``(n, 9)`` float64 array, columns in :data:`ROUGE_KEYS` order.
     """
-    tok = tokenizer(use_stemmer)
+    tok = tokenizer(use_stemmer, language)
     tok.reset_if_large()
     cache: dict[str, list[int]] = {}
 
@@ -157,7 +178,7 @@ def rouge_pairs(predictions: Sequence[str], targets: Sequence[str], use_stemmer:
 
 
 def rouge_multi(answers: Sequence[str], references: Sequence[Sequence[str]],
-                use_stemmer: bool = True) -> tuple[np.ndarray, np.ndarray]:
+                use_stemmer: bool = True, language: str = "en") -> tuple[np.ndarray, np.ndarray]:
     """ROUGE of each answer against its references, ``rouge_score.RougeScorer.score_multi`` style:
     per ROUGE type, the reference with the highest F-measure (the first one on ties) gives P, R, F.
 
@@ -168,7 +189,7 @@ def rouge_multi(answers: Sequence[str], references: Sequence[Sequence[str]],
     counts = np.fromiter((len(r) for r in references), dtype=np.int64, count=len(references))
     flat_a = [a for a, n in zip(answers, counts, strict=True) for _ in range(n)]
     flat_r = [r for refs in references for r in refs]
-    flat = rouge_pairs(flat_a, flat_r, use_stemmer)
+    flat = rouge_pairs(flat_a, flat_r, use_stemmer, language)
     n = len(answers)
     best = np.zeros((n, 3), dtype=np.int64)
     if n == 0 or bool((counts == 1).all()):

@@ -505,6 +505,29 @@ def band(value: float | None, higher_is_better: bool = True) -> str | None:
     return next(name for name, low, _ in BANDS if v >= low)
 
 
+#: metric families the bands were defined for: agent and judge scores on a 0-1 quality scale, composites
+BANDED_FAMILIES = frozenset({"llm", "agent", "composite"})
+
+
+def bands_apply(key: str, family: str | None, options: Mapping[str, Any] | None = None) -> bool:
+    """Whether a metric gets a score band.
+
+    The bands (Excellent >= 0.9 ... Critical) come from an agent-evaluation guide's table for agent,
+    composite and LLM-judge scores on a 0-1 quality scale; on other metrics they mislead (precision@5
+    is at most 0.2 with one relevant chunk per question, a BLEU of 0.29 is ordinary). So a band is
+    shown for the agent and judge families, composites, metrics of unknown family (custom metrics),
+    and any metric the user lists in the run option ``bands`` (a list of metric keys or names);
+    never for lexical, semantic, retrieval or correctness metrics otherwise. Values outside [0, 1]
+    never get a band.
+    """
+    wanted = (options or {}).get("bands")
+    if isinstance(wanted, str):
+        wanted = [w.strip() for w in wanted.split(",")]
+    if isinstance(wanted, list | tuple | set | Mapping) and (key in wanted or key.split("@")[0] in wanted):
+        return True
+    return not family or family in BANDED_FAMILIES
+
+
 def band_action(name: str) -> str:
     """The action the agent-evaluation guide attaches to a band ("Review and improve" ...)."""
     return next(a for n, _, a in BANDS if n == name)
@@ -619,8 +642,10 @@ def show_sections(store: Any, run: Any) -> dict[str, Any]:
     if lines:
         out["composite scores"] = "\n".join(lines)
     bands = []
+    options = (run.config or {}).get("options") or {}
     for key, agg in (run.summary or {}).items():
-        if isinstance(agg, Mapping) and agg.get("mean") is not None:
+        if (isinstance(agg, Mapping) and agg.get("mean") is not None and 0 <= agg["mean"] <= 1
+                and bands_apply(key, agg.get("family"), options)):
             b = band(agg["mean"], agg.get("direction") != "lower")
             if b is not None:
                 bands.append(f"{key}: {agg['mean']:.4f} {b} — {band_action(b).lower()}")

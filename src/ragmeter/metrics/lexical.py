@@ -399,10 +399,57 @@ def keyword_match(answer: str, keyword: References, whole_words: bool = False) -
     return None if np.isnan(value) else value
 
 
-def _string_scores(metric: str, samples: Sequence[Sample], params: dict[str, Any]) -> list[Score]:
+def sample_texts(samples: Sequence[Sample], ctx: ScoringContext | None) -> tuple[list[str], list[list[str]]]:
+    """Answers and references of ``samples`` as the lexical metrics see them: Unicode NFC-normalised
+    ("café" typed with a combining accent equals the precomposed "café"), unless the run option
+    ``unicode_normalize`` is false. A missing answer is the empty string."""
+    answers = [s.answer or "" for s in samples]
+    refs = [list(s.references) for s in samples]
+    if ctx is not None and ctx.options.get("unicode_normalize") is False:
+        return answers, refs
+    import unicodedata
+
+    def nfc(t: str) -> str:
+        return t if t.isascii() else unicodedata.normalize("NFC", t)
+
+    return [nfc(a) for a in answers], [[nfc(r) for r in rs] for rs in refs]
+
+
+def _unicode_token_value(metric: str, answer: str, reference: str) -> float:
+    """exact_match / token_f1 on :func:`ragmeter.language.words` tokens (any script, CJK by character,
+    case-folded, punctuation dropped; no English article removal). Both empty -> 1, one empty -> 0,
+    as SQuAD."""
+    from collections import Counter
+
+    from ragmeter.language import words
+
+    a, r = words(answer), words(reference)
+    if metric == "exact_match":
+        return float(a == r)
+    if not a or not r:
+        return float(a == r)
+    common = sum((Counter(a) & Counter(r)).values())
+    if common == 0:
+        return 0.0
+    prec, rec = common / len(a), common / len(r)
+    return 2 * prec * rec / (prec + rec)
+
+
+def _string_scores(metric: str, samples: Sequence[Sample], params: dict[str, Any],
+                   ctx: ScoringContext | None = None) -> list[Score]:
     spec = STRING_METRICS[metric]
-    best, arg, sizes = _string_best(metric, [s.answer or "" for s in samples],
-                                    [list(s.references) for s in samples], params)
+    answers, refs = sample_texts(samples, ctx)
+    best, arg, sizes = _string_best(metric, answers, refs, params)
+    if metric in ("exact_match", "token_f1"):
+        # other languages: Unicode word tokens instead of SQuAD's English normalisation
+        import ragmeter.language as lang
+
+        options = ctx.options if ctx is not None else None
+        for i, s in enumerate(samples):
+            if lang.of(s, options) != "en" and refs[i]:
+                vals = [_unicode_token_value(metric, answers[i], r) for r in refs[i]]
+                best[i] = max(vals)
+                arg[i] = vals.index(best[i])
     out = []
     for v, j, n in zip(best.tolist(), arg.tolist(), sizes.tolist(), strict=True):
         if v != v:  # NaN: no reference gave a value
@@ -415,7 +462,7 @@ def _string_scores(metric: str, samples: Sequence[Sample], params: dict[str, Any
 def _string_batch_fn(metric: str) -> Callable[..., list[Score]]:
     def fn(samples: Sequence[Sample], ctx: ScoringContext | None = None, **params: Any) -> list[Score]:
         _check_string_params(metric, params)
-        return _string_scores(metric, samples, params)
+        return _string_scores(metric, samples, params, ctx)
 
     fn.__name__ = f"{metric}_batch"
     fn.__doc__ = STRING_METRICS[metric].summary
@@ -505,12 +552,17 @@ register_service("lexical_memo", lambda ctx: _LexicalMemo())
 
 def _rouge_rows(samples: Sequence[Sample], ctx: ScoringContext | None,
                 use_stemmer: bool) -> list[tuple[np.ndarray, np.ndarray]]:
+    import ragmeter.language as lang
+
     memo = ctx.service("lexical_memo").rouge if ctx is not None else {}
-    keys = [(use_stemmer, s.answer or "", tuple(s.references)) for s in samples]
+    options = ctx.options if ctx is not None else None
+    answers, refs = sample_texts(samples, ctx)
+    keys = [(use_stemmer, a, tuple(r), lang.of(s, options)) for s, a, r in zip(samples, answers, refs, strict=True)]
     todo = [k for k in dict.fromkeys(keys) if k not in memo]
-    if todo:
-        values, best = rouge_multi([k[1] for k in todo], [k[2] for k in todo], use_stemmer)
-        for k, v, b in zip(todo, values, best, strict=True):
+    for code in dict.fromkeys(k[3] for k in todo):
+        group = [k for k in todo if k[3] == code]
+        values, best = rouge_multi([k[1] for k in group], [k[2] for k in group], use_stemmer, code)
+        for k, v, b in zip(group, values, best, strict=True):
             memo[k] = (v, b)
     return [memo[k] for k in keys]
 
@@ -634,8 +686,7 @@ def chrf(answer: str, reference: References, **params: Any) -> float:
 
 def _mt_batch_fn(name: str, batch: Callable[..., np.ndarray]) -> Callable[..., list[Score]]:
     def fn(samples: Sequence[Sample], ctx: ScoringContext | None = None, **params: Any) -> list[Score]:
-        values = _unit(batch([s.answer or "" for s in samples], [list(s.references) for s in samples],
-                             **params))
+        values = _unit(batch(*sample_texts(samples, ctx), **params))
         return [Score(v) for v in values.tolist()]
 
     fn.__name__ = f"{name}_batch"

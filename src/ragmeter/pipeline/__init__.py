@@ -40,7 +40,7 @@ __all__ = ["ANSWERERS", "DEFAULTS", "RETRIEVERS", "TextChunk", "chunk_corpus", "
 #: the bundled pipeline's parameters and their defaults
 DEFAULTS: dict[str, Any] = {"corpus": None, "chunk_size": 400, "overlap": 50, "retriever": "bm25",
                             "top_k": 3, "answerer": "overlap", "answer_sentences": 1,
-                            "embedding_model": None}
+                            "embedding_model": None, "language": "en"}
 
 _INDEX_LOCK = threading.Lock()
 _INDEXES: dict[tuple[Any, ...], _Index] = {}
@@ -50,10 +50,10 @@ class _Index:
     """Chunks, retriever and idf table of one (corpus, chunking, retriever) configuration."""
 
     def __init__(self, corpus: str | None, chunk_size: int, overlap: int, retriever: str,
-                 model: str | None) -> None:
+                 model: str | None, language: str = "en") -> None:
         self.chunks = chunk_corpus(read_corpus(corpus), chunk_size=chunk_size, overlap=overlap)
-        self.retriever = make_retriever(retriever, self.chunks, model=model)
-        self.idf = idf_table([analyse(c.text) for c in self.chunks])
+        self.retriever = make_retriever(retriever, self.chunks, model=model, language=language)
+        self.idf = idf_table([analyse(c.text, language) for c in self.chunks])
         self.model = model
 
 
@@ -70,11 +70,13 @@ def _corpus_signature(corpus: str | None) -> str:
 
 
 def _index(p: dict[str, Any]) -> _Index:
-    key = (_corpus_signature(p["corpus"]), p["chunk_size"], p["overlap"], p["retriever"], p["embedding_model"])
+    key = (_corpus_signature(p["corpus"]), p["chunk_size"], p["overlap"], p["retriever"], p["embedding_model"],
+           p["language"])
     with _INDEX_LOCK:
         idx = _INDEXES.get(key)
         if idx is None:
-            idx = _Index(p["corpus"], p["chunk_size"], p["overlap"], p["retriever"], p["embedding_model"])
+            idx = _Index(p["corpus"], p["chunk_size"], p["overlap"], p["retriever"], p["embedding_model"],
+                         p["language"])
             _INDEXES[key] = idx
         return idx
 
@@ -97,6 +99,9 @@ def _params(params: dict[str, Any]) -> dict[str, Any]:
         raise ConfigError(f"answer_sentences must be a positive integer, got {n!r}")
     if p["corpus"] is not None:
         p["corpus"] = str(p["corpus"])
+    from ragmeter.language import normalize_code
+
+    p["language"] = normalize_code(p["language"])
     return p
 
 
@@ -118,7 +123,7 @@ def rag_batch(questions: Sequence[str], **params: Any) -> list[dict[str, Any]]:
         encode = enc.encode
     answers = answer_batch(questions, [[str(c["text"]) for c in ctx] for ctx in contexts],
                            method=p["answerer"], n_sentences=p["answer_sentences"], idf=idx.idf,
-                           encode=encode)
+                           encode=encode, language=p["language"])
     return [{"answer": a, "contexts": c} for a, c in zip(answers, contexts, strict=True)]
 
 
@@ -136,6 +141,8 @@ def rag(question: str, **params: Any) -> dict[str, Any]:
         top_k: chunks returned (default 3).
         answerer: ``overlap`` (idf-weighted question-term coverage, default) or ``embedding``
             (cosine of question and sentence); answer_sentences: how many sentences (default 1).
+        language: ``en`` (default: English stopwords, Porter stems) or another ISO code: bm25s's
+            stopword list for it and its Snowball stemmer, in BM25 and the overlap answerer.
 
     Returns:
         ``{"answer": str, "contexts": [{"id", "text", "source", "start", "end", "score"}, ...]}``

@@ -48,15 +48,16 @@ def idf_table(chunk_terms: Sequence[Sequence[str]]) -> dict[str, float]:
     return {t: math.log(1 + (n - d + 0.5) / (d + 0.5)) for t, d in df.items()}
 
 
-def overlap_scores(question: str, cands: Sequence[Sentence], idf: dict[str, float]) -> np.ndarray:
+def overlap_scores(question: str, cands: Sequence[Sentence], idf: dict[str, float],
+                   language: str = "en") -> np.ndarray:
     """idf-weighted share of the question's terms found in each sentence, minus 0.01 per
     retrieval rank (earlier chunks win ties)."""
-    q = set(analyse(question))
+    q = set(analyse(question, language))
     default = max(idf.values(), default=1.0)
     total = sum(idf.get(t, default) for t in q) or 1.0
     out = np.empty(len(cands))
     for i, c in enumerate(cands):
-        terms = set(analyse(c.text))
+        terms = set(analyse(c.text, language))
         out[i] = sum(idf.get(t, default) for t in q & terms) / total - 0.01 * c.chunk_rank
     return out
 
@@ -72,13 +73,14 @@ def pick(cands: Sequence[Sentence], scores: np.ndarray, n: int) -> str:
 
 def answer_batch(questions: Sequence[str], contexts: Sequence[Sequence[str]], *, method: str,
                  n_sentences: int, idf: dict[str, float],
-                 encode: Callable[[list[str]], np.ndarray] | None = None) -> list[str]:
+                 encode: Callable[[list[str]], np.ndarray] | None = None, language: str = "en") -> list[str]:
     """One extractive answer per question from its retrieved chunk texts ("" when nothing fits)."""
     if method not in ANSWERERS:
         raise ConfigError(f"unknown answerer {method!r}; choose one of {', '.join(ANSWERERS)}")
     cands = [sentences(c) for c in contexts]
     if method == "overlap":
-        return [pick(c, overlap_scores(q, c, idf), n_sentences) for q, c in zip(questions, cands, strict=True)]
+        return [pick(c, overlap_scores(q, c, idf, language), n_sentences)
+                for q, c in zip(questions, cands, strict=True)]
     assert encode is not None
     texts = list(dict.fromkeys([*questions, *(s.text for c in cands for s in c)]))
     mat = np.asarray(encode(texts), dtype=np.float32) if texts else np.zeros((0, 1), np.float32)

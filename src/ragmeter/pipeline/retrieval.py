@@ -17,9 +17,22 @@ RETRIEVERS = ("bm25", "embedding", "hybrid")
 RRF_K = 60
 
 
-def analyse(text: str) -> list[str]:
-    """Index terms: normalised tokens without stopwords, Porter-stemmed (numbers kept)."""
-    return [t if t[:1].isdigit() else stem(t) for t in tokens(text) if t not in STOPWORDS]
+def analyse(text: str, language: str = "en") -> list[str]:
+    """Index terms: normalised tokens without stopwords, stemmed (numbers kept).
+
+    English: ragmeter's English stopwords and the Porter stemmer. Other languages: the stopword list
+    bm25s ships for the language (Portuguese, Spanish, French, German ...; none when it ships none)
+    and the language's Snowball stemmer (:mod:`ragmeter.language`)."""
+    if language == "en":
+        return [t if t[:1].isdigit() else stem(t) for t in tokens(text) if t not in STOPWORDS]
+    stop = _folded_stopwords(language)
+    return [t if t[:1].isdigit() else stem(t, language) for t in tokens(text) if t not in stop]
+
+
+def _folded_stopwords(language: str) -> frozenset[str]:
+    import ragmeter.language as lang
+
+    return frozenset(lang.fold(w) for w in lang.stopwords(language))
 
 
 class Retriever(Protocol):
@@ -41,18 +54,20 @@ class BM25Retriever:
               \frac{tf_{t,d}}{tf_{t,d} + k_1 (1 - b + b\\, |d| / \\overline{|d|})}
     """
 
-    def __init__(self, chunks: Sequence[TextChunk], *, k1: float = 1.5, b: float = 0.75) -> None:
+    def __init__(self, chunks: Sequence[TextChunk], *, k1: float = 1.5, b: float = 0.75,
+                 language: str = "en") -> None:
         import bm25s
 
+        self.language = language
         self.n = len(chunks)
         self.model = bm25s.BM25(k1=k1, b=b)
         # an empty chunk vocabulary would make bm25s fail: a placeholder term keeps it indexable
-        self.model.index([analyse(c.text) or ["\x00"] for c in chunks], show_progress=False)
+        self.model.index([analyse(c.text, language) or ["\x00"] for c in chunks], show_progress=False)
 
     def scores(self, queries: Sequence[str]) -> np.ndarray:
         out = np.zeros((len(queries), self.n), dtype=np.float64)
         for i, q in enumerate(queries):
-            terms = analyse(q)
+            terms = analyse(q, self.language)
             if terms:
                 out[i] = self.model.get_scores(terms)
         return out
@@ -89,8 +104,9 @@ class EmbeddingRetriever:
 class HybridRetriever:
     """Reciprocal rank fusion of BM25 and embeddings: ``sum_r 1 / (60 + rank_r(chunk))``."""
 
-    def __init__(self, chunks: Sequence[TextChunk], *, model: str | None = None) -> None:
-        self.parts: list[Retriever] = [BM25Retriever(chunks), EmbeddingRetriever(chunks, model=model)]
+    def __init__(self, chunks: Sequence[TextChunk], *, model: str | None = None, language: str = "en") -> None:
+        self.parts: list[Retriever] = [BM25Retriever(chunks, language=language),
+                                       EmbeddingRetriever(chunks, model=model)]
 
     def scores(self, queries: Sequence[str]) -> np.ndarray:
         total: np.ndarray | None = None
@@ -106,13 +122,14 @@ class HybridRetriever:
         return total
 
 
-def make_retriever(kind: str, chunks: Sequence[TextChunk], *, model: str | None = None) -> Retriever:
+def make_retriever(kind: str, chunks: Sequence[TextChunk], *, model: str | None = None,
+                   language: str = "en") -> Retriever:
     if not chunks:
         raise ConfigError("the corpus produced no chunk to retrieve from")
     if kind == "bm25":
-        return BM25Retriever(chunks)
+        return BM25Retriever(chunks, language=language)
     if kind == "embedding":
         return EmbeddingRetriever(chunks, model=model)
     if kind == "hybrid":
-        return HybridRetriever(chunks, model=model)
+        return HybridRetriever(chunks, model=model, language=language)
     raise ConfigError(f"unknown retriever {kind!r}; choose one of {', '.join(RETRIEVERS)}")

@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ragmeter.errors import ConfigError, StoreError
+from ragmeter.metrics.composite import bands_apply
 from ragmeter.redact import redact, redact_obj
 from ragmeter.report.bands import band, oriented
 from ragmeter.schema import FIELD_PRESENT, Sample, Score
@@ -57,8 +58,10 @@ def runs_list(store: Store, limit: int | None = None) -> list[dict[str, Any]]:
         head["means"] = {k: (a or {}).get("mean") for k, a in (run.summary or {}).items()}
         head["directions"] = {k: (a or {}).get("direction", "higher")
                               for k, a in (run.summary or {}).items()}
+        options = (run.config or {}).get("options") or {}
         bands = {k: band(m, head["directions"][k] != "lower") for k, m in head["means"].items()
-                 if m is not None and 0.0 <= m <= 1.0}
+                 if m is not None and 0.0 <= m <= 1.0
+                 and bands_apply(k, ((run.summary or {}).get(k) or {}).get("family"), options)}
         head["bands"] = {k: b.css for k, b in bands.items() if b is not None}
         out.append(head)
     return out
@@ -104,9 +107,13 @@ def _metric_meta(run: Run, key: str, agg: Mapping[str, Any]) -> dict[str, Any]:
         fits = lo is None or (lo >= 0 and hi is not None and hi <= 1)
         rng = (0.0, 1.0) if fits else (float(lo), float(hi))
     banded = rng == (0.0, 1.0)
+    family = agg.get("family") or stored.get("family") or ""
+    options = (run.config or {}).get("options") or {}
+    # ``banded``: on the 0-1 scale (enters a sample's quality); ``show_band``: a band is meaningful
     return {"key": key, "name": name, "params": req.get("params") or {},
-            "family": agg.get("family") or stored.get("family") or "", "direction": direction,
-            "higher_is_better": direction != "lower", "range": list(rng), "banded": banded}
+            "family": family, "direction": direction,
+            "higher_is_better": direction != "lower", "range": list(rng), "banded": banded,
+            "show_band": banded and bands_apply(key, family, options)}
 
 
 def histogram(values: Sequence[float], lo: float, hi: float, bins: int = HISTOGRAM_BINS) -> dict[str, Any]:
@@ -143,7 +150,7 @@ def metric_views(run: Run, samples: Sequence[Sample], table: Mapping[str, Mappin
         meta = _metric_meta(run, key, agg)
         values = [s.value for s in present if s.value is not None]
         lo, hi = meta["range"]
-        b = band(agg.get("mean"), meta["higher_is_better"]) if meta["banded"] else None
+        b = band(agg.get("mean"), meta["higher_is_better"]) if meta["show_band"] else None
         out.append({
             **meta,
             "mean": agg.get("mean"), "std": agg.get("std"), "min": agg.get("min"),
@@ -227,7 +234,7 @@ def sample_row(sample: Sample, position: int, table: Mapping[str, Mapping[str, S
         sc = table.get(m["key"], {}).get(sample.id)
         v = sc.value if sc is not None else None
         values[m["key"]] = v
-        b = band(v, m["higher_is_better"]) if m["banded"] else None
+        b = band(v, m["higher_is_better"]) if m.get("show_band") else None
         bands[m["key"]] = b.css if b else None
         if sc is None:
             reasons[m["key"]] = "not scored yet"
@@ -258,7 +265,7 @@ def sample_detail(sample: Sample, table: Mapping[str, Mapping[str, Score]],
     for m in metas:
         sc = table.get(m["key"], {}).get(sample.id)
         v = sc.value if sc is not None else None
-        b = band(v, m["higher_is_better"]) if m["banded"] else None
+        b = band(v, m["higher_is_better"]) if m.get("show_band") else None
         scores.append({
             "metric": m["key"], "family": m["family"], "direction": m["direction"],
             "value": v, "band": b.name if b else None, "band_css": b.css if b else None,
@@ -512,8 +519,10 @@ def paired_difference(a: Mapping[str, float | None], b: Mapping[str, float | Non
     ``diff = mean(b_i - a_i)`` over the ids where both runs have a value, with a percentile
     paired-bootstrap confidence interval (resampling the per-sample differences). ``wins`` counts
     samples where ``b`` is better than ``a`` in the metric's direction, ``losses`` where it is
-    worse, ``ties`` where equal. ``significant`` when the interval excludes 0; ``verdict`` is then
-    ``"better"`` or ``"worse"`` (``b`` relative to ``a``), else ``"no significant difference"``.
+    worse, ``ties`` where equal. ``verdict`` is ``"better"`` or ``"worse"`` (``b`` relative to ``a``)
+    when the permutation p-value, Holm-adjusted over the family of tests (one test here; every
+    metric x run in :func:`compare_view`), is below 0.05 (the rule of ``ragmeter compare``), else
+    ``"no significant difference"``; ``significant`` says whether it is either.
     ``p_value`` is the two-sided paired permutation test of
     :func:`ragmeter.experiments.statistics.compare_paired` when that module is installed (and
     there are at most :data:`MAX_PAIRS_FOR_PVALUE` pairs), else ``None``. With no pair, every
@@ -526,7 +535,8 @@ def paired_difference(a: Mapping[str, float | None], b: Mapping[str, float | Non
     ids = [k for k, v in a.items() if v is not None and b.get(k) is not None]
     out: dict[str, Any] = {"n_pairs": len(ids), "mean_a": None, "mean_b": None, "diff": None,
                            "ci_low": None, "ci_high": None, "p_value": None, "wins": 0, "ties": 0,
-                           "losses": 0, "significant": False, "verdict": "no paired samples"}
+                           "losses": 0, "significant": False, "verdict": "no paired samples",
+                           "p_adjusted": None}
     if not ids:
         return out
     xa = np.array([a[k] for k in ids], dtype=np.float64)
@@ -544,13 +554,28 @@ def paired_difference(a: Mapping[str, float | None], b: Mapping[str, float | Non
     out.update(mean_a=float(xa.mean()), mean_b=float(xb.mean()), diff=float(d.mean()),
                ci_low=ci[0] if ci else None, ci_high=ci[1] if ci else None,
                wins=wins, losses=losses, ties=len(ids) - wins - losses)
-    sig = ci is not None and (ci[0] > 0 or ci[1] < 0)
-    out["significant"] = bool(sig)
-    if sig:
-        out["verdict"] = "better" if (out["diff"] > 0) == higher_is_better else "worse"
-    else:
-        out["verdict"] = "no significant difference"
+    out["higher_is_better"] = higher_is_better
+    _decide([out])
     return out
+
+
+def _decide(differences: Sequence[dict[str, Any]], alpha: float = 0.05) -> None:
+    """Verdicts for a family of paired differences, with the rule ``ragmeter compare`` uses
+    (:func:`ragmeter.experiments.statistics.family_verdicts`: Holm-adjusted permutation p-value below
+    ``alpha``); without a p-value, no verdict. Sets ``p_adjusted``, ``significant`` and ``verdict``."""
+    stats = _experiments_statistics()
+    rows = [d for d in differences if d["n_pairs"]]
+    if stats is None:
+        decided = [(None, "no significant difference")] * len(rows)
+    else:
+        decided = stats.family_verdicts([(d["diff"], d["p_value"], d["higher_is_better"]) for d in rows],
+                                        alpha=alpha)
+    for d, (p, v) in zip(rows, decided, strict=True):
+        d["p_adjusted"] = p
+        d["verdict"] = v
+        d["significant"] = v in ("better", "worse")
+    for d in differences:
+        d.pop("higher_is_better", None)  # an input of the rule, not a figure of the comparison
 
 
 def _experiments_statistics() -> Any:
@@ -614,7 +639,8 @@ def compare_view(store: Store, refs: Sequence[str], *, max_samples: int | None =
                                   higher_is_better=m["higher_is_better"])
             differences.append({"metric": k, "baseline": base["run"].id, "run": pr["run"].id,
                                 "run_label": pr["run"].name or pr["run"].id,
-                                "direction": m["direction"], **d})
+                                "direction": m["direction"], **d, "higher_is_better": m["higher_is_better"]})
+    _decide(differences)
     return {
         "runs": [run_header(pr["run"]) for pr in per_run],
         "baseline": base["run"].id,

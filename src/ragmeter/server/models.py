@@ -165,11 +165,15 @@ class PairedDifference(BaseModel):
     ci_high: float | None
     p_value: float | None = Field(default=None, description="Two-sided paired permutation test "
                                                             "(when ragmeter.experiments is installed).")
+    p_adjusted: float | None = Field(default=None, description="p_value Holm-adjusted over every metric "
+                                                               "and run of the comparison; the verdict "
+                                                               "needs it below 0.05 (as ragmeter compare).")
     wins: int
     ties: int
     losses: int
     significant: bool
-    verdict: str = Field(description="better, worse, no significant difference, no paired samples")
+    verdict: str = Field(description="better, worse, no significant difference, no paired samples "
+                                     "(Holm-adjusted paired permutation test, the rule of ragmeter compare)")
 
 
 class SampleChange(BaseModel):
