@@ -68,7 +68,8 @@ def dry_run_report(data: Any, metrics: list[str], *, config: Any, mapping: Any, 
     console.print(f"judge {plan.get('judge', '?')}: {plan['planned_calls']} calls would be made"
                   f" ({plan.get('cached', 0)} verdicts already in the cache)", emoji=False)
     console.print(f"estimated tokens: {plan['est_input_tokens']:,} in, {plan['est_output_tokens']:,} out "
-                  "(input = characters / 4; output = an assumed size per metric)")
+                  f"(input: {plan.get('token_estimate', 'script-aware estimate')}; output: an assumed "
+                  "size per metric)", highlight=False)
     cost = plan.get("est_cost_usd")
     console.print("estimated cost: " + (f"${cost:.4f}" if cost is not None else
                                          f"unknown ({plan.get('price', 'no price for this model')})"))

@@ -66,6 +66,10 @@ def _tiktoken_encoding() -> Any:
     return _TIKTOKEN or None
 
 
+#: kv namespace of the estimated-vs-real prompt token totals per ``provider:model``.
+TOKEN_CALIBRATION = "token_calibration"
+
+
 def estimate_tokens(text: str) -> int:
     """A provider-independent token estimate (at least 1).
 
@@ -155,6 +159,9 @@ class JudgeService:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._client: Any = None
         self._lock = threading.Lock()
+        # estimated vs real prompt tokens of this run's single-attempt calls (token calibration)
+        self._calibration = [0, 0, 0]  # estimated, real, calls
+        self._ratio: tuple[float, int] | None = None
 
     @classmethod
     def from_context(cls, ctx: Any) -> JudgeService:
@@ -286,8 +293,12 @@ class JudgeService:
             m["calls"] += 1
             m["input_tokens"] += p["input_tokens"]
             m["output_tokens"] += p["output_tokens"]
+        ratio = self._ratio if self._ratio and self._ratio[1] else None
+        method = ("tiktoken o200k_base" if _tiktoken_encoding() is not None else
+                  f"script-aware estimate x{ratio[0]:.3f}, calibrated on {ratio[1]} real calls of this model"
+                  if ratio else "script-aware estimate (no real calls of this model stored yet)")
         return {"dry_run": True, "planned_calls": len(self._plan), "est_input_tokens": tin,
-                "est_output_tokens": tout,
+                "est_output_tokens": tout, "token_estimate": method,
                 "est_cost_usd": round(self.price.cost(tin, tout), 6) if self.price else None,
                 "per_metric": per}
 
@@ -348,9 +359,43 @@ class JudgeService:
         return None
 
     def close(self) -> None:
-        """Write pending accounting rows. The event loop and the provider client stay up for the
-        next run in this process (they are shared, see :class:`_Runtime`)."""
+        """Write pending accounting rows and the token calibration. The event loop and the
+        provider client stay up for the next run in this process (see :class:`_Runtime`)."""
         self._write_rows()
+        self._save_calibration()
+
+    # ---- token calibration -----------------------------------------------------------------
+    def _calibration_key(self) -> str:
+        return f"{self.cfg.provider}:{self.cfg.model}"
+
+    def _save_calibration(self) -> None:
+        """Add this run's (estimated, real) prompt-token totals to the store's record for this
+        provider and model, so later dry runs scale their estimate by the observed ratio."""
+        est, real, calls = self._calibration
+        if not calls or self.store is None or self.cfg.dry_run:
+            return
+        try:
+            old = self.store.kv_get(TOKEN_CALIBRATION, self._calibration_key()) or {}
+            self.store.kv_put(TOKEN_CALIBRATION, self._calibration_key(),
+                              {"estimated": int(old.get("estimated", 0)) + est,
+                               "real": int(old.get("real", 0)) + real,
+                               "calls": int(old.get("calls", 0)) + calls})
+        except Exception:  # noqa: BLE001 - a calibration record must never fail a finished run
+            return
+        self._calibration = [0, 0, 0]
+
+    def token_ratio(self) -> tuple[float, int] | None:
+        """``(real / estimated prompt tokens, calls)`` stored for this provider and model, when
+        at least 5 real calls were measured; ``None`` otherwise (or with tiktoken, exact)."""
+        if self.store is None or _tiktoken_encoding() is not None:
+            return None
+        try:
+            rec = self.store.kv_get(TOKEN_CALIBRATION, self._calibration_key())
+        except Exception:  # noqa: BLE001 - no store table yet: no calibration
+            return None
+        if not rec or int(rec.get("calls", 0)) < 5 or not rec.get("estimated"):
+            return None
+        return float(rec["real"]) / float(rec["estimated"]), int(rec["calls"])
 
     # ---- bookkeeping ----------------------------------------------------------------------------
     def _remember(self, res: JudgeResult) -> None:
@@ -426,6 +471,9 @@ class JudgeService:
 
     def _plan_call(self, req: JudgeRequest, key: str) -> JudgeResult:
         tin = estimate_tokens(req.system) + estimate_tokens(req.user)
+        if self._ratio is None:
+            self._ratio = self.token_ratio() or (1.0, 0)
+        tin = max(1, round(tin * self._ratio[0]))
         self._plan[key] = {"metric": req.metric, "input_tokens": tin,
                            "output_tokens": req.expected_output_tokens}
         return JudgeResult(DRY_RUN, key, reason="dry run: no judge call made")
@@ -508,6 +556,10 @@ class JudgeService:
         self._counts["input_tokens"] += res.input_tokens
         self._counts["output_tokens"] += res.output_tokens
         self._counts["retries"] += max(0, res.attempts - 1)
+        if res.ok and res.attempts == 1 and res.input_tokens > 0 and not res.cached:
+            self._calibration[0] += estimate_tokens(req.system) + estimate_tokens(req.user)
+            self._calibration[1] += res.input_tokens
+            self._calibration[2] += 1
         if res.ok:
             self._remember(res)
         else:
