@@ -197,6 +197,10 @@ def create_app(db: str | Store | None = None) -> FastAPI:
         except StoreError as exc:
             return JSONResponse({"detail": str(exc)}, status_code=404)
 
+    from ragmeter.server.annotate import annotate_router
+
+    app.include_router(annotate_router(store))
+
     @app.exception_handler(StoreError)
     async def _store_error(request: Request, exc: StoreError) -> Response:
         if request.url.path.startswith("/api/"):
