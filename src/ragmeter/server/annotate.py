@@ -88,7 +88,8 @@ def annotate_router(store: Store) -> APIRouter:
                         media_type="text/javascript; charset=utf-8",
                         headers={"X-Content-Type-Options": "nosniff", "Cache-Control": "no-store"})
 
-    @router.get("/annotate/api/session", summary="The rater's task: rubric, scales, items in the "
+    # the page's own endpoints: kept out of the public OpenAPI schema (they need a rater's token)
+    @router.get("/annotate/api/session", include_in_schema=False, summary="The rater's task: rubric, scales, items in the "
                 "rater's order with the rater's own labels (token in the X-Annotate-Token header)")
     def api_session(request: Request) -> Any:
         found = session_of(request)
@@ -117,7 +118,7 @@ def annotate_router(store: Store) -> APIRouter:
                              "rater": rater.name, "rubric": task.rubric, "scales": task.scales,
                              "items": items}, headers={"Cache-Control": "no-store"})
 
-    @router.post("/annotate/api/labels", summary="Store one label of the rater (JSON body: "
+    @router.post("/annotate/api/labels", include_in_schema=False, summary="Store one label of the rater (JSON body: "
                  "sample_id, scale, value); loopback clients and same-origin pages only")
     async def api_label(request: Request) -> Any:
         if not _is_loopback(request.client.host if request.client else None):
