@@ -45,7 +45,7 @@ def store(tmp_path):
     return Store(url)
 
 
-def test_create_task_sampling_tokens_and_order(store):
+def test_create_task_sampling_tokens_and_order(store, tmp_path):
     task_id, tokens = T.create_task(store, "base", raters=["ana", "bruno"],
                                     scales=T.parse_scales("faithfulness,grounded:binary,topic:a|b"), n=6)
     items = [it.sample_id for it in T.task_items(store, task_id)]
@@ -66,6 +66,19 @@ def test_create_task_sampling_tokens_and_order(store):
     T.save_label(store, task, "ana", items[0], "faithfulness", 5)  # replaces
     labs = T.labels(store, task_id)
     assert [(x.value, x.value_num, x.task_version, x.rater) for x in labs] == [("5", 5.0, 1, "ana")]
+    rubric = tmp_path / "rubric.txt"
+    rubric.write_text("faithfulness: new wording")
+    res = runner.invoke(app, ["annotate", "rubric", task_id, "--file", str(rubric), "--db", store.url])
+    assert res.exit_code == 0 and "version 2" in res.output
+    T.save_label(store, T.get_task(store, task_id), "bruno", items[0], "grounded", 1)
+    assert {x.rater: x.task_version for x in T.labels(store, task_id)} == {"ana": 1, "bruno": 2}
+    res = runner.invoke(app, ["annotate", "status", "nope", "--db", store.url])
+    assert res.exit_code == 2 and "no annotation task" in res.output
+    res = runner.invoke(app, ["annotate", "create", "nope", "--raters", "a", "--db", store.url])
+    assert res.exit_code == 2 and "no run" in res.output
+    res = runner.invoke(app, ["annotate", "create", "base", "--raters", "a", "--scales", "x:9-1",
+                              "--db", store.url])
+    assert res.exit_code == 2 and "lo < hi" in res.output
 
 
 def test_stratified_sampling_covers_bins(store):
@@ -155,7 +168,10 @@ def test_annotation_api_is_blind_and_protected(store):
 def test_reliability_card_in_show_and_report(server, tmp_path, monkeypatch):
     monkeypatch.setenv("RAGMETER_TEST_JUDGE_KEY", "k")
     url = f"sqlite:///{tmp_path / 'j.db'}"
-    res = ragmeter.evaluate(samples(), metrics=["faithfulness"], db=url, name="judged",
+    # one more sample whose reply the judge server garbles: a judge failure, not a score
+    garbled = [*samples(), {"id": "g", "question": "Where?", "contexts": ["Lisbon."],
+                            "answer": "GARBLE Lisbon."}]
+    res = ragmeter.evaluate(garbled, metrics=["faithfulness"], db=url, name="judged",
                             options=judge_options(server))
     store = Store(url)
     vals = {sid: sc.value for sid, sc in store.score_table(res.run_id)["faithfulness"].items()}
@@ -175,7 +191,7 @@ def test_reliability_card_in_show_and_report(server, tmp_path, monkeypatch):
     m = h["confusion"]["matrix"]
     assert m[0][0] == 5 and m[4][4] == 4 and m[4][3] == 1
     assert "about as well as humans agree" in h["reading"] or "better than humans" in h["reading"]
-    assert card["failures"] == {"n": 0, "of": 10, "share": 0.0}
+    assert card["failures"] == {"n": 1, "of": 11, "share": pytest.approx(1 / 11)}
     out = runner.invoke(app, ["show", "judged", "--db", url])
     assert out.exit_code == 0, out.output
     assert "judge reliability: faithfulness" in out.output and "Spearman" in out.output

@@ -78,8 +78,13 @@ def list_cmd(run: Annotated[str | None, typer.Option("--run", help="Only tasks o
 
     from ragmeter.human.tasks import list_tasks, task_status
 
+    from ragmeter.errors import RagmeterError
+
     store = get_store(db)
-    rid = store.resolve_run(run) if run else None
+    try:
+        rid = store.resolve_run(run) if run else None
+    except RagmeterError as exc:
+        raise _fail(str(exc)) from None
     t = Table()
     for c in ("task", "name", "run", "items", "scales", "progress (items done per rater)"):
         t.add_column(c)
@@ -94,9 +99,13 @@ def list_cmd(run: Annotated[str | None, typer.Option("--run", help="Only tasks o
 def status_cmd(task: Annotated[str, typer.Argument(help="Task id, prefix or name.")],
                as_json: Annotated[bool, typer.Option("--json")] = False, db: Db = None) -> None:
     """A task's progress per rater."""
+    from ragmeter.errors import RagmeterError
     from ragmeter.human.tasks import task_status
 
-    st = task_status(get_store(db), task)
+    try:
+        st = task_status(get_store(db), task)
+    except RagmeterError as exc:
+        raise _fail(str(exc)) from None
     if as_json:
         typer.echo(json.dumps(st))
         return
@@ -120,6 +129,33 @@ def links_cmd(task: Annotated[str, typer.Argument(help="Task id, prefix or name.
     except RagmeterError as exc:
         raise _fail(str(exc)) from None
     _links(tokens, base_url)
+
+
+@annotate_app.command("rubric")
+def rubric_cmd(task: Annotated[str, typer.Argument(help="Task id, prefix or name.")],
+               file: Annotated[Path | None, typer.Option("--file", help="New rubric text; without it the "
+                                                         "current rubric is printed.")] = None,
+               db: Db = None) -> None:
+    """Print a task's rubric, or replace it (the task version goes up; labels record the version
+    they were given under)."""
+    from ragmeter.errors import RagmeterError
+    from ragmeter.human.tasks import get_task, update_rubric
+
+    try:
+        store = get_store(db)
+        if file is None:
+            t = get_task(store, task)
+            console.print(f"task {t.id}, version {t.version}:", highlight=False)
+            console.print(t.rubric, markup=False, highlight=False)
+            return
+        try:
+            text = file.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise _fail(f"{file}: cannot read: {exc.strerror or exc}") from None
+        version = update_rubric(store, task, text)
+    except RagmeterError as exc:
+        raise _fail(str(exc)) from None
+    console.print(f"rubric updated; task version {version}")
 
 
 @annotate_app.command("add-rater")
@@ -184,14 +220,17 @@ def agreement_cmd(
 ) -> None:
     """Inter-rater agreement of a task's labels per scale: Krippendorff's alpha, percent agreement,
     and Cohen's quadratic kappa when there are two raters."""
+    from ragmeter.errors import RagmeterError
     from ragmeter.human.reliability import task_agreement
 
     store = get_store(db)
     try:
         out = task_agreement(store, task, [scale] if scale else None, level=level or None,
                              n_bootstrap=bootstrap)
-    except (ValueError, ImportError) as exc:
+    except (RagmeterError, ValueError, ImportError) as exc:
         raise _fail(str(exc)) from None
+    if not out:
+        raise _fail("no labels yet on " + (repr(scale) if scale else "any scale"), 3)
     if as_json:
         typer.echo(json.dumps(out))
         return

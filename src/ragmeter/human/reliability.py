@@ -168,7 +168,8 @@ def reliability_card(store: Store, run_ref: str, metric: str, *, task: str | Non
     summ = (run.summary or {}).get(metric, {})
     n_val, n_miss = summ.get("n", 0), summ.get("n_missing", 0)
     reasons = summ.get("missing_reasons") or {}
-    failures = sum(c for r, c in reasons.items() if "judge" in r.lower())
+    # the judge service's no-value reasons: "judge failure: ..." (and "judge <status>")
+    failures = sum(c for r, c in reasons.items() if r.lower().startswith("judge"))
     card: dict[str, Any] = {"run_id": run.id, "metric": metric,
                             "judge": (run.config or {}).get("options", {}).get("judge")
                             if isinstance((run.config or {}).get("options"), dict) else None,

@@ -247,6 +247,20 @@ def add_rater(store: Store, task_ref: str, name: str) -> str:
     return tok
 
 
+def update_rubric(store: Store, task_ref: str, rubric: str) -> int:
+    """Replace a task's rubric; the task version goes up by one (labels given from now on carry
+    the new version, so labels given under the old wording can be told apart). Returns the version."""
+    task = get_task(store, task_ref)
+    with store.session() as s, s.begin():
+        row = s.get(AnnotationTask, task.id)
+        assert row is not None
+        if row.rubric == rubric:
+            return row.version
+        row.rubric = rubric
+        row.version += 1
+        return row.version
+
+
 def get_task(store: Store, ref: str) -> AnnotationTask:
     """A task by id, unique id prefix or name (newest with that name)."""
     with store.session() as s:
