@@ -76,9 +76,8 @@ def list_cmd(run: Annotated[str | None, typer.Option("--run", help="Only tasks o
     """List annotation tasks with their progress."""
     from rich.table import Table
 
-    from ragmeter.human.tasks import list_tasks, task_status
-
     from ragmeter.errors import RagmeterError
+    from ragmeter.human.tasks import list_tasks, task_status
 
     store = get_store(db)
     try:
