@@ -199,3 +199,19 @@ def test_cli_errors_and_undefined(tmp_path):
     assert res.exit_code == 0, res.output
     res = runner.invoke(app, ["agreement", str(tmp_path / "nope.csv")])
     assert res.exit_code == 2 and "cannot read" in res.output
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.lists(st.one_of(st.none(), st.integers(1, 3)), min_size=4, max_size=4), min_size=1, max_size=12))
+def test_percent_agreement_counts_agreeing_pairs(rows):
+    from itertools import combinations
+
+    data = np.array([[np.nan if v is None else v for v in r] for r in rows], dtype=float).T
+    shares = []
+    for col in data.T:
+        v = [x for x in col if not np.isnan(x)]
+        pairs = list(combinations(v, 2))
+        if pairs:
+            shares.append(sum(a == b for a, b in pairs) / len(pairs))
+    got = percent_agreement(data)
+    assert (math.isnan(got) and not shares) or got == pytest.approx(np.mean(shares))

@@ -197,15 +197,16 @@ def percent_agreement(reliability_data: Any) -> float:
         reliability_data: raters x items array of numeric codes; ``nan`` for missing.
     """
     data = np.asarray(reliability_data, dtype=float)
-    shares = []
-    for col in data.T:
-        v = col[~np.isnan(col)]
-        m = v.size
-        if m < 2:
-            continue
-        _, counts = np.unique(v, return_counts=True)
-        shares.append(float((counts * (counts - 1)).sum() / (m * (m - 1))))
-    return float(np.mean(shares)) if shares else math.nan
+    present = ~np.isnan(data)
+    m = present.sum(axis=0)
+    keep = m >= 2
+    if not keep.any():
+        return math.nan
+    values = np.unique(data[present])
+    counts = np.stack([(data[:, keep] == v).sum(axis=0) for v in values])  # values x items
+    mk = m[keep].astype(float)
+    shares = (counts * (counts - 1)).sum(axis=0) / (mk * (mk - 1))
+    return float(shares.mean())
 
 
 # ---- ratings from files and lists -----------------------------------------------------------
