@@ -200,8 +200,11 @@ def test_reliability_card_in_show_and_report(server, tmp_path, monkeypatch):
     html = write_report(store, [res.run_id], tmp_path / "r.html").read_text()
     assert "Judge reliability" in html and "humans agree" in html
     # self-consistency over a repeated run (same judge): identical verdicts here
+    # a repeat draw at temperature > 0 is not served from the cache
+    before = server.n_requests
     rep = ragmeter.evaluate(samples(), metrics=["faithfulness"], db=url, name="judged-2",
-                            options=judge_options(server))
+                            options=judge_options(server, judge_draw=1, judge_temperature=0.7))
+    assert server.n_requests > before
     out = runner.invoke(app, ["reliability", "judged", "--repeats", rep.run_id, "--db", url, "--json"])
     assert out.exit_code == 0, out.output
     sc = json.loads(out.output)["faithfulness"]["self_consistency"]
