@@ -209,6 +209,44 @@ def test_reliability_card_in_show_and_report(server, tmp_path, monkeypatch):
     assert out.exit_code == 0, out.output
     sc = json.loads(out.output)["faithfulness"]["self_consistency"]
     assert sc["identical_share"] == 1.0 and sc["alpha_interval"] == pytest.approx(1.0)
+    # a second judge model; remembered for show
+    other = ragmeter.evaluate(samples(), metrics=["faithfulness"], db=url, name="other-judge",
+                              options=judge_options(server, judge="openai:other-model"))
+    out = runner.invoke(app, ["reliability", "judged", "--other-judge", other.run_id, "--db", url])
+    assert out.exit_code == 0 and "second judge model: alpha 1.00 on 10 items" in out.output
+    out = runner.invoke(app, ["show", "judged", "--db", url])
+    assert "self-consistency over 2 runs" in out.output and "second judge model" in out.output
+    # the dashboard's run page shows the card too
+    from fastapi.testclient import TestClient
+
+    from ragmeter.server import create_app
+
+    page = TestClient(create_app(store)).get(f"/runs/{res.run_id}").text
+    assert "Judge reliability" in page and "Spearman rho" in page
+    # a run without judge metrics or labels has no card
+    plain = ragmeter.evaluate(samples(), metrics=["token_f1"], db=url, name="plain")
+    assert "judge reliability" not in runner.invoke(app, ["show", plain.run_id, "--db", url]).output
+    out = runner.invoke(app, ["reliability", plain.run_id, "--db", url])
+    assert out.exit_code == 2 and "no judge metric" in out.output
+
+
+def test_compare_on_human_scores(tmp_path):
+    url = f"sqlite:///{tmp_path / 'c.db'}"
+    ids = [ragmeter.evaluate(samples(), metrics=["token_f1"], db=url, name=n).run_id for n in ("A", "B")]
+    store = Store(url)
+    for rid, shift in zip(ids, (0, -1), strict=True):
+        task_id, _ = T.create_task(store, rid, raters=["ana", "bruno"], scales=T.parse_scales("overall"))
+        task = T.get_task(store, task_id)
+        for i in range(10):
+            for rater, vals in (("ana", ANA), ("bruno", BRUNO)):
+                T.save_label(store, task, rater, f"s{i}", "overall", max(1, vals[i] + shift))
+        assert runner.invoke(app, ["annotate", "apply", task_id, "--db", url]).exit_code == 0
+    out = runner.invoke(app, ["compare", "A", "B", "--metric", "human_overall", "--json", "--db", url])
+    assert out.exit_code == 0, out.output
+    (cmp,) = json.loads(out.output)["comparisons"]
+    # B's labels are one point lower (floored at 1) on 9 of 10 items
+    assert cmp["metric"] == "human_overall" and cmp["n"] == 10 and cmp["winner"] == "a"
+    assert (cmp["wins"], cmp["ties"], cmp["losses"]) == (0, 1, 9)
 
 
 # ---- the page in a real browser ------------------------------------------------------------------
