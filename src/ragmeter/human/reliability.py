@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from ragmeter.agreement import agreement, krippendorff_alpha
-from ragmeter.errors import ConfigError
+from ragmeter.errors import ConfigError, RagmeterError
 from ragmeter.human.tasks import (
     Scale,
     get_task,
@@ -312,6 +312,6 @@ def show_sections(store: Store, run: Any) -> dict[str, Any]:
     """``ragmeter show`` sections: one card per judge metric with something to show."""
     try:
         cards = reliability_cards(store, run.id)
-    except (ConfigError, ImportError) as exc:
+    except (RagmeterError, ImportError, ValueError) as exc:
         return {"judge reliability": f"not available: {exc}"}
     return {f"judge reliability: {m}": "\n".join(card_lines(c)) for m, c in cards.items()}

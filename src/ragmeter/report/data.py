@@ -486,7 +486,7 @@ def reliability_for(store: Store, run_id: str) -> list[dict[str, Any]]:
         from ragmeter.human.reliability import card_lines, reliability_cards
 
         cards = reliability_cards(store, run_id)
-    except (ImportError, RagmeterError) as exc:
+    except (ImportError, RagmeterError, ValueError) as exc:
         return [{"metric": "judge reliability", "lines": [f"not available: {exc}"]}]
     return [{"metric": m, "lines": card_lines(c)} for m, c in cards.items()]
 
