@@ -19,13 +19,14 @@ PKG = SRC / "ragmeter"
 #: where a later stage is a service of an earlier one (scoring caches judge verdicts and embeddings
 #: in the store, so the store sits low). docs/internals.md explains each layer.
 LAYERS: list[tuple[str, set[str]]] = [
-    ("foundation", {"_version", "redact", "errors", "schema", "config", "context", "stats", "provenance", "language"}),
+    ("foundation", {"_version", "redact", "errors", "schema", "config", "context", "stats", "provenance", "language", "agreement"}),
     ("store", {"store"}),
     ("load", {"io"}),
     ("services", {"retrieval", "embed", "llm"}),
     ("agent", {"agent"}),
     ("score", {"metrics"}),
     ("correctness", {"correctness"}),
+    ("human", {"human"}),
     ("pipeline", {"pipeline"}),
     ("golden", {"golden"}),
     ("plan", {"runner", "estimate"}),

@@ -47,4 +47,8 @@ def __getattr__(name: str):  # type: ignore[no-untyped-def]
         from ragmeter.runner import EvaluationResult
 
         return EvaluationResult
+    if name in ("agreement", "human"):  # ``ragmeter.agreement.cohen_kappa`` after ``import ragmeter``
+        import importlib
+
+        return importlib.import_module(f"ragmeter.{name}")
     raise AttributeError(name)

@@ -82,6 +82,8 @@ class JudgeConfig:
             ``text`` for OpenAI-compatible servers that lack it (it also falls back by itself).
         http_client: transport of the OpenAI/Anthropic SDKs: ``auto`` (aiohttp when installed),
             ``aiohttp`` or ``httpx``.
+        draw: a repeat number (``judge_draw``): a non-zero draw is part of the cache key, so
+            repeated runs at temperature > 0 really ask again (judge self-consistency).
     """
 
     provider: str
@@ -104,6 +106,7 @@ class JudgeConfig:
     api_version: str = "2024-10-21"
     response_format: str = "json_schema"
     http_client: str = "auto"
+    draw: int = 0
 
     @property
     def sdk_module(self) -> str:
@@ -150,7 +153,7 @@ def parse_judge(value: str) -> tuple[str, str, str | None]:
 _OPTION_TYPES: dict[str, type] = {
     "concurrency": int, "rpm": float, "timeout": float, "max_retries": int, "parse_retries": int,
     "backoff_base": float, "backoff_max": float, "max_cost": float, "temperature": float,
-    "max_tokens": int,
+    "max_tokens": int, "draw": int,
 }
 
 

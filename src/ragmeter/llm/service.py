@@ -175,7 +175,9 @@ class JudgeService:
         endpoint (another server, quantisation or deployment) never shares verdicts."""
         payload = json.dumps([self.cfg.provider, endpoint_id(self.cfg.base_url), self.cfg.model, req.system, req.user,
                               schema_json(req.schema), self.cfg.temperature,
-                              req.max_tokens or self.cfg.max_tokens, req.template_version],
+                              req.max_tokens or self.cfg.max_tokens, req.template_version]
+                             # a repeat draw asks again; draw 0 keeps the keys of existing caches
+                             + ([self.cfg.draw] if self.cfg.draw else []),
                              ensure_ascii=False, separators=(",", ":"))
         return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 

@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ragmeter.errors import ConfigError, StoreError
+from ragmeter.errors import ConfigError, RagmeterError, StoreError
 from ragmeter.metrics.composite import bands_apply
 from ragmeter.redact import redact, redact_obj
 from ragmeter.report.bands import band, oriented
@@ -484,7 +484,19 @@ def run_view(store: Store, ref: str, *, max_samples: int | None = 1000,
         "grids": grids_for(store, run.id),
         "composites": composites_for(store, run),
         "hints": _jsonable(hints_for(summary)),
+        "reliability": reliability_for(store, run.id),
     }
+
+
+def reliability_for(store: Store, run_id: str) -> list[dict[str, Any]]:
+    """Judge reliability cards of the run's judge metrics (ragmeter.human), as text lines."""
+    try:
+        from ragmeter.human.reliability import card_lines, reliability_cards
+
+        cards = reliability_cards(store, run_id)
+    except (ImportError, RagmeterError, ValueError) as exc:
+        return [{"metric": "judge reliability", "lines": [f"not available: {exc}"]}]
+    return [{"metric": m, "lines": card_lines(c)} for m, c in cards.items()]
 
 
 def sample_view(store: Store, ref: str, sample_id: str) -> dict[str, Any]:

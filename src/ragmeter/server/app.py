@@ -257,6 +257,9 @@ def create_app(db: str | Store | None = None, *, allowed_hosts: Iterable[str] = 
     from ragmeter.server.review import add_review_routes
 
     add_review_routes(app, store, page)
+    from ragmeter.server.annotate import annotate_router
+
+    app.include_router(annotate_router(store))
 
     @app.exception_handler(StoreError)
     async def _store_error(request: Request, exc: StoreError) -> Response:

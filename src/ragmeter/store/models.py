@@ -216,3 +216,70 @@ class DatasetSampleRow(Base):
     review: Mapped[str] = mapped_column(String(20), default="pending")
     data: Mapped[dict[str, Any]] = mapped_column(JSON)
     reviewed_at: Mapped[datetime | None] = mapped_column(DateTime)
+
+
+# ---- human annotation (ragmeter.human) --------------------------------------------------------
+# Annotation tasks over a run's samples, their raters (personal links: only a hash of the token is
+# stored) and the labels the raters gave. Labels are kept one per (task, item, rater, scale): a
+# rater who changes a label replaces it; the row records when and under which task version.
+
+
+class AnnotationTask(Base):
+    """A set of a run's samples for people to label on some scales, with the rubric they see."""
+
+    __tablename__ = "annotation_tasks"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    name: Mapped[str | None] = mapped_column(String(200))
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    version: Mapped[int] = mapped_column(Integer, default=1)
+    scales: Mapped[list[Any]] = mapped_column(JSON)  # [{"name", "kind", "values", "labels"}]
+    rubric: Mapped[str] = mapped_column(Text, default="")
+    config: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)  # n, seed, stratify, fields shown
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class AnnotationItem(Base):
+    """One sample of the run included in a task."""
+
+    __tablename__ = "annotation_items"
+    __table_args__ = (UniqueConstraint("task_id", "sample_id"),)
+
+    pk: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    task_id: Mapped[str] = mapped_column(ForeignKey("annotation_tasks.id", ondelete="CASCADE"), index=True)
+    sample_id: Mapped[str] = mapped_column(String(200))
+    position: Mapped[int] = mapped_column(Integer)
+    stratum: Mapped[str | None] = mapped_column(String(100))
+
+
+class AnnotationRater(Base):
+    """A rater of a task; ``token_hash`` is sha256 of the personal link's token (never the token)."""
+
+    __tablename__ = "annotation_raters"
+    __table_args__ = (UniqueConstraint("task_id", "name"),)
+
+    pk: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    task_id: Mapped[str] = mapped_column(ForeignKey("annotation_tasks.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(100))
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    order_seed: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class AnnotationLabel(Base):
+    """One rater's label of one item on one scale (``value`` as shown; ``value_num`` its number)."""
+
+    __tablename__ = "annotation_labels"
+    __table_args__ = (UniqueConstraint("task_id", "sample_id", "rater", "scale"),
+                      Index("ix_annotation_labels_task", "task_id", "scale"))
+
+    pk: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    task_id: Mapped[str] = mapped_column(ForeignKey("annotation_tasks.id", ondelete="CASCADE"))
+    sample_id: Mapped[str] = mapped_column(String(200))
+    rater: Mapped[str] = mapped_column(String(100))
+    scale: Mapped[str] = mapped_column(String(100))
+    value: Mapped[str] = mapped_column(String(100))
+    value_num: Mapped[float | None] = mapped_column(Float)
+    task_version: Mapped[int] = mapped_column(Integer)
+    source: Mapped[str] = mapped_column(String(20), default="web")  # web | csv
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
