@@ -221,7 +221,7 @@ def test_reliability_card_in_show_and_report(server, tmp_path, monkeypatch):
 
     from ragmeter.server import create_app
 
-    page = TestClient(create_app(store)).get(f"/runs/{res.run_id}").text
+    page = TestClient(create_app(store), base_url="http://127.0.0.1").get(f"/runs/{res.run_id}").text
     assert "Judge reliability" in page and "Spearman rho" in page
     # a run without judge metrics or labels has no card
     plain = ragmeter.evaluate(samples(), metrics=["token_f1"], db=url, name="plain")

@@ -336,6 +336,8 @@ def run_page(store: Store, ref: str, *, offset: int = 0, limit: int = 500) -> di
     order = c.orders["worst"]
     view["samples"] = _rows(store, c, [int(p) for p in order[offset:offset + limit]])
     view["samples_offset"] = offset
+    # judge reliability cards change with labels collected after the run: read them per request
+    view["reliability"] = data.reliability_for(store, c.run.id)
     return view
 
 
