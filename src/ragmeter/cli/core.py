@@ -207,12 +207,21 @@ def export_cmd(
     format: Annotated[str, typer.Option("--format", "-f", help="csv, parquet or jsonl.")] = "csv",
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Output file (default RUN.FORMAT).")] = None,
     db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
+    to: Annotated[str | None, typer.Option("--to", help="Send the run to a sink instead of a file: mlflow (MLFLOW_TRACKING_URI) or sheets (Google Sheets).")] = None,
+    experiment: Annotated[str | None, typer.Option("--experiment", help="MLflow experiment name (with --to mlflow; default 'ragmeter').")] = None,
+    spreadsheet: Annotated[str | None, typer.Option("--spreadsheet", help="Google spreadsheet id (with --to sheets).")] = None,
 ) -> None:
-    """Write a run's per-sample values (one row per sample, one column per metric) to a file."""
+    """Write a run's per-sample values (one row per sample, one column per metric) to a file,
+    or send the run to MLflow or Google Sheets (--to)."""
     from ragmeter.export import export_run
 
     store = get_store(db)
     rid = store.resolve_run(run)
+    if to is not None:
+        from ragmeter.sinks.dispatch import export_to
+
+        console.print(export_to(store, rid, to, experiment=experiment, spreadsheet=spreadsheet))
+        return
     path = export_run(store, rid, format, output or Path(f"{rid}.{format}"))
     console.print(f"wrote {path}")
 
