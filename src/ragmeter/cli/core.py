@@ -52,6 +52,8 @@ def eval_cmd(
     rpm: Annotated[float | None, typer.Option("--rpm", help="Judge requests per minute (default: no limit).")] = None,
     where: Annotated[list[str] | None, typer.Option("--where", help="Only samples whose metadata match field=value (repeatable), e.g. type=multi_hop.")] = None,
     method: Annotated[str | None, typer.Option("--method", help="Answer correctness method: keyword, semantic_fixed, semantic_dynamic, semantic_guarded, llm_judge, hybrid (adds metric correct_<method>).")] = None,
+    engine: Annotated[str, typer.Option("--engine", help="local, or ray: score non-judge metrics in blocks on a Ray runtime (pip install 'ragmeter-eval[ray]').")] = "local",
+    ray_address: Annotated[str | None, typer.Option("--ray-address", help="ray://HOST:10001 of a Ray cluster (default: a local Ray runtime).")] = None,
 ) -> None:
     """Evaluate a dataset: score every sample with every metric, store the run, print the summary."""
     from ragmeter.runner import evaluate
@@ -82,7 +84,7 @@ def eval_cmd(
     result = evaluate(data, _split_metrics(metrics), config=config, mapping=map_ or None,
                       on_error=on_error, db=db, resume=resume, name=name, options=opts or None,
                       progress=not no_progress and not as_json, skip_unavailable=skip_unavailable,
-                      where=where or None)
+                      where=where or None, engine=engine, ray_address=ray_address)
     if out:
         result.write_jsonl(out)
     skipped = result.extra.get("skipped_rows")
