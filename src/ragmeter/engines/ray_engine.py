@@ -101,5 +101,4 @@ def score_blocks(request: Any, samples: Sequence[Any], batch_size: int, options:
         done, _ = ray.wait(list(pending), num_returns=1)
         for ref in done:
             block = pending.pop(ref)
-            for chunk, scores in zip(block, ray.get(ref), strict=True):
-                yield chunk, scores
+            yield from zip(block, ray.get(ref), strict=True)
