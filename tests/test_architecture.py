@@ -29,11 +29,11 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("human", {"human"}),
     ("pipeline", {"pipeline"}),
     ("golden", {"golden"}),
-    ("plan", {"runner", "estimate"}),
+    ("plan", {"runner", "estimate", "engines"}),
     ("aggregate", {"experiments", "export"}),
     ("monitor", {"monitor"}),
     ("api", {"ragmeter"}),
-    ("present", {"report", "server", "cli", "testing"}),
+    ("present", {"report", "server", "cli", "testing", "sinks"}),
 ]
 LAYER_OF = {unit: i for i, (_, units) in enumerate(LAYERS) for unit in units}
 

@@ -144,7 +144,8 @@ def evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None = None, *
              on_error: str = "raise", db: str | Store | None = None, resume: str | None = None,
              name: str | None = None, options: dict[str, Any] | None = None,
              progress: bool = False, skip_unavailable: bool = False,
-             where: Mapping[str, str] | Sequence[str] | None = None) -> EvaluationResult:
+             where: Mapping[str, str] | Sequence[str] | None = None,
+             engine: str = "local", ray_address: str | None = None) -> EvaluationResult:
     """Score every sample of ``data`` with every metric and store the run.
 
     Args:
@@ -167,6 +168,9 @@ def evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None = None, *
             for it and go on instead of failing before any work.
         where: keep only samples whose metadata match, e.g. ``{"type": "multi_hop"}`` or
             ``["type=multi_hop"]``.
+        engine: ``"local"`` (this process) or ``"ray"``: non-judge metrics scored in blocks on a Ray
+            runtime (:mod:`ragmeter.engines.ray_engine`), same values, same store and resume.
+        ray_address: ``ray://HOST:PORT`` of a Ray cluster (default: a local Ray runtime).
 
     ``data`` may also be ``"dataset:NAME"`` (or ``NAME@VERSION``, ``NAME@TAG``): a dataset stored
     by ``ragmeter golden generate`` / ``ragmeter dataset``.
@@ -190,6 +194,12 @@ def evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None = None, *
     opts = {**cfg.get("options", {}), **(options or {})}
     store = db if isinstance(db, Store) else open_store(db)
     t0 = time.perf_counter()
+    if engine not in {"local", "ray"}:
+        raise ConfigError(f"unknown engine {engine!r}: use local or ray")
+    if engine == "ray":
+        from ragmeter.engines.ray_engine import init
+
+        init(ray_address)
 
     if resume:
         run_id = store.resolve_run(resume)
@@ -237,7 +247,8 @@ def evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None = None, *
     with _rich_progress(progress) as prog:
         ctx = ScoringContext(opts, store=store, run_id=run_id, progress=prog)
         try:
-            timings = _score_all(samples, requests, ctx, store, run_id, done, unavailable)
+            timings = _score_all(samples, requests, ctx, store, run_id, done, unavailable,
+                                 engine=(engine, ray_address))
         except BaseException:
             store.update_run(run_id, status="failed")
             ctx.close()
@@ -347,7 +358,8 @@ def _jsonable(obj: Any) -> Any:
 
 def _score_all(samples: list[Sample], requests: list[MetricRequest], ctx: ScoringContext,
                store: Store, run_id: str, done: set[tuple[str, str]],
-               unavailable_by_key: dict[str, str]) -> dict[str, Any]:
+               unavailable_by_key: dict[str, str],
+               engine: tuple[str, str | None] = ("local", None)) -> dict[str, Any]:
     timings: dict[str, Any] = {"metrics": {}}
     plans: list[tuple[MetricRequest, list[Sample], list[tuple[Sample, str]], str | None]] = []
     for req in requests:
@@ -381,6 +393,15 @@ def _score_all(samples: list[Sample], requests: list[MetricRequest], ctx: Scorin
             continue
         advance = ctx.progress(req.key, len(eligible))
         bs = max(1, req.spec.batch_size)
+        if engine[0] == "ray" and not req.spec.needs_llm and eligible:  # judge metrics stay on the driver
+            from ragmeter.engines.ray_engine import score_blocks
+
+            for chunk, scores in score_blocks(req, eligible, bs, dict(ctx.options), store.url, _run_metric,
+                                              address=engine[1]):
+                store.add_scores(run_id, req.key, [s.id for s in chunk], scores)
+                advance(len(chunk))
+            timings["metrics"][req.key] = round(time.perf_counter() - t, 4)
+            continue
         for i in range(0, len(eligible), bs):
             chunk = eligible[i:i + bs]
             scores = _run_metric(req, chunk, ctx)

@@ -54,6 +54,8 @@ def eval_cmd(
     method: Annotated[str | None, typer.Option("--method", help="Answer correctness method: keyword, semantic_fixed, semantic_dynamic, semantic_guarded, llm_judge, hybrid (adds metric correct_<method>).")] = None,
     max_missing: Annotated[float | None, typer.Option("--max-missing", help="Share of samples (0-1) a metric may lack a value on before the run is incomplete (exit 3). Default: incomplete only when a metric has no value at all.")] = None,
     language: Annotated[str | None, typer.Option("--language", help="Language of the texts (ISO code: en, pt, el, zh ...): tokenisation, stemming, stopwords and negation cues of lexical and correctness metrics. A sample's own `language` field wins.")] = None,
+    engine: Annotated[str, typer.Option("--engine", help="local, or ray: score non-judge metrics in blocks on a Ray runtime (pip install 'ragmeter-eval[ray]').")] = "local",
+    ray_address: Annotated[str | None, typer.Option("--ray-address", help="ray://HOST:10001 of a Ray cluster (default: a local Ray runtime).")] = None,
 ) -> None:
     """Evaluate a dataset: score every sample with every metric, store the run, print the summary.
 
@@ -97,7 +99,7 @@ def eval_cmd(
     result = evaluate(data, _split_metrics(metrics), config=config, max_missing=max_missing, mapping=map_ or None,
                       on_error=on_error, db=db, resume=resume, name=name, options=opts or None,
                       progress=not no_progress and not as_json, skip_unavailable=skip_unavailable,
-                      where=where or None)
+                      where=where or None, engine=engine, ray_address=ray_address)
     if out:
         result.write_jsonl(out)
     skipped = result.extra.get("skipped_rows")
@@ -267,13 +269,22 @@ def export_cmd(
     format: Annotated[str, typer.Option("--format", "-f", help="csv, parquet or jsonl.")] = "csv",
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Output file (default RUN.FORMAT).")] = None,
     db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
+    to: Annotated[str | None, typer.Option("--to", help="Send the run to a sink instead of a file: mlflow (MLFLOW_TRACKING_URI) or sheets (Google Sheets).")] = None,
+    experiment: Annotated[str | None, typer.Option("--experiment", help="MLflow experiment name (with --to mlflow; default 'ragmeter').")] = None,
+    spreadsheet: Annotated[str | None, typer.Option("--spreadsheet", help="Google spreadsheet id (with --to sheets).")] = None,
 ) -> None:
-    """Write a run's per-sample values (one row per sample, one column per metric) to a file."""
+    """Write a run's per-sample values (one row per sample, one column per metric) to a file,
+    or send the run to MLflow or Google Sheets (--to)."""
     from ragmeter.export import check_format, export_run
 
     check_format(format)
     store = get_store(db)
     rid = store.resolve_run(run)
+    if to is not None:
+        from ragmeter.sinks.dispatch import export_to
+
+        console.print(export_to(store, rid, to, experiment=experiment, spreadsheet=spreadsheet))
+        return
     path = export_run(store, rid, format, output or Path(f"{rid}.{format}"))
     console.print(f"wrote {path}")
 
