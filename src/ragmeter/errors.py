@@ -47,3 +47,7 @@ class JudgeError(RagmeterError):
 
 class StoreError(RagmeterError):
     """The results store could not be opened, or a run id does not exist."""
+
+
+class RunLeaseError(StoreError):
+    """A run cannot be resumed: another live process is still writing it."""

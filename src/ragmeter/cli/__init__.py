@@ -29,14 +29,15 @@ _register_all()
 
 def main() -> None:
     """Console entry point: runs the app, turning ragmeter's own errors into one clear line."""
-    from ragmeter.errors import RagmeterError
+    from ragmeter.errors import RagmeterError, StoreError
 
     try:
         # without standalone mode click returns typer.Exit's code instead of exiting with it
         rc = app(standalone_mode=False)
     except RagmeterError as exc:
         typer.secho(f"error: {exc}", fg="red", err=True)
-        raise SystemExit(1) from None
+        # a missing database, an unknown run or a run still being written: an input error
+        raise SystemExit(2 if isinstance(exc, StoreError) else 1) from None
     except typer.Exit as exc:
         raise SystemExit(exc.exit_code) from None
     except typer.Abort:

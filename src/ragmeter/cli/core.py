@@ -15,7 +15,9 @@ from ragmeter.cli._common import DB_HELP, console, err_console, fmt, get_store, 
 def register(app: typer.Typer) -> None:
     app.command("eval")(eval_cmd)
     app.command("metrics")(metrics_cmd)
-    app.command("runs")(runs_cmd)
+    from ragmeter.cli.runs import runs_app
+
+    app.add_typer(runs_app, name="runs")
     app.command("show")(show_cmd)
     app.command("export")(export_cmd)
     app.command("example")(example_cmd)
@@ -138,39 +140,13 @@ def metrics_cmd(
     console.print(t)
 
 
-def runs_cmd(
-    limit: Annotated[int, typer.Option(help="Show at most this many.")] = 50,
-    as_json: Annotated[bool, typer.Option("--json", help="JSON list, newest first.")] = False,
-    db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
-) -> None:
-    """List stored runs, newest first."""
-    from rich.table import Table
-
-    runs = get_store(db).list_runs(limit)
-    if as_json:
-        typer.echo(json.dumps([{"id": r.id, "name": r.name, "status": r.status,
-                                "created_at": r.created_at.isoformat(),
-                                "metrics": [m["key"] for m in r.metrics],
-                                "n_samples": r.n_samples, "dataset": r.dataset_source} for r in runs]))
-        return
-    t = Table(title=f"{len(runs)} runs")
-    for col in ("id", "name", "status", "created", "samples", "metrics", "dataset"):
-        t.add_column(col)
-    for r in runs:
-        keys = [m["key"] for m in r.metrics]
-        t.add_row(r.id, r.name or "", r.status, r.created_at.strftime("%Y-%m-%d %H:%M:%S"),
-                  str(r.n_samples), ", ".join(keys[:6]) + (" …" if len(keys) > 6 else ""),
-                  r.dataset_source or "")
-    console.print(t)
-
-
 def show_cmd(
     run: Annotated[str, typer.Argument(help="Run id (or unique prefix, name, 'latest').")] = "latest",
     as_json: Annotated[bool, typer.Option("--json", help="JSON object.")] = False,
     db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
 ) -> None:
     """Print a run's aggregates, config and service figures (embeddings, judge tokens and cost)."""
-    store = get_store(db)
+    store = get_store(db, must_exist=True)
     r = store.get_run(run)
     info = {"id": r.id, "name": r.name, "status": r.status, "created_at": r.created_at.isoformat(),
             "finished_at": r.finished_at.isoformat() if r.finished_at else None,
@@ -208,7 +184,7 @@ def export_cmd(
     """Write a run's per-sample values (one row per sample, one column per metric) to a file."""
     from ragmeter.export import export_run
 
-    store = get_store(db)
+    store = get_store(db, must_exist=True)
     rid = store.resolve_run(run)
     path = export_run(store, rid, format, output or Path(f"{rid}.{format}"))
     console.print(f"wrote {path}")
