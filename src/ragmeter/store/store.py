@@ -401,36 +401,36 @@ class Store:
 
     def scored_pairs(self, run_id: str) -> set[tuple[str, str]]:
         """The (sample_id, metric) pairs already stored for a run (what a resume can skip)."""
+        ids = self._sample_ids(run_id)
         with self.session() as s:
-            return set(s.execute(select(RunSample.sample_id, MetricName.name)
-                                 .join(ScoreRow, and_(ScoreRow.run_id == RunSample.run_id,
-                                                      ScoreRow.position == RunSample.position))
-                                 .join(MetricName, MetricName.id == ScoreRow.metric_id)
-                                 .where(RunSample.run_id == run_id)).tuples().all())
+            rows = s.execute(select(ScoreRow.position, MetricName.name)
+                             .join(MetricName, MetricName.id == ScoreRow.metric_id)
+                             .where(ScoreRow.run_id == run_id)).tuples().all()
+        return {(ids[pos], m) for pos, m in rows}
 
-    def _score_rows(self, run_id: str, metric: str | None = None) -> Any:
-        q = (select(MetricName.name, RunSample.sample_id, ScoreRow.value, ScoreRow.reason, ScoreRow.details)
+    def _score_rows(self, run_id: str, metric: str | None = None) -> Iterable[tuple[Any, ...]]:
+        """``(metric, sample_id, value, reason, details)`` by metric then sample position. Sample
+        ids come from the run's position map (one read), not from a per-row join."""
+        ids = self._sample_ids(run_id)
+        q = (select(MetricName.name, ScoreRow.position, ScoreRow.value, ScoreRow.reason, ScoreRow.details)
              .join(MetricName, MetricName.id == ScoreRow.metric_id)
-             .join(RunSample, and_(RunSample.run_id == ScoreRow.run_id,
-                                   RunSample.position == ScoreRow.position))
              .where(ScoreRow.run_id == run_id))
         if metric is not None:
             q = q.where(MetricName.name == metric)
-        return q.order_by(ScoreRow.metric_id, ScoreRow.position)
+        with self.session() as s:
+            rows = s.execute(q.order_by(ScoreRow.metric_id, ScoreRow.position)).tuples().all()
+        return [(m, ids[pos], v, r, d) for m, pos, v, r, d in rows]
 
     def scores(self, run_id: str, metric: str | None = None) -> list[StoredScore]:
         """A run's stored scores (one :class:`StoredScore` per pair), by metric then sample."""
-        with self.session() as s:
-            return [StoredScore(run_id, sid, m, v, r, d)
-                    for m, sid, v, r, d in s.execute(self._score_rows(run_id, metric)).tuples()]
+        return [StoredScore(run_id, sid, m, v, r, d) for m, sid, v, r, d in self._score_rows(run_id, metric)]
 
     def score_table(self, run_id: str) -> dict[str, dict[str, Score]]:
         """``{metric: {sample_id: Score}}`` for a run."""
         out: dict[str, dict[str, Score]] = {}
-        with self.session() as s:
-            # plain tuples, not ORM objects: this is the hot path of reports and comparisons
-            for metric, sid, value, reason, details in s.execute(self._score_rows(run_id)).tuples():
-                out.setdefault(metric, {})[sid] = Score(value, reason, details)
+        # plain tuples, not ORM objects: this is the hot path of reports and comparisons
+        for metric, sid, value, reason, details in self._score_rows(run_id):
+            out.setdefault(metric, {})[sid] = Score(value, reason, details)
         return out
 
     def count_scores(self, run_id: str | None = None) -> int:
