@@ -233,10 +233,11 @@ class Store:
                       n_samples=len(samples), metrics=metrics, config=config, tags=list(tags),
                       owner=lease_owner(), heartbeat_at=utcnow()))
             s.flush()
-            s.execute(RunSample.__table__.insert(), [
-                {"run_id": run_id, "sample_id": x.id, "position": i,
-                 "data": x.model_dump(mode="json", exclude_none=True)}
-                for i, x in enumerate(samples)])
+            if samples:
+                s.execute(RunSample.__table__.insert(), [
+                    {"run_id": run_id, "sample_id": x.id, "position": i,
+                     "data": x.model_dump(mode="json", exclude_none=True)}
+                    for i, x in enumerate(samples)])
         self._positions[run_id] = {x.id: i for i, x in enumerate(samples)}
         return run_id
 
