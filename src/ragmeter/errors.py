@@ -131,3 +131,7 @@ def exit_code_for(exc: BaseException) -> int:
     """The command-line exit status for ``exc`` (its ``exit_code``; 1 for anything unexpected)."""
     code = getattr(exc, "exit_code", None)
     return code if isinstance(code, int) else 1
+
+
+class RunLeaseError(StoreError):
+    """A run cannot be resumed: another live process is still writing it."""

@@ -18,7 +18,14 @@ from typing import Any
 from ragmeter._version import __version__
 from ragmeter.config import load_config
 from ragmeter.context import ScoringContext
-from ragmeter.errors import ConfigError, IncompleteRunError, JudgeError, MetricError, StoreError
+from ragmeter.errors import (
+    ConfigError,
+    IncompleteRunError,
+    JudgeError,
+    MetricError,
+    RunLeaseError,
+    StoreError,
+)
 from ragmeter.io.readers import Dataset, load
 from ragmeter.metrics.base import MetricRequest, missing_fields, resolve_all
 from ragmeter.provenance import provenance
@@ -217,8 +224,10 @@ def evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None = None, *
                               f"{[r.key for r in requests]}; resume it without --metrics or with the same list")
         opts = {**run.config.get("options", {}), **opts}
         unavailable = _preflight(requests, opts, store, skip_unavailable)
+        if not store.acquire_lease(run_id):
+            raise RunLeaseError(f"run {run_id} is still running (its writer {run.owner} beat "
+                                f"{run.heartbeat_at:%H:%M:%S} UTC); resume it after that process ends")
         done = store.scored_pairs(run_id)
-        store.update_run(run_id, status="running")
     else:
         if not entries:
             raise ConfigError("no metrics given: pass metrics=[...] / --metrics, or a config "
@@ -247,10 +256,12 @@ def evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None = None, *
     with _rich_progress(progress) as prog:
         ctx = ScoringContext(opts, store=store, run_id=run_id, progress=prog)
         try:
-            timings = _score_all(samples, requests, ctx, store, run_id, done, unavailable,
-                                 engine=(engine, ray_address))
+            with _heartbeat(store, run_id):
+                timings = _score_all(samples, requests, ctx, store, run_id, done, unavailable,
+                                     engine=(engine, ray_address))
         except BaseException:
-            store.update_run(run_id, status="failed")
+            if store.owns_lease(run_id):  # never mark a run another process now writes
+                store.update_run(run_id, status="failed", heartbeat_at=None)
             ctx.close()
             raise
         extra = ctx.stats()
@@ -305,6 +316,29 @@ def incomplete_reasons(n_samples: int, summary: Mapping[str, Mapping[str, Any]],
         out.append(f"{key}: no value on {missing} of {total} samples{limit}"
                    + (f" (e.g. {top})" if top else ""))
     return out
+
+
+@contextmanager
+def _heartbeat(store: Store, run_id: str, every_s: float = 10.0) -> Iterator[None]:
+    """Renew this process's lease on the run while it scores (see ``Store.acquire_lease``)."""
+    import threading
+
+    stop = threading.Event()
+
+    def beat() -> None:
+        while not stop.wait(every_s):
+            try:
+                store.heartbeat(run_id)
+            except Exception:  # noqa: BLE001 - a missed beat only makes the lease look older
+                continue
+
+    thread = threading.Thread(target=beat, name=f"ragmeter-lease-{run_id}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
 
 
 def _preflight(requests: list[MetricRequest], opts: dict[str, Any], store: Store,

@@ -28,8 +28,10 @@ err_console: Console = _Console(stderr=True)  # type: ignore[assignment]
 DB_HELP = "SQLAlchemy URL or SQLite path of the store (default: $RAGMETER_DB or .ragmeter/ragmeter.db)."
 
 
-def get_store(db: str | None) -> Store:
-    return open_store(db)
+def get_store(db: str | None, must_exist: bool = False) -> Store:
+    """The store at ``db``; read-only commands pass ``must_exist`` so a mistyped path fails
+    instead of leaving a new empty database behind."""
+    return open_store(db, must_exist=must_exist)
 
 
 def fmt(v: Any, digits: int = 4) -> str:

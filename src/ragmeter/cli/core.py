@@ -16,7 +16,9 @@ from ragmeter.redact import redact_obj
 def register(app: typer.Typer) -> None:
     app.command("eval")(eval_cmd)
     app.command("metrics")(metrics_cmd)
-    app.command("runs")(runs_cmd)
+    from ragmeter.cli.runs import runs_app
+
+    app.add_typer(runs_app, name="runs")
     app.command("show")(show_cmd)
     app.command("export")(export_cmd)
     app.command("example")(example_cmd)
@@ -190,52 +192,13 @@ def metrics_cmd(
                           markup=False, highlight=False)
 
 
-def runs_cmd(
-    limit: Annotated[int, typer.Option(help="Show at most this many.")] = 50,
-    as_json: Annotated[bool, typer.Option("--json", help="JSON list, newest first.")] = False,
-    db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
-) -> None:
-    """List stored runs, newest first."""
-    from rich.table import Table
-
-    runs = get_store(db).list_runs(limit)
-    if as_json:
-        typer.echo(json.dumps([{"id": r.id, "name": r.name, "status": r.status,
-                                "created_at": r.created_at.isoformat(),
-                                "metrics": [m["key"] for m in r.metrics],
-                                "n_samples": r.n_samples, "dataset": r.dataset_source} for r in runs]))
-        return
-    from rich import box
-
-    # the id is what a user types next (show, report, gate ...): it never wraps or shrinks;
-    # the free-text columns wrap instead
-    t = Table(title=f"{len(runs)} runs (n = samples; created month-day time)", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False,
-              collapse_padding=True, title_justify="left")
-    t.add_column("id", no_wrap=True, min_width=max((len(r.id) for r in runs), default=2))
-    named = any(r.name for r in runs)
-    if named:
-        t.add_column("name", overflow="fold")
-    t.add_column("status", no_wrap=True)
-    t.add_column("created", no_wrap=True)
-    t.add_column("n", justify="right", no_wrap=True)
-    t.add_column("metrics", overflow="fold", min_width=12)
-    t.add_column("dataset", overflow="fold")
-    shown = 3 if console.size.width >= 110 else 1  # narrow terminals: the first metric and a count
-    for r in runs:
-        keys = [m["key"] for m in r.metrics]
-        more = f" +{len(keys) - shown}" if len(keys) > shown else ""
-        t.add_row(r.id, *([r.name or ""] if named else []), r.status, r.created_at.strftime("%m-%d %H:%M"),
-                  str(r.n_samples), ", ".join(keys[:shown]) + more, r.dataset_source or "")
-    console.print(t)
-
-
 def show_cmd(
     run: Annotated[str, typer.Argument(help="Run id (or unique prefix, name, 'latest').")] = "latest",
     as_json: Annotated[bool, typer.Option("--json", help="JSON object.")] = False,
     db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
 ) -> None:
     """Print a run's aggregates, config and service figures (embeddings, judge tokens and cost)."""
-    store = get_store(db)
+    store = get_store(db, must_exist=True)
     r = store.get_run(run)
     info = {"id": r.id, "name": r.name, "status": r.status, "created_at": r.created_at.isoformat(),
             "finished_at": r.finished_at.isoformat() if r.finished_at else None,
@@ -278,7 +241,7 @@ def export_cmd(
     from ragmeter.export import check_format, export_run
 
     check_format(format)
-    store = get_store(db)
+    store = get_store(db, must_exist=True)
     rid = store.resolve_run(run)
     if to is not None:
         from ragmeter.sinks.dispatch import export_to

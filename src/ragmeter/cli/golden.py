@@ -51,7 +51,7 @@ def corpus_list(
     """The corpora in the store, or one corpus's documents (version, characters, hash)."""
     from ragmeter.golden.corpus import corpus_documents, list_corpora
 
-    store = get_store(db)
+    store = get_store(db, must_exist=True)
     if name is None:
         names = list_corpora(store)
         if not names:
@@ -157,7 +157,7 @@ def dataset_list(db: Annotated[str | None, typer.Option(help=DB_HELP)] = None) -
     """Every dataset version: samples (rejected ones excluded), status, tag, hash."""
     from ragmeter.golden.datasets import list_datasets
 
-    rows = list_datasets(get_store(db))
+    rows = list_datasets(get_store(db, must_exist=True))
     if not rows:
         console.print("no dataset yet: ragmeter golden generate ... or ragmeter dataset import")
     for v in rows:
@@ -200,7 +200,7 @@ def dataset_show(
 
     from ragmeter.golden.datasets import resolve, samples_of
 
-    store = get_store(db)
+    store = get_store(db, must_exist=True)
     v = resolve(store, ref)
     rows = samples_of(store, v.ref, include_rejected=True)
     console.print(f"{v.ref} ({v.status}{', tag ' + v.tag if v.tag else ''}): {v.n_samples} samples, "
@@ -230,7 +230,7 @@ def dataset_export(
     negative_references, relevant spans (source, start, end, text) and metadata."""
     from ragmeter.golden.datasets import export_jsonl
 
-    n = export_jsonl(get_store(db), ref, output)
+    n = export_jsonl(get_store(db, must_exist=True), ref, output)
     console.print(f"wrote {n} samples to {output}")
 
 
@@ -244,7 +244,7 @@ def dataset_diff(
     """Samples added, removed (rejected in review included) and changed between two versions."""
     from ragmeter.golden.datasets import diff
 
-    d = diff(get_store(db), a, b)
+    d = diff(get_store(db, must_exist=True), a, b)
     if as_json:
         typer.echo(json.dumps(d, ensure_ascii=False, default=str))
         return
@@ -269,7 +269,7 @@ def dataset_tag(
     """Tag a dataset version (usable as NAME@TAG)."""
     from ragmeter.golden.datasets import tag_version
 
-    v = tag_version(get_store(db), ref, tag)
+    v = tag_version(get_store(db, must_exist=True), ref, tag)
     console.print(f"{v.ref} tagged {v.tag}")
 
 
@@ -282,7 +282,7 @@ def dataset_finalise(
     """Freeze the review draft as a final version (its content hash is recomputed)."""
     from ragmeter.golden.datasets import finalise
 
-    v = finalise(get_store(db), name, tag)
+    v = finalise(get_store(db, must_exist=True), name, tag)
     console.print(f"{v.ref} final ({v.n_samples} samples, hash {v.content_hash[:12]})")
 
 
@@ -296,7 +296,7 @@ def dataset_review_export(
     editable question, references and spans (JSON)."""
     from ragmeter.golden.datasets import review_csv
 
-    output.write_text(review_csv(get_store(db), name), encoding="utf-8")
+    output.write_text(review_csv(get_store(db, must_exist=True), name), encoding="utf-8")
     console.print(f"wrote {output}; fill the review column, edit cells, then: ragmeter dataset review-import {name} {output}")
 
 
@@ -309,5 +309,5 @@ def dataset_review_import(
     """Apply a review sheet to the dataset's draft version."""
     from ragmeter.golden.datasets import apply_review_csv
 
-    counts = apply_review_csv(get_store(db), name, sheet)
+    counts = apply_review_csv(get_store(db, must_exist=True), name, sheet)
     console.print(", ".join(f"{k} {v}" for k, v in counts.items()))

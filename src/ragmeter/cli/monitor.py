@@ -36,7 +36,7 @@ def stats_cmd(
     span = parse_duration(window)
     if bucket is not None and bucket not in {"minute", "hour", "day"}:
         raise typer.BadParameter("--bucket must be minute, hour or day")
-    store = get_store(db)
+    store = get_store(db, must_exist=True)
     out = window_stats(store, span, by=by)
     if bucket:
         out["series"] = series(store, span, bucket)
@@ -97,7 +97,7 @@ def evaluate_cmd(
     opts = {k: v for k, v in {"judge": judge, "judge_base_url": judge_base_url,
                               "judge_api_key_env": judge_api_key_env, "judge_max_cost": max_cost}.items()
             if v is not None}
-    store = get_store(db)
+    store = get_store(db, must_exist=True)
     result = evaluate_window(store, parse_duration(since, option="--since"), names, sample=sample,
                              max_calls=max_calls, seed=seed, options=opts, name=name,
                              progress=not no_progress and not as_json)
@@ -142,7 +142,7 @@ def check_cmd(
     if all(v is None for v in (max_p95_ms, max_p99_ms, max_error_rate, max_cost_per_query)) and not minimums:
         raise ConfigError("give at least one threshold: --max-p95-ms, --max-p99-ms, --max-error-rate, "
                           "--max-cost-per-query or --min-metric")
-    store = get_store(db)
+    store = get_store(db, must_exist=True)
     until = now_utc()
     st = window_stats(store, span, until=until)
     checks: list[dict[str, Any]] = []
@@ -224,7 +224,7 @@ def prune_cmd(
     from ragmeter.monitor.calls import count_calls, prune_calls
 
     span = parse_duration(older_than, option="--older-than")
-    store = get_store(db)
+    store = get_store(db, must_exist=True)
     n = count_calls(store, until=now_utc() - span)
     if n == 0:
         console.print("no call older than that")
@@ -252,7 +252,7 @@ def trend_cmd(
 
     if limit < 2:
         raise typer.BadParameter("--limit must be at least 2")
-    rows = trend(get_store(db), metric, name=name, dataset=dataset, limit=limit, max_drop=max_drop)
+    rows = trend(get_store(db, must_exist=True), metric, name=name, dataset=dataset, limit=limit, max_drop=max_drop)
     if as_json:
         typer.echo(json.dumps({"metric": metric, "runs": rows}, default=str))
         return

@@ -46,7 +46,7 @@ def report_cmd(
         raise typer.BadParameter("--max-samples must be >= 0")
     from ragmeter.report.render import MAX_ALL_ROWS
 
-    store = get_store(db)
+    store = get_store(db, must_exist=True)
     limit: int | None = max_samples or None
     if limit is None and not all_rows:
         largest = max(store.get_run(r).n_samples for r in runs)

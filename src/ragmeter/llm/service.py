@@ -430,23 +430,14 @@ class JudgeService:
     def _write_rows(self) -> None:
         if self.store is None or not (self._call_rows or self._cache_rows):
             return
-        from sqlalchemy import select
-
-        from ragmeter.store.models import JudgeCacheRow, JudgeCallRow
+        from ragmeter.store.models import JudgeCallRow
 
         calls, self._call_rows = self._call_rows, []
         cache, self._cache_rows = self._cache_rows, []
         with self.store.session() as s, s.begin():
             if cache:
-                uniq = {r["key"]: r for r in cache}
-                keys = list(uniq)
-                existing: set[str] = set()
-                for i in range(0, len(keys), 500):
-                    existing |= set(s.scalars(select(JudgeCacheRow.key)
-                                              .where(JudgeCacheRow.key.in_(keys[i:i + 500]))).all())
-                rows = [r for k, r in uniq.items() if k not in existing]
-                if rows:
-                    s.execute(JudgeCacheRow.__table__.insert(), rows)
+                # insert-or-ignore: another run may store the same verdict at the same moment
+                self.store.put_judge_cache(s, cache)
             if calls:
                 s.execute(JudgeCallRow.__table__.insert(), calls)
 

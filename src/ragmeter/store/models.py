@@ -34,8 +34,8 @@ class Run(Base):
 
     __tablename__ = "runs"
 
-    id: Mapped[str] = mapped_column(String(32), primary_key=True)
-    name: Mapped[str | None] = mapped_column(String(200))
+    id: Mapped[str] = mapped_column(Text, primary_key=True)
+    name: Mapped[str | None] = mapped_column(Text)
     status: Mapped[str] = mapped_column(String(20), default="running")  # running|completed|failed
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime)
@@ -48,6 +48,10 @@ class Run(Base):
     timings: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     summary: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     extra: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    tags: Mapped[list[str] | None] = mapped_column(JSON, default=list)
+    # the lease: which process is writing the run, and when it last said it was alive
+    owner: Mapped[str | None] = mapped_column(Text)
+    heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime)
 
 
 class RunSample(Base):
@@ -58,25 +62,37 @@ class RunSample(Base):
 
     pk: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
-    sample_id: Mapped[str] = mapped_column(String(200))
+    sample_id: Mapped[str] = mapped_column(Text)
     position: Mapped[int] = mapped_column(Integer)
     data: Mapped[dict[str, Any]] = mapped_column(JSON)
 
 
+class MetricName(Base):
+    """A metric key stored once; scores refer to it by a small integer."""
+
+    __tablename__ = "metric_names"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(Text, unique=True)
+
+
 class ScoreRow(Base):
-    """One (run, sample, metric) value, or no value with the reason. Stored once (unique)."""
+    """One (run, sample, metric) value, or no value with the reason. Stored once (primary key).
+
+    Lean on purpose (tens of bytes a score): the metric is an id into ``metric_names``, the sample
+    its position in the run (``run_samples.position``), details only where a metric has them, and
+    on SQLite the table is clustered on its key (``WITHOUT ROWID``), so no second index is needed.
+    """
 
     __tablename__ = "scores"
-    __table_args__ = (UniqueConstraint("run_id", "sample_id", "metric"),
-                      Index("ix_scores_run_metric", "run_id", "metric"))
+    __table_args__ = ({"sqlite_with_rowid": False},)
 
-    pk: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
-    sample_id: Mapped[str] = mapped_column(String(200))
-    metric: Mapped[str] = mapped_column(String(200))
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True)
+    metric_id: Mapped[int] = mapped_column(ForeignKey("metric_names.id"), primary_key=True)
+    position: Mapped[int] = mapped_column(Integer, primary_key=True)
     value: Mapped[float | None] = mapped_column(Float)
     reason: Mapped[str | None] = mapped_column(Text)
-    details: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    details: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
 
 
 class EmbeddingCacheRow(Base):
@@ -84,7 +100,7 @@ class EmbeddingCacheRow(Base):
 
     __tablename__ = "embedding_cache"
 
-    model_id: Mapped[str] = mapped_column(String(300), primary_key=True)
+    model_id: Mapped[str] = mapped_column(Text, primary_key=True)
     text_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
     dim: Mapped[int] = mapped_column(Integer)
     vector: Mapped[bytes] = mapped_column(LargeBinary)  # float32, little-endian
@@ -96,8 +112,8 @@ class JudgeCacheRow(Base):
     __tablename__ = "judge_cache"
 
     key: Mapped[str] = mapped_column(String(64), primary_key=True)
-    provider: Mapped[str] = mapped_column(String(50))
-    model: Mapped[str] = mapped_column(String(200))
+    provider: Mapped[str] = mapped_column(Text)
+    model: Mapped[str] = mapped_column(Text)
     response: Mapped[dict[str, Any]] = mapped_column(JSON)
     input_tokens: Mapped[int] = mapped_column(Integer, default=0)
     output_tokens: Mapped[int] = mapped_column(Integer, default=0)
@@ -111,12 +127,12 @@ class JudgeCallRow(Base):
     __tablename__ = "judge_calls"
 
     pk: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    run_id: Mapped[str | None] = mapped_column(String(32), index=True)
-    metric: Mapped[str | None] = mapped_column(String(200))
-    sample_id: Mapped[str | None] = mapped_column(String(200))
+    run_id: Mapped[str | None] = mapped_column(Text, index=True)
+    metric: Mapped[str | None] = mapped_column(Text)
+    sample_id: Mapped[str | None] = mapped_column(Text)
     key: Mapped[str] = mapped_column(String(64))
-    provider: Mapped[str] = mapped_column(String(50))
-    model: Mapped[str] = mapped_column(String(200))
+    provider: Mapped[str] = mapped_column(Text)
+    model: Mapped[str] = mapped_column(Text)
     cached: Mapped[bool] = mapped_column(Boolean, default=False)
     ok: Mapped[bool] = mapped_column(Boolean, default=True)
     error: Mapped[str | None] = mapped_column(Text)
@@ -133,8 +149,8 @@ class KeyValueRow(Base):
 
     __tablename__ = "kv"
 
-    namespace: Mapped[str] = mapped_column(String(100), primary_key=True)
-    key: Mapped[str] = mapped_column(String(300), primary_key=True)
+    namespace: Mapped[str] = mapped_column(Text, primary_key=True)
+    key: Mapped[str] = mapped_column(Text, primary_key=True)
     value: Mapped[dict[str, Any]] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
 

@@ -16,7 +16,7 @@ from sqlalchemy import func, select
 
 from ragmeter.errors import StoreError
 from ragmeter.schema import Sample, Score
-from ragmeter.store.models import Run, RunSample, ScoreRow
+from ragmeter.store.models import MetricName, Run, RunSample, ScoreRow
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
@@ -98,14 +98,16 @@ class RunViewsMixin:
     def score_values(self, run_id: str) -> dict[str, dict[str, Score]]:
         """``{metric: {sample_id: Score(value, reason)}}`` without the details (judge verdicts
         can be large and aggregates never read them)."""
-        t = ScoreRow.__table__
+        ids = self._sample_ids(run_id)  # position -> sample id (the scores table stores positions)
         out: dict[str, dict[str, Score]] = {}
         with self.session() as s:
-            rows = s.execute(select(t.c.metric, t.c.sample_id, t.c.value, t.c.reason)
-                             .where(t.c.run_id == run_id).order_by(t.c.pk)
+            rows = s.execute(select(MetricName.name, ScoreRow.position, ScoreRow.value, ScoreRow.reason)
+                             .join(MetricName, MetricName.id == ScoreRow.metric_id)
+                             .where(ScoreRow.run_id == run_id)
+                             .order_by(ScoreRow.metric_id, ScoreRow.position)
                              .execution_options(yield_per=5000))
-            for metric, sid, value, reason in rows:
-                out.setdefault(metric, {})[sid] = Score(value, reason)
+            for metric, pos, value, reason in rows:
+                out.setdefault(metric, {})[ids[pos]] = Score(value, reason)
         return out
 
     # ---- paged reads -------------------------------------------------------------------------
@@ -143,13 +145,20 @@ class RunViewsMixin:
 
     def sample_scores(self, run_id: str, sample_ids: Sequence[str]) -> dict[str, dict[str, Score]]:
         """``{metric: {sample_id: Score}}`` (with details) for only these samples of a run."""
-        t = ScoreRow.__table__
+        t = RunSample.__table__
         out: dict[str, dict[str, Score]] = {}
         with self.session() as s:
             for i in range(0, len(sample_ids), _CHUNK):
                 part = list(sample_ids[i:i + _CHUNK])
-                for metric, sid, value, reason, details in s.execute(
-                        select(t.c.metric, t.c.sample_id, t.c.value, t.c.reason, t.c.details)
-                        .where(t.c.run_id == run_id, t.c.sample_id.in_(part)).order_by(t.c.pk)):
-                    out.setdefault(metric, {})[sid] = Score(value, reason, details)
+                pos_of = {int(pos): sid for pos, sid in s.execute(
+                    select(t.c.position, t.c.sample_id).where(t.c.run_id == run_id, t.c.sample_id.in_(part)))}
+                if not pos_of:
+                    continue
+                for metric, pos, value, reason, details in s.execute(
+                        select(MetricName.name, ScoreRow.position, ScoreRow.value, ScoreRow.reason,
+                               ScoreRow.details)
+                        .join(MetricName, MetricName.id == ScoreRow.metric_id)
+                        .where(ScoreRow.run_id == run_id, ScoreRow.position.in_(list(pos_of)))
+                        .order_by(ScoreRow.metric_id, ScoreRow.position)):
+                    out.setdefault(metric, {})[pos_of[int(pos)]] = Score(value, reason, details)
         return out
