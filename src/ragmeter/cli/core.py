@@ -204,16 +204,20 @@ def show_cmd(
 
 def export_cmd(
     run: Annotated[str, typer.Argument(help="Run id (or prefix, name, 'latest').")],
-    format: Annotated[str, typer.Option("--format", "-f", help="csv, parquet or jsonl.")] = "csv",
+    format: Annotated[str, typer.Option("--format", "-f", help="csv, parquet, jsonl or xlsx.")] = "csv",
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Output file (default RUN.FORMAT).")] = None,
+    columns: Annotated[str | None, typer.Option(
+        "--columns", help="Comma-separated columns to keep, in order (default: all).")] = None,
     db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
 ) -> None:
-    """Write a run's per-sample values (one row per sample, one column per metric) to a file."""
+    """Write a run's per-sample rows to a file: id, question, answer, reference, contexts and their
+    ids, every metric's value, METRIC__pass (thresholded metrics), no-value reasons, judge verdicts."""
     from ragmeter.export import export_run
 
     store = get_store(db)
     rid = store.resolve_run(run)
-    path = export_run(store, rid, format, output or Path(f"{rid}.{format}"))
+    cols = [c.strip() for c in columns.split(",") if c.strip()] if columns else None
+    path = export_run(store, rid, format, output or Path(f"{rid}.{format}"), columns=cols)
     console.print(f"wrote {path}")
 
 
