@@ -234,3 +234,20 @@ def test_docs_notebook_runs(tmp_path, monkeypatch):
     html = [o["data"]["text/html"] for c in nb.cells if c.cell_type == "code"
             for o in c.get("outputs", []) if "text/html" in o.get("data", {})]
     assert any('<table class="ragmeter-summary">' in h and "token_f1 &gt;= 0.3" in h for h in html)
+
+
+def test_public_evaluate_has_the_runner_signature(db_url):
+    import inspect
+
+    from ragmeter.runner import evaluate as runner_evaluate
+
+    facade = inspect.signature(ragmeter.evaluate).parameters
+    assert list(facade) == list(inspect.signature(runner_evaluate).parameters)
+    assert "thresholds" in facade and ragmeter.evaluate.__doc__.count("Args:") == 1
+    res = ragmeter.evaluate("example", ["token_f1", "mrr"], thresholds={"token_f1": 0.3}, db=db_url)
+    fig = res.figure("token_f1")
+    assert len(fig.data[0].x) == res.summary["token_f1"]["n"]
+    assert any(s["x0"] == 0.3 for s in fig.layout.shapes)       # the threshold line
+    assert list(res.figure().data[0].x) == ["token_f1", "mrr"]
+    with pytest.raises(ConfigError):
+        res.figure("rouge1")

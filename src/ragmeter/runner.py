@@ -82,6 +82,33 @@ class EvaluationResult:
         checks = [s["pass"]["ok"] for s in self.summary.values() if "pass" in s]
         return all(checks) if checks else None
 
+    def figure(self, metric: str | None = None) -> Any:
+        """A plotly figure (``pip install 'ragmeter-eval[report]'``): the distribution of one
+        metric's per-sample values with its threshold marked, or, with no ``metric``, every
+        metric's mean with its 95% interval."""
+        import plotly.graph_objects as go
+
+        if metric is None:
+            keys = [k for k, s in self.summary.items() if s.get("mean") is not None]
+            means = [self.summary[k]["mean"] for k in keys]
+            err_hi = [self.summary[k]["ci_high"] - m if self.summary[k].get("ci_high") is not None else 0
+                      for k, m in zip(keys, means, strict=True)]
+            err_lo = [m - self.summary[k]["ci_low"] if self.summary[k].get("ci_low") is not None else 0
+                      for k, m in zip(keys, means, strict=True)]
+            return go.Figure(go.Bar(x=keys, y=means, error_y={"type": "data", "array": err_hi,
+                                                              "arrayminus": err_lo}),
+                             layout={"title": f"run {self.run_id}: means with 95% CI"})
+        if metric not in self.scores:
+            raise ConfigError(f"no metric {metric!r} in this result; it has {', '.join(self.scores)}")
+        values = [s.value for s in self.scores[metric] if s.value is not None]
+        fig = go.Figure(go.Histogram(x=values, nbinsx=20, name=metric),
+                        layout={"title": f"{metric}: per-sample values (n={len(values)})",
+                                "xaxis_title": metric, "yaxis_title": "samples"})
+        rec = th.from_record(self.extra.get("thresholds"))[0].get(metric)
+        if rec is not None:
+            fig.add_vline(x=rec.value, line_dash="dash", annotation_text=f"threshold {rec.value:g}")
+        return fig
+
     def _repr_html_(self) -> str:
         from ragmeter.rows import summary_html
 
