@@ -251,3 +251,25 @@ def test_public_evaluate_has_the_runner_signature(db_url):
     assert list(res.figure().data[0].x) == ["token_f1", "mrr"]
     with pytest.raises(ConfigError):
         res.figure("rouge1")
+
+
+def test_report_plotly_modes(tmp_path, db_url):
+    from ragmeter.report.render import plotly_js, plotly_version
+    from ragmeter.store import open_store
+
+    res = ragmeter.evaluate("example", ["token_f1"], db=db_url)
+    store = open_store(db_url)
+    from ragmeter.report import write_report
+
+    inline = write_report(store, [res.run_id], tmp_path / "inline" / "r.html")
+    cdn = write_report(store, [res.run_id], tmp_path / "cdn" / "r.html", plotly="cdn")
+    local = write_report(store, [res.run_id], tmp_path / "file" / "r.html", plotly="file")
+    js = f"plotly-{plotly_version()}.min.js"
+    assert plotly_js() in inline.read_text() and "<script src=" not in inline.read_text()
+    cdn_html = cdn.read_text()
+    assert f'<script src="https://cdn.plot.ly/{js}"></script>' in cdn_html
+    assert f"https://cdn.plot.ly/{js}" in cdn_html.split("Content-Security-Policy", 1)[1].split(">", 1)[0]
+    assert (local.parent / js).read_text() == plotly_js() and f'<script src="{js}"></script>' in local.read_text()
+    assert local.stat().st_size < inline.stat().st_size - len(plotly_js()) / 2
+    with pytest.raises(ConfigError, match="--plotly"):
+        write_report(store, [res.run_id], tmp_path / "x.html", plotly="bogus")

@@ -32,6 +32,9 @@ def report_cmd(
     output: Annotated[Path, typer.Option("--output", "-o", help="HTML file to write.")] = Path("report.html"),
     max_samples: Annotated[int, typer.Option(help="Rows of each per-sample table (worst first); 0 = all.")] = 1000,
     title: Annotated[str | None, typer.Option(help="Page title.")] = None,
+    plotly: Annotated[str, typer.Option(
+        "--plotly", help="inline (default: self-contained, opens offline), cdn (loads plotly.js from "
+                         "cdn.plot.ly) or file (writes plotly-VERSION.min.js next to the report).")] = "inline",
     db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
 ) -> None:
     """Write one self-contained HTML report (plots, aggregates with CIs, per-sample table); it
@@ -42,7 +45,7 @@ def report_cmd(
     if max_samples < 0:
         raise typer.BadParameter("--max-samples must be >= 0")
     store = get_store(db)
-    path = write_report(store, runs, output, max_samples=max_samples or None, title=title)
+    path = write_report(store, runs, output, max_samples=max_samples or None, title=title, plotly=plotly)
     size = path.stat().st_size / 1e6
     console.print(f"wrote {path} ({size:.1f} MB, {len(runs)} run{'s' if len(runs) != 1 else ''})")
 
