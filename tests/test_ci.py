@@ -273,3 +273,14 @@ def test_report_plotly_modes(tmp_path, db_url):
     assert local.stat().st_size < inline.stat().st_size - len(plotly_js()) / 2
     with pytest.raises(ConfigError, match="--plotly"):
         write_report(store, [res.run_id], tmp_path / "x.html", plotly="bogus")
+
+
+def test_eval_threshold_option_and_out_rows(tmp_path):
+    r = _cli("eval", "example", "--metrics", "token_f1", "--threshold", "token_f1>=0.3", "--out", "o.jsonl",
+             cwd=tmp_path)
+    assert r.returncode == 1 and "token_f1 >= 0.3" in r.stdout and "FAIL" in r.stdout
+    row = json.loads((tmp_path / "o.jsonl").read_text().splitlines()[0])
+    assert {"question", "answer", "contexts", "token_f1", "token_f1__pass"} <= set(row)
+    r = _cli("eval", "example", "--metrics", "token_f1", "--threshold", "token_f1>=0.3", "--pass-rule", "0.5",
+             cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr

@@ -52,6 +52,8 @@ def eval_cmd(
     rpm: Annotated[float | None, typer.Option("--rpm", help="Judge requests per minute (default: no limit).")] = None,
     where: Annotated[list[str] | None, typer.Option("--where", help="Only samples whose metadata match field=value (repeatable), e.g. type=multi_hop.")] = None,
     method: Annotated[str | None, typer.Option("--method", help="Answer correctness method: keyword, semantic_fixed, semantic_dynamic, semantic_guarded, llm_judge, hybrid (adds metric correct_<method>).")] = None,
+    threshold: Annotated[list[str] | None, typer.Option("--threshold", "-t", help="METRIC=VALUE, METRIC>=VALUE or METRIC<=VALUE per-sample threshold (repeatable); exit 1 when one fails (docs/ci.md).")] = None,
+    pass_rule: Annotated[str | None, typer.Option("--pass-rule", help="With --threshold: 'all' samples (default) or a pass-rate target for the Wilson lower bound, e.g. 0.9.")] = None,
 ) -> None:
     """Evaluate a dataset: score every sample with every metric, store the run, print the summary."""
     from ragmeter.runner import evaluate
@@ -82,7 +84,7 @@ def eval_cmd(
     result = evaluate(data, _split_metrics(metrics), config=config, mapping=map_ or None,
                       on_error=on_error, db=db, resume=resume, name=name, options=opts or None,
                       progress=not no_progress and not as_json, skip_unavailable=skip_unavailable,
-                      where=where or None)
+                      where=where or None, thresholds=threshold or None, pass_rule=pass_rule)
     if out:
         result.write_jsonl(out)
     skipped = result.extra.get("skipped_rows")
@@ -92,11 +94,20 @@ def eval_cmd(
             err_console.print(f"  {e}", markup=False, highlight=False)
     if as_json:
         typer.echo(json.dumps(result.to_dict(), default=str))
+        if result.passed is False:
+            raise typer.Exit(1)
         return
     console.print(summary_table(result.summary, title=f"run {result.run_id} — {len(result.samples)} samples"))
     _print_extra(result.extra)
     if out:
         console.print(f"per-sample results: {out}")
+    for s in result.summary.values():
+        if p := s.get("pass"):
+            console.print(f"{p['threshold']}: {p['passed']}/{p['n']} passed, Wilson 95% "
+                          f"[{p['rate_low']:.3f}, {p['rate_high']:.3f}] {'PASS' if p['ok'] else 'FAIL'}",
+                          markup=False, highlight=False, soft_wrap=True)
+    if result.passed is False:
+        raise typer.Exit(1)
 
 
 def _parse_value(v: str) -> Any:
