@@ -284,3 +284,38 @@ def test_eval_threshold_option_and_out_rows(tmp_path):
     r = _cli("eval", "example", "--metrics", "token_f1", "--threshold", "token_f1>=0.3", "--pass-rule", "0.5",
              cwd=tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_comparison_html_and_suite_with_baseline_gate(tmp_path):
+    from junitparser import JUnitXml
+
+    from ragmeter.experiments.compare import compare_runs
+    from ragmeter.store import open_store
+
+    db = f"sqlite:///{tmp_path / 'g.db'}"
+    base = ragmeter.evaluate("example", ["token_f1", "mrr"], db=db)
+    cur = ragmeter.evaluate("example", ["token_f1", "mrr"], db=db)
+    html = compare_runs([base.run_id, cur.run_id], store=open_store(db), n_resamples=200)._repr_html_()
+    assert '<table class="ragmeter-compare">' in html and "token_f1" in html
+    (tmp_path / "suite.yaml").write_text(SMALLEST_SUITE.replace("0.3", "0.0") + f"baseline: {base.run_id}\n")
+    r = _cli("test", "suite.yaml", "--db", db, "--junit", "out.xml", cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr                   # same values: nothing regressed
+    gate_suite = [s for s in JUnitXml.fromfile(str(tmp_path / "out.xml")) if s.name.endswith("regression_gate")]
+    assert gate_suite and {c.name for c in gate_suite[0]} == {"token_f1", "mrr"}
+
+
+def test_junit_failure_carries_the_judge_verdict():
+    from ragmeter.report.ci import junit_xml
+    from ragmeter.rows import verdict_summary
+
+    assert verdict_summary({"verdicts": [{"verdict": "yes"}, {"verdict": "no"}]}) == "1 of 2 verdicts supported"
+    assert verdict_summary({"reason": "the answer names Lyon"}) == "the answer names Lyon"
+    rows = [{"id": "s1", "question": "q", "answer": "a", "reference": "r", "faithfulness": 0.4,
+             "faithfulness__pass": False, "no_value_reasons": {}, "judge": {"faithfulness": "1 of 2 claims supported"}},
+            {"id": "s2", "question": "q", "answer": "a", "reference": "r", "faithfulness": None,
+             "faithfulness__pass": None, "no_value_reasons": {"faithfulness": "judge failure: timeout"}, "judge": {}}]
+    summary = {"faithfulness": {"pass": {"threshold": "faithfulness >= 0.7"}}}
+    root = junit_xml("s", rows, summary).getroot()
+    fail = root.find(".//failure")
+    assert "faithfulness = 0.4000 fails threshold faithfulness >= 0.7; judge: 1 of 2 claims supported" == fail.get("message")
+    assert "judge failure: timeout" in root.find(".//error").get("message")
