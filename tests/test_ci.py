@@ -319,3 +319,16 @@ def test_junit_failure_carries_the_judge_verdict():
     fail = root.find(".//failure")
     assert "faithfulness = 0.4000 fails threshold faithfulness >= 0.7; judge: 1 of 2 claims supported" == fail.get("message")
     assert "judge failure: timeout" in root.find(".//error").get("message")
+
+
+def test_suite_incomplete_exits_3(tmp_path):
+    rows = [{"id": "a", "question": "q", "answer": "Paris", "reference": "Paris"},
+            {"id": "b", "question": "q", "answer": "Paris"}]              # no reference: no token_f1
+    (tmp_path / "d.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    (tmp_path / "suite.yaml").write_text("dataset: d.jsonl\nmetrics: [token_f1]\n")
+    r = _cli("test", "suite.yaml", "--junit", "out.xml", cwd=tmp_path)
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert "missing field: reference" in (tmp_path / "out.xml").read_text()
+    # with a threshold, a sample without a value cannot pass: the check fails
+    r = _cli("test", "suite.yaml", "--threshold", "token_f1=0.5", cwd=tmp_path)
+    assert r.returncode == 1, r.stdout + r.stderr
