@@ -11,12 +11,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from ragmeter.estimate import estimate_run_cost
 
 from judge_server import Forced, JudgeServer, judge_options, server_fixtures
 from ragmeter import evaluate
 from ragmeter.context import ScoringContext
 from ragmeter.errors import ConfigError
-from ragmeter.estimate import estimate_run_cost
 from ragmeter.llm import JudgeConfigError, get_judge
 from ragmeter.llm import service as service_mod
 from ragmeter.llm.accounting import run_judge_usage
