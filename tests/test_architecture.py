@@ -19,7 +19,8 @@ PKG = SRC / "ragmeter"
 #: where a later stage is a service of an earlier one (scoring caches judge verdicts and embeddings
 #: in the store, so the store sits low). docs/internals.md explains each layer.
 LAYERS: list[tuple[str, set[str]]] = [
-    ("foundation", {"_version", "redact", "errors", "schema", "config", "context", "stats", "provenance", "language", "agreement"}),
+    ("foundation", {"_version", "redact", "errors", "schema", "config", "context", "stats", "provenance", "language", "agreement",
+                    "thresholds", "rows"}),
     ("store", {"store"}),
     ("load", {"io"}),
     ("services", {"retrieval", "embed", "llm"}),
@@ -33,7 +34,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("aggregate", {"experiments", "export"}),
     ("monitor", {"monitor"}),
     ("api", {"ragmeter"}),
-    ("present", {"report", "server", "cli", "testing", "sinks"}),
+    ("present", {"report", "server", "cli", "testing", "sinks", "pytest_plugin"}),
 ]
 LAYER_OF = {unit: i for i, (_, units) in enumerate(LAYERS) for unit in units}
 

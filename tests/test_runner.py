@@ -40,7 +40,10 @@ def test_evaluate_aggregates_and_missing(db_url):
     f = res.summary["t_flaky"]
     assert f["n_missing"] == 5 and f["mean"] == 0.5  # missing values are not zeros
     df = res.to_pandas()
-    assert list(df.columns) == ["id", "t_len_ratio", "t_flaky"] and df["t_flaky"].isna().sum() == 5
+    # inputs first, then one column per metric (issue: results leave with their inputs)
+    assert list(df.columns) == ["id", "question", "answer", "reference", "contexts", "context_ids",
+                                "t_len_ratio", "t_flaky", "no_value_reasons", "judge"]
+    assert df["t_flaky"].isna().sum() == 5
     assert res.rows()[-1]["no_value_reasons"] == {"t_len_ratio": "missing field: reference"}
     assert res.rows()[1]["no_value_reasons"] == {"t_flaky": "refused: odd id"}
 
@@ -176,7 +179,8 @@ def test_cli_runs_show_export_metrics(tmp_path, db_url, monkeypatch):
     import pandas as pd
 
     df = pd.read_parquet(tmp_path / "x.parquet")
-    assert list(df.columns) == ["id", "t_len_ratio", "t_flaky", "no_value_reasons"] and len(df) == 8
+    assert list(df.columns) == ["id", "question", "answer", "reference", "contexts", "context_ids",
+                                "t_len_ratio", "t_flaky", "no_value_reasons", "judge"] and len(df) == 8
     out = runner.invoke(app, ["metrics", "--json"])
     names = {m["name"] for m in json.loads(out.output)}
     assert "t_len_ratio" in names

@@ -6,6 +6,10 @@ Per-metric functions live in ``ragmeter.metrics`` (e.g. ``ragmeter.metrics.retri
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
 from ragmeter._version import __version__
 from ragmeter.errors import (
     CheckFailedError,
@@ -20,6 +24,9 @@ from ragmeter.errors import (
 from ragmeter.io import Dataset, load, save
 from ragmeter.schema import AgentTrace, Chunk, Sample, Score, ToolCall
 
+if TYPE_CHECKING:
+    from ragmeter.runner import EvaluationResult
+
 __all__ = [
     "AgentTrace", "Chunk", "ConfigError", "Dataset", "DatasetError", "EvaluationResult",
     "JudgeError", "MetricError", "RagmeterError", "Sample", "Score", "StoreError", "ToolCall",
@@ -28,11 +35,59 @@ __all__ = [
 ]
 
 
-def evaluate(*args, **kwargs):  # type: ignore[no-untyped-def]
-    """See :func:`ragmeter.runner.evaluate`."""
+def evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None = None, *,
+             config: str | Path | dict[str, Any] | None = None,
+             max_missing: float | None = None,
+             mapping: Mapping[str, str] | Sequence[str] | None = None,
+             on_error: str = "raise", db: Any = None, resume: str | None = None,
+             name: str | None = None, options: dict[str, Any] | None = None,
+             progress: bool = False, skip_unavailable: bool = False,
+             where: Mapping[str, str] | Sequence[str] | None = None,
+             engine: str = "local", ray_address: str | None = None,
+             thresholds: Mapping[str, Any] | Sequence[str] | None = None,
+             pass_rule: Any = None) -> EvaluationResult:
+    """Score every sample of ``data`` with every metric and store the run.
+
+    >>> result = ragmeter.evaluate("example", ["token_f1", "mrr"], thresholds={"token_f1": 0.3})  # doctest: +SKIP
+    >>> result.summary["token_f1"]["pass"]["rate"]                                                # doctest: +SKIP
+
+    Args:
+        data: a dataset path (.jsonl/.csv/.parquet), ``"example"`` (the bundled dataset),
+            ``"dataset:NAME"`` (a stored dataset), or a list of dicts / :class:`Sample`.
+        metrics: metric names (``"token_f1"``, ``"ndcg@10"``) or ``{"name", "params"}`` mappings.
+        config: a config file path or mapping (``metrics``, ``options``, ``thresholds`` ...).
+        max_missing: the share of samples (0-1) a metric may lack a value on before the run is
+            ``incomplete`` (default: incomplete only when a metric has no value at all).
+        mapping: ``{field: column}`` for columns the aliases do not cover.
+        on_error: ``"raise"`` or ``"skip"`` bad dataset rows.
+        db: a store or SQLAlchemy URL (default ``$RAGMETER_DB`` or ``.ragmeter/ragmeter.db``;
+            ``"sqlite:///:memory:"`` keeps nothing).
+        resume: a run id to finish.
+        name: a name for the run.
+        options: run-wide options for the metrics (``judge``, ``embedding_model`` ...).
+        progress: show progress bars on stderr.
+        skip_unavailable: record no value for metrics that cannot run here instead of failing.
+        where: keep only samples whose metadata match (``{"type": "multi_hop"}``).
+        engine: ``"local"`` or ``"ray"`` (non-judge metrics scored in blocks on a Ray runtime).
+        ray_address: ``ray://HOST:PORT`` of a Ray cluster (default: a local Ray runtime).
+        thresholds: per-metric thresholds (``{"token_f1": 0.5, "hallucination": "<=0.2"}``).
+        pass_rule: ``"all"`` samples (default) or a pass-rate target for the Wilson lower bound.
+
+    Returns:
+        An :class:`~ragmeter.runner.EvaluationResult` (``summary``, ``rows()``, ``to_pandas()``;
+        shown as an HTML table in Jupyter).
+
+    Raises:
+        DatasetError: a bad row (with ``on_error="raise"``).
+        ConfigError: unknown metrics, bad thresholds, unavailable metrics.
+    """
     from ragmeter.runner import evaluate as _evaluate
 
-    return _evaluate(*args, **kwargs)
+    return _evaluate(data, metrics, config=config, max_missing=max_missing, mapping=mapping,
+                     on_error=on_error, db=db, resume=resume, name=name, options=options,
+                     progress=progress, skip_unavailable=skip_unavailable, where=where,
+                     engine=engine, ray_address=ray_address, thresholds=thresholds,
+                     pass_rule=pass_rule)
 
 
 def estimate_run_cost(*args, **kwargs):  # type: ignore[no-untyped-def]

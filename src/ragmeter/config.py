@@ -13,6 +13,7 @@ from ragmeter.redact import CREDENTIALS_ENV, SECRET_HELP, find_secrets
 KNOWN_KEYS = {
     "metrics", "metric_types", "options", "dataset", "map", "on_error", "name", "judge",
     "embedding_model", "method", "grid", "pipeline", "experiment", "composite", "agent",
+    "thresholds", "pass_rule", "baseline", "gate",
 }
 
 #: what each top-level key means (docs/config-keys.md is generated from this and the metric registry).
@@ -35,6 +36,12 @@ KEY_HELP: dict[str, str] = {
     "experiment": "grid search: settings of the search (method, judge re-ranking, successive halving ...)",
     "composite": "composite score weights (copied into `options.composite`)",
     "agent": "agent expectations: expected tools, trajectory, rubrics (copied into `options.agent`)",
+    "thresholds": "per-metric thresholds `{metric: 0.7}` or `{metric: \"<=0.2\"}`; each sample passes or "
+                  "fails (`ragmeter test`, `--threshold`)",
+    "pass_rule": "when a thresholded metric passes for the run: `all` samples (default) or a pass-rate "
+                 "target its Wilson 95% lower bound must reach (`0.8`)",
+    "baseline": "`ragmeter test`: a baseline file or run id the regression gate compares against",
+    "gate": "`ragmeter test`: regression gate settings `{max_drop, alpha, relative}`",
 }
 
 

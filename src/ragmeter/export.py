@@ -1,37 +1,33 @@
-"""Export a stored run's per-sample values to CSV, Parquet or JSONL."""
+"""Export a stored run's per-sample rows (inputs, values, pass/fail, reasons, judge verdicts) to
+CSV, Parquet, JSONL or Excel."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from ragmeter.errors import ConfigError
+from ragmeter.rows import result_rows, select_columns
 from ragmeter.store import Store
 
 
 def run_rows(store: Store, run_id: str) -> tuple[list[str], list[dict[str, Any]]]:
-    """``(metric keys, rows)``: one row per sample with ``id``, one value per metric (``None`` =
-    no value) and ``no_value_reasons``."""
+    """``(metric keys, rows)``: one row per sample as :func:`ragmeter.rows.result_rows` builds it
+    (inputs, one value per metric with ``None`` = no value, ``METRIC__pass``, ``no_value_reasons``, ``judge``)."""
     run = store.get_run(run_id)
     keys = [m["key"] for m in run.metrics]
     table = store.score_table(run_id)
-    rows = []
-    for s in store.run_samples(run_id):
-        row: dict[str, Any] = {"id": s.id}
-        reasons = {}
-        for k in keys:
-            sc = table.get(k, {}).get(s.id)
-            row[k] = sc.value if sc else None
-            if sc is None or sc.value is None:
-                reasons[k] = sc.reason if sc else "not scored"
-        row["no_value_reasons"] = reasons
-        rows.append(row)
-    return keys, rows
+    samples = store.run_samples(run_id)
+    scores = {k: [table.get(k, {}).get(s.id) for s in samples] for k in keys}
+    summary = run.summary or {}
+    higher = {k: (summary.get(k) or {}).get("direction", "higher") == "higher" for k in keys}
+    return keys, result_rows(samples, scores, higher, (run.extra or {}).get("thresholds"))
 
 
-#: the file formats ``export_run`` writes
-EXPORT_FORMATS = ("csv", "parquet", "jsonl")
+#: the file formats ``export_run`` writes (``excel`` writes an .xlsx workbook with openpyxl)
+EXPORT_FORMATS = ("csv", "parquet", "jsonl", "excel")
 
 
 def check_format(fmt: str) -> str:
@@ -41,14 +37,21 @@ def check_format(fmt: str) -> str:
         ConfigError: an unknown format, listing the ones there are.
     """
     if fmt not in EXPORT_FORMATS:
-        raise ConfigError(f"cannot export to {fmt!r}: use one of {', '.join(EXPORT_FORMATS)} "
-                          "(e.g. -f csv; spreadsheets open the CSV)")
+        hint = "; an Excel workbook (.xlsx) is -f excel" if fmt in ("xlsx", "xls") else ""
+        raise ConfigError(f"cannot export to {fmt!r}: use one of {', '.join(EXPORT_FORMATS)}{hint}")
     return fmt
 
 
-def export_run(store: Store, run_id: str, fmt: str, path: Path) -> Path:
+def _flat(v: Any) -> Any:
+    return json.dumps(v, ensure_ascii=False) if isinstance(v, (list, dict)) else v
+
+
+def export_run(store: Store, run_id: str, fmt: str, path: Path, columns: Sequence[str] | None = None) -> Path:
+    """Write the run's rows to ``path`` in ``fmt`` (csv, parquet, jsonl, excel); ``columns`` chooses
+    and orders the columns (lists and mappings become JSON text in the tabular formats)."""
     check_format(fmt)
-    keys, rows = run_rows(store, run_id)
+    _, rows = run_rows(store, run_id)
+    rows = select_columns(rows, columns)
     path.parent.mkdir(parents=True, exist_ok=True)
     if fmt == "jsonl":
         with path.open("w", encoding="utf-8") as fh:
@@ -57,13 +60,15 @@ def export_run(store: Store, run_id: str, fmt: str, path: Path) -> Path:
         return path
     import pandas as pd
 
-    df = pd.DataFrame([{**{k: v for k, v in r.items() if k != "no_value_reasons"},
-                        "no_value_reasons": json.dumps(r["no_value_reasons"])} for r in rows],
-                      columns=["id", *keys, "no_value_reasons"])
+    df = pd.DataFrame([{k: _flat(v) for k, v in r.items()} for r in rows])
     if fmt == "csv":
         df.to_csv(path, index=False)
     elif fmt == "parquet":
         df.to_parquet(path, index=False)
     else:
-        raise ConfigError(f"unknown export format {fmt!r} ({', '.join(EXPORT_FORMATS)})")
+        try:
+            import openpyxl  # noqa: F401
+        except ImportError:
+            raise ConfigError("xlsx export needs openpyxl: pip install 'ragmeter-eval[excel]'") from None
+        df.to_excel(path, index=False, engine="openpyxl")
     return path

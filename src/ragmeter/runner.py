@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import ragmeter.thresholds as th
 from ragmeter._version import __version__
 from ragmeter.config import load_config
 from ragmeter.context import ScoringContext
@@ -80,28 +81,65 @@ class EvaluationResult:
     def metrics(self) -> list[str]:
         return list(self.scores)
 
-    def to_pandas(self) -> Any:
-        """One row per sample: ``id`` then one column per metric (``NaN`` where no value)."""
+    def to_pandas(self, columns: Sequence[str] | None = None) -> Any:
+        """One row per sample, as :meth:`rows` (inputs, values with ``NaN`` where no value, pass/fail,
+        no-value reasons, judge verdicts); ``columns`` chooses and orders them."""
         import pandas as pd
 
-        data: dict[str, Any] = {"id": [s.id for s in self.samples]}
-        for m, sc in self.scores.items():
-            data[m] = [x.value if x.value is not None else math.nan for x in sc]
-        return pd.DataFrame(data)
+        from ragmeter.rows import select_columns
+
+        df = pd.DataFrame(select_columns(self.rows(), columns))
+        for m in self.scores:
+            if m in df.columns:
+                df[m] = df[m].astype(float)
+        return df
 
     def rows(self) -> list[dict[str, Any]]:
-        """Per-sample dicts: ``id``, one key per metric (``None`` = no value), ``no_value_reasons``."""
-        out = []
-        for i, s in enumerate(self.samples):
-            row: dict[str, Any] = {"id": s.id}
-            reasons: dict[str, str] = {}
-            for m, sc in self.scores.items():
-                row[m] = sc[i].value
-                if sc[i].value is None:
-                    reasons[m] = sc[i].reason or "no value"
-            row["no_value_reasons"] = reasons
-            out.append(row)
-        return out
+        """Per-sample dicts: ``id``, ``question``, ``answer``, ``reference``, ``contexts``,
+        ``context_ids``, one key per metric (``None`` = no value), ``METRIC__pass`` for thresholded
+        metrics, ``no_value_reasons`` and ``judge`` (verdict summaries)."""
+        from ragmeter.rows import result_rows
+
+        higher = {k: v.get("direction", "higher") == "higher" for k, v in self.summary.items()}
+        return result_rows(self.samples, self.scores, higher, self.extra.get("thresholds"))
+
+    @property
+    def passed(self) -> bool | None:
+        """Whether every thresholded metric passed its run rule (``None`` without thresholds)."""
+        checks = [s["pass"]["ok"] for s in self.summary.values() if "pass" in s]
+        return all(checks) if checks else None
+
+    def figure(self, metric: str | None = None) -> Any:
+        """A plotly figure (``pip install 'ragmeter-eval[report]'``): the distribution of one
+        metric's per-sample values with its threshold marked, or, with no ``metric``, every
+        metric's mean with its 95% interval."""
+        import plotly.graph_objects as go
+
+        if metric is None:
+            keys = [k for k, s in self.summary.items() if s.get("mean") is not None]
+            means = [self.summary[k]["mean"] for k in keys]
+            err_hi = [self.summary[k]["ci_high"] - m if self.summary[k].get("ci_high") is not None else 0
+                      for k, m in zip(keys, means, strict=True)]
+            err_lo = [m - self.summary[k]["ci_low"] if self.summary[k].get("ci_low") is not None else 0
+                      for k, m in zip(keys, means, strict=True)]
+            return go.Figure(go.Bar(x=keys, y=means, error_y={"type": "data", "array": err_hi,
+                                                              "arrayminus": err_lo}),
+                             layout={"title": f"run {self.run_id}: means with 95% CI"})
+        if metric not in self.scores:
+            raise ConfigError(f"no metric {metric!r} in this result; it has {', '.join(self.scores)}")
+        values = [s.value for s in self.scores[metric] if s.value is not None]
+        fig = go.Figure(go.Histogram(x=values, nbinsx=20, name=metric),
+                        layout={"title": f"{metric}: per-sample values (n={len(values)})",
+                                "xaxis_title": metric, "yaxis_title": "samples"})
+        rec = th.from_record(self.extra.get("thresholds"))[0].get(metric)
+        if rec is not None:
+            fig.add_vline(x=rec.value, line_dash="dash", annotation_text=f"threshold {rec.value:g}")
+        return fig
+
+    def _repr_html_(self) -> str:
+        from ragmeter.rows import summary_html
+
+        return summary_html(self.summary, title=f"ragmeter run {self.run_id} ({len(self.samples)} samples)")
 
     def write_jsonl(self, path: str | Path) -> Path:
         path = Path(path)
@@ -152,7 +190,9 @@ def evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None = None, *
              name: str | None = None, options: dict[str, Any] | None = None,
              progress: bool = False, skip_unavailable: bool = False,
              where: Mapping[str, str] | Sequence[str] | None = None,
-             engine: str = "local", ray_address: str | None = None) -> EvaluationResult:
+             engine: str = "local", ray_address: str | None = None,
+             thresholds: Mapping[str, Any] | Sequence[str] | None = None,
+             pass_rule: Any = None) -> EvaluationResult:
     """Score every sample of ``data`` with every metric and store the run.
 
     Args:
@@ -178,6 +218,11 @@ def evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None = None, *
         engine: ``"local"`` (this process) or ``"ray"``: non-judge metrics scored in blocks on a Ray
             runtime (:mod:`ragmeter.engines.ray_engine`), same values, same store and resume.
         ray_address: ``ray://HOST:PORT`` of a Ray cluster (default: a local Ray runtime).
+        thresholds: per-metric thresholds, ``{"token_f1": 0.3, "hallucination": "<=0.2"}`` or
+            ``["faithfulness=0.7"]``; stored in ``Run.extra["thresholds"]`` (pass/fail is derived
+            from value + threshold by :func:`ragmeter.thresholds.passes`, never stored per score).
+        pass_rule: when a thresholded metric passes for the run: ``"all"`` samples (default) or a
+            pass-rate target its Wilson lower bound must reach (``0.8``).
 
     ``data`` may also be ``"dataset:NAME"`` (or ``NAME@VERSION``, ``NAME@TAG``): a dataset stored
     by ``ragmeter golden generate`` / ``ragmeter dataset``.
@@ -197,6 +242,8 @@ def evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None = None, *
     if max_missing is not None and not (isinstance(max_missing, int | float) and 0 <= max_missing <= 1):
         raise ConfigError(f"max_missing must be a share of the samples between 0 and 1, got {max_missing!r}")
     cfg = load_config(config)
+    thr = {**th.parse_thresholds(cfg.get("thresholds")), **th.parse_thresholds(thresholds)}
+    rule = th.parse_rule(pass_rule if pass_rule is not None else cfg.get("pass_rule"))
     entries = list(cfg.get("metrics") or []) + list(metrics or [])
     opts = {**cfg.get("options", {}), **(options or {})}
     store = db if isinstance(db, Store) else open_store(db)
@@ -242,6 +289,7 @@ def evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None = None, *
 
             dataset = select_where(dataset, where if isinstance(where, Mapping) else parse_where(list(where)))
         requests = resolve_all(entries)
+        th.check_known(thr, [r.key for r in requests])
         unavailable = _preflight(requests, opts, store, skip_unavailable)
         run_id = store.create_run(
             dataset_source=dataset.source, fingerprint=dataset.fingerprint,
@@ -277,6 +325,12 @@ def evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None = None, *
     from ragmeter.metrics._lexical_corpus import add_corpus_scores
 
     add_corpus_scores(summary, requests, samples, opts)  # corpus BLEU/chrF beside the sentence means
+    if thr:
+        extra["thresholds"] = th.record(thr, rule)
+        higher = {r.key: r.spec.higher_is_better for r in requests}
+        applied = th.apply(thr, rule, {k: [x.value for x in v] for k, v in scores.items()}, higher)
+        for k, rec in applied.items():
+            summary[k]["pass"] = {kk: vv for kk, vv in rec.items() if kk != "verdicts"}
     if dataset.skipped:
         extra["skipped_rows"] = dataset.skipped_summary()
     previous = store.get_run(run_id)

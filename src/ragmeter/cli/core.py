@@ -58,6 +58,8 @@ def eval_cmd(
     language: Annotated[str | None, typer.Option("--language", help="Language of the texts (ISO code: en, pt, el, zh ...): tokenisation, stemming, stopwords and negation cues of lexical and correctness metrics. A sample's own `language` field wins.")] = None,
     engine: Annotated[str, typer.Option("--engine", help="local, or ray: score non-judge metrics in blocks on a Ray runtime (pip install 'ragmeter-eval[ray]').")] = "local",
     ray_address: Annotated[str | None, typer.Option("--ray-address", help="ray://HOST:10001 of a Ray cluster (default: a local Ray runtime).")] = None,
+    threshold: Annotated[list[str] | None, typer.Option("--threshold", "-t", help="METRIC=VALUE, METRIC>=VALUE or METRIC<=VALUE per-sample threshold (repeatable); exit 1 when one fails (docs/ci.md).")] = None,
+    pass_rule: Annotated[str | None, typer.Option("--pass-rule", help="With --threshold: 'all' samples (default) or a pass-rate target for the Wilson lower bound, e.g. 0.9.")] = None,
 ) -> None:
     """Evaluate a dataset: score every sample with every metric, store the run, print the summary.
 
@@ -101,7 +103,8 @@ def eval_cmd(
     result = evaluate(data, _split_metrics(metrics), config=config, max_missing=max_missing, mapping=map_ or None,
                       on_error=on_error, db=db, resume=resume, name=name, options=opts or None,
                       progress=not no_progress and not as_json, skip_unavailable=skip_unavailable,
-                      where=where or None, engine=engine, ray_address=ray_address)
+                      where=where or None, engine=engine, ray_address=ray_address,
+                      thresholds=threshold or None, pass_rule=pass_rule)
     if out:
         result.write_jsonl(out)
     skipped = result.extra.get("skipped_rows")
@@ -116,6 +119,13 @@ def eval_cmd(
         _print_extra(result.extra)
         if out:
             console.print(f"per-sample results: {out}")
+        for s in result.summary.values():
+            if p := s.get("pass"):
+                console.print(f"{p['threshold']}: {p['passed']}/{p['n']} passed, Wilson 95% "
+                              f"[{p['rate_low']:.3f}, {p['rate_high']:.3f}] {'PASS' if p['ok'] else 'FAIL'}",
+                              markup=False, highlight=False, soft_wrap=True)
+    if result.passed is False:  # a threshold failed: the check this command was asked for
+        raise typer.Exit(1)
     from ragmeter.cli._common import exit_if_incomplete
 
     exit_if_incomplete(result)
@@ -229,14 +239,17 @@ def show_cmd(
 
 def export_cmd(
     run: Annotated[str, typer.Argument(help="Run id (or prefix, name, 'latest').")],
-    format: Annotated[str, typer.Option("--format", "-f", help="csv, parquet or jsonl.")] = "csv",
+    format: Annotated[str, typer.Option("--format", "-f", help="csv, parquet, jsonl or excel (an .xlsx workbook).")] = "csv",
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Output file (default RUN.FORMAT).")] = None,
+    columns: Annotated[str | None, typer.Option(
+        "--columns", help="Comma-separated columns to keep, in order (default: all).")] = None,
     db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
     to: Annotated[str | None, typer.Option("--to", help="Send the run to a sink instead of a file: mlflow (MLFLOW_TRACKING_URI) or sheets (Google Sheets).")] = None,
     experiment: Annotated[str | None, typer.Option("--experiment", help="MLflow experiment name (with --to mlflow; default 'ragmeter').")] = None,
     spreadsheet: Annotated[str | None, typer.Option("--spreadsheet", help="Google spreadsheet id (with --to sheets).")] = None,
 ) -> None:
-    """Write a run's per-sample values (one row per sample, one column per metric) to a file,
+    """Write a run's per-sample rows to a file: id, question, answer, reference, contexts and their
+    ids, every metric's value, METRIC__pass (thresholded metrics), no-value reasons, judge verdicts;
     or send the run to MLflow or Google Sheets (--to)."""
     from ragmeter.export import check_format, export_run
 
@@ -248,7 +261,8 @@ def export_cmd(
 
         console.print(export_to(store, rid, to, experiment=experiment, spreadsheet=spreadsheet))
         return
-    path = export_run(store, rid, format, output or Path(f"{rid}.{format}"))
+    cols = [c.strip() for c in columns.split(",") if c.strip()] if columns else None
+    path = export_run(store, rid, format, output or Path(f"{rid}.{'xlsx' if format == 'excel' else format}"), columns=cols)
     console.print(f"wrote {path}")
 
 

@@ -35,6 +35,9 @@ def report_cmd(
     all_rows: Annotated[bool, typer.Option("--all-rows", help="With --max-samples 0: really every row, "
                                                               "however large the file gets.")] = False,
     title: Annotated[str | None, typer.Option(help="Page title.")] = None,
+    plotly: Annotated[str, typer.Option(
+        "--plotly", help="inline (default: self-contained, opens offline), cdn (loads plotly.js from "
+                         "cdn.plot.ly) or file (writes plotly-VERSION.min.js next to the report).")] = "inline",
     db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
 ) -> None:
     """Write one self-contained HTML report (plots, aggregates with CIs, per-sample table); it
@@ -55,7 +58,7 @@ def report_cmd(
                               f"show the {MAX_ALL_ROWS:,} worst of each (a page with every row would be "
                               "too large for a browser to open); --all-rows writes them all.")
             limit = MAX_ALL_ROWS
-    path = write_report(store, runs, output, max_samples=limit, title=title)
+    path = write_report(store, runs, output, max_samples=limit, title=title, plotly=plotly)
     size = path.stat().st_size / 1e6
     console.print(f"wrote {path} ({size:.1f} MB, {len(runs)} run{'s' if len(runs) != 1 else ''})")
 

@@ -58,6 +58,24 @@ class Comparison:
         return {"runs": [{"id": r.run_id, "label": r.label} for r in self.runs], "alpha": self.alpha,
                 "correction": self.correction, "comparisons": [r.to_dict() for r in self.rows]}
 
+    def _repr_html_(self) -> str:
+        """The comparison as an HTML table in Jupyter: means, the paired difference with its 95%
+        bootstrap CI, adjusted p-value and the winner of every metric x pair."""
+        from html import escape
+
+        def f(v: float | None) -> str:
+            return "–" if v is None else f"{v:.4f}"
+
+        head = ("<tr><th>metric</th><th>a</th><th>b</th><th>n</th><th>mean a</th><th>mean b</th>"
+                "<th>diff (b − a)</th><th>95% CI</th><th>p (adj.)</th><th>winner</th></tr>")
+        body = "".join(
+            f"<tr><td>{escape(r.metric)}</td><td>{escape(r.a)}</td><td>{escape(r.b)}</td><td>{r.n}</td>"
+            f"<td>{f(r.mean_a)}</td><td>{f(r.mean_b)}</td><td>{f(r.diff)}</td>"
+            f"<td>[{f(r.ci_low)}, {f(r.ci_high)}]</td><td>{f(r.pvalue_adjusted)}</td>"
+            f"<td>{escape(r.winner or 'no significant difference')}</td></tr>" for r in self.rows)
+        return (f'<table class="ragmeter-compare"><caption>comparison, alpha {self.alpha:g}, '
+                f"{escape(self.correction)} correction</caption><thead>{head}</thead><tbody>{body}</tbody></table>")
+
 
 def compare_runs(runs: list[str | Any], *, metrics: list[str] | None = None, alpha: float = 0.05,
                  correction: str = "holm", all_pairs: bool = False, store: Any = None,

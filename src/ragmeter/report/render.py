@@ -128,9 +128,10 @@ def _sha256(text: str) -> str:
     return "sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode()
 
 
-def file_csp(scripts: Sequence[str]) -> str:
-    """The report's Content-Security-Policy: only these inline scripts run, nothing is fetched."""
-    hashes = " ".join(f"'{_sha256(s)}'" for s in scripts)
+def file_csp(scripts: Sequence[str], sources: Sequence[str] = ()) -> str:
+    """The report's Content-Security-Policy: only these inline scripts (and the plotly.js
+    ``sources`` of ``--plotly cdn|file``) run, nothing else is fetched."""
+    hashes = " ".join([f"'{_sha256(s)}'" for s in scripts] + list(sources))
     return ("default-src 'none'; " f"script-src {hashes}; " "style-src 'unsafe-inline'; "
             "img-src data: blob:; font-src data:; base-uri 'none'; form-action 'none'")
 
@@ -139,24 +140,54 @@ def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
+PLOTLY_MODES = ("inline", "cdn", "file")
+
+
+def plotly_version() -> str:
+    from plotly.offline import get_plotlyjs_version
+
+    return get_plotlyjs_version()
+
+
+def plotly_src(plotly: str) -> str | None:
+    """Where the report loads plotly.js from: ``None`` (inlined), the plotly CDN, or a file
+    ``plotly-VERSION.min.js`` next to the report."""
+    if plotly not in PLOTLY_MODES:
+        from ragmeter.errors import ConfigError
+
+        raise ConfigError(f"--plotly must be one of {', '.join(PLOTLY_MODES)}, not {plotly!r}")
+    if plotly == "cdn":
+        return f"https://cdn.plot.ly/plotly-{plotly_version()}.min.js"
+    if plotly == "file":
+        return f"plotly-{plotly_version()}.min.js"
+    return None
+
+
 def render_page(template: str, *, mode: str, figures: Mapping[str, Any] | None = None,
-                env: Any = None, **context: Any) -> str:
-    """Render ``template`` for the dashboard (``mode="server"``) or as one file (``"file"``)."""
+                env: Any = None, plotly: str = "inline", **context: Any) -> str:
+    """Render ``template`` for the dashboard (``mode="server"``) or as one file (``"file"``);
+    ``plotly`` = ``inline`` (default, self-contained), ``cdn`` or ``file`` (see :func:`plotly_src`)."""
     env = env or environment()
     ctx: dict[str, Any] = {"mode": mode, "figures_json": json_for_script(dict(figures or {})),
                            "generated_at": _now(), "refresh": None, **context}
     if mode == "file":
         js = asset("report.js")
-        pjs = plotly_js()
-        ctx.update(css=Markup(asset("report.css")), app_js=Markup(js), plotly_js=Markup(pjs),
-                   csp=file_csp([pjs, js]))
+        src = plotly_src(plotly)
+        if src is None:
+            pjs = plotly_js()
+            ctx.update(plotly_js=Markup(pjs), plotly_src=None, csp=file_csp([pjs, js]))
+        else:
+            # a relative file: 'self' covers http(s) hosting, file: a report opened from disk
+            sources = [src] if plotly == "cdn" else ["'self'", "file:"]
+            ctx.update(plotly_src=src, csp=file_csp([js], sources))
+        ctx.update(css=Markup(asset("report.css")), app_js=Markup(js))
     else:
         ctx.setdefault("csp", None)
     return env.get_template(template).render(**ctx)
 
 
 def build_report(store: Store, refs: Sequence[str], *, max_samples: int | None = 1000,
-                 title: str | None = None) -> str:
+                 title: str | None = None, plotly: str = "inline") -> str:
     """The HTML of a one-file report of one run, or of several runs compared.
 
     Args:
@@ -165,6 +196,8 @@ def build_report(store: Store, refs: Sequence[str], *, max_samples: int | None =
             their comparison (the first run is the baseline) and then shows each run.
         max_samples: rows of each per-sample table (the worst ones); ``None`` for all.
         title: the page title (default: from the run names).
+        plotly: ``inline`` (plotly.js inside the file, ~4.7 MB, opens offline), ``cdn`` (loaded
+            from cdn.plot.ly) or ``file`` (``plotly-VERSION.min.js`` written next to the report).
 
     Raises:
         StoreError: a run does not exist.
@@ -195,7 +228,7 @@ def build_report(store: Store, refs: Sequence[str], *, max_samples: int | None =
         title = ("ragmeter report — " + labels[0] if len(labels) == 1
                  else "ragmeter comparison — " + " vs ".join(labels))
     return render_page("report.html.j2", mode="file", figures=figs, title=title, runs=runs,
-                       compare=compare)
+                       compare=compare, plotly=plotly)
 
 
 def write_report(store: Store, refs: Sequence[str], path: str | Path, **kwargs: Any) -> Path:
@@ -203,5 +236,7 @@ def write_report(store: Store, refs: Sequence[str], path: str | Path, **kwargs: 
     html = build_report(store, refs, **kwargs)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    if kwargs.get("plotly") == "file":
+        (path.parent / plotly_src("file")).write_text(plotly_js(), encoding="utf-8")  # type: ignore[operator]
     path.write_text(html, encoding="utf-8")
     return path
