@@ -60,10 +60,14 @@ def test_small_dataset_identical_and_resumable(tmp_path, db_url):
     store = open_store(db_url)
     from sqlalchemy import delete
 
-    from ragmeter.store.models import ScoreRow
+    from ragmeter.store.models import MetricName, ScoreRow
+
+    positions = store._sample_positions(on_ray.run_id)  # the lean scores table keys samples by position
     with store.session() as s:
-        s.execute(delete(ScoreRow).where(ScoreRow.run_id == on_ray.run_id, ScoreRow.metric == "token_f1",
-                                         ScoreRow.sample_id.in_([f"q{i}" for i in range(0, 300, 2)])))
+        metric_id = s.query(MetricName.id).filter(MetricName.name == "token_f1").scalar()
+        gone = s.execute(delete(ScoreRow).where(ScoreRow.run_id == on_ray.run_id, ScoreRow.metric_id == metric_id,
+                                                ScoreRow.position.in_([positions[f"q{i}"] for i in range(0, 300, 2)])))
+        assert gone.rowcount == 150
         s.commit()
     store.update_run(on_ray.run_id, status="failed")
     resumed = evaluate(str(data), db=db_url, resume=on_ray.run_id, engine="ray")
