@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import ast
 import csv
 import hashlib
+import io
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+import logging
+import math
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -20,20 +24,21 @@ from ragmeter.schema import Chunk, Sample
 #: ``retrieved_ids`` / ``relevant_ids`` are id-valued forms of ``contexts`` / ``relevant``.
 FIELD_ALIASES: dict[str, tuple[str, ...]] = {
     "id": ("id", "sample_id", "query_id", "qid", "example_id", "eval_id", "question_id"),
-    "question": ("question", "query", "user_input", "input", "prompt"),
+    "question": ("question", "query", "user_input", "input", "prompt", "inputs"),
     "answer": ("answer", "actual", "prediction", "response", "output", "generated_answer",
-               "predicted_answer", "actual_output"),
+               "predicted_answer", "actual_output", "predictions", "outputs"),
     "references": ("references", "reference", "expected", "ground_truth", "ground_truths",
                    "ground_truth_answer", "expected_answer", "expected_output", "reference_answer",
-                   "answers", "gold_answer", "target"),
+                   "answers", "gold_answer", "target", "targets", "expected_response"),
     "negative_references": ("negative_references", "negative_reference", "negative_answers",
                             "wrong_answers"),
     "contexts": ("contexts", "context", "retrieved_contexts", "retrieval_context",
-                 "retrieved_chunks", "retrieved", "passages"),
+                 "retrieved_context", "retrieved_chunks", "retrieved", "passages"),
     "retrieved_ids": ("retrieved_ids", "retrieved_doc_ids", "retrieved_context_ids"),
     "relevant": ("relevant", "relevant_chunks", "ground_truth_chunks", "reference_contexts",
-                 "golden_chunks", "ground_truth_contexts", "relevant_contexts"),
-    "relevant_ids": ("relevant_ids", "relevant_doc_ids", "ground_truth_ids", "qrels"),
+                 "golden_chunks", "ground_truth_contexts", "relevant_contexts", "expected_chunks"),
+    "relevant_ids": ("relevant_ids", "relevant_doc_ids", "ground_truth_ids", "qrels",
+                     "reference_context_ids"),
     "label": ("label", "human_label", "is_correct", "correct", "human_correct", "correctness"),
     "metadata": ("metadata", "meta"),
     "trace": ("trace", "agent_trace", "messages"),
@@ -51,16 +56,55 @@ _CHUNK_KEYS = {
 _TRUE = {"1", "true", "yes", "y", "correct", "right", "t"}
 _FALSE = {"0", "false", "no", "n", "incorrect", "wrong", "f"}
 
+#: a DeepEval test case names its ground-truth chunks ``context`` and the retrieved ones
+#: ``retrieval_context``; these keys mark a row as DeepEval-shaped.
+_DEEPEVAL_KEYS = ("retrieval_context", "actual_output", "expected_output", "tools_called",
+                  "expected_tools")
+#: columns kept in metadata on purpose (read by the agent metrics); never reported as unused.
+_KNOWN_METADATA = {"expected_tools", "expected_trajectory", "expected_tool_calls", "tools_called",
+                   "task_type", "name", "tags", "comments", "additional_metadata"}
+#: common abbreviations -> field, to suggest a ``--map`` when no known column is found.
+_MAP_HINTS: dict[str, tuple[str, ...]] = {
+    "question": ("q", "ques", "query_text", "user", "ask", "instruction", "text_in"),
+    "answer": ("a", "pred", "preds", "ans", "hyp", "hypothesis", "generation", "generated",
+               "completion", "model_answer", "model_output", "llm_output", "reply", "bot"),
+    "references": ("gold", "gt", "ref", "refs", "truth", "label_text", "golden", "correct_answer",
+                   "true_answer", "expected_text", "y"),
+    "contexts": ("ctx", "ctxs", "docs", "documents", "chunks", "retrieval", "hits", "sources"),
+    "relevant": ("gold_docs", "gold_ctx", "gt_docs", "positive", "positives", "evidence"),
+}
+#: metric requirement names (``ragmeter.schema.FIELD_PRESENT``) -> the ``--map`` target.
+REQUIREMENT_TARGET = {"question": "question", "answer": "answer", "reference": "reference",
+                      "negative_reference": "negative_references", "contexts": "contexts",
+                      "context_texts": "contexts", "relevant": "relevant", "label": "label",
+                      "trace": "trace"}
+_LOG = logging.getLogger("ragmeter.io")
+
 OnError = Literal["raise", "skip"]
+#: how string cells are read: ``csv`` (text file: list cells must parse), ``frame`` (a pandas
+#: DataFrame: list-looking strings are parsed when they parse), ``json`` (strings stay strings).
+CellMode = Literal["csv", "frame", "json"]
 
 
 @dataclass
 class Dataset:
-    """Samples read from one source, with what was skipped and a content fingerprint."""
+    """Samples read from one source, with what was skipped and a content fingerprint.
+
+    Attributes:
+        samples: the samples, in source order.
+        source: file path, ``"example"`` or ``"<list>"``/``"<DataFrame>"`` for in-memory data.
+        skipped: errors of rows skipped with ``on_error="skip"``.
+        columns: every column name seen, in first-seen order.
+        unused_columns: columns no sample field reads (kept in ``metadata``).
+        lines: the line (or row number) each sample came from, aligned with ``samples``.
+    """
 
     samples: list[Sample]
     source: str = "<list>"
     skipped: list[DatasetError] = field(default_factory=list)
+    columns: list[str] = field(default_factory=list)
+    unused_columns: list[str] = field(default_factory=list)
+    lines: list[int] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.samples)
@@ -82,6 +126,27 @@ class Dataset:
 
     def skipped_summary(self) -> dict[str, Any]:
         return {"count": len(self.skipped), "errors": [str(e) for e in self.skipped]}
+
+    def map_hint(self, targets: Iterable[str]) -> str:
+        """A ``--map field=column`` suggestion for ``targets``, guessed from the unused columns."""
+        free = [c for c in (self.unused_columns or self.columns)]
+        parts = []
+        for t in targets:
+            guess = _guess_column(t, free)
+            if guess is not None:
+                free.remove(guess)
+            parts.append(f"--map {t}={guess if guess is not None else '<column>'}")
+        return " ".join(parts)
+
+
+def _guess_column(target: str, columns: list[str]) -> str | None:
+    canon = _canonical_target(target) or target
+    hints = _MAP_HINTS.get(canon, ())
+    for c in columns:
+        low = c.lower().strip()
+        if low in hints or any(low.startswith(h + "_") or low.endswith("_" + h) for h in hints if len(h) > 1):
+            return c
+    return None
 
 
 def parse_mapping(items: Iterable[str] | Mapping[str, str] | None) -> dict[str, str]:
@@ -115,6 +180,7 @@ def _canonical_target(name: str) -> str | None:
     return None
 
 
+
 def example_path() -> Path:
     """Path of the bundled example dataset (``ragmeter/data/example/samples.jsonl``)."""
     return Path(str(resources.files("ragmeter") / "data" / "example" / "samples.jsonl"))
@@ -129,18 +195,24 @@ def bundled_path(name: str) -> Path:
     return Path(str(resources.files("ragmeter") / "data" / BUNDLED[name] / "samples.jsonl"))
 
 
-def load(data: str | Path | Sequence[Mapping[str, Any]] | Sequence[Sample] | Dataset, *,
-         mapping: Mapping[str, str] | Iterable[str] | None = None,
+def load(data: Any, *, mapping: Mapping[str, str] | Iterable[str] | None = None,
          on_error: OnError = "raise", fmt: str | None = None) -> Dataset:
     """Load a dataset.
 
     Args:
-        data: a path (``.jsonl``/``.json``/``.csv``/``.parquet``), the word ``"example"`` for the
-            bundled dataset (``"example-pt"``: its Portuguese twin), a list of dicts, a list of ``Sample``, or a ``Dataset``.
+        data: a path (``.jsonl``/``.json``/``.csv``/``.tsv``/``.parquet``), the word ``"example"``
+            for the bundled dataset (``"example-pt"``: its Portuguese twin), a pandas ``DataFrame``, a Hugging Face ``datasets.Dataset``,
+            any iterable of mappings (e.g. ``df.to_dict("records")``), a dict of equal-length
+            columns, a list of ``Sample``, or a ``Dataset``.
         mapping: ``{field: column}`` overrides for column names the aliases do not cover.
         on_error: ``"raise"`` stops at the first bad row; ``"skip"`` keeps going and records the
             errors in ``Dataset.skipped``.
-        fmt: force a format (``jsonl``, ``csv``, ``parquet``) instead of guessing from the suffix.
+        fmt: force a format (``jsonl``, ``json``, ``csv``, ``tsv``, ``parquet``) instead of
+            guessing from the suffix.
+
+    Missing values the pandas way (``None``, ``NaN``, ``pandas.NA``, an empty CSV cell) are "no
+    value" in every field. Columns no field reads are kept in ``metadata`` and reported once as a
+    warning on the ``ragmeter.io`` logger.
 
     Raises:
         DatasetError: naming the file, line and field of the first bad row (``on_error="raise"``).
@@ -148,71 +220,157 @@ def load(data: str | Path | Sequence[Mapping[str, Any]] | Sequence[Sample] | Dat
     if isinstance(data, Dataset):
         return data
     mp = parse_mapping(mapping)
+    mode: CellMode = "json"
     if isinstance(data, str | Path):
         bundled = str(data) in BUNDLED and not Path(data).exists()
         path = bundled_path(str(data)) if bundled else Path(data)
         if not path.exists():
             raise DatasetError("file not found", file=str(path))
-        rows = _rows_from_file(path, fmt)
+        if path.is_dir():
+            raise DatasetError("is a directory, expected a dataset file", file=str(path))
+        rows, mode = _rows_from_file(path, fmt)
         source = str(data) if bundled else str(path)
     else:
-        if data and all(isinstance(x, Sample) for x in data):
-            return Dataset(list(data))  # type: ignore[arg-type]
-        rows = ((i + 1, r) for i, r in enumerate(data))
-        source = "<list>"
-    return _build(rows, source, mp, on_error)
+        records, source, mode = _records_in_memory(data)
+        if records and all(isinstance(x, Sample) for x in records):
+            return Dataset(list(records), lines=list(range(1, len(records) + 1)))
+        rows = ((i + 1, r) for i, r in enumerate(records))
+    return _build(rows, source, mp, on_error, mode)
 
 
-def _rows_from_file(path: Path, fmt: str | None) -> Iterator[tuple[int, Any]]:
+def _records_in_memory(data: Any) -> tuple[list[Any], str, CellMode]:
+    """Rows of an in-memory dataset: DataFrame, HF Dataset, dict of columns or any iterable."""
+    if hasattr(data, "to_dict") and hasattr(data, "columns") and hasattr(data, "iloc"):  # pandas
+        cols = [str(c) for c in data.columns]
+        if len(set(cols)) != len(cols):
+            dup = sorted({c for c in cols if cols.count(c) > 1})
+            raise DatasetError(f"duplicate column name(s) {dup}", file="<DataFrame>")
+        return data.to_dict("records"), "<DataFrame>", "frame"
+    if type(data).__module__.startswith("datasets.") and hasattr(data, "to_pandas"):  # Hugging Face
+        return [dict(r) for r in data], "<datasets.Dataset>", "json"
+    if isinstance(data, Mapping):
+        vals = list(data.values())
+        if vals and all(isinstance(v, list | tuple) for v in vals) and len({len(v) for v in vals}) == 1:
+            keys = list(data)
+            return [dict(zip(keys, row, strict=True)) for row in zip(*vals, strict=True)], "<dict>", "json"
+        return [data], "<list>", "json"
+    if isinstance(data, str | bytes):
+        raise DatasetError("expected a file path, a DataFrame or a list of rows")
+    try:
+        return list(data), "<list>", "json"
+    except TypeError:
+        raise DatasetError(f"cannot read a dataset from {type(data).__name__}: pass a file path, a "
+                           "DataFrame, a datasets.Dataset or a list of dicts") from None
+
+
+def _rows_from_file(path: Path, fmt: str | None) -> tuple[Iterator[tuple[int, Any]], CellMode]:
     kind = (fmt or path.suffix.lstrip(".")).lower()
     if kind in {"jsonl", "ndjson"}:
-        return _jsonl_rows(path)
+        return _jsonl_rows(path), "json"
     if kind == "json":
-        return _json_rows(path)
+        return _json_rows(path), "json"
     if kind in {"csv", "tsv"}:
-        return _csv_rows(path, "\t" if kind == "tsv" else ",")
+        return _csv_rows(path, "\t" if kind == "tsv" else ","), "csv"
     if kind in {"parquet", "pq"}:
-        return _parquet_rows(path)
-    raise DatasetError(f"unknown dataset format {kind!r} (use .jsonl, .json, .csv or .parquet)",
+        return _parquet_rows(path), "json"
+    raise DatasetError(f"unknown dataset format {kind!r} (use .jsonl, .json, .csv, .tsv or .parquet)",
                        file=str(path))
 
 
+def _decode(raw: bytes, path: Path, first_line: int = 1) -> str:
+    try:
+        return raw.decode("utf-8-sig" if first_line == 1 else "utf-8")
+    except UnicodeDecodeError as exc:
+        line = first_line + raw[:exc.start].count(b"\n")
+        col = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise DatasetError(f"not UTF-8 text (byte 0x{raw[exc.start]:02x} at column {col}); "
+                           "re-save the file as UTF-8", file=str(path), line=line) from None
+
+
+def _json_loads(text: str, path: Path, line: int | None, line_offset: int = 0) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        at_line = (line if line is not None else exc.lineno + line_offset)
+        raise DatasetError(f"invalid JSON: {exc.msg} at column {exc.colno}",
+                           file=str(path), line=at_line) from None
+    except RecursionError:
+        raise DatasetError("invalid JSON: nested too deeply", file=str(path), line=line) from None
+
+
 def _jsonl_rows(path: Path) -> Iterator[tuple[int, Any]]:
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
+    with path.open("rb") as fh:
+        for lineno, raw in enumerate(fh, start=1):
             try:
-                yield lineno, json.loads(line)
-            except json.JSONDecodeError as exc:
-                yield lineno, DatasetError(f"invalid JSON ({exc.msg} at column {exc.colno})",
-                                           file=str(path), line=lineno)
+                line = _decode(raw, path, lineno)
+                if lineno == 1:
+                    line = line.lstrip("\ufeff")
+                if not line.strip():
+                    continue
+                yield lineno, _json_loads(line, path, lineno)
+            except DatasetError as exc:
+                yield lineno, exc
 
 
 def _json_rows(path: Path) -> Iterator[tuple[int, Any]]:
-    try:
-        obj = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise DatasetError(f"invalid JSON ({exc.msg})", file=str(path), line=exc.lineno) from exc
+    obj = _json_loads(_decode(path.read_bytes(), path), path, None)
     if isinstance(obj, dict):
-        obj = obj.get("samples") or obj.get("data") or [obj]
+        for key in ("samples", "data", "test_cases", "examples", "records"):
+            if isinstance(obj.get(key), list):
+                obj = obj[key]
+                break
+        else:
+            obj = [obj]
+    if not isinstance(obj, list):
+        raise DatasetError(f"expected a list of objects, got {type(obj).__name__}", file=str(path))
     return ((i + 1, r) for i, r in enumerate(obj))
 
 
 def _csv_rows(path: Path, delimiter: str) -> Iterator[tuple[int, Any]]:
-    with path.open(encoding="utf-8", newline="") as fh:
-        reader = csv.DictReader(fh, delimiter=delimiter)
-        start = 2
-        for row in reader:
-            yield start, {k: _csv_cell(v) for k, v in row.items() if k is not None}
-            start = reader.line_num + 1
+    text = _decode(path.read_bytes(), path).lstrip("\ufeff")
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
+    header: list[str] | None = None
+    start = 1
+    while True:
+        try:
+            cells = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as exc:
+            msg = str(exc)
+            if "end of data" in msg or "EOF" in msg:
+                msg = ("unbalanced quote: the quoted cell that starts here never closes, so the rest "
+                       "of the file would be read as one cell")
+            raise DatasetError(f"CSV parse error: {msg}", file=str(path), line=start) from None
+        line, start = start, reader.line_num + 1
+        if header is None:
+            header = [c.strip() for c in cells]
+            dup = sorted({c for c in header if header.count(c) > 1 and c})
+            if dup:
+                raise DatasetError(f"duplicate column name(s) {dup} in the header", file=str(path), line=line)
+            continue
+        if not cells or all(c == "" for c in cells) and len(cells) <= 1:
+            continue  # blank line
+        if len(cells) != len(header):
+            yield line, DatasetError(f"row has {len(cells)} cells, the header has {len(header)}; check the "
+                                     "quoting and the delimiter", file=str(path), line=line)
+            continue
+        yield line, {k: (None if v == "" else v) for k, v in zip(header, cells, strict=True)}
+    if header is None:
+        raise DatasetError("empty file (no header row)", file=str(path))
 
 
-def _csv_cell(v: str | None) -> Any:
-    # list/dict-valued cells are written as JSON; an empty cell is a missing value
-    if v is None or v == "":
-        return None
-    return _json_cell(v)
+def _parquet_rows(path: Path) -> Iterator[tuple[int, Any]]:
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(path)
+    except Exception as exc:  # noqa: BLE001 - pyarrow raises ArrowInvalid, OSError ... for a bad file
+        raise DatasetError(f"not a readable Parquet file ({type(exc).__name__}: {str(exc)[:120]})",
+                           file=str(path)) from None
+    for i, row in enumerate(table.to_pylist(), start=1):
+        # list/dict fields may be stored as JSON text (as ragmeter's writer does)
+        yield i, {k: (_json_cell(v) if isinstance(v, str) else v) for k, v in row.items()}
 
 
 def _json_cell(v: str) -> Any:
@@ -220,119 +378,268 @@ def _json_cell(v: str) -> Any:
     if s[:1] in "[{":
         try:
             return json.loads(s)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             return v
     return v
 
 
-def _parquet_rows(path: Path) -> Iterator[tuple[int, Any]]:
-    import pyarrow.parquet as pq
+def _list_cell(v: str, mode: CellMode, err: Any) -> Any:
+    """A list written into a text cell: JSON (``["a", "b"]``) or a Python literal (``['a', 'b']``,
+    as ``pandas.DataFrame.to_csv`` writes), parsed safely with ``ast.literal_eval``."""
+    s = v.strip()
+    if mode == "json" or not s or (s[0], s[-1]) not in {("[", "]"), ("{", "}"), ("(", ")")}:
+        return v
+    try:
+        return json.loads(s)
+    except (json.JSONDecodeError, RecursionError):
+        pass
+    try:
+        return ast.literal_eval(s)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError) as exc:
+        if mode == "frame":
+            return v
+        raise err(f"looks like a list but is neither JSON nor a Python literal ({type(exc).__name__}: "
+                  f"{_short(str(exc))}): {_short(s)}") from None
 
-    table = pq.read_table(path)
-    for i, row in enumerate(table.to_pylist(), start=1):
-        # list/dict fields may be stored as JSON text (as ragmeter's writer does)
-        yield i, {k: (_json_cell(v) if isinstance(v, str) else v) for k, v in row.items()}
+
+def _short(s: str, n: int = 60) -> str:
+    s = s.replace("\n", " ")
+    return s if len(s) <= n else s[:n - 3] + "..."
+
+
+def _is_missing(v: Any) -> bool:
+    """None, NaN, pandas ``NA``/``NaT`` and numpy NaN are "no value"."""
+    if v is None:
+        return True
+    if isinstance(v, float):
+        return math.isnan(v)
+    return type(v).__name__ in {"NAType", "NaTType"} or (
+        type(v).__module__ == "numpy" and getattr(v, "ndim", 1) == 0 and v != v)
+
+
+def _plain(v: Any) -> Any:
+    """numpy scalars/arrays -> Python values, recursively; missing values -> None."""
+    if _is_missing(v):
+        return None
+    mod = type(v).__module__
+    if mod == "numpy" and hasattr(v, "tolist"):
+        return _plain(v.tolist())
+    if mod.startswith("pandas") and hasattr(v, "isoformat"):
+        return v.isoformat()
+    if isinstance(v, float) and math.isinf(v):
+        return None  # not valid JSON; a store would reject it
+    if isinstance(v, Mapping):
+        return {str(k): _plain(x) for k, x in v.items()}
+    if isinstance(v, list | tuple):
+        return [_plain(x) for x in v]
+    return v
 
 
 def _build(rows: Iterable[tuple[int, Any]], source: str, mapping: Mapping[str, str],
-           on_error: OnError) -> Dataset:
+           on_error: OnError, mode: CellMode = "json") -> Dataset:
     samples: list[Sample] = []
+    lines: list[int] = []
     skipped: list[DatasetError] = []
     seen: dict[str, int] = {}
-    file = source if source != "<list>" else "<list>"
+    columns: dict[str, None] = {}
+    used: set[str] = set()
+    file = source
     for n, (lineno, row) in enumerate(rows, start=1):
         try:
             if isinstance(row, DatasetError):
                 raise row
-            sample = sample_from_dict(row, mapping=mapping, default_id=f"row-{n}",
-                                      file=file, line=lineno)
+            if isinstance(row, Mapping):
+                columns.update(dict.fromkeys(map(str, row)))
+            sample = sample_from_dict(row, mapping=mapping, default_id=f"row-{n}", file=file,
+                                      line=lineno, cells=mode, _used=used)
             if sample.id in seen:
                 raise DatasetError(f"duplicate id {sample.id!r} (first seen on line {seen[sample.id]})",
                                    file=file, line=lineno, field="id")
             seen[sample.id] = lineno
             samples.append(sample)
+            lines.append(lineno)
         except DatasetError as exc:
             if on_error == "raise":
                 raise
             skipped.append(exc)
-    return Dataset(samples, source=source, skipped=skipped)
+    unused = [c for c in columns if c not in used and c not in _KNOWN_METADATA and not _is_index(c)]
+    if unused and samples:
+        _LOG.warning("%s: column(s) not read by any field, kept in metadata: %s (use --map field=column "
+                     "to read one)", source, ", ".join(unused))
+    return Dataset(samples, source=source, skipped=skipped, columns=list(columns), unused_columns=unused,
+                   lines=lines)
 
 
-def sample_from_dict(row: Any, *, mapping: Mapping[str, str] | None = None,
-                     default_id: str = "row-1", file: str = "<list>", line: int | None = None) -> Sample:
-    """Normalise one raw row (any supported column names) into a ``Sample``."""
+def _is_index(col: str) -> bool:
+    # the index column pandas writes with to_csv(index=True): "" or "Unnamed: 0"
+    return col == "" or col.startswith("Unnamed: ")
+
+
+_LIST_TARGETS = {"references", "negative_references", "contexts", "retrieved_ids", "relevant",
+                 "relevant_ids", "metadata", "trace"}
+
+
+def sample_from_dict(row: Any, *, mapping: Mapping[str, str] | None = None, default_id: str = "row-1",
+                     file: str = "<list>", line: int | None = None, cells: CellMode = "json",
+                     _used: set[str] | None = None) -> Sample:
+    """Normalise one raw row (any supported column names) into a ``Sample``.
+
+    Args:
+        row: a mapping of column -> value.
+        mapping: ``{field: column}`` overrides.
+        default_id: the id when the row has none.
+        file: source named in errors.
+        line: line or row number named in errors.
+        cells: ``"csv"`` when string cells come from a text file (list cells must parse),
+            ``"frame"`` for a DataFrame (list-looking strings parsed when they parse), ``"json"``.
+
+    Raises:
+        DatasetError: naming file, line and field.
+    """
     if not isinstance(row, Mapping):
         raise DatasetError(f"expected an object with fields, got {type(row).__name__}",
                            file=file, line=line)
+    row = {str(k): _plain(v) for k, v in row.items() if not _is_index(str(k))}
+    if cells != "json":
+        row = {k: (None if isinstance(v, str) and v.strip() == "" and cells == "frame" else v)
+               for k, v in row.items()}
     mapping = mapping or {}
+    deepeval = any(k in row for k in _DEEPEVAL_KEYS)
+    mapped = set(mapping.values())
     used: set[str] = set()
     canon: dict[str, Any] = {}
     for target, aliases in FIELD_ALIASES.items():
-        names = (mapping[target],) if target in mapping else aliases
+        if target in mapping:
+            if mapping[target] not in row:
+                raise DatasetError(f"--map {target}={mapping[target]}: no such column "
+                                   f"(columns: {', '.join(row)})", file=file, line=line)
+            names: tuple[str, ...] = (mapping[target],)
+        else:
+            names = aliases
+            if deepeval and target == "contexts":
+                names = tuple(a for a in aliases if a != "context")
+            elif deepeval and target == "relevant":
+                names = ("context", *aliases)
         for name in names:
-            if name in row:
+            if name in row and (name not in mapped or mapping.get(target) == name):
                 used.add(name)
-                if row[name] is not None:
+                if row[name] is not None and target not in canon:
                     canon[target] = (name, row[name])
-                break
-        if target in mapping and mapping[target] not in row:
-            raise DatasetError(f"--map {target}={mapping[target]}: no such column "
-                               f"(columns: {', '.join(map(str, row))})", file=file, line=line)
+    if _used is not None:
+        _used.update(used)
     extra = {k: v for k, v in row.items() if k not in used}
+    if not canon and "tools_called" not in row:
+        fields = "question, answer, reference, contexts, relevant, label, trace"
+        cols = ", ".join(row) if row else "none"
+        raise DatasetError(f"no known field in this row (columns: {cols}); name the columns with "
+                           f"--map field=column, fields: {fields}", file=file, line=line)
 
     def err(field: str, msg: str) -> DatasetError:
         return DatasetError(msg, file=file, line=line, field=field)
 
+    def value(target: str) -> tuple[str, Any]:
+        name, v = canon[target]
+        if isinstance(v, str) and target in _LIST_TARGETS:
+            v = _list_cell(v, cells, lambda m, name=name: err(name, m))
+        return name, v
+
     out: dict[str, Any] = {}
     if "id" in canon:
-        out["id"] = str(canon["id"][1])
+        name, v = canon["id"]
+        if isinstance(v, float) and v.is_integer():
+            v = int(v)  # a pandas int column with a missing value turns into floats
+        if not isinstance(v, str | int | float) or isinstance(v, bool):
+            raise err(name, f"expected text or a number, got {type(v).__name__}")
+        out["id"] = str(v)
     else:
         out["id"] = default_id
     for f in ("question", "answer"):
         if f in canon:
             name, v = canon[f]
             if not isinstance(v, str | int | float) or isinstance(v, bool):
-                raise err(name, f"expected text, got {type(v).__name__}")
+                raise err(name, f"expected text, got {_kind(v)}")
             out[f] = str(v)
     for f in ("references", "negative_references"):
         if f in canon:
-            name, v = canon[f]
-            out[f] = _str_list(v, lambda m, name=name: err(name, m))
-    if "contexts" in canon:
-        name, v = canon["contexts"]
-        out["contexts"] = _chunks(v, "text", lambda m, name=name: err(name, m))
-    elif "retrieved_ids" in canon:
-        name, v = canon["retrieved_ids"]
-        out["contexts"] = _chunks(v, "id", lambda m, name=name: err(name, m))
-    if "relevant" in canon:
-        name, v = canon["relevant"]
-        out["relevant"] = _chunks(v, "text", lambda m, name=name: err(name, m))
-    elif "relevant_ids" in canon:
-        name, v = canon["relevant_ids"]
-        out["relevant"] = _chunks(v, "id", lambda m, name=name: err(name, m))
+            name, v = value(f)
+            refs = _str_list(v, lambda m, name=name: err(name, m))
+            if refs:
+                out[f] = refs
+    for f, ids in (("contexts", "retrieved_ids"), ("relevant", "relevant_ids")):
+        chunks = None
+        if f in canon:
+            name, v = value(f)
+            chunks = _chunks(v, "text", lambda m, name=name: err(name, m))
+        if ids in canon:
+            name, v = value(ids)
+            by_id = _chunks(v, "id", lambda m, name=name: err(name, m))
+            if chunks is None:
+                chunks = by_id
+            elif len(by_id) == len(chunks) and all(c.id is None for c in chunks):
+                # ragas 0.2+: retrieved_contexts + retrieved_context_ids, aligned by position
+                chunks = [c.model_copy(update={"id": b.id}) for c, b in zip(chunks, by_id, strict=True)]
+            else:
+                extra[name] = v
+        if chunks is not None:
+            out[f] = chunks
     if "label" in canon:
         name, v = canon["label"]
         out["label"] = _label(v, lambda m, name=name: err(name, m))
-    meta = {}
+    meta: dict[str, Any] = {}
     if "metadata" in canon:
-        name, v = canon["metadata"]
+        name, v = value("metadata")
         if not isinstance(v, Mapping):
-            raise err(name, f"expected an object, got {type(v).__name__}")
+            raise err(name, f"expected an object, got {_kind(v)}")
         meta.update(v)
-    meta.update(extra)
+    for k, v in extra.items():
+        meta[k] = _json_cell(v) if isinstance(v, str) and cells != "json" else v
     out["metadata"] = meta
-    if "trace" in canon:
-        out["trace"] = _trace(canon["trace"][1], lambda m, name=canon["trace"][0]: err(name, m))
+    trace_src: tuple[str, Any] | None = value("trace") if "trace" in canon else None
+    if trace_src is None and row.get("tools_called") is not None:
+        # DeepEval: tools_called is a list of ToolCall(name, input_parameters, output)
+        v = row["tools_called"]
+        if isinstance(v, str):
+            v = _list_cell(v, cells, lambda m: err("tools_called", m))
+        if isinstance(v, list):
+            v = {"tool_calls": [{("arguments" if k == "input_parameters" else k): x for k, x in c.items()}
+                                if isinstance(c, Mapping) else c for c in v]}
+        trace_src = ("tools_called", v)
+    if trace_src is not None:
+        out["trace"] = _trace(trace_src[1], lambda m, name=trace_src[0]: err(name, m))
         # a chat log carries the question and the final answer too
         for f, attr in (("question", "input_text"), ("answer", "final_text")):
             if f not in out and getattr(out["trace"], attr, None) is not None:
                 out[f] = getattr(out["trace"], attr)
+    _check_text(out, "", err)
     try:
         return Sample.model_validate(out)
     except ValidationError as exc:
         first = exc.errors()[0]
         loc = ".".join(str(p) for p in first["loc"])
         raise DatasetError(first["msg"], file=file, line=line, field=loc) from exc
+
+
+def _kind(v: Any) -> str:
+    return {bool: "true/false", int: "a number", float: "a number", dict: "an object",
+            list: "a list"}.get(type(v), type(v).__name__)
+
+
+def _check_text(v: Any, where: str, err: Any) -> None:
+    """Every string must be encodable (a lone surrogate from JSON ``"\\ud800"`` is not)."""
+    if isinstance(v, str):
+        try:
+            v.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise err(where or "text", f"invalid character {v[exc.start]!r} at position {exc.start} "
+                                       "(a lone UTF-16 surrogate)") from None
+    elif isinstance(v, Mapping):
+        for k, x in v.items():
+            _check_text(x, f"{where}.{k}" if where else str(k), err)
+    elif isinstance(v, list | tuple):
+        for i, x in enumerate(v):
+            _check_text(x, f"{where}[{i}]", err)
+    elif hasattr(v, "model_dump"):
+        _check_text(v.model_dump(), where, err)
 
 
 def _trace(v: Any, err: Any) -> Any:
@@ -347,6 +654,7 @@ def _trace(v: Any, err: Any) -> Any:
         raise err(f"invalid agent trace: {exc}") from exc
 
 
+
 def _str_list(v: Any, err: Any) -> list[str]:
     if isinstance(v, str):
         return [v]
@@ -355,15 +663,17 @@ def _str_list(v: Any, err: Any) -> list[str]:
     if isinstance(v, list | tuple):
         out = []
         for i, x in enumerate(v):
+            if x is None:
+                continue  # a missing item is no item
             if not isinstance(x, str | int | float) or isinstance(x, bool):
-                raise err(f"item {i} should be text, got {type(x).__name__}")
+                raise err(f"item {i} should be text, got {_kind(x)}")
             out.append(str(x))
         return out
-    raise err(f"expected text or a list of texts, got {type(v).__name__}")
+    raise err(f"expected text or a list of texts, got {_kind(v)}")
 
 
 def _chunks(v: Any, default: str, err: Any) -> list[Chunk]:
-    if isinstance(v, str | int):
+    if isinstance(v, str) or (default == "id" and isinstance(v, int) and not isinstance(v, bool)):
         v = [v]
     if isinstance(v, Mapping) and default == "id" and all(isinstance(x, int | float) for x in v.values()):
         # {"doc1": 2, "doc2": 1} -> graded relevance by id (qrels style)
@@ -371,16 +681,19 @@ def _chunks(v: Any, default: str, err: Any) -> list[Chunk]:
     if isinstance(v, Mapping):
         v = [v]
     if not isinstance(v, list | tuple):
-        raise err(f"expected a list of chunks, got {type(v).__name__}")
+        what = "chunk ids" if default == "id" else "texts (or chunk objects)"
+        raise err(f"expected a list of {what}, got {_kind(v)}: {_short(repr(v), 30)}")
     out = []
     for i, x in enumerate(v):
-        if isinstance(x, str | int) and not isinstance(x, bool):
+        if x is None:
+            continue  # a missing item is no item
+        if isinstance(x, str) or (default == "id" and isinstance(x, int) and not isinstance(x, bool)):
             out.append(Chunk(**{default: str(x)}))
         elif isinstance(x, Mapping):
             d: dict[str, Any] = {}
             for key, names in _CHUNK_KEYS.items():
                 for n in names:
-                    if n in x and x[n] is not None:
+                    if n in x and not _is_missing(x[n]):
                         d[key] = x[n]
                         break
             unknown = set(x) - {n for names in _CHUNK_KEYS.values() for n in names}
@@ -393,7 +706,7 @@ def _chunks(v: Any, default: str, err: Any) -> list[Chunk]:
                 first = exc.errors()[0]
                 raise err(f"item {i}, {'.'.join(map(str, first['loc']))}: {first['msg']}") from exc
         else:
-            raise err(f"item {i} should be text or an object, got {type(x).__name__}")
+            raise err(f"item {i} should be text or an object, got {_kind(x)}")
     return out
 
 

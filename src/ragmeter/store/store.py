@@ -333,10 +333,13 @@ class Store(RunViewsMixin):
         younger than ``stale``). Atomic: of two processes resuming one run, one wins."""
         now = utcnow()
         with self.engine.begin() as conn:
+            holder = conn.execute(select(Run.owner).where(Run.id == run_id)).scalar()
+            # a holder on this machine whose process is gone (killed, crashed) holds nothing
+            dead = [holder] if holder and _dead_local_owner(holder) else []
             res = conn.execute(update(Run).where(
                 Run.id == run_id,
                 or_(Run.status != "running", Run.heartbeat_at.is_(None), Run.heartbeat_at < now - stale,
-                    Run.owner == lease_owner()))
+                    Run.owner.in_([lease_owner(), *dead])))
                 .values(owner=lease_owner(), heartbeat_at=now, status="running"))
             return res.rowcount == 1
 
@@ -527,3 +530,17 @@ class StoredScore:
 
     def __repr__(self) -> str:
         return f"StoredScore({self.sample_id!r}, {self.metric!r}, {self.value!r})"
+
+
+def _dead_local_owner(owner: str) -> bool:
+    """Is ``owner`` (``host:pid``) a process of this machine that no longer runs?"""
+    host, _, pid = owner.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # exists, but belongs to someone else
+        return False
+    return False
