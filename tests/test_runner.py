@@ -143,7 +143,7 @@ def test_sigkill_then_resume_matches_uninterrupted(tmp_path):
         for k in ("mean", "n", "n_missing", "ci_low", "ci_high"):
             assert resumed["metrics"][m][k] == full["metrics"][m][k]
     with sqlite3.connect(tmp_path / "a.db") as con:
-        n, distinct = con.execute("select count(*), count(distinct sample_id || '|' || metric) "
+        n, distinct = con.execute("select count(*), count(distinct position || '|' || metric_id) "
                                   "from scores where run_id=?", (run_id,)).fetchone()
     assert n == distinct == 120
     for fmt in ("csv", "jsonl"):
