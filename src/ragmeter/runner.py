@@ -21,13 +21,14 @@ from ragmeter.config import load_config
 from ragmeter.context import ScoringContext
 from ragmeter.errors import (
     ConfigError,
+    DatasetError,
     IncompleteRunError,
     JudgeError,
     MetricError,
     RunLeaseError,
     StoreError,
 )
-from ragmeter.io.readers import Dataset, load
+from ragmeter.io.readers import REQUIREMENT_TARGET, Dataset, load
 from ragmeter.metrics.base import MetricRequest, missing_fields, resolve_all
 from ragmeter.provenance import provenance
 from ragmeter.schema import Sample, Score
@@ -196,7 +197,8 @@ def evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None = None, *
     """Score every sample of ``data`` with every metric and store the run.
 
     Args:
-        data: anything :func:`ragmeter.load` accepts (path, ``"example"``, list of dicts/Samples).
+        data: anything :func:`ragmeter.load` accepts (path, ``"example"``, pandas DataFrame,
+            ``datasets.Dataset``, an iterable of dicts, a list of Samples).
         metrics: metric names (``"rouge1_fmeasure"``, ``"ndcg@10"``) or ``{"name", "params"}``
             mappings. Added to the config file's metrics, if any.
         config: a config file path or mapping (``metrics``/``metric_types``, ``options`` ...).
@@ -233,7 +235,8 @@ def evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None = None, *
         ``result.raise_for_status()`` turns it into an :class:`~ragmeter.errors.IncompleteRunError`.
 
     Raises:
-        DatasetError: a bad row (with ``on_error="raise"``).
+        DatasetError: a bad row (with ``on_error="raise"``), or a row that gives none of the
+            fields a requested metric needs (listing the columns found and a ``--map`` to use).
         ConfigError: unknown metric names (listing the closest), unavailable metrics, a bad
             ``max_missing``.
         JudgeError: the judge did not answer its pre-flight request (unreachable, key refused,
@@ -290,6 +293,7 @@ def evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None = None, *
             dataset = select_where(dataset, where if isinstance(where, Mapping) else parse_where(list(where)))
         requests = resolve_all(entries)
         th.check_known(thr, [r.key for r in requests])
+        _check_fields(dataset, requests)
         unavailable = _preflight(requests, opts, store, skip_unavailable)
         run_id = store.create_run(
             dataset_source=dataset.source, fingerprint=dataset.fingerprint,
@@ -393,6 +397,22 @@ def _heartbeat(store: Store, run_id: str, every_s: float = 10.0) -> Iterator[Non
     finally:
         stop.set()
         thread.join()
+
+
+def _check_fields(dataset: Dataset, requests: list[MetricRequest]) -> None:
+    """A metric none of whose fields any row gives is an input error (wrong column names), not a
+    column of missing values; a row that lacks them among rows that have them is "no value"."""
+    if not dataset.samples:
+        return
+    for r in requests:
+        need = r.spec.requires
+        if need and all(len(missing_fields(s, need)) == len(need) for s in dataset.samples):
+            targets = list(dict.fromkeys(REQUIREMENT_TARGET.get(f, f) for f in need))
+            cols = ", ".join(dataset.columns) or "none"
+            raise DatasetError(
+                f"{r.key} needs {', '.join(targets)} and no row has any of them (columns: {cols}); "
+                f"try {dataset.map_hint(targets)}",
+                file=dataset.source, line=dataset.lines[0] if dataset.lines else None)
 
 
 def _preflight(requests: list[MetricRequest], opts: dict[str, Any], store: Store,

@@ -9,6 +9,7 @@ import io
 import json
 import logging
 import math
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
@@ -387,7 +388,7 @@ def _list_cell(v: str, mode: CellMode, err: Any) -> Any:
     """A list written into a text cell: JSON (``["a", "b"]``) or a Python literal (``['a', 'b']``,
     as ``pandas.DataFrame.to_csv`` writes), parsed safely with ``ast.literal_eval``."""
     s = v.strip()
-    if mode == "json" or not s or (s[0], s[-1]) not in {("[", "]"), ("{", "}"), ("(", ")")}:
+    if mode == "json" or not _LISTLIKE.match(s):
         return v
     try:
         return json.loads(s)
@@ -400,6 +401,11 @@ def _list_cell(v: str, mode: CellMode, err: Any) -> Any:
             return v
         raise err(f"looks like a list but is neither JSON nor a Python literal ({type(exc).__name__}: "
                   f"{_short(str(exc))}): {_short(s)}") from None
+
+
+#: a cell that looks like a list or an object: ``[`` or ``{`` then a quote, a bracket or a brace,
+#: or a bracketed list of numbers (``[1] see below`` is text)
+_LISTLIKE = re.compile(r"""^(\[\s*["'{\[\]]|\{\s*["'}]|\[[\d\s,.+-]*\]$)""")
 
 
 def _short(s: str, n: int = 60) -> str:
@@ -529,10 +535,17 @@ def sample_from_dict(row: Any, *, mapping: Mapping[str, str] | None = None, defa
         _used.update(used)
     extra = {k: v for k, v in row.items() if k not in used}
     if not canon and "tools_called" not in row:
-        fields = "question, answer, reference, contexts, relevant, label, trace"
-        cols = ", ".join(row) if row else "none"
-        raise DatasetError(f"no known field in this row (columns: {cols}); name the columns with "
-                           f"--map field=column, fields: {fields}", file=file, line=line)
+        cols = list(row)
+        guesses = []
+        for t in ("question", "answer", "reference", "contexts", "relevant"):
+            g = _guess_column(t, cols)
+            if g is not None:
+                cols.remove(g)
+                guesses.append(f"--map {t}={g}")
+        hint = " ".join(guesses) or ("--map field=column (fields: question, answer, reference, contexts, "
+                                     "relevant, label, trace)")
+        raise DatasetError(f"no known field in this row (columns: {', '.join(row) or 'none'}); "
+                           f"try {hint}", file=file, line=line)
 
     def err(field: str, msg: str) -> DatasetError:
         return DatasetError(msg, file=file, line=line, field=field)
