@@ -509,7 +509,8 @@ def inputs_from_file(path: str | Path, *, by: str = "run", run_column: str = "ru
     groups: dict[str, list[Sample]] = {}
     parents: dict[str, str] = {}
     seen: dict[tuple[str, str], int] = {}
-    for lineno, row in _rows_from_file(p, None):
+    rows, cells = _rows_from_file(p, None)
+    for lineno, row in rows:
         if isinstance(row, DatasetError):
             raise row
         if not isinstance(row, Mapping):
@@ -523,7 +524,7 @@ def inputs_from_file(path: str | Path, *, by: str = "run", run_column: str = "ru
         elif by == "model":
             parents[group] = group
         rest = {k: v for k, v in row.items() if k not in (run_column, model_column)}
-        sample = sample_from_dict(rest, default_id=f"row-{lineno}", file=str(p), line=lineno)
+        sample = sample_from_dict(rest, default_id=f"row-{lineno}", file=str(p), line=lineno, cells=cells)
         if (group, sample.id) in seen:
             raise DatasetError(f"id {sample.id!r} appears twice in {col} {group!r} "
                                f"(first on line {seen[(group, sample.id)]})", file=str(p), line=lineno, field="id")
