@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from ragmeter.store import Store, open_store
+if TYPE_CHECKING:
+    from ragmeter.store import Store
 
 
 class _Console:
@@ -31,6 +32,8 @@ DB_HELP = "SQLAlchemy URL or SQLite path of the store (default: $RAGMETER_DB or 
 def get_store(db: str | None, must_exist: bool = False) -> Store:
     """The store at ``db``; read-only commands pass ``must_exist`` so a mistyped path fails
     instead of leaving a new empty database behind."""
+    from ragmeter.store import open_store  # SQLAlchemy loads only for commands that open the store
+
     return open_store(db, must_exist=must_exist)
 
 
