@@ -131,6 +131,46 @@ def fold(word: str) -> str:
     return "".join(ch for ch in w if not unicodedata.combining(ch))
 
 
+@lru_cache(maxsize=1)
+def porter_stemmer() -> Any:
+    """nltk's ``PorterStemmer()`` (the stemmer rouge-score uses), loaded without importing the
+    ``nltk`` package itself: ``import nltk`` runs its ``__init__``, which pulls in scipy and
+    scikit-learn (1.4 s here) for a stemmer that needs none of them. The package and its
+    ``nltk.stem`` subpackage are stood in for while ``nltk.stem.porter`` and its few plain-Python
+    dependencies load from nltk's own files, then removed again, so a later ``import nltk``
+    behaves as always. Falls back to the ordinary import when that does not work."""
+    import importlib
+    import importlib.util
+    import sys
+    import types
+
+    if "nltk" not in sys.modules:
+        added: list[str] = []
+        try:
+            spec = importlib.util.find_spec("nltk")
+            if spec is None or not spec.submodule_search_locations:
+                raise ImportError("nltk")
+            root = list(spec.submodule_search_locations)[0]
+            for name, path in (("nltk", root), ("nltk.stem", f"{root}/stem")):
+                pkg = types.ModuleType(name)
+                pkg.__path__ = [path]
+                sys.modules[name] = pkg
+                added.append(name)
+            before = set(sys.modules)
+            try:
+                return importlib.import_module("nltk.stem.porter").PorterStemmer()
+            finally:
+                added.extend(m for m in set(sys.modules) - before if m.startswith("nltk"))
+        except Exception:  # noqa: BLE001 - any surprise: the ordinary import below
+            pass
+        finally:
+            for name in added:
+                sys.modules.pop(name, None)
+    from nltk.stem.porter import PorterStemmer
+
+    return PorterStemmer()
+
+
 @lru_cache(maxsize=64)
 def stemmer(language: str) -> Any:
     """The Snowball stemmer of ``language`` (``snowballstemmer``), or ``None`` when there is none

@@ -32,7 +32,7 @@ from ragmeter.io.readers import REQUIREMENT_TARGET, Dataset, load
 from ragmeter.metrics.base import MetricRequest, missing_fields, resolve_all
 from ragmeter.provenance import provenance
 from ragmeter.schema import Sample, Score
-from ragmeter.stats import aggregate
+from ragmeter.stats import aggregate_many
 from ragmeter.store import Store, open_store
 
 
@@ -305,12 +305,13 @@ def evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None = None, *
         done = set()
 
     samples = dataset.samples
-    with _rich_progress(progress) as prog:
+    collected: dict[str, dict[str, Score]] | None = None if resume else {}
+    with _gc_paused(), _rich_progress(progress) as prog:
         ctx = ScoringContext(opts, store=store, run_id=run_id, progress=prog)
         try:
             with _heartbeat(store, run_id):
                 timings = _score_all(samples, requests, ctx, store, run_id, done, unavailable,
-                                     engine=(engine, ray_address))
+                                     engine=(engine, ray_address), collected=collected)
         except BaseException:
             if store.owns_lease(run_id):  # never mark a run another process now writes
                 store.update_run(run_id, status="failed", heartbeat_at=None)
@@ -319,10 +320,12 @@ def evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None = None, *
         extra = ctx.stats()
         ctx.close()
 
-    table = store.score_table(run_id)
+    # a new run holds exactly what this process scored (no other writer has its lease); a resumed
+    # run also holds what earlier processes stored
+    table = collected if collected is not None else store.score_table(run_id)
     scores = {r.key: [table.get(r.key, {}).get(s.id, Score.missing("not scored")) for s in samples]
               for r in requests}
-    summary = {k: aggregate(v) for k, v in scores.items()}
+    summary = aggregate_many(scores)
     for r in requests:
         summary[r.key]["direction"] = "higher" if r.spec.higher_is_better else "lower"
         summary[r.key]["family"] = r.spec.family
@@ -374,6 +377,22 @@ def incomplete_reasons(n_samples: int, summary: Mapping[str, Mapping[str, Any]],
         out.append(f"{key}: no value on {missing} of {total} samples{limit}"
                    + (f" (e.g. {top})" if top else ""))
     return out
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection while scoring: the run allocates millions of small acyclic
+    objects (samples, scores, token lists), and each collection pass would walk all of them
+    again. Collection resumes, as it was, when the run ends."""
+    import gc
+
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 @contextmanager
@@ -467,7 +486,8 @@ def _jsonable(obj: Any) -> Any:
 def _score_all(samples: list[Sample], requests: list[MetricRequest], ctx: ScoringContext,
                store: Store, run_id: str, done: set[tuple[str, str]],
                unavailable_by_key: dict[str, str],
-               engine: tuple[str, str | None] = ("local", None)) -> dict[str, Any]:
+               engine: tuple[str, str | None] = ("local", None),
+               collected: dict[str, dict[str, Score]] | None = None) -> dict[str, Any]:
     timings: dict[str, Any] = {"metrics": {}}
     plans: list[tuple[MetricRequest, list[Sample], list[tuple[Sample, str]], str | None]] = []
     for req in requests:
@@ -483,6 +503,11 @@ def _score_all(samples: list[Sample], requests: list[MetricRequest], ctx: Scorin
                 eligible.append(s)
         plans.append((req, eligible, lacking, unavailable_by_key.get(req.key)))
 
+    def put(key: str, ids: list[str], scores: list[Score]) -> None:
+        store.add_scores(run_id, key, ids, scores)
+        if collected is not None:
+            collected.setdefault(key, {}).update(zip(ids, scores, strict=True))
+
     t = time.perf_counter()
     for req, eligible, _lacking, unavailable in plans:
         if eligible and not unavailable and req.spec.prepare is not None:
@@ -490,33 +515,72 @@ def _score_all(samples: list[Sample], requests: list[MetricRequest], ctx: Scorin
     ctx.flush()
     timings["prepare_s"] = round(time.perf_counter() - t, 4)
 
+    # a second process scores the second half of each pure metric's samples (engines/forked.py)
+    halves: dict[str, tuple[list[Sample], list[Sample]]] = {}
+    second = None
+    if engine[0] == "local":
+        from ragmeter.engines import forked
+
+        if forked.usable(len(samples)):
+            for req, eligible, _lacking, unavailable in plans:
+                if forked.is_pure(req.spec) and not unavailable and len(eligible) >= forked.MIN_SAMPLES:
+                    bs = max(1, req.spec.batch_size)
+                    cut = -(-len(eligible) // 2 // bs) * bs  # whole batches: the same batches as one pass
+                    halves[req.key] = (eligible[:cut], eligible[cut:])
+            if halves:
+                jobs = [(req, [halves[req.key][1][i:i + max(1, req.spec.batch_size)]
+                               for i in range(0, len(halves[req.key][1]), max(1, req.spec.batch_size))])
+                        for req, *_ in plans if req.key in halves]
+                second = forked.SecondHalf(jobs, dict(ctx.options), _run_metric)
+    try:
+        advancers: dict[str, Callable[[int], None]] = {}
+        _score_plans(plans, ctx, store, put, engine, timings, halves, advancers)
+        if second is not None:
+            t = time.perf_counter()
+            for key, scores in second.result().items():
+                rest = halves[key][1]
+                put(key, [s.id for s in rest], scores)
+                advancers[key](len(rest))
+            timings["worker_wait_s"] = round(time.perf_counter() - t, 4)
+            second = None
+    finally:
+        if second is not None:
+            second.cancel()
+    return timings
+
+
+def _score_plans(plans: list[tuple[MetricRequest, list[Sample], list[tuple[Sample, str]], str | None]],
+                 ctx: ScoringContext, store: Store, put: Callable[[str, list[str], list[Score]], None],
+                 engine: tuple[str, str | None], timings: dict[str, Any],
+                 halves: dict[str, tuple[list[Sample], list[Sample]]],
+                 advancers: dict[str, Callable[[int], None]]) -> None:
     for req, eligible, lacking, unavailable in plans:
+        rest = 0
+        if req.key in halves:
+            eligible, rest = halves[req.key][0], len(halves[req.key][1])
         t = time.perf_counter()
         if lacking:
-            store.add_scores(run_id, req.key, [s.id for s, _ in lacking],
-                             [Score.missing(r) for _, r in lacking])
+            put(req.key, [s.id for s, _ in lacking], [Score.missing(r) for _, r in lacking])
         if unavailable:
-            store.add_scores(run_id, req.key, [s.id for s in eligible],
-                             [Score.missing(f"unavailable: {unavailable}")] * len(eligible))
+            put(req.key, [s.id for s in eligible], [Score.missing(f"unavailable: {unavailable}")] * len(eligible))
             continue
-        advance = ctx.progress(req.key, len(eligible))
+        advance = advancers[req.key] = ctx.progress(req.key, len(eligible) + rest)
         bs = max(1, req.spec.batch_size)
         if engine[0] == "ray" and not req.spec.needs_llm and eligible:  # judge metrics stay on the driver
             from ragmeter.engines.ray_engine import score_blocks
 
             for chunk, scores in score_blocks(req, eligible, bs, dict(ctx.options), store.url, _run_metric,
                                               address=engine[1]):
-                store.add_scores(run_id, req.key, [s.id for s in chunk], scores)
+                put(req.key, [s.id for s in chunk], scores)
                 advance(len(chunk))
             timings["metrics"][req.key] = round(time.perf_counter() - t, 4)
             continue
         for i in range(0, len(eligible), bs):
             chunk = eligible[i:i + bs]
             scores = _run_metric(req, chunk, ctx)
-            store.add_scores(run_id, req.key, [s.id for s in chunk], scores)
+            put(req.key, [s.id for s in chunk], scores)
             advance(len(chunk))
         timings["metrics"][req.key] = round(time.perf_counter() - t, 4)
-    return timings
 
 
 def _run_metric(req: MetricRequest, chunk: list[Sample], ctx: ScoringContext) -> list[Score]:

@@ -7,9 +7,14 @@ The interval of a mean depends on the values (rule in :func:`choose_method`, cov
   exact binomial interval. Its coverage is at least the nominal level for every n and p (the
   percentile bootstrap gives the zero-width ``[1, 1]`` for 20 passes out of 20; Clopper-Pearson
   gives ``[0.832, 1]``).
-- other values, ``n >= BCA_MIN_N``: the **BCa** bootstrap (Efron's bias-corrected and accelerated
+- other values, ``BCA_MIN_N <= n < LARGE_N``: the **BCa** bootstrap (Efron's bias-corrected and accelerated
   percentile interval; same formula as ``scipy.stats.bootstrap(method="BCa")``, computed here with
-  the jackknife of the mean in closed form so it is vectorised).
+  the jackknife of the mean in closed form so it is vectorised). Metrics of one run share the
+  bootstrap draws (:func:`aggregate_many`).
+- other values, ``n >= LARGE_N`` (100,000): **Student's t**. There the mean is as normal as it
+  gets: on skewed scores (Beta(0.3, 2), clipped log-normal, 90% zeros) t and BCa differ by 1-2% of
+  the interval's width, the size of BCa's own Monte-Carlo error at 2000 resamples, and t costs
+  nothing where BCa would draw 2000 x n indices.
 - other values, ``n < BCA_MIN_N``: the **studentised (bootstrap-t)** interval. At n = 10-20 on
   skewed scores the percentile and BCa intervals cover only 0.88-0.92 and Student's t 0.92-0.93,
   and BCa still only 0.934-0.94 at n = 50; bootstrap-t, which resamples the t statistic itself,
@@ -19,7 +24,7 @@ The interval of a mean depends on the values (rule in :func:`choose_method`, cov
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -31,19 +36,66 @@ SEED = 20261122
 #: below this many values a non-0/1 mean gets the bootstrap-t interval instead of BCa
 BCA_MIN_N = 100
 
-Method = Literal["clopper_pearson", "bca", "bootstrap_t", "constant"]
+Method = Literal["clopper_pearson", "bca", "bootstrap_t", "t", "constant"]
+
+
+#: indices drawn per block: a block and its gathered values stay in cache
+_BLOCK_ELEMENTS = 1 << 17
+#: at or above this many values a non-0/1 mean gets Student's t interval (see :func:`choose_method`)
+LARGE_N = 100_000
+
+
+def _block_sums(cols: np.ndarray, start: int, m: int, seed: int, out: np.ndarray) -> None:
+    """Resample sums of every row of ``cols`` (``k x n``) for resamples ``start .. start + m``.
+
+    The indices of a block come from their own PCG64 stream (``SeedSequence(seed, block start)``),
+    so blocks can run in any order, on any thread, with the same result. The buffers are made once
+    per block and written in place (``out=``), which spares the allocator's page faults."""
+    n = cols.shape[1]
+    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, start])))
+    u = np.empty(m * n)
+    rng.random(out=u)
+    u *= n
+    idx = np.empty(m * n, dtype=np.intp)
+    np.copyto(idx, u, casting="unsafe")  # floor(u * n): uniform on 0 .. n-1
+    g = np.empty(m * n)
+    for j in range(cols.shape[0]):
+        np.take(cols[j], idx, out=g, mode="clip")  # "raise" would copy the indices first
+        out[j, start:start + m] = g.reshape(m, n).sum(axis=1)
+
+
+def boot_means_many(cols: np.ndarray, n_resamples: int = N_BOOTSTRAP, seed: int = SEED) -> np.ndarray:
+    """Bootstrap means of several columns of equal length, resampled with the *same* indices.
+
+    Args:
+        cols: ``k x n`` values (one row per metric, aligned or not: each row is resampled by
+            the same index draws, which is what makes one draw serve every row).
+        n_resamples: resamples per row.
+        seed: the draws are deterministic for a seed, whatever ``k`` and the thread count.
+
+    Returns:
+        ``k x n_resamples`` resample means. The blocks run on two threads (numpy releases the
+        GIL while it draws, gathers and sums).
+    """
+    cols = np.ascontiguousarray(np.atleast_2d(cols), dtype=np.float64)
+    k, n = cols.shape
+    sums = np.empty((k, n_resamples))
+    m = max(1, min(n_resamples, _BLOCK_ELEMENTS // max(n, 1)))
+    starts = list(range(0, n_resamples, m))
+    if len(starts) > 1 and k * n * n_resamples > 2_000_000:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            list(pool.map(lambda a: _block_sums(cols, a, min(m, n_resamples - a), seed, sums), starts))
+    else:
+        for a in starts:
+            _block_sums(cols, a, min(m, n_resamples - a), seed, sums)
+    return sums / n
 
 
 def _boot_means(x: np.ndarray, n_resamples: int, seed: int) -> np.ndarray:
-    n = x.size
-    rng = np.random.default_rng(seed)
-    means = np.empty(n_resamples)
-    block = max(1, min(n_resamples, 2_000_000 // n))
-    for i in range(0, n_resamples, block):
-        m = min(block, n_resamples - i)
-        idx = rng.integers(0, n, size=(m, n))
-        means[i:i + m] = x[idx].mean(axis=1)
-    return means
+    """Means of ``n_resamples`` bootstrap resamples of ``x`` (deterministic for a ``seed``)."""
+    return boot_means_many(x[None, :], n_resamples, seed)[0]
 
 
 def bootstrap_ci(values: Sequence[float] | np.ndarray, *, level: float = 0.95,
@@ -78,6 +130,8 @@ def choose_method(values: Sequence[float] | np.ndarray) -> Method:
         return "clopper_pearson"
     if x.size and np.all(x == x[0]):
         return "constant"
+    if x.size >= LARGE_N:
+        return "t"
     return "bca" if x.size >= BCA_MIN_N else "bootstrap_t"
 
 
@@ -88,11 +142,11 @@ def clopper_pearson_ci(k: int, n: int, *, level: float = 0.95) -> tuple[float, f
     >>> [round(v, 3) for v in clopper_pearson_ci(20, 20)]
     [0.832, 1.0]
     """
-    from scipy.stats import beta
+    from scipy.special import betaincinv  # Beta quantile (scipy.special loads 3x faster than scipy.stats)
 
     a = (1 - level) / 2
-    lo = float(beta.ppf(a, k, n - k + 1)) if k > 0 else 0.0
-    hi = float(beta.ppf(1 - a, k + 1, n - k)) if k < n else 1.0
+    lo = float(betaincinv(k, n - k + 1, a)) if k > 0 else 0.0
+    hi = float(betaincinv(k + 1, n - k, 1 - a)) if k < n else 1.0
     return lo, hi
 
 
@@ -105,41 +159,45 @@ def bca_ci(values: Sequence[float] | np.ndarray, *, level: float = 0.95, n_resam
     :math:`u_i = \\bar x_{(\\cdot)} - \\bar x_{(i)}`; the interval is the bootstrap quantiles at
     :math:`\\Phi(z_0 + (z_0 + z_q) / (1 - a (z_0 + z_q)))`. Returns ``None`` below two values.
     """
-    from scipy.stats import norm
-
     x = np.asarray(values, dtype=np.float64)
     n = x.size
     if n < 2:
         return None
     if np.all(x == x[0]):
         return float(x[0]), float(x[0])
-    means = _boot_means(x, n_resamples, seed)
+    return _bca_from_means(x, _boot_means(x, n_resamples, seed), level)
+
+
+def _bca_from_means(x: np.ndarray, means: np.ndarray, level: float) -> tuple[float, float]:
+    from scipy.special import ndtr, ndtri  # the normal CDF and quantile
+
+    n = x.size
     theta = float(x.mean())
     prop = float(np.mean(means < theta))
-    z0 = float(norm.ppf(min(max(prop, 1e-9), 1 - 1e-9)))
+    z0 = float(ndtri(min(max(prop, 1e-9), 1 - 1e-9)))
     jack = (theta * n - x) / (n - 1)
     u = jack.mean() - jack
     den = 6 * float((u ** 2).sum()) ** 1.5
     acc = float((u ** 3).sum()) / den if den > 0 else 0.0
     qs = []
     for q in ((1 - level) / 2, 1 - (1 - level) / 2):
-        zq = norm.ppf(q)
-        qs.append(float(norm.cdf(z0 + (z0 + zq) / (1 - acc * (z0 + zq)))))
+        zq = ndtri(q)
+        qs.append(float(ndtr(z0 + (z0 + zq) / (1 - acc * (z0 + zq)))))
     lo, hi = np.quantile(means, qs)
     return float(lo), float(hi)
 
 
 def t_ci(values: Sequence[float] | np.ndarray, *, level: float = 0.95) -> tuple[float, float] | None:
     """Student's t interval of the mean, ``mean +- t_{n-1} * s / sqrt(n)``; ``None`` below two values."""
-    from scipy.stats import t
+    from scipy.special import stdtrit  # Student's t quantile
 
     x = np.asarray(values, dtype=np.float64)
     n = x.size
     if n < 2:
         return None
-    h = float(t.ppf(1 - (1 - level) / 2, n - 1)) * float(x.std(ddof=1)) / np.sqrt(n)
+    h = float(stdtrit(n - 1, 1 - (1 - level) / 2)) * float(x.std(ddof=1)) / np.sqrt(n)
     m = float(x.mean())
-    return m - h, m + h
+    return float(m - h), float(m + h)
 
 
 def bootstrap_t_ci(values: Sequence[float] | np.ndarray, *, level: float = 0.95,
@@ -192,25 +250,54 @@ def mean_ci(values: Sequence[float] | np.ndarray, *, level: float = 0.95,
         return float(x[0]), float(x[0])
     if method == "bootstrap_t":
         return bootstrap_t_ci(x, level=level, n_resamples=n_resamples, seed=seed)
+    if method == "t":
+        return t_ci(x, level=level)
     return bca_ci(x, level=level, n_resamples=n_resamples, seed=seed)
 
 
 def aggregate(scores: Sequence[Score]) -> dict[str, Any]:
     """Summary of one metric's scores: mean, std, CI (:func:`mean_ci`, method in ``ci_method``),
     count with a value, count without and why."""
-    vals = np.array([s.value for s in scores if s.value is not None], dtype=np.float64)
-    reasons = Counter(s.reason or "no value" for s in scores if s.value is None)
-    out: dict[str, Any] = {
-        "n": int(vals.size),
-        "n_missing": int(sum(reasons.values())),
-        "missing_reasons": dict(reasons.most_common()),
-    }
-    if vals.size:
-        ci = mean_ci(vals)
-        out.update(mean=float(vals.mean()), std=float(vals.std(ddof=1)) if vals.size > 1 else 0.0,
-                   min=float(vals.min()), max=float(vals.max()),
-                   ci_low=ci[0] if ci else None, ci_high=ci[1] if ci else None,
-                   ci_method=choose_method(vals) if ci else None)
-    else:
-        out.update(mean=None, std=None, min=None, max=None, ci_low=None, ci_high=None, ci_method=None)
+    return aggregate_many({"_": scores})["_"]
+
+
+def aggregate_many(columns: Mapping[str, Sequence[Score] | tuple[np.ndarray, Sequence[str | None]]],
+                   *, level: float = 0.95) -> dict[str, dict[str, Any]]:
+    """:func:`aggregate` of several metrics at once; equal to calling it on each, faster: the BCa
+    columns of equal length share one set of bootstrap draws (:func:`boot_means_many`).
+
+    A column is a list of :class:`Score`, or ``(values, reasons)``: a float array with NaN where
+    there is no value, and the reasons of the missing ones."""
+    out: dict[str, dict[str, Any]] = {}
+    bca: dict[int, list[tuple[str, np.ndarray]]] = {}
+    for key, col in columns.items():
+        if isinstance(col, tuple):
+            vals_all, why = col
+            vals_all = np.asarray(vals_all, dtype=np.float64)
+            present = ~np.isnan(vals_all)
+            vals = vals_all[present]
+            reasons = Counter(r or "no value" for r, p in zip(why, present.tolist(), strict=True) if not p)
+        else:
+            vals = np.array([s.value for s in col if s.value is not None], dtype=np.float64)
+            reasons = Counter(s.reason or "no value" for s in col if s.value is None)
+        agg: dict[str, Any] = {"n": int(vals.size), "n_missing": int(sum(reasons.values())),
+                               "missing_reasons": dict(reasons.most_common())}
+        out[key] = agg
+        if not vals.size:
+            agg.update(mean=None, std=None, min=None, max=None, ci_low=None, ci_high=None, ci_method=None)
+            continue
+        agg.update(mean=float(vals.mean()), std=float(vals.std(ddof=1)) if vals.size > 1 else 0.0,
+                   min=float(vals.min()), max=float(vals.max()))
+        method = choose_method(vals)
+        if method == "bca":
+            bca.setdefault(vals.size, []).append((key, vals))
+            continue
+        ci = mean_ci(vals, level=level)
+        agg.update(ci_low=ci[0] if ci else None, ci_high=ci[1] if ci else None,
+                   ci_method=method if ci else None)
+    for group in bca.values():
+        means = boot_means_many(np.stack([v for _, v in group]))
+        for (key, vals), m in zip(group, means, strict=True):
+            lo, hi = _bca_from_means(vals, m, level)
+            out[key].update(ci_low=lo, ci_high=hi, ci_method="bca")
     return out

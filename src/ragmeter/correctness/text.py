@@ -173,11 +173,10 @@ def is_abstention(text: str, language: str = "en") -> bool:
     return bool(_ABSTAIN.search(t.replace("\u2019", "'")))
 
 
-@lru_cache(maxsize=1)
 def _porter():  # type: ignore[no-untyped-def]
-    from nltk.stem.porter import PorterStemmer  # pure Python, no data download
+    import ragmeter.language as lang
 
-    return PorterStemmer()
+    return lang.porter_stemmer()  # nltk's, pure Python, no data download
 
 
 @lru_cache(maxsize=65536)

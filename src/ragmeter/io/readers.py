@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import csv
+import functools
 import hashlib
 import io
 import json
@@ -476,6 +477,10 @@ def _build(rows: Iterable[tuple[int, Any]], source: str, mapping: Mapping[str, s
                    lines=lines)
 
 
+#: fields whose plain-text value needs no parsing (see the fast path in :func:`sample_from_dict`)
+_SIMPLE_TARGETS = frozenset({"id", "question", "answer", "references"})
+
+
 def _is_index(col: str) -> bool:
     # the index column pandas writes with to_csv(index=True): "" or "Unnamed: 0"
     return col == "" or col.startswith("Unnamed: ")
@@ -483,6 +488,34 @@ def _is_index(col: str) -> bool:
 
 _LIST_TARGETS = {"references", "negative_references", "contexts", "retrieved_ids", "relevant",
                  "relevant_ids", "metadata", "trace"}
+
+
+@functools.lru_cache(maxsize=4096)
+def _resolve_columns(keys: tuple[str, ...], none: tuple[bool, ...],
+                     mapping: tuple[tuple[str, str], ...]) -> tuple[dict[str, str], frozenset[str]]:
+    """Which column gives each field (the first alias with a value; ``--map`` wins) and the columns
+    read by some field. Rows of one file share their columns, so this runs once per file shape."""
+    row = dict(zip(keys, none, strict=True))  # column -> value is None
+    maps = dict(mapping)
+    deepeval = any(k in row for k in _DEEPEVAL_KEYS)
+    mapped = set(maps.values())
+    used: set[str] = set()
+    canon: dict[str, str] = {}
+    for target, aliases in FIELD_ALIASES.items():
+        if target in maps:
+            names: tuple[str, ...] = (maps[target],)
+        else:
+            names = aliases
+            if deepeval and target == "contexts":
+                names = tuple(a for a in aliases if a != "context")
+            elif deepeval and target == "relevant":
+                names = ("context", *aliases)
+        for name in names:
+            if name in row and (name not in mapped or maps.get(target) == name):
+                used.add(name)
+                if not row[name] and target not in canon:
+                    canon[target] = name
+    return canon, frozenset(used)
 
 
 def sample_from_dict(row: Any, *, mapping: Mapping[str, str] | None = None, default_id: str = "row-1",
@@ -505,32 +538,18 @@ def sample_from_dict(row: Any, *, mapping: Mapping[str, str] | None = None, defa
     if not isinstance(row, Mapping):
         raise DatasetError(f"expected an object with fields, got {type(row).__name__}",
                            file=file, line=line)
-    row = {str(k): _plain(v) for k, v in row.items() if not _is_index(str(k))}
+    row = {str(k): (v if type(v) is str else _plain(v)) for k, v in row.items() if not _is_index(str(k))}
     if cells != "json":
         row = {k: (None if isinstance(v, str) and v.strip() == "" and cells == "frame" else v)
                for k, v in row.items()}
     mapping = mapping or {}
-    deepeval = any(k in row for k in _DEEPEVAL_KEYS)
-    mapped = set(mapping.values())
-    used: set[str] = set()
-    canon: dict[str, Any] = {}
-    for target, aliases in FIELD_ALIASES.items():
-        if target in mapping:
-            if mapping[target] not in row:
-                raise DatasetError(f"--map {target}={mapping[target]}: no such column "
-                                   f"(columns: {', '.join(row)})", file=file, line=line)
-            names: tuple[str, ...] = (mapping[target],)
-        else:
-            names = aliases
-            if deepeval and target == "contexts":
-                names = tuple(a for a in aliases if a != "context")
-            elif deepeval and target == "relevant":
-                names = ("context", *aliases)
-        for name in names:
-            if name in row and (name not in mapped or mapping.get(target) == name):
-                used.add(name)
-                if row[name] is not None and target not in canon:
-                    canon[target] = (name, row[name])
+    for target, col in mapping.items():
+        if target in FIELD_ALIASES and col not in row:
+            raise DatasetError(f"--map {target}={col}: no such column "
+                               f"(columns: {', '.join(row)})", file=file, line=line)
+    names_of, used = _resolve_columns(tuple(row), tuple(v is None for v in row.values()),
+                                      tuple(mapping.items()))
+    canon: dict[str, Any] = {t: (n, row[n]) for t, n in names_of.items()}
     if _used is not None:
         _used.update(used)
     extra = {k: v for k, v in row.items() if k not in used}
@@ -546,6 +565,21 @@ def sample_from_dict(row: Any, *, mapping: Mapping[str, str] | None = None, defa
                                      "relevant, label, trace)")
         raise DatasetError(f"no known field in this row (columns: {', '.join(row) or 'none'}); "
                            f"try {hint}", file=file, line=line)
+
+    if (cells == "json" and _SIMPLE_TARGETS.issuperset(canon) and "tools_called" not in row
+            and all(type(v) is str for _, v in canon.values())):
+        # the common row (id, question, answer, reference as text): the checks below reduce to these
+        fast: dict[str, Any] = {f: v for f, (_, v) in canon.items()}
+        if "references" in fast:
+            fast["references"] = [fast["references"]]
+        fast.setdefault("id", default_id)
+        fast["metadata"] = {k: v for k, v in row.items() if k not in used}
+        for k, v in row.items():
+            if type(v) is str and not v.isascii():
+                _check_text(v, k, lambda f, m: DatasetError(m, file=file, line=line, field=f))
+            elif v is not None and type(v) is not str and not isinstance(v, int | float):
+                _check_text(v, k, lambda f, m: DatasetError(m, file=file, line=line, field=f))
+        return Sample.model_validate(fast)
 
     def err(field: str, msg: str) -> DatasetError:
         return DatasetError(msg, file=file, line=line, field=field)
@@ -623,7 +657,12 @@ def sample_from_dict(row: Any, *, mapping: Mapping[str, str] | None = None, defa
         for f, attr in (("question", "input_text"), ("answer", "final_text")):
             if f not in out and getattr(out["trace"], attr, None) is not None:
                 out[f] = getattr(out["trace"], attr)
-    _check_text(out, "", err)
+    for k, v in row.items():  # every string must encode; the common case costs one C call
+        if type(v) is str:
+            if not v.isascii():
+                _check_text(v, k, err)
+        elif v is not None and not isinstance(v, int | float):
+            _check_text(v, k, err)
     try:
         return Sample.model_validate(out)
     except ValidationError as exc:
@@ -640,6 +679,8 @@ def _kind(v: Any) -> str:
 def _check_text(v: Any, where: str, err: Any) -> None:
     """Every string must be encodable (a lone surrogate from JSON ``"\\ud800"`` is not)."""
     if isinstance(v, str):
+        if v.isascii():
+            return
         try:
             v.encode("utf-8")
         except UnicodeEncodeError as exc:

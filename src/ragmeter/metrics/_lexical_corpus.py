@@ -46,23 +46,64 @@ def corpus_score(name: str, answers: Sequence[str], references: Sequence[Sequenc
     pairs = [(a, list(r)) for a, r in zip(answers, references, strict=True) if r]
     if not pairs:
         return None
-    width = max(len(r) for _, r in pairs)
     hyps = [a for a, _ in pairs]
-    streams = [[r[i] if i < len(r) else None for _, r in pairs] for i in range(width)]
-    sc = _scorer(name, params or {})
-    stats = np.asarray(sc._extract_corpus_statistics(hyps, streams), dtype=np.float64)
-    score = float(sc._compute_score_from_stats(stats.sum(axis=0).tolist()).score) / 100
+    refs = [r for _, r in pairs]
+    if CORPUS_METRICS[name] == "BLEU":
+        stats, from_stats = _bleu_corpus_stats(hyps, refs, params or {})
+    else:
+        sc = _scorer(name, params or {})
+        width = max(len(r) for r in refs)
+        streams = [[r[i] if i < len(r) else None for r in refs] for i in range(width)]
+        stats = np.asarray(sc._extract_corpus_statistics(hyps, streams), dtype=np.float64)
+
+        def from_stats(row: Any) -> float:
+            return float(sc._compute_score_from_stats(list(row)).score)
+    score = from_stats(stats.sum(axis=0)) / 100
     out: dict[str, Any] = {"corpus_score": score, "corpus_ci_low": None, "corpus_ci_high": None,
                            "corpus_n": len(pairs)}
     n = len(pairs)
     if n >= 2:
-        rng = np.random.default_rng(seed)
-        counts = rng.multinomial(n, np.full(n, 1 / n), size=n_resamples).astype(np.float64)
-        sums = counts @ stats
-        boot = np.array([sc._compute_score_from_stats(row.tolist()).score for row in sums]) / 100
+        boot = np.array([from_stats(row) for row in _resampled_sums(stats, n_resamples, seed)]) / 100
         a = (1 - level) / 2
         lo, hi = np.quantile(boot, [a, 1 - a])
         out.update(corpus_ci_low=float(lo), corpus_ci_high=float(hi))
+    return out
+
+
+def _bleu_corpus_stats(hyps: list[str], refs: list[list[str]], params: Mapping[str, Any]) -> tuple[np.ndarray, Any]:
+    """Per-segment BLEU statistics in sacrebleu's order (hyp length, closest reference length,
+    then matches and totals per order), from the same counter sentence BLEU uses (and remembers),
+    and the corpus score of a row of summed statistics (``BLEU.compute_bleu``, no effective order)."""
+    from ragmeter.metrics._lexical_mt import bleu_from_stats, bleu_stats
+
+    order = params.get("max_ngram_order", 4)
+    st = bleu_stats(hyps, refs, max_ngram_order=order, lowercase=params.get("lowercase", False),
+                    tokenize=params.get("tokenize", "13a"))
+    stats = np.column_stack([st["hyp_len"], st["ref_len"], st["correct"], st["total"]]).astype(np.float64)
+    smooth, value = params.get("smooth_method", "exp"), params.get("smooth_value")
+
+    def from_stats(row: Any) -> float:
+        r = [int(x) for x in row]
+        return bleu_from_stats(r[2:2 + order], r[2 + order:], r[0], r[1], smooth, value, False, order)
+
+    return stats, from_stats
+
+
+def _resampled_sums(stats: np.ndarray, n_resamples: int, seed: int) -> np.ndarray:
+    """Column sums of ``n_resamples`` bootstrap resamples of the rows of ``stats``: each resample's
+    multiplicities are the counts of ``n`` uniform draws (a bincount), applied by a matrix product."""
+    n = len(stats)
+    rng = np.random.default_rng(seed)
+    out = np.empty((n_resamples, stats.shape[1]))
+    block = max(1, min(n_resamples, (1 << 17) // n))  # small blocks: no page-fault churn
+    for i in range(0, n_resamples, block):
+        m = min(block, n_resamples - i)
+        # uniform draws on 0..n-1 from raw 32-bit halves (Lemire's multiply-shift), offset per resample
+        raw = rng.bit_generator.random_raw((m * n + 1) // 2).view(np.uint32)[:m * n]
+        draws = (np.multiply(raw, np.uint64(n), dtype=np.uint64) >> np.uint64(32)).view(np.int64)
+        draws += np.repeat(np.arange(m, dtype=np.int64) * n, n)
+        counts = np.bincount(draws, minlength=m * n).reshape(m, n).astype(np.float64)
+        out[i:i + m] = counts @ stats
     return out
 
 

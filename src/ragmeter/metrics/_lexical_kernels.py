@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 import string
-from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -194,28 +193,59 @@ def normalize_answer(text: str) -> str:
     return " ".join(_ARTICLES.sub(" ", text.lower().translate(_PUNCT_TABLE)).split())
 
 
+_NORMALIZED: dict[str, str] = {}  # text -> normalize_answer(text), shared by exact_match and token_f1
+_NORMALIZED_MAX = 1 << 18
+
+
+def normalize_answers(texts: Sequence[str]) -> list[str]:
+    """:func:`normalize_answer` of many texts. Lower-casing, punctuation removal (one
+    ``str.replace`` per punctuation mark present: ``str.translate`` is slow on non-ASCII text) and
+    the article expression run once over the texts joined by newlines (a newline is a word boundary
+    and whitespace, as the ends of a text are, so each text comes out as on its own). Results are
+    remembered (bounded), so exact_match and token_f1 of one run normalise each text once."""
+    memo = _NORMALIZED
+    todo = [t for t in dict.fromkeys(texts) if t not in memo]
+    if todo:
+        if len(memo) + len(todo) > _NORMALIZED_MAX:
+            memo.clear()
+        joined = "\n".join(t.replace("\n", " ") for t in todo).lower()
+        for ch in string.punctuation:
+            if ch in joined:
+                joined = joined.replace(ch, "")
+        joined = _ARTICLES.sub(" ", joined)
+        memo.update(zip(todo, [" ".join(part.split()) for part in joined.split("\n")], strict=True))
+    return [memo[t] for t in texts]
+
+
 def exact_match_kernel(a: Sequence[str], b: Sequence[str]) -> np.ndarray:
-    return np.fromiter((float(normalize_answer(x) == normalize_answer(y)) for x, y in zip(a, b, strict=True)),
-                       dtype=np.float64, count=len(a))
-
-
-def _token_f1(pred: str, gold: str) -> float:
-    pred_toks = normalize_answer(pred).split()
-    gold_toks = normalize_answer(gold).split()
-    if not pred_toks or not gold_toks:
-        # SQuAD v2.0: two empty answers agree, one empty answer scores 0
-        return float(pred_toks == gold_toks)
-    same = sum((Counter(pred_toks) & Counter(gold_toks)).values())
-    if same == 0:
-        return 0.0
-    precision = 1.0 * same / len(pred_toks)
-    recall = 1.0 * same / len(gold_toks)
-    return (2 * precision * recall) / (precision + recall)
+    norm = normalize_answers([*a, *b])
+    return np.fromiter(map(str.__eq__, norm[:len(a)], norm[len(a):]), dtype=np.float64, count=len(a))
 
 
 def token_f1_kernel(a: Sequence[str], b: Sequence[str]) -> np.ndarray:
-    return np.fromiter((_token_f1(x, y) for x, y in zip(a, b, strict=True)), dtype=np.float64,
-                       count=len(a))
+    """SQuAD token F1 of each pair: ``2PR / (P + R)`` over the shared normalised tokens (multiset
+    intersection), 1 when both sides are empty, 0 when one is."""
+    from ragmeter.metrics._lexical_ngrams import NgramColumns, clipped_matches
+
+    n = len(a)
+    toks = [t.split() for t in normalize_answers([*a, *b])]
+    segments = [x for pair in zip(toks[:n], toks[n:], strict=True) for x in pair]
+    grams = NgramColumns(segments, 1)
+    same = clipped_matches(grams, np.arange(0, 2 * n, 2, dtype=np.int64),
+                           np.repeat(np.arange(n, dtype=np.int64), 2) * np.tile([0, 1], n) - np.tile([1, 0], n),
+                           1).astype(np.float64)
+    lp = grams.lens[0::2].astype(np.float64)
+    lg = grams.lens[1::2].astype(np.float64)
+    out = np.zeros(n, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        precision = 1.0 * same / lp
+        recall = 1.0 * same / lg
+        f1 = (2 * precision * recall) / (precision + recall)
+    ok = same > 0
+    out[ok] = f1[ok]
+    empty = (lp == 0) | (lg == 0)
+    out[empty] = (lp[empty] == lg[empty]).astype(np.float64)  # SQuAD v2.0: both empty agree
+    return out
 
 
 # --- keyword containment ------------------------------------------------------------------------

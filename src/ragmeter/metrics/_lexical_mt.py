@@ -12,6 +12,7 @@ of the reference with the best F-score.
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -64,13 +65,6 @@ def _matches(hyp: Counter, ref: Counter) -> int:
     """sum over n-grams of min(count in hyp, count in ref): the clipped match count."""
     common = hyp.keys() & ref.keys()
     return sum(map(min, map(hyp.__getitem__, common), map(ref.__getitem__, common)))
-
-
-def _word_ngrams(tokens: list[str], max_order: int) -> list[Counter]:
-    out: list[Counter] = [Counter(tokens)]
-    for n in range(2, max_order + 1):
-        out.append(Counter(zip(*[tokens[i:] for i in range(n)], strict=False)))
-    return out
 
 
 class _Packer:
@@ -143,6 +137,167 @@ def check_bleu_params(max_ngram_order: int, smooth_method: str, tokenize: str) -
         raise MetricError(f"unknown BLEU tokenizer {tokenize!r}; valid: {sorted(BLEU.TOKENIZERS)}")
 
 
+def tokenize_13a_many(lines: Sequence[str]) -> list[list[str]]:
+    """:func:`tokenize_13a` of many lines, split into tokens; the regular expressions run once over
+    the whole column. Each line is padded with a space on both sides as sacrebleu pads it and the
+    lines are joined with newlines, which none of the expressions can match next to (a newline
+    always sits between two pad spaces), so every line is tokenized exactly as on its own."""
+    prepared = []
+    for line in lines:
+        line = line.replace("<skipped>", "").replace("-\n", "").replace("\n", " ")
+        if "&" in line:
+            line = (line.replace("&quot;", '"').replace("&amp;", "&").replace("&lt;", "<")
+                    .replace("&gt;", ">"))
+        prepared.append(line)
+    text = " " + " \n ".join(prepared) + " "
+    for code, padded in _PAD_13A.items():  # str.translate to multi-character strings is slow on long text
+        ch = chr(code)
+        if ch in text:
+            text = text.replace(ch, padded)
+    if "." in text or "," in text:
+        text = _LONE_PERIOD.sub(" . ", text)  # literal replacements: no per-match template expansion
+        text = _LONE_COMMA.sub(" , ", text)
+        text = _MARK_RUN.sub(_mark_run, text)
+    if "-" in text:
+        text = _DIGIT_DASH.sub(" - ", text)
+    return [part.split() for part in text.split("\n")] if lines else []
+
+
+# The three expressions after the padding, restated so the regular-expression engine searches for a
+# literal character instead of trying a match at every position (several times faster on a long
+# text); the tokens are identical (the tests compare with sacrebleu on punctuation-heavy text).
+# Expressions 2 and 3 (``([^0-9])([\.,])`` -> ``\1 \2 ``, then ``([\.,])([^0-9])`` -> `` \1 \2``)
+# only ever insert spaces around periods and commas. A lone mark (no mark next to it) ends up padded
+# unless it sits between two digits (``3.5``, ``1,000``): ``_LONE_PERIOD``, ``_LONE_COMMA``. A run of marks is
+# rare; each gets the two original expressions applied to it with its two neighbours as context
+# (neither neighbour is a mark, so no match reaches further and the neighbours stay in place).
+# Expression 4 (``([0-9])(-)`` -> ``\1 \2 ``) pads every hyphen right after a digit.
+_LONE_PERIOD = re.compile(r"\.(?:(?<![0-9.,]\.)(?![.,])|(?<![.,]\.)(?![0-9.,]))")
+_LONE_COMMA = re.compile(r",(?:(?<![0-9.,],)(?![.,])|(?<![.,],)(?![0-9.,]))")
+_MARK_RUN = re.compile(r"[.,]{2,}")
+_DIGIT_DASH = re.compile(r"(?<=[0-9])-")
+
+
+def _mark_run(m: re.Match[str]) -> str:
+    a, b, text = m.start(), m.end(), m.string
+    local = text[a - 1:b + 1]  # the joined text is padded, so both neighbours exist
+    for regex, repl in _RE_13A[:2]:
+        local = regex.sub(repl, local)
+    return local[1:-1]
+
+
+def _bleu_tokens(texts: Sequence[str], tokenize: str, lowercase: bool) -> list[list[str]]:
+    # BLEU._preprocess_segment: optional lower-casing, strip the right end, tokenize
+    prepared = [(t.lower() if lowercase else t).rstrip() for t in texts]
+    if tokenize == "13a":
+        return tokenize_13a_many(prepared)
+    tok = _bleu_tokenizer(tokenize)
+    return [tok(t).split() for t in prepared]
+
+
+_BLEU_MEMO: dict[tuple[Any, ...], dict[tuple[str, tuple[str, ...]], tuple[int, ...]]] = {}
+_BLEU_MEMO_MAX = 1 << 18
+
+
+def bleu_stats(answers: Sequence[str], references: Sequence[Sequence[str]], *, max_ngram_order: int = 4,
+               lowercase: bool = False, tokenize: str = "13a") -> dict[str, np.ndarray]:
+    """sacrebleu's sufficient statistics of each (answer, references) pair.
+
+    Remembered per pair (bounded), so a run's corpus BLEU reuses what its sentence BLEU counted.
+
+    Returns:
+        ``correct`` and ``total`` (``n x max_ngram_order``: clipped n-gram matches and hypothesis
+        n-grams), ``hyp_len`` and ``ref_len`` (the closest reference length, the shorter on ties),
+        as ``BLEU._extract_corpus_statistics`` counts them.
+    """
+    order = max_ngram_order
+    memo = _BLEU_MEMO.setdefault((order, lowercase, tokenize), {})
+    keys = [(a, tuple(rs)) for a, rs in zip(answers, references, strict=True)]
+    todo = [k for k in dict.fromkeys(keys) if k not in memo]
+    if todo:
+        if len(memo) + len(todo) > _BLEU_MEMO_MAX:
+            memo.clear()
+        memo.update(zip(todo, _count_bleu([k[0] for k in todo], [k[1] for k in todo], order, lowercase,
+                                          tokenize), strict=True))
+    rows = np.array([memo[k] for k in keys], dtype=np.int64).reshape(len(keys), 2 * order + 2)
+    return {"correct": rows[:, :order], "total": rows[:, order:2 * order], "hyp_len": rows[:, -2],
+            "ref_len": rows[:, -1]}
+
+
+def export_memo() -> dict[tuple[Any, ...], dict[tuple[str, tuple[str, ...]], tuple[int, ...]]]:
+    """The remembered BLEU statistics (a worker process hands them back with its scores)."""
+    return {cfg: dict(rows) for cfg, rows in _BLEU_MEMO.items() if rows}
+
+
+def merge_memo(memo: dict[tuple[Any, ...], dict[tuple[str, tuple[str, ...]], tuple[int, ...]]]) -> None:
+    """Remember BLEU statistics counted elsewhere (see :func:`export_memo`)."""
+    for cfg, rows in memo.items():
+        mine = _BLEU_MEMO.setdefault(cfg, {})
+        if len(mine) + len(rows) > _BLEU_MEMO_MAX:
+            mine.clear()
+        mine.update(rows)
+
+
+def _count_bleu(answers: Sequence[str], references: Sequence[Sequence[str]], order: int, lowercase: bool,
+                tokenize: str) -> list[tuple[int, ...]]:
+    from ragmeter.metrics._lexical_ngrams import NgramColumns, clipped_matches, pair_layout
+
+    n = len(answers)
+    uniq = list(dict.fromkeys([*answers, *(r for rs in references for r in rs)]))
+    toks = dict(zip(uniq, _bleu_tokens(uniq, tokenize, lowercase), strict=True))
+    hyps = [toks[a] for a in answers]
+    refs = [[toks[r] for r in rs] for rs in references]
+    segments, hyp_segment, ref_pair = pair_layout(hyps, refs)
+    grams = NgramColumns(segments, order)
+    out = np.zeros((n, 2 * order + 2), dtype=np.int64)
+    for k in range(1, order + 1):
+        out[:, k - 1] = clipped_matches(grams, hyp_segment, ref_pair, k)
+    hyp_len = grams.lens[hyp_segment]
+    out[:, order:2 * order] = np.maximum(hyp_len[:, None] - np.arange(order)[None, :], 0)
+    out[:, -2] = hyp_len
+    out[:, -1] = np.fromiter((_closest_ref_len(h, [len(t) for t in rs])
+                              for h, rs in zip(hyp_len.tolist(), refs, strict=True)), dtype=np.int64, count=n)
+    return list(map(tuple, out.tolist()))
+
+
+def bleu_from_stats(correct: Sequence[int], total: Sequence[int], sys_len: int, ref_len: int,
+                    smooth_method: str, smooth_value: float | None, effective_order: bool,
+                    max_ngram_order: int) -> float:
+    """``sacrebleu.BLEU.compute_bleu(...).score`` without building a result object: the same float
+    operations in the same order, so the value is identical (the tests compare the two)."""
+    from sacrebleu.metrics.bleu import BLEU
+
+    if smooth_value is None:
+        smooth_value = BLEU.SMOOTH_DEFAULTS[smooth_method]
+    bp = 1.0
+    if sys_len < ref_len:
+        bp = math.exp(1 - ref_len / sys_len) if sys_len > 0 else 0.0
+    if not any(correct):
+        return 0.0
+    correct, total = list(correct), list(total)
+    precisions = [0.0] * max_ngram_order
+    smooth_mteval = 1.
+    eff_order = max_ngram_order
+    for n in range(1, max_ngram_order + 1):
+        if smooth_method == "add-k" and n > 1:
+            correct[n - 1] += smooth_value
+            total[n - 1] += smooth_value
+        if total[n - 1] == 0:
+            break
+        if effective_order:
+            eff_order = n
+        if correct[n - 1] == 0:
+            if smooth_method == "exp":
+                smooth_mteval *= 2
+                precisions[n - 1] = 100. / (smooth_mteval * total[n - 1])
+            elif smooth_method == "floor":
+                precisions[n - 1] = 100. * smooth_value / total[n - 1]
+        else:
+            precisions[n - 1] = 100. * correct[n - 1] / total[n - 1]
+    return bp * math.exp(sum([(-9999999999 if p == 0 else math.log(p)) for p in precisions[:eff_order]])
+                         / eff_order)
+
+
 def bleu_batch(answers: Sequence[str], references: Sequence[Sequence[str]], *,
                max_ngram_order: int = 4, smooth_method: str = "exp", smooth_value: float | None = None,
                lowercase: bool = False, tokenize: str = "13a", effective_order: bool = True) -> np.ndarray:
@@ -151,39 +306,14 @@ def bleu_batch(answers: Sequence[str], references: Sequence[Sequence[str]], *,
     Equal to ``sacrebleu.BLEU(max_ngram_order=..., smooth_method=..., smooth_value=...,
     lowercase=..., tokenize=..., effective_order=...).sentence_score(answer, refs).score``.
     """
-    from sacrebleu.metrics.bleu import BLEU
-
     check_bleu_params(max_ngram_order, smooth_method, tokenize)
-    tok = _bleu_tokenizer(tokenize)
-    seen: dict[str, list[str]] = {}
-
-    def tokens(text: str) -> list[str]:
-        got = seen.get(text)
-        if got is None:
-            # BLEU._preprocess_segment: optional lower-casing, strip the right end, tokenize
-            got = seen[text] = tok((text.lower() if lowercase else text).rstrip()).split()
-        return got
-
-    out = np.empty(len(answers), dtype=np.float64)
-    n_max = max_ngram_order
-    for k, (answer, refs) in enumerate(zip(answers, references, strict=True)):
-        ref_toks = [tokens(r) for r in refs]
-        ref_ngrams = _word_ngrams(ref_toks[0], n_max)
-        for extra in ref_toks[1:]:
-            # several references: each n-gram is clipped by its largest count in any of them
-            for merged, counts in zip(ref_ngrams, _word_ngrams(extra, n_max), strict=True):
-                for gram, c in counts.items():
-                    if merged[gram] < c:
-                        merged[gram] = c
-        hyp = tokens(answer)
-        hyp_len = len(hyp)
-        correct = [_matches(h, r) for h, r in zip(_word_ngrams(hyp, n_max), ref_ngrams, strict=True)]
-        total = [max(hyp_len - n + 1, 0) for n in range(1, n_max + 1)]
-        ref_len = _closest_ref_len(hyp_len, [len(t) for t in ref_toks])
-        out[k] = BLEU.compute_bleu(correct, total, hyp_len, ref_len, smooth_method=smooth_method,
-                                   smooth_value=smooth_value, effective_order=effective_order,
-                                   max_ngram_order=n_max).score
-    return out
+    st = bleu_stats(answers, references, max_ngram_order=max_ngram_order, lowercase=lowercase,
+                    tokenize=tokenize)
+    rows = zip(st["correct"].tolist(), st["total"].tolist(), st["hyp_len"].tolist(), st["ref_len"].tolist(),
+               strict=True)
+    return np.fromiter((bleu_from_stats(c, t, h, r, smooth_method, smooth_value, effective_order,
+                                        max_ngram_order) for c, t, h, r in rows),
+                       dtype=np.float64, count=len(answers))
 
 
 # --- chrF --------------------------------------------------------------------------------------

@@ -4,12 +4,12 @@ Tokenisation reproduces ``rouge_score.tokenize.tokenize``: lower-case, every run
 outside ``[a-z0-9]`` becomes a space, split, Porter-stem (nltk, as rouge-score) the tokens longer
 than 3 characters. Each distinct word is stemmed once and interned as a small integer, so:
 
-* the n-gram overlap ``sum_g min(count_pred(g), count_ref(g))`` is the longest common subsequence
-  of the two *sorted* n-gram id lists (equal values form aligned blocks), computed in C by rapidfuzz;
+* the n-gram overlap ``sum_g min(count_pred(g), count_ref(g))`` is counted for a whole column at
+  once with numpy (:mod:`ragmeter.metrics._lexical_ngrams`);
 * ROUGE-L's LCS is rapidfuzz's bit-parallel LCS over the token id lists.
 
-Ids stay below 2**30 and bigram ids below 2**60, where ``hash(int) == int``: rapidfuzz compares
-hashes, so equal hashes mean equal n-grams and the results are exact, not approximate.
+Token ids are small integers, where ``hash(int) == int``: rapidfuzz compares hashes, so equal
+hashes mean equal tokens and the LCS is exact, not approximate.
 
 Other languages (``language`` other than English) depart from rouge-score, which drops every
 character outside ``[a-z0-9]`` (two identical Greek texts score 0 there): the text is NFC-normalised
@@ -32,8 +32,9 @@ ROUGE_KEYS = tuple(f"{t}_{m}" for t in ("rouge1", "rouge2", "rougeL")
                    for m in ("precision", "recall", "fmeasure"))
 
 _NON_ALNUM = re.compile(r"[^a-z0-9]+")
+_NON_ALNUM_NL = re.compile(r"[^a-z0-9\n]+")  # the same, sparing the newlines that join texts
+_KEPT = frozenset("abcdefghijklmnopqrstuvwxyz0123456789\n ")
 _VALID_TOKEN = re.compile(r"^[a-z0-9]+$")
-_ID_BITS = 30
 _MAX_WORDS = 1 << 20  # vocabulary size after which the caches start afresh (bounded memory)
 
 
@@ -69,9 +70,9 @@ class RougeTokenizer:
             return tid
         if self.use_stemmer and len(word) > 3:
             if self._stemmer is None:
-                from nltk.stem import porter  # imported on first use: nltk is slow to import
+                import ragmeter.language as lang
 
-                self._stemmer = porter.PorterStemmer()
+                self._stemmer = lang.porter_stemmer()
             token = self._stemmer.stem(word)
         if not _VALID_TOKEN.match(token):
             tid = -1
@@ -98,12 +99,29 @@ class RougeTokenizer:
             words = unicode_words(text)
         else:
             words = _NON_ALNUM.sub(" ", text.lower()).split()
+        return self._word_list_ids(words)
+
+    def _word_list_ids(self, words: list[str]) -> list[int]:
         out = list(map(self._word_ids.get, words))  # C-level loop: most words are cached
         if None in out:
             out = [i if i is not None else self._id(w) for w, i in zip(words, out, strict=True)]
         if -1 in out:  # a stem outside [a-z0-9]+ is dropped, as rouge-score does
             out = [i for i in out if i >= 0]
         return out  # type: ignore[return-value]
+
+    def ids_many(self, texts: Sequence[str]) -> list[list[int]]:
+        """:meth:`ids` of many texts; lower-casing and the character filter run once over the texts
+        joined by newlines (kept by the filter, so each text comes out as on its own)."""
+        if self.language != "en" or not texts:
+            return [self.ids(t) for t in texts]
+        joined = "\n".join(t.replace("\n", " ") for t in texts).lower()
+        other = set(joined) - _KEPT
+        if len(other) <= 256:  # one str.replace per other character: far fewer steps than a match per word
+            for ch in other:
+                joined = joined.replace(ch, " ")
+        else:
+            joined = _NON_ALNUM_NL.sub(" ", joined)
+        return [self._word_list_ids(part.split()) for part in joined.split("\n")]
 
 
 _TOKENIZERS: dict[tuple[bool, str], RougeTokenizer] = {}
@@ -119,21 +137,25 @@ def tokenizer(use_stemmer: bool, language: str = "en") -> RougeTokenizer:
 
 
 def _overlap_counts(pred: list[list[int]], target: list[list[int]]) -> np.ndarray:
-    """Per pair: [len_pred, len_target, unigram overlap, bigram overlap, LCS length]."""
+    """Per pair: [len_pred, len_target, unigram overlap, bigram overlap, LCS length]. The clipped
+    uni- and bigram overlaps are counted for the whole column at once
+    (:mod:`ragmeter.metrics._lexical_ngrams`); the LCS by rapidfuzz's bit-parallel algorithm."""
+    from ragmeter.metrics._lexical_ngrams import NgramColumns, clipped_matches
+
+    n = len(pred)
+    out = np.zeros((n, 5), dtype=np.float64)
+    if n == 0:
+        return out
+    grams = NgramColumns([x for pair in zip(pred, target, strict=True) for x in pair], 2)
+    hyp = np.arange(0, 2 * n, 2, dtype=np.int64)
+    ref = np.full(2 * n, -1, dtype=np.int64)
+    ref[1::2] = np.arange(n, dtype=np.int64)
+    out[:, 0] = grams.lens[0::2]
+    out[:, 1] = grams.lens[1::2]
+    out[:, 2] = uni = clipped_matches(grams, hyp, ref, 1)
+    out[:, 3] = clipped_matches(grams, hyp, ref, 2)
     lcs = LCSseq.similarity
-    shift = _ID_BITS
-    out = np.empty((len(pred), 5), dtype=np.float64)
-    for k, (p, t) in enumerate(zip(pred, target, strict=True)):
-        if p and t:
-            u = lcs(sorted(p), sorted(t))
-            if u and len(p) > 1 and len(t) > 1:
-                b = lcs(sorted([(x << shift) | y for x, y in zip(p, p[1:], strict=False)]),
-                        sorted([(x << shift) | y for x, y in zip(t, t[1:], strict=False)]))
-            else:
-                b = 0  # no shared unigram means no shared bigram
-            out[k] = (len(p), len(t), u, b, lcs(p, t) if u else 0)
-        else:
-            out[k] = (len(p), len(t), 0, 0, 0)
+    out[:, 4] = [lcs(p, t) if u else 0 for p, t, u in zip(pred, target, uni.tolist(), strict=True)]
     return out
 
 
@@ -152,15 +174,9 @@ def rouge_pairs(predictions: Sequence[str], targets: Sequence[str], use_stemmer:
     """
     tok = tokenizer(use_stemmer, language)
     tok.reset_if_large()
-    cache: dict[str, list[int]] = {}
-
-    def ids(text: str) -> list[int]:
-        got = cache.get(text)
-        if got is None:
-            got = cache[text] = tok.ids(text)
-        return got
-
-    c = _overlap_counts([ids(x) for x in predictions], [ids(x) for x in targets])
+    uniq = list(dict.fromkeys([*predictions, *targets]))
+    cache = dict(zip(uniq, tok.ids_many(uniq), strict=True))
+    c = _overlap_counts([cache[x] for x in predictions], [cache[x] for x in targets])
     lp, lt, uni, bi, lcs = c.T
     out = np.empty((len(c), 9), dtype=np.float64)
     # ROUGE-N (rouge_score._score_ngrams): overlap / max(count, 1)

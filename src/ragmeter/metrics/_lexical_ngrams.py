@@ -1,0 +1,126 @@
+"""Clipped n-gram overlaps of a whole column of (hypothesis, references) pairs at once.
+
+The quantity behind BLEU's modified precision, ROUGE-N and SQuAD's token F1 is, per pair,
+``sum over n-grams g of min(count_hyp(g), max over references r of count_r(g))``. Counting it
+with a ``Counter`` per sentence costs tens of microseconds a pair in Python; here every token of
+the column is interned once (a C-level ``dict.setdefault`` pass), n-grams become integer keys
+(the key of an n-gram is the rank of the pair (key of its first n-1 tokens, id of its last token),
+so keys stay exact and small at every order), and counting, clipping and matching are sorts and
+reductions over flat numpy arrays. The results are integers, identical to the ``Counter`` version.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+
+class NgramColumns:
+    """Integer n-gram keys (orders 1..``max_order``) of many token sequences ("segments").
+
+    Args:
+        segments: token lists; n-grams never cross from one segment into the next.
+        max_order: the largest n.
+    """
+
+    def __init__(self, segments: Sequence[Sequence[str]], max_order: int) -> None:
+        vocab: dict[str, int] = {}
+        flat = [t for seg in segments for t in seg]
+        ids = np.fromiter(map(vocab.setdefault, flat, range(len(flat))), dtype=np.int64, count=len(flat))
+        self.lens = np.fromiter(map(len, segments), dtype=np.int64, count=len(segments))
+        self.n_segments = len(segments)
+        n = len(ids)
+        self.seg = np.repeat(np.arange(self.n_segments, dtype=np.int64), self.lens)
+        starts = np.zeros(self.n_segments + 1, dtype=np.int64)
+        np.cumsum(self.lens, out=starts[1:])
+        # tokens left in the segment from each position (the position included)
+        self.left = starts[1:][self.seg] - np.arange(n, dtype=np.int64)
+        self.keys: list[np.ndarray] = [ids]
+        key = ids
+        base = max(n, 1)
+        for order in range(2, max_order + 1):
+            if len(key) < 2:
+                self.keys.append(np.zeros(0, dtype=np.int64))
+                key = self.keys[-1]
+                continue
+            pairs = key[:-1] * base + ids[order - 1:]
+            if order < max_order:  # ranks keep the next order's products small; the last needs none
+                _, inverse = np.unique(pairs, return_inverse=True)
+                pairs = inverse.astype(np.int64).ravel()
+            key = pairs
+            self.keys.append(key)
+
+    def grams(self, order: int, segments: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """``(segment, key)`` of every n-gram of ``order`` (optionally only of ``segments``, a
+        boolean mask over segments)."""
+        key = self.keys[order - 1]
+        m = len(key)
+        ok = self.left[:m] >= order
+        seg = self.seg[:m]
+        if segments is not None:
+            ok &= segments[seg]
+        return seg[ok], key[ok]
+
+
+def _counts(owner: np.ndarray, key: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct ``owner * width + key`` values (sorted) and how often each occurs."""
+    if owner.size == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    return np.unique(owner * width + key, return_counts=True)
+
+
+def clipped_matches(grams: NgramColumns, hyp_segment: np.ndarray, ref_pair: np.ndarray,
+                    order: int) -> np.ndarray:
+    """Per pair: ``sum_g min(count of g in its hypothesis, max count of g in one of its references)``.
+
+    Args:
+        grams: n-gram keys of every segment (hypotheses and references).
+        hyp_segment: ``hyp_segment[p]`` is the segment index of pair ``p``'s hypothesis.
+        ref_pair: per segment, the pair it is a reference of, or -1 (hypotheses, unused segments).
+        order: the n-gram order.
+    """
+    n_pairs = len(hyp_segment)
+    is_hyp = np.zeros(grams.n_segments, dtype=bool)
+    is_hyp[hyp_segment] = True
+    hyp_pair = np.full(grams.n_segments, -1, dtype=np.int64)
+    hyp_pair[hyp_segment] = np.arange(n_pairs, dtype=np.int64)
+    keys = grams.keys[order - 1]
+    width = int(keys.max()) + 1 if keys.size else 1
+    if width * max(grams.n_segments, 1) >= 1 << 62:  # owner * width + key must fit in 64 bits
+        keys = np.unique(keys, return_inverse=True)[1].astype(np.int64).ravel()
+        grams.keys[order - 1] = keys
+        width = int(keys.max()) + 1
+    seg, key = grams.grams(order, is_hyp)
+    hyp_keys, hyp_counts = _counts(hyp_pair[seg], key, width)
+    seg, key = grams.grams(order, ref_pair >= 0)
+    ref_keys, ref_counts = _counts(seg, key, width)  # per reference segment first
+    if ref_keys.size:
+        owner = ref_pair[ref_keys // width]
+        pair_keys = owner * width + ref_keys % width
+        if np.any(pair_keys[1:] <= pair_keys[:-1]):  # several references: clip by the largest count
+            order_ = np.argsort(pair_keys, kind="stable")
+            pair_keys, counts = pair_keys[order_], ref_counts[order_]
+            first = np.flatnonzero(np.r_[True, pair_keys[1:] != pair_keys[:-1]])
+            ref_keys, ref_counts = pair_keys[first], np.maximum.reduceat(counts, first)
+        else:
+            ref_keys = pair_keys
+    common, ih, ir = np.intersect1d(hyp_keys, ref_keys, assume_unique=True, return_indices=True)
+    return np.bincount(common // width, weights=np.minimum(hyp_counts[ih], ref_counts[ir]),
+                       minlength=n_pairs).astype(np.int64)
+
+
+def pair_layout(hyps: Sequence[Sequence[str]], refs: Sequence[Sequence[Sequence[str]]]
+                ) -> tuple[list[Sequence[str]], np.ndarray, np.ndarray]:
+    """Segments ``[hyp 0, refs of 0 ..., hyp 1, refs of 1 ...]`` with the hypothesis segment of each
+    pair and, per segment, the pair it is a reference of (-1 for hypotheses)."""
+    segments: list[Sequence[str]] = []
+    hyp_segment = np.empty(len(hyps), dtype=np.int64)
+    ref_pair: list[int] = []
+    for p, (h, rs) in enumerate(zip(hyps, refs, strict=True)):
+        hyp_segment[p] = len(segments)
+        segments.append(h)
+        ref_pair.append(-1)
+        segments.extend(rs)
+        ref_pair.extend([p] * len(rs))
+    return segments, hyp_segment, np.asarray(ref_pair, dtype=np.int64)
