@@ -86,9 +86,11 @@ def evaluate_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print the run summary as JSON.")] = False,
     no_progress: Annotated[bool, typer.Option("--no-progress", help="Hide progress bars.")] = False,
     db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
+    engine: Annotated[str, typer.Option("--engine", help="local, or ray: score non-judge metrics in blocks on a Ray runtime (pip install 'ragmeter-eval[ray]').")] = "local",
+    ray_address: Annotated[str | None, typer.Option("--ray-address", help="ray://HOST:10001 of a Ray cluster (default: a local Ray runtime).")] = None,
 ) -> None:
     """Score a random sample of the calls logged in the window with any metrics (judge metrics
-    stay under --max-cost) and store it as a run linked to its window."""
+    stay under --max-cost, on this machine) and store it as a run linked to its window."""
     from ragmeter.cli._common import summary_table
     from ragmeter.monitor.aggregate import parse_duration
     from ragmeter.monitor.online import evaluate_window
@@ -100,7 +102,7 @@ def evaluate_cmd(
     store = get_store(db, must_exist=True)
     result = evaluate_window(store, parse_duration(since, option="--since"), names, sample=sample,
                              max_calls=max_calls, seed=seed, options=opts, name=name,
-                             progress=not no_progress and not as_json)
+                             progress=not no_progress and not as_json, engine=engine, ray_address=ray_address)
     rec = store.get_run(result.run_id).extra.get("monitor", {})
     if as_json:
         typer.echo(json.dumps({"run_id": result.run_id, "monitor": rec, "summary": result.summary},

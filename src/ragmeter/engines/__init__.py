@@ -7,3 +7,16 @@
 from __future__ import annotations
 
 ENGINES = ("local", "ray")
+
+
+def check_engine(engine: str) -> str:
+    """``engine`` if it is one of :data:`ENGINES`.
+
+    Raises:
+        ConfigError: an unknown engine (exit status 2), before any work is done.
+    """
+    from ragmeter.errors import ConfigError
+
+    if engine not in ENGINES:
+        raise ConfigError(f"unknown engine {engine!r}: use local or ray")
+    return engine

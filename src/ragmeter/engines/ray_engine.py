@@ -10,18 +10,48 @@ on the driver, through its one judge service (one rate limiter, one cache).
 
 ``ray.init()`` starts a local runtime by default; ``address="ray://HOST:10001"`` (``--ray-address``)
 joins a cluster.
+
+Workers get the environment they need to score as the driver does (:func:`worker_env`: the
+``RAGMETER_*`` settings, offline model-loading variables, and ``PYTHONPATH`` on a local runtime)
+through Ray's ``runtime_env``. Ray writes a runtime_env in plain text to every node's
+``runtime_env_agent.log``, so nothing secret goes there: not ``RAGMETER_DB``, no secret-named
+variable, no value the redaction layer would mask. The store URL (which may carry a password)
+reaches the workers only as a task argument, put once in the object store, which Ray does not log.
 """
 
 from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from ragmeter.errors import ConfigError
 
 BLOCKS_PER_CPU = 4
+
+
+#: variables that make a worker load models as the driver does (offline, same caches)
+WORKER_VARS = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HOME", "HF_HUB_CACHE", "SENTENCE_TRANSFORMERS_HOME")
+#: ``RAGMETER_*`` variables never sent: the store URL (it travels with the tasks and may hold a
+#: password) and pointers to credentials, which only the driver (judge, sinks) reads
+NOT_SENT = frozenset({"RAGMETER_DB", "RAGMETER_CREDENTIALS", "RAGMETER_SHEETS_CREDENTIALS"})
+
+
+def worker_env(local: bool = True, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment variables sent to Ray workers (``runtime_env["env_vars"]``).
+
+    ``RAGMETER_*`` settings (plugins, caches ...) and :data:`WORKER_VARS`; ``PYTHONPATH`` only to
+    a local runtime (a cluster's nodes have their own paths). Never :data:`NOT_SENT`, a
+    secret-named variable (``RAGMETER_INGEST_TOKEN``) or a value that holds a credential (a URL
+    with a password): Ray logs the runtime_env in plain text.
+    """
+    from ragmeter.redact import is_secret_name, redact
+
+    env = os.environ if environ is None else environ
+    names = [k for k in env if k.startswith("RAGMETER_") and k not in NOT_SENT and not is_secret_name(k)]
+    names += [k for k in (*WORKER_VARS, *(("PYTHONPATH",) if local else ())) if k in env]
+    return {k: env[k] for k in names if redact(env[k]) == env[k]}
 
 
 def init(address: str | None = None, num_cpus: int | None = None) -> Any:
@@ -48,8 +78,7 @@ def init(address: str | None = None, num_cpus: int | None = None) -> Any:
             n = num_cpus or (int(env) if env else None)
             if n:
                 kwargs["num_cpus"] = n
-            kwargs["runtime_env"] = {"env_vars": {k: os.environ[k] for k in ("PYTHONPATH", "HF_HUB_OFFLINE")
-                                                  if k in os.environ}}
+        kwargs["runtime_env"] = {"env_vars": worker_env(local=not address)}
         try:
             ray.init(**kwargs)
         except (ConnectionError, RuntimeError, ValueError) as exc:
@@ -92,11 +121,12 @@ def score_blocks(request: Any, samples: Sequence[Any], batch_size: int, options:
     cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
     per_block = max(1, math.ceil(len(batches) / (cpus * BLOCKS_PER_CPU)))
     remote = ray.remote(_score_block)
-    req_ref = ray.put(request)
+    # put once, passed by reference: the URL (maybe with a password) is never inlined in a task spec
+    req_ref, opts_ref, url_ref = ray.put(request), ray.put(options), ray.put(store_url)
     pending: dict[Any, list[list[Any]]] = {}
     for i in range(0, len(batches), per_block):
         block = batches[i:i + per_block]
-        pending[remote.remote(req_ref, block, options, store_url, run_metric)] = block
+        pending[remote.remote(req_ref, block, opts_ref, url_ref, run_metric)] = block
     while pending:
         done, _ = ray.wait(list(pending), num_returns=1)
         for ref in done:

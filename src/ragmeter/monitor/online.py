@@ -22,21 +22,27 @@ KV_NAMESPACE = "monitor_runs"
 def evaluate_window(store: Any, window: timedelta, metrics: list[str], *, sample: float = 1.0,
                     max_calls: int | None = None, seed: int | None = 0, until: datetime | None = None,
                     options: dict[str, Any] | None = None, name: str | None = None,
-                    progress: bool = False, skip_unavailable: bool = False) -> Any:
+                    progress: bool = False, skip_unavailable: bool = False,
+                    engine: str = "local", ray_address: str | None = None) -> Any:
     """Score a random share ``sample`` of the calls in ``[until - window, until)``.
 
     Calls with an error, or without a query or an answer, are not scored (they are counted in
-    the run's ``extra["monitor"]`` record). Returns the :class:`EvaluationResult`.
+    the run's ``extra["monitor"]`` record). ``engine="ray"`` scores the non-judge metrics in
+    blocks on a Ray runtime (``ray_address``: a cluster's ``ray://HOST:10001``), with the same
+    values; judge metrics stay on this machine. Returns the :class:`EvaluationResult`.
 
     Raises:
-        ConfigError: ``sample`` outside (0, 1], no metrics, or no scorable call in the window.
+        ConfigError: ``sample`` outside (0, 1], no metrics, an unknown engine, or no scorable
+            call in the window.
     """
     from sqlalchemy import select
 
+    from ragmeter.engines import check_engine
     from ragmeter.monitor.aggregate import now_utc
     from ragmeter.runner import evaluate
     from ragmeter.store.models import CallRow
 
+    check_engine(engine)
     if not 0 < sample <= 1:
         raise ConfigError(f"--sample must be in (0, 1], got {sample}")
     if not metrics:
@@ -63,7 +69,7 @@ def evaluate_window(store: Any, window: timedelta, metrics: list[str], *, sample
               "sample_rate": sample, "seed": seed, "n_calls": n_window, "n_usable": len(usable),
               "n_scored": len(picked)}
     result = evaluate(data, metrics, db=store, options=options, progress=progress,
-                      skip_unavailable=skip_unavailable,
+                      skip_unavailable=skip_unavailable, engine=engine, ray_address=ray_address,
                       name=name or f"monitor {until:%Y-%m-%d %H:%M} last {_span(window)}")
     run = store.get_run(result.run_id)
     store.update_run(result.run_id, extra={**(run.extra or {}), "monitor": record})

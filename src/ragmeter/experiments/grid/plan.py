@@ -12,6 +12,7 @@ from typing import Any
 
 from ragmeter.config import load_config
 from ragmeter.correctness.methods import metric_for_method
+from ragmeter.engines import check_engine
 from ragmeter.errors import ConfigError
 from ragmeter.schema import Chunk, Sample
 
@@ -57,6 +58,9 @@ class GridConfig:
         cache: reuse stored pipeline outputs keyed by (pipeline, parameters, question).
         halving: successive halving settings, or ``None``.
         options: run options (``judge``, ``embedding_model`` ...).
+        engine: where the metrics are scored: ``local`` or ``ray`` (non-judge metrics in blocks on
+            a Ray runtime, same values; see docs/scale.md).
+        ray_address: ``ray://HOST:10001`` of a Ray cluster (default: a local Ray runtime).
     """
 
     name: str = "grid"
@@ -74,6 +78,8 @@ class GridConfig:
     halving: HalvingConfig | None = None
     options: dict[str, Any] = field(default_factory=dict)
     source: str = "<config>"
+    engine: str = "local"
+    ray_address: str | None = None
 
     def configurations(self) -> list[dict[str, Any]]:
         """Every parameter combination, in file order, duplicates removed."""
@@ -103,7 +109,8 @@ def parse_grid_config(source: str | Path | dict[str, Any], *, overrides: Mapping
     Keys: ``name``, ``dataset``, ``pipeline``, ``grid`` (a mapping ``param: [values]`` or a list of
     such mappings), ``method`` (a name, or ``{"name": ..., "params": {...}}``), ``metrics``,
     ``options`` and ``experiment`` (``top_n``, ``alpha``, ``workers``, ``cache``, ``fixed``,
-    ``halving``: ``true`` or ``{"eta": 3, "min_questions": 8}``). ``overrides`` (e.g. from the
+    ``halving``: ``true`` or ``{"eta": 3, "min_questions": 8}``, ``engine``: ``local`` or ``ray``,
+    ``ray_address``). ``overrides`` (e.g. from the
     command line) replace values in ``experiment``/top level.
 
     Raises:
@@ -152,7 +159,8 @@ def parse_grid_config(source: str | Path | dict[str, Any], *, overrides: Mapping
         method_params=method_params, metrics=list(cfg.get("metrics") or []),
         top_n=int(exp.get("top_n", 5)), alpha=float(exp.get("alpha", 0.05)),
         workers=int(exp.get("workers", 2)), cache=bool(exp.get("cache", True)), halving=halving,
-        options=dict(cfg.get("options") or {}), source=str(where))
+        options=dict(cfg.get("options") or {}), source=str(where),
+        engine=str(exp.get("engine") or "local"), ray_address=exp.get("ray_address") or None)
     for k, v in (overrides or {}).items():
         if v is None:
             continue
@@ -174,6 +182,7 @@ def parse_grid_config(source: str | Path | dict[str, Any], *, overrides: Mapping
         raise ConfigError(f"{where}: alpha must be in (0, 1)")
     if g.workers < 1:
         raise ConfigError(f"{where}: workers must be >= 1")
+    check_engine(g.engine)
     if g.dataset != "example" and not Path(g.dataset).is_absolute() and where not in ("<config>",):
         candidate = Path(str(where)).parent / g.dataset
         if candidate.exists() and not Path(g.dataset).exists():

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from ragmeter.correctness.methods import metric_for_method
+from ragmeter.engines import check_engine
 from ragmeter.errors import ConfigError, RagmeterError
 from ragmeter.experiments.grid.execute import PipelineStats, build_samples, run_pipeline
 from ragmeter.experiments.grid.plan import (
@@ -90,11 +91,20 @@ def _correctness_entry(cfg: GridConfig, threshold: float | None = None) -> dict[
 
 
 def _score(samples: list[Sample], cfg: GridConfig, *, db: Any, name: str, threshold: float | None,
-           options: dict[str, Any]) -> Any:
+           options: dict[str, Any], engine: str | None = None) -> Any:
+    """Evaluate one configuration's samples on the grid's engine (``engine`` overrides it)."""
     from ragmeter.runner import evaluate
 
     metrics = [_correctness_entry(cfg, threshold), *cfg.metrics]
-    return evaluate(samples, metrics, db=db, name=name, options=options)
+    return evaluate(samples, metrics, db=db, name=name, options=options, engine=engine or cfg.engine,
+                    ray_address=cfg.ray_address)
+
+
+def _round_engine(cfg: GridConfig) -> str:
+    """The engine of the successive-halving rounds: the grid's, except on a Ray cluster, whose
+    workers cannot read the rounds' scratch SQLite file on the driver (they would embed every
+    text again); the rounds score small subsets, so the driver does it."""
+    return "local" if cfg.ray_address else cfg.engine
 
 
 def _calibrate(cfg: GridConfig, dataset: Any, store: Any, log: Log) -> tuple[float | None, dict[str, Any] | None, str | None]:
@@ -111,7 +121,8 @@ def _calibrate(cfg: GridConfig, dataset: Any, store: Any, log: Log) -> tuple[flo
         return None, None, None
     params = {k: v for k, v in cfg.method_params.items() if k != "threshold"}
     res = evaluate(labelled, [{"name": "correct_semantic_dynamic", "params": params, "key": CORRECTNESS_KEY}],
-                   db=store, name=f"{cfg.name} calibration", options=cfg.options)
+                   db=store, name=f"{cfg.name} calibration", options=cfg.options, engine=cfg.engine,
+                   ray_address=cfg.ray_address)
     cal = res.extra.get("calibration") or {}
     t = cal.get("chosen")
     held = (cal.get("held_out") or {}).get("chosen") or {}
@@ -146,6 +157,10 @@ def run_grid(config: str | Path | dict[str, Any] | GridConfig, *, db: str | Any 
     cfg = config if isinstance(config, GridConfig) else parse_grid_config(config, overrides=overrides)
     if isinstance(config, GridConfig) and overrides:
         raise ConfigError("pass overrides with a config file or mapping, not a GridConfig")
+    if check_engine(cfg.engine) == "ray":  # start or reach Ray before any pipeline call is spent
+        from ragmeter.engines.ray_engine import init
+
+        init(cfg.ray_address)
     log = log or (lambda msg: None)
     store = db if isinstance(db, Store) else open_store(db)
     fn = load_pipeline(cfg.pipeline)
@@ -158,7 +173,7 @@ def run_grid(config: str | Path | dict[str, Any] | GridConfig, *, db: str | Any 
         accepts(fn, {**cfg.fixed, **p})
     grid_id = f"{_slug(cfg.name)}-{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}-{hashlib.sha1(str(time.time_ns()).encode()).hexdigest()[:4]}"
     log(f"grid [bold]{grid_id}[/bold]: {len(configs)} configurations x {len(questions)} questions, "
-        f"method {cfg.method}, pipeline {cfg.pipeline}")
+        f"method {cfg.method}, pipeline {cfg.pipeline}" + (", metrics on Ray" if cfg.engine == "ray" else ""))
 
     if any(m in ("llm_judge", "hybrid") for m in [cfg.method]):
         _confirm_judge(cfg, questions, configs, store, yes, confirm, log, phase="scoring every configuration")
@@ -200,6 +215,7 @@ def run_grid(config: str | Path | dict[str, Any] | GridConfig, *, db: str | Any 
 
             for r in top:
                 samples = _samples_of(store, r.run_id)
+                # an LLM-judged metric: scored on the driver whatever the engine (one judge service)
                 res = evaluate(samples, [{"name": "correct_llm_judge", "key": JUDGE_KEY}], db=store,
                                name=f"{r.name} [judge]", options=cfg.options)
                 s = res.summary[JUDGE_KEY]
@@ -363,7 +379,8 @@ def _successive_halving(cfg: GridConfig, fn: Callable[..., Any], questions: Sequ
                     r.eliminated_round = r_i
                     continue
                 res = _score(build_samples(subset, outs, params), cfg, db=scratch,
-                             name=f"{r.name} [round {r_i}]", threshold=threshold, options=cfg.options)
+                             name=f"{r.name} [round {r_i}]", threshold=threshold, options=cfg.options,
+                             engine=_round_engine(cfg))
                 m = res.summary[CORRECTNESS_KEY]["mean"]
                 scores[r.name] = (m if m is not None else -math.inf, {})
             ranked = sorted((r for r in alive if r.name in scores), key=lambda r: -scores[r.name][0])
@@ -397,9 +414,12 @@ def evaluate_pipeline(dataset: str = "example", pipeline: str = "ragmeter.pipeli
                       params: Mapping[str, Any] | None = None, *, method: str | None = "semantic_guarded",
                       method_params: Mapping[str, Any] | None = None, metrics: Sequence[Any] = (),
                       name: str | None = None, db: str | Any = None, options: Mapping[str, Any] | None = None,
-                      workers: int = 2, cache: bool = True, log: Log | None = None) -> Any:
+                      workers: int = 2, cache: bool = True, log: Log | None = None,
+                      engine: str = "local", ray_address: str | None = None) -> Any:
     """Run a pipeline once over a dataset's questions and evaluate it as one stored run (what a
     grid does for one configuration): e.g. a deliberately worse ``top_k=1`` run for the gate.
+
+    ``engine``/``ray_address`` choose where the metrics are scored, as in :func:`ragmeter.evaluate`.
 
     Returns:
         The :class:`~ragmeter.runner.EvaluationResult`; the correctness metric's key is
@@ -420,7 +440,8 @@ def evaluate_pipeline(dataset: str = "example", pipeline: str = "ragmeter.pipeli
     cfg = GridConfig(name=name or "pipeline", dataset=dataset, pipeline=pipeline, grid=[{}], fixed=p,
                      method=(method or "semantic_guarded").replace("correct_", ""),
                      method_params=dict(method_params or {}), metrics=list(metrics),
-                     options=dict(options or {}), workers=workers, cache=cache)
+                     options=dict(options or {}), workers=workers, cache=cache,
+                     engine=check_engine(engine), ray_address=ray_address)
     if method is None and not metrics:
         raise ConfigError("give a correctness method or at least one metric")
     threshold, calibration, _cal_run = _calibrate(cfg, data, store, log) if method else (None, None, None)
@@ -429,7 +450,7 @@ def evaluate_pipeline(dataset: str = "example", pipeline: str = "ragmeter.pipeli
     samples = build_samples(questions, outputs, p)
     entries = ([_correctness_entry(cfg, threshold)] if method else []) + list(metrics)
     res = evaluate(samples, entries, db=store, name=name or f"{pipeline} {_fmt_params(p, list(p))}".strip(),
-                   options=dict(options or {}))
+                   options=dict(options or {}), engine=engine, ray_address=ray_address)
     extra = {"pipeline": {"target": pipeline, "params": p, "calls": stats.calls, "cached": stats.cached,
                           "errors": stats.errors}}
     if calibration:
