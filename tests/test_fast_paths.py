@@ -1,0 +1,176 @@
+"""The column-at-once kernels and the runner's fast paths give exactly the values of the reference
+implementations (sacrebleu, rouge-score, the SQuAD script, nltk) and of the one-process run."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from ragmeter.metrics import _lexical_kernels as K
+from ragmeter.metrics._lexical_mt import bleu_batch, bleu_stats, tokenize_13a_many
+from ragmeter.metrics._lexical_ngrams import NgramColumns, clipped_matches, pair_layout
+from ragmeter.metrics._lexical_rouge import rouge_pairs
+
+PUNCT = list("ab.,-.,-0123456789 ") + ["٣", "&quot;", "&amp;", "\n", "é", "!", "(", ")", "<skipped>", "-\n"]
+WORDS = ["The", "the", "a", "An", "cat", "Cat.", "sat", "on", "mat,", "3.5", "1,000", "-", "\n", "é", "naïve",
+         "ΣΑΣ", "", "  ", "an\nthe", "x!y", "theatre", "running", "runs", "U.S.A.", "日本", "\t", "it's"]
+
+
+def _texts(rnd: random.Random, n: int, alphabet: list[str], sep: list[str], most: int) -> list[str]:
+    return ["".join(rnd.choice(alphabet) + rnd.choice(sep) for _ in range(rnd.randint(0, most))) for _ in range(n)]
+
+
+def test_13a_column_equals_sacrebleu_tokenizer() -> None:
+    from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
+
+    rnd = random.Random(5)
+    lines = _texts(rnd, 5000, PUNCT, ["", ""], 30) + _texts(rnd, 2000, WORDS, [" ", ""], 15) + ["", ".", ",,.", "5.,5"]
+    tok = Tokenizer13a()
+    got = tokenize_13a_many(lines)
+    assert [" ".join(t) for t in got] == [tok(x) for x in lines]
+
+
+@pytest.mark.parametrize("kw", [{}, {"max_ngram_order": 2, "smooth_method": "none", "effective_order": False},
+                                {"smooth_method": "floor"}, {"smooth_method": "add-k"}, {"lowercase": True}])
+def test_bleu_column_equals_sacrebleu(kw: dict) -> None:
+    import sacrebleu
+
+    rnd = random.Random(11)
+    hyps = _texts(rnd, 1500, WORDS, [" ", " ", ""], 20) + ["", "x"]
+    refs = [[t] + _texts(rnd, rnd.choice([0, 0, 1, 2]), WORDS, [" "], 20) for t in _texts(rnd, len(hyps), WORDS, [" "], 20)]
+    ours = bleu_batch(hyps, refs, **kw)
+    scorer = sacrebleu.BLEU(**{"effective_order": True, **kw})
+    assert ours.tolist() == [scorer.sentence_score(h, r).score for h, r in zip(hyps, refs, strict=True)]
+
+
+def test_corpus_bleu_from_sentence_statistics() -> None:
+    import sacrebleu
+
+    from ragmeter.metrics._lexical_corpus import corpus_score
+
+    rnd = random.Random(3)
+    hyps = _texts(rnd, 800, WORDS, [" "], 20)
+    refs = [[t] + (_texts(rnd, 1, WORDS, [" "], 20) if rnd.random() < 0.4 else []) for t in _texts(rnd, 800, WORDS, [" "], 20)]
+    bleu_stats(hyps[:100], refs[:100])  # half remembered, half counted afresh
+    streams = [[r[i] if i < len(r) else None for r in refs] for i in range(2)]
+    got = corpus_score("bleu", hyps, refs)
+    assert got["corpus_score"] == sacrebleu.corpus_bleu(hyps, streams).score / 100
+    assert got["corpus_ci_low"] <= got["corpus_score"] <= got["corpus_ci_high"]
+
+
+def _clipped_reference(hyp: list[str], refs: list[list[str]], n: int) -> int:
+    def grams(t: list[str]) -> Counter:
+        return Counter(tuple(t[i:i + n]) for i in range(len(t) - n + 1))
+
+    h = grams(hyp)
+    best: Counter = Counter()
+    for r in refs:
+        for g, c in grams(r).items():
+            best[g] = max(best[g], c)
+    return sum(min(c, best[g]) for g, c in h.items())
+
+
+def test_clipped_matches_equal_counters() -> None:
+    rnd = random.Random(7)
+    vocab = [f"w{i}" for i in range(6)]
+    hyps = [[rnd.choice(vocab) for _ in range(rnd.randint(0, 12))] for _ in range(400)]
+    refs = [[[rnd.choice(vocab) for _ in range(rnd.randint(0, 12))] for _ in range(rnd.randint(0, 3))] for _ in hyps]
+    segments, hyp_seg, ref_pair = pair_layout(hyps, refs)
+    grams = NgramColumns(segments, 4)
+    for n in range(1, 5):
+        got = clipped_matches(grams, hyp_seg, ref_pair, n)
+        assert got.tolist() == [_clipped_reference(h, r, n) for h, r in zip(hyps, refs, strict=True)]
+
+
+def test_squad_column_kernels_equal_the_per_pair_script() -> None:
+    rnd = random.Random(2)
+    a = _texts(rnd, 3000, WORDS, [" ", ""], 12)
+    b = _texts(rnd, 3000, WORDS, [" ", ""], 12)
+
+    def f1(p: str, g: str) -> float:
+        pt, gt = K.normalize_answer(p).split(), K.normalize_answer(g).split()
+        if not pt or not gt:
+            return float(pt == gt)
+        same = sum((Counter(pt) & Counter(gt)).values())
+        if same == 0:
+            return 0.0
+        pr, rc = same / len(pt), same / len(gt)
+        return 2 * pr * rc / (pr + rc)
+
+    assert K.token_f1_kernel(a, b).tolist() == [f1(x, y) for x, y in zip(a, b, strict=True)]
+    assert K.exact_match_kernel(a, b).tolist() == [float(K.normalize_answer(x) == K.normalize_answer(y))
+                                                   for x, y in zip(a, b, strict=True)]
+    assert K.normalize_answers(a) == [K.normalize_answer(x) for x in a]
+
+
+def test_rouge_column_equals_rouge_score() -> None:
+    from rouge_score import rouge_scorer
+
+    rnd = random.Random(9)
+    a = _texts(rnd, 1500, WORDS + ["fishes", "connected", "İstanbul", "ß"], [" ", ""], 15)
+    b = _texts(rnd, 1500, WORDS + ["fishing", "connection"], [" ", ""], 15)
+    ours = rouge_pairs(a, b)
+    sc = rouge_scorer.RougeScorer(["rouge1", "rouge2", "rougeL"], use_stemmer=True)
+    for i, (x, y) in enumerate(zip(a, b, strict=True)):
+        r = sc.score(y, x)
+        want = [getattr(r[t], m) for t in ("rouge1", "rouge2", "rougeL") for m in ("precision", "recall", "fmeasure")]
+        assert ours[i].tolist() == want
+
+
+def test_porter_stemmer_without_nltk_package_import() -> None:
+    import sys
+
+    from nltk.stem.porter import PorterStemmer
+
+    import ragmeter.language as lang
+
+    ours = lang.porter_stemmer()
+    ref = PorterStemmer()
+    rnd = random.Random(1)
+    words = ["".join(rnd.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rnd.randint(2, 12))) for _ in range(3000)]
+    assert [ours.stem(w) for w in words] == [ref.stem(w) for w in words]
+    assert "nltk" in sys.modules  # the real package, imported above, is untouched
+
+
+def test_aggregate_many_equals_aggregate() -> None:
+    from ragmeter.schema import Score
+    from ragmeter.stats import aggregate, aggregate_many
+
+    rng = np.random.default_rng(4)
+    cols = {"a": [Score(float(v)) for v in rng.random(500)],
+            "b": [Score(float(v)) for v in rng.beta(0.3, 2, 500)] + [Score.missing("x")],
+            "c": [Score(float(v)) for v in rng.integers(0, 2, 300)],
+            "d": [Score(float(v)) for v in rng.random(40)], "e": [Score.missing("none")]}
+    many = aggregate_many(cols)
+    for k, v in cols.items():
+        assert many[k] == aggregate(v)
+    assert many["a"]["ci_method"] == "bca" and many["c"]["ci_method"] == "clopper_pearson"
+
+
+def test_forked_worker_gives_the_one_process_values(tmp_path, monkeypatch) -> None:
+    from ragmeter.engines import forked
+    from ragmeter.runner import evaluate
+    from ragmeter.store import open_store
+
+    monkeypatch.setattr(forked, "MIN_SAMPLES", 50)
+    rnd = random.Random(8)
+    data = tmp_path / "pairs.jsonl"
+    with data.open("w") as fh:
+        for i in range(300):
+            fh.write(json.dumps({"id": f"s{i}", "question": "q", "answer": " ".join(_texts(rnd, 1, WORDS, [" "], 12)),
+                                 "reference": " ".join(_texts(rnd, 1, WORDS, [" "], 12)),
+                                 "retrieved_ids": rnd.sample(range(30), 5), "relevant_ids": rnd.sample(range(30), 2)}) + "\n")
+    metrics = ["rouge1_fmeasure", "rougeL_fmeasure", "bleu", "token_f1", "exact_match", "ndcg@10", "mrr"]
+    if not forked.usable(300):
+        pytest.skip("one CPU or no fork here")
+    two = evaluate(str(data), metrics, db=f"sqlite:///{tmp_path / 'a.db'}")
+    monkeypatch.setenv("RAGMETER_WORKERS", "1")
+    one = evaluate(str(data), metrics, db=f"sqlite:///{tmp_path / 'b.db'}")
+    assert "worker_wait_s" in open_store(f"sqlite:///{tmp_path / 'a.db'}").get_run(two.run_id).timings
+    assert open_store(f"sqlite:///{tmp_path / 'a.db'}").score_table(two.run_id) == \
+        open_store(f"sqlite:///{tmp_path / 'b.db'}").score_table(one.run_id)
+    assert two.summary == one.summary
