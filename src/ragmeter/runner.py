@@ -530,6 +530,8 @@ def _score_all(samples: list[Sample], requests: list[MetricRequest], ctx: Scorin
     ctx.flush()
     timings["prepare_s"] = round(time.perf_counter() - t, 4)
 
+    if engine[0] == "ray":
+        plans = _ray_pure_together(plans, ctx, put, engine[1], timings)
     # a second process scores the second half of each pure metric's samples (engines/forked.py)
     halves: dict[str, tuple[list[Sample], list[Sample]]] = {}
     second = None
@@ -538,7 +540,7 @@ def _score_all(samples: list[Sample], requests: list[MetricRequest], ctx: Scorin
 
         if forked.usable(len(samples)):
             for req, eligible, _lacking, unavailable in plans:
-                if forked.is_pure(req.spec) and not unavailable and len(eligible) >= forked.MIN_SAMPLES:
+                if forked.is_pure(req) and not unavailable and len(eligible) >= forked.MIN_SAMPLES:
                     bs = max(1, req.spec.batch_size)
                     cut = -(-len(eligible) // 2 // bs) * bs  # whole batches: the same batches as one pass
                     halves[req.key] = (eligible[:cut], eligible[cut:])
@@ -562,6 +564,41 @@ def _score_all(samples: list[Sample], requests: list[MetricRequest], ctx: Scorin
         if second is not None:
             second.cancel()
     return timings
+
+
+def _ray_pure_together(plans: list[tuple[MetricRequest, list[Sample], list[tuple[Sample, str]], str | None]],
+                       ctx: ScoringContext, put: Callable[[str, list[str], list[Score]], None],
+                       address: str | None, timings: dict[str, Any]
+                       ) -> list[tuple[MetricRequest, list[Sample], list[tuple[Sample, str]], str | None]]:
+    """On Ray, the pure metrics (engines/forked.py) that score the same samples go to the workers
+    together, one task per block for all of them; returns the plans left for metric-by-metric work."""
+    from ragmeter.engines import forked
+
+    group = [p for p in plans if forked.is_pure(p[0]) and not p[3] and p[1]]
+    if len(group) < 2:
+        return plans
+    first = group[0][1]
+    group = [p for p in group if len(p[1]) == len(first) and all(a is b for a, b in zip(p[1], first, strict=True))]
+    if len(group) < 2:
+        return plans
+    from ragmeter.engines.ray_engine import score_blocks_all
+
+    t = time.perf_counter()
+    for req, _eligible, lacking, _u in group:
+        if lacking:
+            put(req.key, [s.id for s, _ in lacking], [Score.missing(r) for _, r in lacking])
+    advance = ctx.progress(", ".join(p[0].key for p in group), len(first))
+    for block, per_metric in score_blocks_all([p[0] for p in group], first, dict(ctx.options), _run_metric,
+                                              address=address):
+        ids = [s.id for s in block]
+        for (req, *_), scores in zip(group, per_metric, strict=True):
+            put(req.key, ids, scores)
+        advance(len(block))
+    spent = round(time.perf_counter() - t, 4)
+    for req, *_ in group:
+        timings["metrics"][req.key] = spent
+    keys = {p[0].key for p in group}
+    return [p for p in plans if p[0].key not in keys]
 
 
 def _score_plans(plans: list[tuple[MetricRequest, list[Sample], list[tuple[Sample, str]], str | None]],

@@ -28,10 +28,15 @@ _OPTIONS: dict[str, Any] = {}
 _RUN: list[Callable[..., list[Any]]] = []
 
 
-def is_pure(spec: Any) -> bool:
-    """Whether a metric's values can be computed in a forked worker (see the module docstring)."""
-    return (spec.family in PURE_FAMILIES and not spec.needs_llm and not spec.needs_embeddings
-            and spec.prepare is None)
+def is_pure(req: Any) -> bool:
+    """Whether a metric request's values can be computed in a forked worker (see the module
+    docstring). Retrieval metrics are, unless they match chunks by embedding similarity."""
+    spec = req.spec
+    if spec.family not in PURE_FAMILIES or spec.needs_llm or spec.needs_embeddings:
+        return False
+    if spec.family == "retrieval":
+        return req.params.get("match") != "similarity"
+    return spec.prepare is None
 
 
 def usable(n_samples: int) -> bool:

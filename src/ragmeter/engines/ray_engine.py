@@ -149,3 +149,47 @@ def score_blocks(request: Any, samples: Sequence[Any], batch_size: int, options:
         for ref in done:
             block = pending.pop(ref)
             yield from zip(block, ray.get(ref), strict=True)
+
+
+def _score_block_all(requests: Sequence[Any], samples: Sequence[Any], options: dict[str, Any],
+                     run_metric: Callable[..., list[Any]]) -> list[list[Any]]:
+    """One Ray task: every metric of ``requests`` on one block of samples (unpickled once for all of
+    them); the scores per metric, in sample order."""
+    from ragmeter.context import ScoringContext
+
+    ctx = ScoringContext(options)
+    try:
+        out = []
+        for req in requests:
+            bs = max(1, req.spec.batch_size)
+            scores: list[Any] = []
+            for i in range(0, len(samples), bs):
+                scores.extend(run_metric(req, list(samples[i:i + bs]), ctx))
+            out.append(scores)
+        return out
+    finally:
+        ctx.close()
+
+
+def score_blocks_all(requests: Sequence[Any], samples: Sequence[Any], options: dict[str, Any],
+                     run_metric: Callable[..., list[Any]], *,
+                     address: str | None = None) -> Iterator[tuple[list[Any], list[list[Any]]]]:
+    """Score ``samples`` with several pure metrics (values per sample, whatever the batching: see
+    :mod:`ragmeter.engines.forked`) on Ray, one task per block for all of them, so each block is
+    shipped and unpickled once instead of once per metric. Yields ``(block, scores per metric)`` as
+    blocks finish."""
+    ray = init(address)
+    if not samples:
+        return
+    cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
+    size = max(1, math.ceil(len(samples) / (cpus * BLOCKS_PER_CPU)))
+    remote = ray.remote(_score_block_all)
+    req_ref, opts_ref = ray.put(list(requests)), ray.put(options)
+    pending: dict[Any, list[Any]] = {}
+    for i in range(0, len(samples), size):
+        block = list(samples[i:i + size])
+        pending[remote.remote(req_ref, ray.put(block), opts_ref, run_metric)] = block
+    while pending:
+        done, _ = ray.wait(list(pending), num_returns=1)
+        for ref in done:
+            yield pending.pop(ref), ray.get(ref)
