@@ -168,10 +168,19 @@ def bench_eval(work: Path, n: int) -> dict[str, Any]:
         worst = max(worst, max(abs(col[i].value - r[j]) for i, r in zip(ids, ref, strict=True)))
     n_scores = store.count_scores(run_id)
     store.engine.dispose()
+    import sqlite3
+
+    con = sqlite3.connect(db)
+    try:  # the scores table alone (SQLite's dbstat table, where the build has it)
+        score_bytes = con.execute("SELECT SUM(pgsize) FROM dbstat WHERE name = 'scores'").fetchone()[0]
+    except sqlite3.OperationalError:
+        score_bytes = None
+    con.close()
     return {"pairs": n, "ragmeter_s": ours["s"], "ragmeter_peak_mb": ours["peak_mb"],
             "ragmeter_tree_pss_mb": ours["tree_pss_mb"], "anchor_s": anchor["s"], "anchor_peak_mb": anchor["peak_mb"],
             "speedup": round(anchor["s"] / ours["s"], 2), "max_abs_diff": worst,
-            "bytes_per_score": round(db.stat().st_size / n_scores, 1), "run_id": run_id, "db": str(db),
+            "bytes_per_score": round(db.stat().st_size / n_scores, 1),
+            "score_table_bytes_per_score": round(score_bytes / n_scores, 1) if score_bytes else None, "run_id": run_id, "db": str(db),
             "data": str(data)}
 
 

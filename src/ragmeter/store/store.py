@@ -239,11 +239,11 @@ class Store(RunViewsMixin):
                 # pydantic writes each sample's JSON itself (in Rust): the column reads back the same
                 s.connection().exec_driver_sql(
                     "INSERT INTO run_samples (run_id, sample_id, position, data) VALUES (?, ?, ?, ?)",
-                    [(run_id, x.id, i, x.model_dump_json(exclude_none=True)) for i, x in enumerate(samples)])
+                    [(run_id, x.id, i, x.model_dump_json(exclude_defaults=True)) for i, x in enumerate(samples)])
             elif samples:
                 s.execute(RunSample.__table__.insert(), [
                     {"run_id": run_id, "sample_id": x.id, "position": i,
-                     "data": x.model_dump(mode="json", exclude_none=True)}
+                     "data": x.model_dump(mode="json", exclude_defaults=True)}
                     for i, x in enumerate(samples)])
         self._positions[run_id] = {x.id: i for i, x in enumerate(samples)}
         return run_id
