@@ -18,7 +18,9 @@ class Chunk(BaseModel):
     ``grade`` is a graded relevance (0 = not relevant, 1..3 increasingly relevant) for ground truth.
     """
 
-    model_config = ConfigDict(extra="forbid")
+    # frozen: a chunk is a value, so readers share one instance between the samples that retrieved
+    # the same document (a million logged queries over a smaller corpus) instead of a copy in each
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     text: str | None = None
     id: str | None = None

@@ -733,6 +733,10 @@ def _str_list(v: Any, err: Any) -> list[str]:
     raise err(f"expected text or a list of texts, got {_kind(v)}")
 
 
+_SHARED_CHUNKS: dict[tuple[str, str], Chunk] = {}
+_SHARED_CHUNKS_MAX = 1 << 20
+
+
 @functools.lru_cache(maxsize=1)
 def _chunk_list() -> Any:
     from pydantic import TypeAdapter
@@ -752,8 +756,16 @@ def _chunks(v: Any, default: str, err: Any) -> list[Chunk]:
         what = "chunk ids" if default == "id" else "texts (or chunk objects)"
         raise err(f"expected a list of {what}, got {_kind(v)}: {_short(repr(v), 30)}")
     if all(type(x) is str or (default == "id" and type(x) is int) for x in v):
-        # plain texts or ids: the whole list validated in one call (pydantic-core), not chunk by chunk
-        return _chunk_list().validate_python([{default: str(x)} for x in v])
+        # plain texts or ids: chunks are frozen values, so one instance per (kind, value) is shared
+        # by every sample that has it; the new ones are validated in one call (pydantic-core)
+        keys = [(default, str(x)) for x in v]
+        cache = _SHARED_CHUNKS
+        new = [k for k in dict.fromkeys(keys) if k not in cache]
+        if new:
+            if len(cache) + len(new) > _SHARED_CHUNKS_MAX:
+                cache.clear()
+            cache.update(zip(new, _chunk_list().validate_python([{d: x} for d, x in new]), strict=True))
+        return [cache[k] for k in keys]
     out = []
     for i, x in enumerate(v):
         if x is None:
