@@ -127,3 +127,9 @@ def test_upgraded_database_has_the_feature_tables_and_uses_them(tmp_path):
     assert count_calls(store) == 1
     save_dataset(store, "gold", [{"id": "a", "question": "q?", "references": ["r"]}])
     assert [d["id"] for d in samples_of(store, "gold")] == ["a"]
+
+
+def test_schema_head_constant_is_alembics_head():
+    from ragmeter.store.store import SCHEMA_HEAD
+
+    assert SCHEMA_HEAD == head_revision()  # a new migration must update SCHEMA_HEAD
