@@ -93,6 +93,23 @@ def test_slots_are_handed_over_in_order_and_follow_the_limit():
         lim.release()
         await settle()
         assert waiting[2].done() and lim.in_flight == 1
+        assert waiting[0].result() == 0 and waiting[2].result() == 1  # the window each slot was granted in
+
+    asyncio.run(run())
+
+
+def test_a_slot_granted_before_a_decrease_keeps_its_window():
+    async def run():
+        lim = AdaptiveLimit(2)
+        first = await lim.acquire()
+        await lim.acquire()
+        waiter = asyncio.ensure_future(lim.acquire())
+        await asyncio.sleep(0)
+        lim.release()  # the slot goes to the waiter ...
+        lim.overload(first)  # ... and a 429 halves the limit before the waiter runs
+        ticket = await waiter
+        lim.overload(ticket)  # the waiter's own 429 is part of the same window
+        assert (ticket, lim.limit, lim.decreases) == (0, 1, 1)
 
     asyncio.run(run())
 

@@ -59,22 +59,23 @@ class AdaptiveLimit:
         self.in_flight = 0
         self._epoch = 0  # bumped at every decrease: requests started before it do not shrink it again
         self._streak = 0
-        self._waiters: deque[asyncio.Future[None]] = deque()
+        self._waiters: deque[asyncio.Future[int]] = deque()
 
     async def acquire(self) -> int:
         """Wait for a free slot (first come, first served); returns the ticket for :meth:`overload`."""
         if self.in_flight < self.limit and not self._waiters:
             self.in_flight += 1
             return self._epoch
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self._waiters.append(fut)
         try:
-            await fut
+            # the ticket is the window the slot was granted in: a decrease between the grant and
+            # this task resuming must not count this request's 429 as a new overload
+            return await fut
         except asyncio.CancelledError:
             if fut.done() and not fut.cancelled():  # handed a slot, then cancelled: give it back
                 self.release()
             raise
-        return self._epoch
 
     def release(self) -> None:
         self.in_flight -= 1
@@ -85,7 +86,7 @@ class AdaptiveLimit:
             fut = self._waiters.popleft()
             if not fut.done():  # a cancelled waiter is skipped
                 self.in_flight += 1  # the slot is handed over
-                fut.set_result(None)
+                fut.set_result(self._epoch)
 
     def success(self, remaining: int | None = None) -> None:
         """A reply came back; ``remaining``: requests the provider says are left in its window."""
