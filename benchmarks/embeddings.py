@@ -23,7 +23,9 @@ ragmeter's ONNX Runtime export in float32 (``onnx``) and with int8 weights (``on
 2,000 texts (1,600 short answers, 400 passages), timed paired in rotating order on 4 chunks,
 best of two per chunk; the JSON gives texts/s of each, the ratios to torch, and how far each
 backend's cosine similarities are from torch's over every pair of the 2,000 texts (max, 99th
-percentile, mean of |cos_backend - cos_torch|).
+percentile, mean of |cos_backend - cos_torch|). ``--threads 1`` runs every backend on one thread:
+on a machine shared with other jobs, two-thread torch suffers more from losing a core than ONNX
+Runtime does, and one thread each compares the kernels alone.
 
 The machine this runs on may be shared, so raw and ragmeter are measured *paired*: the data is
 cut into 4 chunks (250 samples, 1,500 texts each) and both are timed twice on each chunk in ABBA
@@ -203,10 +205,11 @@ def varied_texts(n_short: int, n_passage: int) -> list[str]:
     return odd + shorts[:n_short - len(odd)] + passages
 
 
-def compare_backends(quick: bool = False, repeats: int = 2) -> dict:
-    """torch vs onnx vs onnx-int8 encoders on the same texts, paired (see the module docstring)."""
-    from ragmeter.embed import DEFAULT_BATCH_SIZE, get_encoder
-    from ragmeter.embed.onnx import MAX_BATCH_TOKENS
+def compare_backends(quick: bool = False, repeats: int = 2, threads: int = 0) -> dict:
+    """torch vs onnx vs onnx-int8 encoders on the same texts, paired (see the module docstring).
+    ``threads``: torch and ONNX Runtime threads (0: each library's default, one per core)."""
+    from ragmeter.embed import DEFAULT_BATCH_SIZE, get_encoder, resolve_model
+    from ragmeter.embed.onnx import MAX_BATCH_TOKENS, OnnxEncoder
 
     n_short, n_passage = (400, 100) if quick else (1600, 400)
     texts = varied_texts(n_short, n_passage)
@@ -215,11 +218,18 @@ def compare_backends(quick: bool = False, repeats: int = 2) -> dict:
     n_chunks = 4
     chunks = [texts[k::n_chunks] for k in range(n_chunks)]
     names = ("torch", "onnx", "onnx-int8")
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
     load_s = {}
     encoders = {}
     for name, model in zip(names, (None, "onnx:all-MiniLM-L6-v2", "onnx-int8:all-MiniLM-L6-v2"), strict=True):
         t = time.perf_counter()
-        encoders[name] = get_encoder(model)  # the ONNX ones export / quantise on first use, cached afterwards
+        if threads and model is not None:
+            encoders[name] = OnnxEncoder(resolve_model(model), threads=threads)
+        else:
+            encoders[name] = get_encoder(model)  # the ONNX ones export / quantise on first use, cached afterwards
         load_s[name] = round(time.perf_counter() - t, 2)
         encoders[name].encode(texts[:48])  # warm-up
     wall = dict.fromkeys(names, 0.0)
@@ -247,6 +257,7 @@ def compare_backends(quick: bool = False, repeats: int = 2) -> dict:
     out: dict = {"mode": "backends", "n_texts": len(texts), "n_short": n_short, "n_passage": n_passage,
                  "chunks": n_chunks, "repeats": repeats, "batch_size": DEFAULT_BATCH_SIZE,
                  "onnx_max_batch_tokens": MAX_BATCH_TOKENS, "cpu_count": os.cpu_count(),
+                 "threads": threads or "library defaults",
                  "load_s": load_s, "texts_per_s": {}, "speedup_vs_torch": {}, "cpu_speedup_vs_torch": {},
                  "cosine_abs_diff_vs_torch": {}}
     for n in names:
@@ -296,11 +307,12 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--no-onnx", action="store_true", help="skip the ONNX Runtime backends")
     ap.add_argument("--backends", action="store_true", help="only compare the torch, onnx and onnx-int8 encoders")
     ap.add_argument("--onnx-sweep", action="store_true", help="only measure tokens per batch of the ONNX backends")
+    ap.add_argument("--threads", type=int, default=0, help="with --backends: torch and ONNX Runtime threads")
     ap.add_argument("--repeats", type=int, default=2, help="runs of each side per chunk (the best counts)")
     args = ap.parse_args(argv)
     load_start = os.getloadavg()[0]
     if args.backends or args.onnx_sweep:
-        res = compare_backends(args.quick, args.repeats) if args.backends else {"onnx_sweep": onnx_sweep(args.quick)}
+        res = compare_backends(args.quick, args.repeats, args.threads) if args.backends else {"onnx_sweep": onnx_sweep(args.quick)}
         res["load_avg"] = [round(load_start, 2), round(os.getloadavg()[0], 2)]
         print(json.dumps(res))
         return res
