@@ -3,6 +3,8 @@
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/embeddings.py            # the full benchmark
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/embeddings.py --sweep    # batch size x torch threads
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/embeddings.py --quick    # 1/10 of the texts
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/embeddings.py --backends # torch vs onnx vs onnx-int8
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/embeddings.py --onnx-sweep  # ONNX tokens per batch
 
 Data: 5,000 short answers (6-14 words) and 1,000 passages (5-9 sentences, about 100-200 words),
 generated with a fixed seed, laid out as samples of one answer, four references and one retrieved
@@ -14,7 +16,16 @@ object:
 1. no duplicates: ragmeter's overhead over raw encode (target <= 10%);
 2. 50% duplicate texts (each distinct text twice): ragmeter embeds each once (target >= 1.8x);
 3. the same evaluations again on their stores: every vector from the cache (target >= 20x);
-4. (with onnxruntime installed) the ONNX Runtime backend on the no-duplicate data.
+4. (with onnxruntime installed) the ONNX Runtime backends on the no-duplicate data.
+
+``--backends`` compares the encoders alone (no store, no metrics): sentence-transformers (torch),
+ragmeter's ONNX Runtime export in float32 (``onnx``) and with int8 weights (``onnx-int8``) on
+2,000 texts (1,600 short answers, 400 passages), timed paired in rotating order on 4 chunks,
+best of two per chunk; the JSON gives texts/s of each, the ratios to torch, and how far each
+backend's cosine similarities are from torch's over every pair of the 2,000 texts (max, 99th
+percentile, mean of |cos_backend - cos_torch|). ``--threads 1`` runs every backend on one thread:
+on a machine shared with other jobs, two-thread torch suffers more from losing a core than ONNX
+Runtime does, and one thread each compares the kernels alone.
 
 The machine this runs on may be shared, so raw and ragmeter are measured *paired*: the data is
 cut into 4 chunks (250 samples, 1,500 texts each) and both are timed twice on each chunk in ABBA
@@ -184,14 +195,134 @@ def total(per_chunk: list[list]) -> tuple[float, float]:
             sum(min(clock_of(r).cpu for r in runs) for runs in per_chunk))
 
 
+def varied_texts(n_short: int, n_passage: int) -> list[str]:
+    """Short answers, passages, and texts unlike both (numbers, code, other scripts, one word)."""
+    shorts, passages = make_texts(n_short, n_passage)
+    odd = ["Paris", "x", "42", "SELECT * FROM ferries WHERE port = 'Dover';", "東京は日本の首都です",
+           "Le ferry part à 8 h 15 du quai nord.", "Die Fähre fährt täglich um 9 Uhr.", "ok " * 200,
+           "Refunds: 100% up to 48 h before departure, 50% afterwards, none after check-in.",
+           "def refund(ticket): return ticket.price * 0.5"]
+    return odd + shorts[:n_short - len(odd)] + passages
+
+
+def compare_backends(quick: bool = False, repeats: int = 2, threads: int = 0) -> dict:
+    """torch vs onnx vs onnx-int8 encoders on the same texts, paired (see the module docstring).
+    ``threads``: torch and ONNX Runtime threads (0: each library's default, one per core)."""
+    from ragmeter.embed import DEFAULT_BATCH_SIZE, get_encoder, resolve_model
+    from ragmeter.embed.onnx import MAX_BATCH_TOKENS, OnnxEncoder
+
+    n_short, n_passage = (400, 100) if quick else (1600, 400)
+    texts = varied_texts(n_short, n_passage)
+    rng = np.random.default_rng(3)
+    texts = [texts[i] for i in rng.permutation(len(texts))]  # every chunk gets its share of each kind
+    n_chunks = 4
+    chunks = [texts[k::n_chunks] for k in range(n_chunks)]
+    names = ("torch", "onnx", "onnx-int8")
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
+    load_s = {}
+    encoders = {}
+    for name, model in zip(names, (None, "onnx:all-MiniLM-L6-v2", "onnx-int8:all-MiniLM-L6-v2"), strict=True):
+        t = time.perf_counter()
+        if threads and model is not None:
+            encoders[name] = OnnxEncoder(resolve_model(model), threads=threads)
+        else:
+            encoders[name] = get_encoder(model)  # the ONNX ones export / quantise on first use, cached afterwards
+        load_s[name] = round(time.perf_counter() - t, 2)
+        encoders[name].encode(texts[:48])  # warm-up
+    wall = dict.fromkeys(names, 0.0)
+    cpu = dict.fromkeys(names, 0.0)
+    vectors: dict[str, list[np.ndarray]] = {n: [] for n in names}
+    for k, chunk in enumerate(chunks):
+        order = names[k % 3:] + names[:k % 3]
+        best: dict[str, tuple[float, float]] = {}
+        for r in range(repeats):
+            for name in order if r % 2 == 0 else order[::-1]:
+                with Clock() as c:
+                    x = encoders[name].encode(chunk, batch_size=DEFAULT_BATCH_SIZE)
+                b = best.get(name, (float("inf"), float("inf")))
+                best[name] = (min(b[0], c.wall), min(b[1], c.cpu))
+                if r == 0:
+                    vectors[name].append(x)
+        for name in names:
+            wall[name] += best[name][0]
+            cpu[name] += best[name][1]
+        print(f"chunk {k}: " + ", ".join(f"{n} {best[n][0]:.2f}s" for n in names)
+              + f" (load average {os.getloadavg()[0]:.2f})", flush=True)
+    x = {n: np.concatenate(v) for n, v in vectors.items()}
+    ref = x["torch"] @ x["torch"].T
+    iu = np.triu_indices(len(texts), k=1)
+    out: dict = {"mode": "backends", "n_texts": len(texts), "n_short": n_short, "n_passage": n_passage,
+                 "chunks": n_chunks, "repeats": repeats, "batch_size": DEFAULT_BATCH_SIZE,
+                 "onnx_max_batch_tokens": MAX_BATCH_TOKENS, "cpu_count": os.cpu_count(),
+                 "threads": threads or "library defaults",
+                 "load_s": load_s, "texts_per_s": {}, "speedup_vs_torch": {}, "cpu_speedup_vs_torch": {},
+                 "cosine_abs_diff_vs_torch": {}}
+    for n in names:
+        d = np.abs((x[n] @ x[n].T) - ref)[iu]
+        out["texts_per_s"][n] = round(len(texts) / wall[n], 1)
+        out["speedup_vs_torch"][n] = round(wall["torch"] / wall[n], 3)
+        out["cpu_speedup_vs_torch"][n] = round(cpu["torch"] / cpu[n], 3)
+        out["cosine_abs_diff_vs_torch"][n] = {"max": float(d.max()), "p99": float(np.quantile(d, 0.99)),
+                                              "mean": float(d.mean()), "pairs": int(d.size)}
+        print(f"{n:10s} {out['texts_per_s'][n]:7.1f} texts/s  {out['speedup_vs_torch'][n]:.2f}x torch "
+              f"(CPU {out['cpu_speedup_vs_torch'][n]:.2f}x)  max |cos diff| {d.max():.2e}", flush=True)
+    within = [n for n in names if out["cosine_abs_diff_vs_torch"][n]["max"] <= 1e-3]
+    out["fastest_within_1e-3"] = max(within, key=lambda n: out["texts_per_s"][n])
+    return out
+
+
+def onnx_sweep(quick: bool = False, repeats: int = 3) -> dict:
+    """Texts/s of the ONNX backends for several token budgets per batch, short texts and passages
+    apart; the budgets are interleaved in rotating order and the best of ``repeats`` counts."""
+    from ragmeter.embed import get_encoder
+
+    shorts, passages = make_texts(200 if quick else 800, 40 if quick else 160)
+    budgets = (1024, 2048, 4096, 8192)  # 8192 = no cap at 32 texts of 256 tokens
+    out = {}
+    for model in ("onnx:all-MiniLM-L6-v2", "onnx-int8:all-MiniLM-L6-v2"):
+        enc = get_encoder(model)
+        enc.encode(passages[:8])
+        best: dict[tuple[int, str], float] = {}
+        for r in range(repeats):
+            for budget in budgets[r % 4:] + budgets[:r % 4]:
+                enc.max_batch_tokens = budget
+                for kind, texts in (("short", shorts), ("passage", passages)):
+                    t = _timed(enc, texts)
+                    best[budget, kind] = min(best.get((budget, kind), t), t)
+        for budget in budgets:
+            res = {f"{k}_per_s": round(len(t) / best[budget, k], 1) for k, t in (("short", shorts),
+                                                                                ("passage", passages))}
+            out[f"{model.split(':')[0]},tokens={budget}"] = res
+            print(model.split(":")[0], budget, res, flush=True)
+        enc.max_batch_tokens = 2048
+    return out
+
+
+def _timed(enc, texts: list[str]) -> float:
+    with Clock() as c:
+        enc.encode(texts, batch_size=32)
+    return c.wall
+
+
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="a tenth of the texts")
     ap.add_argument("--sweep", action="store_true", help="only measure batch sizes x torch threads")
-    ap.add_argument("--no-onnx", action="store_true", help="skip the ONNX Runtime backend")
+    ap.add_argument("--no-onnx", action="store_true", help="skip the ONNX Runtime backends")
+    ap.add_argument("--backends", action="store_true", help="only compare the torch, onnx and onnx-int8 encoders")
+    ap.add_argument("--onnx-sweep", action="store_true", help="only measure tokens per batch of the ONNX backends")
+    ap.add_argument("--threads", type=int, default=0, help="with --backends: torch and ONNX Runtime threads")
     ap.add_argument("--repeats", type=int, default=2, help="runs of each side per chunk (the best counts)")
     args = ap.parse_args(argv)
     load_start = os.getloadavg()[0]
+    if args.backends or args.onnx_sweep:
+        res = compare_backends(args.quick, args.repeats, args.threads) if args.backends else {"onnx_sweep": onnx_sweep(args.quick)}
+        res["load_avg"] = [round(load_start, 2), round(os.getloadavg()[0], 2)]
+        print(json.dumps(res))
+        return res
 
     t = time.perf_counter()
     import sentence_transformers  # noqa: F401
@@ -287,21 +418,25 @@ def main(argv: list[str] | None = None) -> dict:
         "max_abs_diff_vs_raw": float(max_diff),
     }
 
-    # 4. ONNX Runtime backend, when installed
+    # 4. ONNX Runtime backends, when installed
     if not args.no_onnx and importlib.util.find_spec("onnxruntime") and importlib.util.find_spec("onnx"):
-        t = time.perf_counter()
-        onnx_enc = get_encoder("onnx:all-MiniLM-L6-v2")  # exports on first use, cached afterwards
-        out["onnx_first_load_s"] = round(time.perf_counter() - t, 2)
-        onnx_enc.encode(shorts[:64] + passages[:8])
-        raws_o, rms_o = paired(chunks, raw, cold({"embedding_backend": "onnx"}), args.repeats)
-        (w_raw_o, u_raw_o), (w_o, u_o) = total(raws_o), total(rms_o)
-        diff = max(abs(x.value - y.value) for ro, rt in zip(rms_o, rms, strict=True)
-                   for k in ("semantic_similarity", "context_similarity")
-                   for x, y in zip(ro[0][1].scores[k], rt[0][1].scores[k], strict=True))
-        print(f"onnx backend: raw encode (torch) {w_raw_o:.2f}s; ragmeter with onnx {w_o:.2f}s "
-              f"[CPU {u_raw_o:.2f}s vs {u_o:.2f}s]", flush=True)
-        out.update(onnx_texts_per_s=round(n_texts / w_o, 1), onnx_speedup_vs_raw_torch=round(w_raw_o / w_o, 3),
-                   onnx_cpu_speedup_vs_raw_torch=round(u_raw_o / u_o, 3), onnx_max_abs_diff=float(diff))
+        for backend in ("onnx", "onnx-int8"):
+            key = backend.replace("-", "_")
+            t = time.perf_counter()
+            onnx_enc = get_encoder(f"{backend}:all-MiniLM-L6-v2")  # exports on first use, cached afterwards
+            out[f"{key}_first_load_s"] = round(time.perf_counter() - t, 2)
+            onnx_enc.encode(shorts[:64] + passages[:8])
+            raws_o, rms_o = paired(chunks, raw, cold({"embedding_backend": backend}), args.repeats)
+            (w_raw_o, u_raw_o), (w_o, u_o) = total(raws_o), total(rms_o)
+            diff = max(abs(x.value - y.value) for ro, rt in zip(rms_o, rms, strict=True)
+                       for k in ("semantic_similarity", "context_similarity")
+                       for x, y in zip(ro[0][1].scores[k], rt[0][1].scores[k], strict=True))
+            print(f"{backend} backend: raw encode (torch) {w_raw_o:.2f}s; ragmeter with {backend} {w_o:.2f}s "
+                  f"[CPU {u_raw_o:.2f}s vs {u_o:.2f}s]", flush=True)
+            out.update({f"{key}_texts_per_s": round(n_texts / w_o, 1),
+                        f"{key}_speedup_vs_raw_torch": round(w_raw_o / w_o, 3),
+                        f"{key}_cpu_speedup_vs_raw_torch": round(u_raw_o / u_o, 3),
+                        f"{key}_max_abs_diff": float(diff)})
 
     out["targets_met"] = {"overhead<=0.10": out["overhead"] <= 0.10, "dup_speedup>=1.8": out["dup_speedup"] >= 1.8,
                           "warm_speedup>=20": out["warm_speedup"] >= 20}

@@ -19,8 +19,17 @@ process exactly as in a real run.
 (c) 10 garbled replies out of 50 samples: which samples keep a value, which are marked, and what
     the aggregate says.
 
-Run: ``python benchmarks/judge.py [--delay 0.2] [--calls 1000] [--concurrency 32]``. The last line
-printed is one JSON object with every figure and ratio.
+(d) ``--sweep``: the workload of (b) at 4, 8, 16 and 32 requests in flight, each in a fresh
+    process, as ``ragmeter eval`` runs it: wall time against the ideal (calls x latency /
+    concurrency), and client CPU per call (``time.process_time``) three ways: the whole process
+    (imports, store creation, client start and the run) / calls, the first run alone / calls, and
+    a second run in the same process / calls. Then the same workload against a server that
+    answers 429 beyond 8 requests in flight (``retry-after-ms: 100``), with 32 configured: the
+    adaptive limit's 429s, retries and wall time.
+
+Run: ``python benchmarks/judge.py [--delay 0.2] [--calls 1000] [--concurrency 32]``, or
+``python benchmarks/judge.py --sweep``. The last line printed is one JSON object with every figure
+and ratio.
 """
 
 from __future__ import annotations
@@ -39,8 +48,10 @@ from typing import Any
 SERVER = Path(__file__).resolve().parent.parent / "tests" / "judge_server.py"
 
 
-def start_server(delay: float) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen([sys.executable, str(SERVER), "--port", "0", "--delay", str(delay)],
+def start_server(delay: float, capacity: int | None = None,
+                 retry_ms: float | None = None) -> tuple[subprocess.Popen[str], str]:
+    extra = ([f"--capacity={capacity}"] if capacity else []) + ([f"--retry-ms={retry_ms}"] if retry_ms else [])
+    proc = subprocess.Popen([sys.executable, str(SERVER), "--port", "0", "--delay", str(delay), *extra],
                             stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     line = proc.stdout.readline()
@@ -50,9 +61,13 @@ def start_server(delay: float) -> tuple[subprocess.Popen[str], str]:
     return proc, f"http://127.0.0.1:{int(line.split()[1])}"
 
 
-def server_requests(url: str) -> int:
+def server_stats(url: str) -> dict[str, int]:
     with urllib.request.urlopen(url + "/stats") as r:
-        return int(json.load(r)["requests"])
+        return json.load(r)
+
+
+def server_requests(url: str) -> int:
+    return int(server_stats(url)["requests"])
 
 
 def make_samples(n: int, prefix: str, garble: set[int] | None = None) -> list[Any]:
@@ -162,13 +177,96 @@ def bench_workload(url: str, conc: int, delay: float, tmp: Path, samples: list[A
             "scores": res.scores}
 
 
+WORKLOAD = ["faithfulness", "context_recall", "answer_relevancy"]
+
+
+def child(url: str, conc: int, delay: float) -> dict[str, Any]:
+    """One user process: import, run the workload on a new store (first run), then again on new
+    samples (second run). CPU is this process's, the server's is not in it."""
+    c0 = time.process_time()
+    import openai  # noqa: F401 - loaded by the first judge call anyway; counted with the imports
+
+    from ragmeter.runner import evaluate
+    import_cpu = time.process_time() - c0
+    out: dict[str, Any] = {"concurrency": conc, "import_cpu_s": round(import_cpu, 3)}
+    with tempfile.TemporaryDirectory() as d:
+        for run in ("first", "second"):
+            options = {"judge": "openai:bench-model", "judge_base_url": url + "/v1", "judge_concurrency": conc}
+            before = server_stats(url)
+            t, c = time.perf_counter(), time.process_time()
+            res = evaluate(make_samples(50, f"{run}{conc}-"), WORKLOAD, db=f"sqlite:///{d}/{run}.db", options=options)
+            wall, cpu = time.perf_counter() - t, time.process_time() - c
+            after = server_stats(url)
+            calls = after["requests"] - before["requests"]
+            ideal = (calls - (after["rejected"] - before["rejected"])) * delay / conc
+            out[run] = {"calls": calls, "rejected_429": after["rejected"] - before["rejected"],
+                        "wall_s": round(wall, 3), "ideal_s": round(ideal, 3),
+                        "ratio_to_ideal": round(wall / ideal, 3) if ideal else None, "cpu_s": round(cpu, 3), "cpu_ms_per_call": round(cpu / calls * 1000, 2),
+                        "n_values": {m: v["n"] for m, v in res.summary.items()},
+                        "judge": {k: res.extra["judge"].get(k) for k in ("calls", "retries", "failed",
+                                                                        "concurrency_adapted")}}
+    out["process_cpu_ms_per_call"] = round((import_cpu + out["first"]["cpu_s"]) / out["first"]["calls"] * 1000, 2)
+    return out
+
+
+def run_child(url: str, conc: int, delay: float) -> dict[str, Any]:
+    cmd = [sys.executable, __file__, "--child", url, "--concurrency", str(conc), "--delay", str(delay)]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(f"benchmark child failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def sweep(delay: float, levels: tuple[int, ...] = (4, 8, 16, 32)) -> dict[str, Any]:
+    """(d): every level in a fresh process against one server; then a server with a capacity."""
+    out: dict[str, Any] = {"delay_s": delay, "workload": WORKLOAD, "samples": 50, "levels": {}}
+    proc, url = start_server(delay)
+    try:
+        run_child(url, 2, 0.0)  # warm the file system cache (imports), not measured
+        for conc in levels:
+            r = run_child(url, conc, delay)
+            out["levels"][str(conc)] = r
+            f, s = r["first"], r["second"]
+            print(f"  {conc:>2} in flight: first run {f['wall_s']:.2f} s (ideal {f['ideal_s']:.2f} s, "
+                  f"{f['ratio_to_ideal']:.2f}x), second {s['wall_s']:.2f} s ({s['ratio_to_ideal']:.2f}x); CPU per call: "
+                  f"process {r['process_cpu_ms_per_call']:.1f} ms, first run {f['cpu_ms_per_call']:.1f} ms, "
+                  f"second run {s['cpu_ms_per_call']:.1f} ms", flush=True)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    proc, url = start_server(delay, capacity=8, retry_ms=100)
+    try:
+        r = run_child(url, 32, delay)
+        r["server_capacity"] = 8
+        out["capacity_8_configured_32"] = r
+        f = r["first"]
+        print(f"  server capacity 8, 32 configured: {f['wall_s']:.2f} s, {f['rejected_429']} answers 429, "
+              f"{f['judge']['retries']} retries, values {f['n_values']}; {f['judge']['concurrency_adapted']}",
+              flush=True)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    best = {c: out["levels"][str(c)]["first"]["wall_s"] for c in levels}
+    out["wall_s_first_run"] = best
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--delay", type=float, default=0.2)
     ap.add_argument("--calls", type=int, default=1000)
     ap.add_argument("--concurrency", type=int, default=32)
+    ap.add_argument("--sweep", action="store_true", help="(d) only: concurrency 4/8/16/32, and a server at capacity")
+    ap.add_argument("--child", metavar="URL", help=argparse.SUPPRESS)
     args = ap.parse_args()
     delay, conc, n = args.delay, args.concurrency, args.calls
+    if args.child:
+        print(json.dumps(child(args.child, conc, delay)))
+        return
+    if args.sweep:
+        print(f"(d) 50 samples x {' + '.join(WORKLOAD)}, server replies in {delay * 1000:.0f} ms")
+        print(json.dumps(sweep(delay)))
+        return
 
     # what a user's process has loaded before judging
     import openai  # noqa: F401

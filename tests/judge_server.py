@@ -8,12 +8,17 @@ shares a word with the question, and so on (see :func:`verdict`). Tests steer it
 
 - ``server.force(...)``: the next requests get a given status / headers / delay / raw reply
   (429 with Retry-After, 500, a reply slower than the client's timeout, malformed JSON);
-- the marker ``GARBLE`` anywhere in the evaluated text: that request always gets malformed JSON.
+- the marker ``GARBLE`` anywhere in the evaluated text: that request always gets malformed JSON;
+- ``server.capacity = N``: a request arriving while N are being answered gets 429 at once (with
+  ``retry-after-ms: server.capacity_retry_ms`` when set), as a provider's concurrency limit does;
+  ``server.rejected`` counts them. A 200 reply carries the forced ``headers`` (e.g.
+  ``x-ratelimit-remaining-requests``).
 
 Every request body is recorded in ``server.requests``. Run it standalone (the benchmark does, so
 its CPU is not counted as the client's)::
 
     python tests/judge_server.py --port 0 --delay 0.2      # prints "PORT <n>" when ready
+    python tests/judge_server.py --port 0 --delay 0.2 --capacity 8   # 429 beyond 8 in flight
 """
 
 import argparse
@@ -226,6 +231,10 @@ class JudgeServer:
         self.ping_forced: deque[Forced] = deque()
         self.inflight = 0
         self.max_inflight = 0
+        #: requests answered at once before the server says 429 (``None``: no limit)
+        self.capacity: int | None = None
+        self.capacity_retry_ms: float | None = None
+        self.rejected = 0
         self.lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -248,6 +257,9 @@ class JudgeServer:
             self.pings.clear()
             self.ping_forced.clear()
             self.max_inflight = 0
+            self.capacity = None
+            self.capacity_retry_ms = None
+            self.rejected = 0
 
     def wait_idle(self, timeout: float = 10.0) -> None:
         """Wait until no request is being handled (e.g. slow replies a client gave up on), then
@@ -348,7 +360,8 @@ class JudgeServer:
 
     async def _route(self, method: str, path: str, raw: bytes) -> tuple[int, dict[str, str], Any]:
         if method == "GET" and path == "/stats":
-            return 200, {}, {"requests": len(self.requests)}
+            return 200, {}, {"requests": len(self.requests), "rejected": self.rejected,
+                             "max_inflight": self.max_inflight}
         if method == "GET" and "/models/" in path:  # Gemini model look-up (pre-flight)
             model = path.rsplit("/", 1)[-1]
             return await self._ping("google", {"model": model}, {"name": f"models/{model}"})
@@ -417,8 +430,16 @@ class JudgeServer:
             return await self._ping(wire, body, _render(wire, None, "ok", system, user, model))
         with self.lock:
             self.requests.append({"wire": wire, "body": body})
-            self.inflight += 1
-            self.max_inflight = max(self.max_inflight, self.inflight)
+            full = self.capacity is not None and self.inflight >= self.capacity
+            if full:
+                self.rejected += 1
+            else:
+                self.inflight += 1
+                self.max_inflight = max(self.max_inflight, self.inflight)
+        if full:
+            extra = {"retry-after-ms": f"{self.capacity_retry_ms:g}"} if self.capacity_retry_ms is not None else {}
+            return 429, extra, {"error": {"message": "scripted: too many requests in flight",
+                                          "type": "rate_limit", "code": 429}}
         try:
             f = self._next(user)
             if f.delay:
@@ -434,9 +455,9 @@ class JudgeServer:
             msg = f.message or f"scripted {f.status}"
             return f.status, f.headers, {"error": {"message": msg, "type": "scripted", "code": f.status}}
         if f.text is not None:
-            return 200, {}, _render(wire, None, f.text, system, user, model)
+            return 200, dict(f.headers), _render(wire, None, f.text, system, user, model)
         data = verdict(_schema_name(system, named), system, user)
-        return 200, {}, _render(wire, data, json.dumps(data), system, user, model)
+        return 200, dict(f.headers), _render(wire, data, json.dumps(data), system, user, model)
 
 
 def _render(wire: str, data: dict[str, Any] | None, text: str, system: str, user: str, model: str) -> Any:
@@ -463,8 +484,12 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--delay", type=float, default=0.0, help="seconds before each reply")
+    ap.add_argument("--capacity", type=int, default=None, help="429 beyond this many requests in flight")
+    ap.add_argument("--retry-ms", type=float, default=None, help="retry-after-ms of those 429s")
     args = ap.parse_args(argv)
-    srv = JudgeServer(delay=args.delay).start(args.port)
+    srv = JudgeServer(delay=args.delay)
+    srv.capacity, srv.capacity_retry_ms = args.capacity, args.retry_ms
+    srv.start(args.port)
     print(f"PORT {srv.port}", flush=True)
     try:
         while True:

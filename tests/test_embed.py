@@ -102,6 +102,15 @@ def test_resolve_model_forms(tmp_path):
     assert resolve_model("openai:text-embedding-3-small").model_id == "openai:text-embedding-3-small"
     assert resolve_model("onnx:all-MiniLM-L6-v2").model_id == f"onnx:{DEFAULT_MODEL}"
     assert resolve_model("all-MiniLM-L6-v2", backend="openai").backend == "openai"
+    # int8 vectors differ from float32 ones: they are cached under their own id
+    q = resolve_model("onnx-int8:all-MiniLM-L6-v2")
+    assert (q.backend, q.model_id, q.local) == ("onnx-int8", f"onnx-int8:{DEFAULT_MODEL}", q.local)
+    assert resolve_model(None, backend="onnx-int8").model_id == f"onnx-int8:{DEFAULT_MODEL}"
+    assert resolve_model("onnx-int8:/models/e5").model_id == f"onnx-int8:path:{Path('/models/e5').resolve()}"
+    assert EmbeddingService(options={"embedding_backend": "onnx-int8"}).model_id() == f"onnx-int8:{DEFAULT_MODEL}"
+    assert EmbeddingService(options={"embedding_backend": "onnx"}).model_id() == f"onnx:{DEFAULT_MODEL}"
+    with pytest.raises(ConfigError, match="onnx, onnx-int8, openai"):
+        resolve_model("x", backend="onnx-int4")
     with pytest.raises(ConfigError, match="empty"):
         resolve_model("  ")
     with pytest.raises(ConfigError, match="unknown embedding backend"):
@@ -520,6 +529,59 @@ def test_onnx_backend_equals_sentence_transformers(encoder, tmp_path, monkeypatc
     assert svc.stats()["computed"] == 0
     np.testing.assert_allclose(svc.matrix(["Paris"])[0], got[1], atol=1e-6)
     assert svc.stats()["model"] == "onnx:sentence-transformers/all-MiniLM-L6-v2"
+
+
+#: largest |cosine difference| between onnx-int8 and sentence-transformers over every pair of texts
+#: measured by benchmarks/embeddings.py --backends (0.080-0.086 over every pair of 500-2,000 texts; docs/metrics/semantic.md)
+INT8_COSINE_TOLERANCE = 0.1
+
+VARIED = ["The capital of France is Paris.", "Paris", "The capital of France is London.",
+          "Ünïcödé — 東京は日本の首都です", "x", "word " * 300, "Check-in closes 20 minutes before departure.",
+          "Refunds are paid within 14 days to the card used for booking.", "SELECT * FROM ferries;",
+          "Dogs must be kept on a lead on the car deck.", "The ferry leaves at 8:15 from the north quay.",
+          "I think the answer is probably 42, but I am not sure.", ""]
+
+
+@pytest.mark.slow
+def test_onnx_int8_is_cached_beside_the_export_and_close_to_sentence_transformers(encoder, tmp_path, monkeypatch):
+    import onnx
+
+    from ragmeter.embed import onnx as onnx_mod
+    from ragmeter.embed.onnx import OnnxEncoder
+
+    monkeypatch.setenv("RAGMETER_CACHE_DIR", str(tmp_path))
+    q = OnnxEncoder(resolve_model("onnx-int8:all-MiniLM-L6-v2"))  # exports float32, then quantises it
+    f = OnnxEncoder(resolve_model("onnx:all-MiniLM-L6-v2"))
+    assert q.quantized and not f.quantized and q.model_id == f"onnx-int8:{DEFAULT_MODEL}"
+    assert q.path.name == "model-int8.onnx" and q.path.parent == f.path.parent == q.fp32_path.parent
+    assert q.path.is_relative_to(tmp_path)
+    ops = {n.op_type for n in onnx.load(str(f.path)).graph.node}
+    assert "Attention" in ops  # the export was fused by ONNX Runtime's transformer optimizer
+    assert "MatMulInteger" in {n.op_type for n in onnx.load(str(q.path)).graph.node} or \
+        "DynamicQuantizeMatMul" in {n.op_type for n in onnx.load(str(q.path)).graph.node}
+
+    ref = encoder.encode(VARIED)
+    want = ref @ ref.T
+    got_f, got_q = f.encode(VARIED, batch_size=4), q.encode(VARIED, batch_size=4)
+    assert got_q.dtype == np.float32 and got_q.shape == (len(VARIED), 384)
+    assert np.abs(got_f @ got_f.T - want).max() <= 1e-5
+    assert np.abs(got_q @ got_q.T - want).max() <= INT8_COSINE_TOLERANCE
+    np.testing.assert_allclose(np.linalg.norm(got_q, axis=1), 1.0, atol=1e-5)
+    # the token budget only changes how texts are batched, not their vectors
+    f.max_batch_tokens = 8
+    np.testing.assert_allclose(f.encode(VARIED, batch_size=32), got_f, atol=1e-5)
+
+    # later encoders reuse both files: nothing is exported or quantised again
+    stamps = {p: p.stat().st_mtime_ns for p in (f.path, q.path)}
+
+    def boom(*a, **kw):
+        raise AssertionError("exported or quantised again")
+
+    monkeypatch.setattr(onnx_mod, "load_sentence_transformer", boom)
+    monkeypatch.setattr("onnxruntime.quantization.quantize_dynamic", boom)
+    again = OnnxEncoder(resolve_model("onnx-int8:all-MiniLM-L6-v2"))
+    assert again.path == q.path and {p: p.stat().st_mtime_ns for p in stamps} == stamps
+    np.testing.assert_allclose(again.encode(VARIED, batch_size=4), got_q, atol=1e-6)
 
 
 def test_onnx_finds_a_model_in_the_hub_cache_layout(tmp_path, monkeypatch):

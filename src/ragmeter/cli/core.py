@@ -50,7 +50,7 @@ def eval_cmd(
     judge_api_key_env: Annotated[str | None, typer.Option("--judge-api-key-env", help="Name of the environment variable that holds the judge's API key.")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the judge calls and estimated cost; call nothing, store nothing.")] = False,
     max_cost: Annotated[float | None, typer.Option("--max-cost", help="Stop judging once this many USD are spent.")] = None,
-    concurrency: Annotated[int | None, typer.Option("--concurrency", help="Judge requests in flight at once (default 8).")] = None,
+    concurrency: Annotated[int | None, typer.Option("--concurrency", help="Judge requests in flight at most (default 16; lowered while the judge answers 429).")] = None,
     rpm: Annotated[float | None, typer.Option("--rpm", help="Judge requests per minute (default: no limit).")] = None,
     where: Annotated[list[str] | None, typer.Option("--where", help="Only samples whose metadata match field=value (repeatable), e.g. type=multi_hop.")] = None,
     method: Annotated[str | None, typer.Option("--method", help="Answer correctness method: keyword, semantic_fixed, semantic_dynamic, semantic_guarded, llm_judge, hybrid (adds metric correct_<method>).")] = None,

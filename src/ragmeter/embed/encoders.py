@@ -1,8 +1,9 @@
-"""Encoders: turn texts into L2-normalised float32 rows. One small protocol, three backends.
+"""Encoders: turn texts into L2-normalised float32 rows. One small protocol, four backends.
 
 - ``st``: sentence-transformers, from a local folder or the local Hugging Face cache, always with
   ``HF_HUB_OFFLINE=1`` and ``local_files_only`` (ragmeter never downloads a model).
-- ``onnx``: the same model exported once to ONNX and run with ONNX Runtime (see :mod:`ragmeter.embed.onnx`).
+- ``onnx`` / ``onnx-int8``: the same model exported once to ONNX and run with ONNX Runtime, with
+  float32 or int8 weights (see :mod:`ragmeter.embed.onnx`).
 - ``openai``: any OpenAI-compatible ``/embeddings`` endpoint through the official SDK.
 
 Loaded encoders are kept for the life of the process, so a second run (or a second metric on
@@ -150,7 +151,7 @@ def load_encoder(ref: ModelRef, *, device: str | None = None,
         if enc is None:
             if ref.backend == "st":
                 enc = SentenceTransformerEncoder(ref, device=device)
-            elif ref.backend == "onnx":
+            elif ref.backend in ("onnx", "onnx-int8"):
                 from ragmeter.embed.onnx import OnnxEncoder
 
                 enc = OnnxEncoder(ref)
@@ -167,7 +168,8 @@ def get_encoder(model: str | None = None, *, paths: Mapping[str, Any] | None = N
 
     Args:
         model: a name :func:`ragmeter.embed.resolve_model` understands (``None`` = default model,
-            a Hugging Face repo id in the local cache, a local folder, ``openai:<model>``, ``onnx:<model>``).
+            a Hugging Face repo id in the local cache, a local folder, ``openai:<model>``, ``onnx:<model>``,
+            ``onnx-int8:<model>``).
         paths: ``{model name or bert_* key: local folder}`` overrides.
         backend: backend for names without a prefix (default ``st``).
         base_url: endpoint of the ``openai`` backend.

@@ -30,7 +30,8 @@ BERT_MODELS: dict[str, str] = {
 }
 
 #: Backends a name can select with a ``backend:`` prefix (``openai:text-embedding-3-small``).
-BACKENDS = ("st", "onnx", "openai")
+#: ``onnx-int8`` is the ``onnx`` export with int8 weights (faster, approximate: see docs/metrics/semantic.md).
+BACKENDS = ("st", "onnx", "onnx-int8", "openai")
 
 
 class ModelUnavailableError(ConfigError):
@@ -51,8 +52,9 @@ class ModelRef:
 
     Attributes:
         model_id: stable id the embedding cache is keyed by (e.g. ``sentence-transformers/all-MiniLM-L6-v2``).
-        backend: ``st`` (sentence-transformers), ``onnx`` (ONNX Runtime export of an ``st`` model)
-            or ``openai`` (an OpenAI-compatible embeddings endpoint).
+        backend: ``st`` (sentence-transformers), ``onnx`` (ONNX Runtime export of an ``st`` model),
+            ``onnx-int8`` (the same export with int8 weights) or ``openai`` (an OpenAI-compatible
+            embeddings endpoint).
         location: a local folder (``st``/``onnx`` from disk), a Hugging Face repo id (``st`` from the
             local HF cache), or the endpoint's model name (``openai``).
         local: ``location`` is a folder on disk.
@@ -114,7 +116,7 @@ def resolve_model(name: str | None = None, *, paths: Mapping[str, Any] | None = 
         name: ``None`` / ``"default"`` / ``"all-MiniLM-L6-v2"`` (the bundled model), a Hugging Face
             repo id (``"sentence-transformers/bert-base-nli-mean-tokens"``; a bare name gets the
             ``sentence-transformers/`` organisation, as sentence-transformers does), a local
-            folder, or ``"<backend>:<name>"`` with backend ``st``, ``onnx`` or ``openai``.
+            folder, or ``"<backend>:<name>"`` with backend ``st``, ``onnx``, ``onnx-int8`` or ``openai``.
         paths: ``{model name or bert_* key: local folder}`` (the ``embedding_model_paths`` option).
         backend: backend to use when ``name`` has no prefix (default ``st``).
         base_url: endpoint of the ``openai`` backend.

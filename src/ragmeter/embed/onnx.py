@@ -1,19 +1,28 @@
-"""ONNX Runtime backend: a sentence-transformers model exported once to ONNX, run without torch.
+"""ONNX Runtime backends: a sentence-transformers model exported once to ONNX, run without torch.
 
-Select it with ``--option embedding_backend=onnx`` (or a model name ``onnx:<name>``); it needs
+Select them with ``--option embedding_backend=onnx`` (float32) or ``embedding_backend=onnx-int8``
+(int8 weights), or a model name ``onnx:<name>`` / ``onnx-int8:<name>``; they need
 ``pip install 'ragmeter-eval[onnx]'``. The first use exports the model's transformer with
-``torch.onnx.export`` into ``$RAGMETER_CACHE_DIR/onnx`` (default ``~/.cache/ragmeter/onnx``); later
-uses load the file and need neither torch nor sentence-transformers. Tokenisation uses the
-model's own ``tokenizer.json`` (the same fast tokenizer sentence-transformers uses), with the
-model's ``max_seq_length``; pooling (mean or CLS, from ``1_Pooling/config.json``) and the L2
-normalisation are done in numpy. Embeddings match the ``st`` backend within 1e-6 for
-all-MiniLM-L6-v2 (the test suite checks <= 1e-3 on varied texts).
+``torch.onnx.export`` into ``$RAGMETER_CACHE_DIR/onnx`` (default ``~/.cache/ragmeter/onnx``), with
+eager attention so that ONNX Runtime's transformer optimizer can fuse each layer's attention into
+one ``Attention`` operator (BERT-family models; the fused graph is kept only when it gives the
+same output as the plain export). ``onnx-int8`` quantises that file's weights to int8 once
+(``onnxruntime.quantization.quantize_dynamic``, per channel) into ``model-int8.onnx`` beside it.
+Later uses load the files and need neither torch nor sentence-transformers.
+
+Tokenisation uses the model's own ``tokenizer.json`` (the same fast tokenizer sentence-transformers
+uses), with the model's ``max_seq_length``; texts are sorted by token count, and a batch is padded
+to its longest text and holds at most :data:`MAX_BATCH_TOKENS` padded tokens. Pooling (mean or
+CLS, from ``1_Pooling/config.json``) and the L2 normalisation are done in numpy. float32 embeddings
+match the ``st`` backend within 1e-6 for all-MiniLM-L6-v2; int8 ones move cosine similarities by up
+to about 0.09 (0.086 over 2 million pairs of texts, measured in benchmarks/embeddings.py; docs/metrics/semantic.md has the figures).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import warnings
 from collections.abc import Sequence
@@ -26,6 +35,17 @@ from ragmeter.embed.loading import DEFAULT_BATCH_SIZE, load_sentence_transformer
 from ragmeter.embed.models import ModelRef, ModelUnavailableError, unavailable_message
 
 _INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+
+#: Changes whenever the exported file changes for the same model (2: eager attention, fused).
+_EXPORT_VERSION = 2
+
+#: Padded tokens per forward pass at most (rows x longest text). Measured with all-MiniLM-L6-v2 on a
+#: 2-core CPU: full-length passages (256 tokens) embed 10-20% faster 8 to a batch than 32, short
+#: texts are indifferent (benchmarks/embeddings.py --sweep-onnx).
+MAX_BATCH_TOKENS = 2048
+
+#: Model types ONNX Runtime's transformer optimizer fuses as ``bert``.
+_FUSABLE = {"bert", "roberta", "xlm-roberta", "camembert", "distilbert", "electra"}
 
 
 def cache_dir() -> Path:
@@ -74,18 +94,29 @@ def _read_json(path: Path) -> dict[str, Any]:
 
 
 class OnnxEncoder:
-    """A sentence-transformers model run with ONNX Runtime (see the module docstring)."""
+    """A sentence-transformers model run with ONNX Runtime (see the module docstring).
 
-    def __init__(self, ref: ModelRef, *, batch_size: int = DEFAULT_BATCH_SIZE, threads: int | None = None) -> None:
+    Args:
+        ref: the resolved model; ``ref.backend == "onnx-int8"`` selects the int8 weights.
+        batch_size: texts per forward pass at most (a batch also holds at most
+            :data:`MAX_BATCH_TOKENS` padded tokens).
+        threads: ONNX Runtime's intra-op threads (default: one per physical core).
+        max_batch_tokens: padded tokens per forward pass at most.
+    """
+
+    def __init__(self, ref: ModelRef, *, batch_size: int = DEFAULT_BATCH_SIZE, threads: int | None = None,
+                 max_batch_tokens: int = MAX_BATCH_TOKENS) -> None:
         try:
             import onnxruntime as ort
             from tokenizers import Tokenizer
         except ImportError as exc:
-            raise ModelUnavailableError(f"the onnx embedding backend needs onnxruntime and tokenizers: "
+            raise ModelUnavailableError(f"the {ref.backend} embedding backend needs onnxruntime and tokenizers: "
                                         f"pip install 'ragmeter-eval[onnx]' ({exc})") from exc
         self.ref = ref
         self.model_id = ref.model_id
         self.batch_size = batch_size
+        self.max_batch_tokens = max(1, int(max_batch_tokens))
+        self.quantized = ref.backend == "onnx-int8"
         folder = _model_folder(ref)
         modules = json.loads((folder / "modules.json").read_text(encoding="utf-8")) \
             if (folder / "modules.json").is_file() else []
@@ -112,12 +143,16 @@ class OnnxEncoder:
                                         "the onnx backend needs a fast tokenizer")
         self.tokenizer = Tokenizer.from_file(str(tok_file))
         self.tokenizer.enable_truncation(max_length=max_len)
+        self.tokenizer.no_padding()  # batches are padded here, each to its own longest text
         pad = _read_json(transformer_dir / "special_tokens_map.json").get("pad_token", "[PAD]")
         pad = pad["content"] if isinstance(pad, dict) else pad
         pad_id = self.tokenizer.token_to_id(pad)
-        self.tokenizer.enable_padding(pad_id=pad_id if pad_id is not None else 0, pad_token=pad)
+        self.pad_id = pad_id if pad_id is not None else 0
 
         path = self._export(ref, folder, transformer_dir)
+        self.fp32_path = path
+        if self.quantized:
+            path = _quantize(path)
         opts = ort.SessionOptions()
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         if threads:
@@ -136,7 +171,8 @@ class OnnxEncoder:
     def _export(ref: ModelRef, folder: Path, transformer_dir: Path) -> Path:
         weights = sorted(p for p in transformer_dir.iterdir() if p.suffix in {".safetensors", ".bin"})
         stamp = "|".join(f"{p.name}:{p.stat().st_size}:{int(p.stat().st_mtime)}" for p in weights)
-        key = hashlib.sha256(f"{ref.model_id}|{folder.resolve()}|{stamp}".encode()).hexdigest()[:20]
+        key = hashlib.sha256(f"{ref.model_id.split(':', 1)[-1]}|{folder.resolve()}|{stamp}|v{_EXPORT_VERSION}"
+                             .encode()).hexdigest()[:20]
         path = cache_dir() / key / "model.onnx"
         if path.is_file():
             return path
@@ -152,6 +188,12 @@ class OnnxEncoder:
                                         f"pip install 'ragmeter-eval[onnx]' ({exc})") from exc
         st_model = load_sentence_transformer(ModelRef(ref.model_id, "st", str(folder), True, ref.name))
         hf_model = st_model[0].auto_model.eval()
+        # eager attention exports as MatMul/Softmax, the pattern ONNX Runtime fuses into one operator
+        # (the SDPA export, with its NaN guards, is not fused)
+        if hasattr(hf_model, "set_attn_implementation"):
+            hf_model.set_attn_implementation("eager")
+        else:  # older transformers
+            hf_model.config._attn_implementation = "eager"
 
         class _LastHidden(torch.nn.Module):
             def __init__(self, m: Any) -> None:
@@ -173,27 +215,48 @@ class OnnxEncoder:
                               input_names=list(_INPUTS), output_names=["last_hidden_state"],
                               dynamic_axes={n: {0: "batch", 1: "tokens"} for n in (*_INPUTS, "last_hidden_state")},
                               opset_version=17, dynamo=False)
+        _fuse(tmp, _read_json(transformer_dir / "config.json"))
         os.replace(tmp, path)
         return path
+
+    def _batches(self, lengths: np.ndarray, size: int) -> list[np.ndarray]:
+        """Indices of each forward pass: longest texts first, at most ``size`` rows and
+        :attr:`max_batch_tokens` padded tokens (never fewer than one row)."""
+        order = np.argsort(-lengths, kind="stable")
+        out = []
+        start = 0
+        while start < len(order):
+            longest = int(lengths[order[start]])
+            rows = max(1, min(size, self.max_batch_tokens // max(1, longest)))
+            out.append(order[start:start + rows])
+            start += rows
+        return out
 
     def encode(self, texts: Sequence[str], *, batch_size: int | None = None) -> np.ndarray:
         texts = list(texts)
         if not texts:
             return np.zeros((0, self._dim), dtype=np.float32)
         size = max(1, batch_size or self.batch_size)
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]), reverse=True)
+        encodings = self.tokenizer.encode_batch(texts)
+        lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))
         out: np.ndarray | None = None
-        for start in range(0, len(order), size):
-            idx = order[start:start + size]
-            enc = self.tokenizer.encode_batch([texts[i] for i in idx])
-            feed = {"input_ids": np.array([e.ids for e in enc], dtype=np.int64),
-                    "attention_mask": np.array([e.attention_mask for e in enc], dtype=np.int64),
-                    "token_type_ids": np.array([e.type_ids for e in enc], dtype=np.int64)}
+        for idx in self._batches(lengths, size):
+            width = int(lengths[idx[0]])
+            ids = np.full((len(idx), width), self.pad_id, dtype=np.int64)
+            types = np.zeros((len(idx), width), dtype=np.int64)
+            mask = np.zeros((len(idx), width), dtype=np.int64)
+            for row, i in enumerate(idx):
+                e = encodings[i]
+                n = len(e.ids)
+                ids[row, :n] = e.ids
+                types[row, :n] = e.type_ids
+                mask[row, :n] = 1
+            feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
             hidden = self.session.run(None, {k: v for k, v in feed.items() if k in self._inputs})[0]
             if self.pooling == "cls":
                 pooled = hidden[:, 0]
             else:
-                m = feed["attention_mask"][..., None].astype(np.float32)
+                m = mask[..., None].astype(np.float32)
                 pooled = (hidden * m).sum(axis=1) / np.clip(m.sum(axis=1), 1e-9, None)
             if out is None:
                 out = np.zeros((len(texts), pooled.shape[1]), dtype=np.float32)
@@ -204,3 +267,82 @@ class OnnxEncoder:
 
     def __repr__(self) -> str:
         return f"OnnxEncoder({self.model_id!r}, path={str(self.path)!r})"
+
+
+def _fuse(path: Path, config: dict[str, Any]) -> bool:
+    """Rewrite the export at ``path`` with ONNX Runtime's transformer optimizer (fused attention,
+    embedding and skip layer norms) when the model is of a BERT-like type and the fused graph
+    gives the same hidden states as the plain one on a padded batch; otherwise leave it as it is.
+    Returns whether it was fused."""
+    heads, hidden = config.get("num_attention_heads") or config.get("n_heads"), \
+        config.get("hidden_size") or config.get("dim")
+    if config.get("model_type") not in _FUSABLE or not heads or not hidden:
+        return False
+    import onnxruntime as ort
+
+    fused = path.with_name(path.name + ".fused")
+    try:
+        from onnxruntime.transformers.optimizer import optimize_model
+
+        with _quiet_logging():
+            model = optimize_model(str(path), model_type="bert", num_heads=int(heads), hidden_size=int(hidden),
+                                   opt_level=0)
+        if not model.get_fused_operator_statistics().get("Attention"):
+            return False
+        model.save_model_to_file(str(fused))
+        rng = np.random.default_rng(0)
+        ids = rng.integers(1000, 2000, size=(3, 24), dtype=np.int64)
+        mask = np.ones_like(ids)
+        mask[1, 10:] = 0
+        mask[2, 3:] = 0
+        ids[mask == 0] = 0
+        feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+        outs = []
+        for p in (path, fused):
+            s = ort.InferenceSession(str(p), providers=["CPUExecutionProvider"])
+            names = {i.name for i in s.get_inputs()}
+            outs.append(s.run(None, {k: v for k, v in feed.items() if k in names})[0])
+        valid = mask.astype(bool)
+        if outs[0].shape != outs[1].shape or np.abs(outs[0][valid] - outs[1][valid]).max() > 1e-4:
+            return False
+        os.replace(fused, path)
+        return True
+    except Exception:  # noqa: BLE001 - fusion is an optimisation: the plain export still works
+        return False
+    finally:
+        fused.unlink(missing_ok=True)
+
+
+def _quantize(path: Path) -> Path:
+    """``model-int8.onnx`` beside the float32 export ``path``: its weights quantised to int8 once
+    (dynamic quantisation, per output channel); reused afterwards."""
+    out = path.with_name("model-int8.onnx")
+    if out.is_file():
+        return out
+    try:
+        import onnx
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+    except ImportError as exc:
+        raise ModelUnavailableError(f"quantising a model to int8 needs onnxruntime and onnx: "
+                                    f"pip install 'ragmeter-eval[onnx]' ({exc})") from exc
+    tmp = out.with_suffix(f".tmp{os.getpid()}")
+    try:
+        with _quiet_logging():
+            quantize_dynamic(str(path), str(tmp), weight_type=QuantType.QInt8, per_channel=True,
+                             # fused operators carry no inferred output types: theirs are float
+                             extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return out
+
+
+class _quiet_logging:
+    """ONNX Runtime's optimizer and quantiser log advice on the root logger: hide it for a block."""
+
+    def __enter__(self) -> None:
+        self.was = logging.root.manager.disable
+        logging.disable(logging.WARNING)
+
+    def __exit__(self, *exc: object) -> None:
+        logging.disable(self.was)

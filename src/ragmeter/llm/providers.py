@@ -14,6 +14,7 @@ import functools
 import importlib.util
 import inspect
 import json
+import sys
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +22,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from ragmeter.llm.config import JudgeConfig, JudgeConfigError, needs_key
+from ragmeter.llm.limits import remaining_requests
 from ragmeter.llm.structured import schema_json, strict_schema
 from ragmeter.redact import redact
 
@@ -56,6 +58,8 @@ class Reply:
     input_tokens: int
     output_tokens: int
     finish_reason: str | None = None
+    #: requests left in the provider's rate-limit window, from the reply's headers (``None``: not said)
+    remaining: int | None = None
 
     @property
     def raw(self) -> str:
@@ -159,17 +163,19 @@ class OpenAIClient:
                 # encoded: the typed call would walk the JSON schema through its request
                 # transformer, deep-copy the body and build reply models on every call --
                 # milliseconds of CPU per request
-                data = await _raw_post(self._client, self._path, body)
+                data, headers = await _raw_post(self._client, self._path, body, want_headers=True)
             except openai.BadRequestError as exc:
                 if self._adapt(str(exc)):
                     continue
                 raise
-            return self.parse(_json_reply(data))
+            reply = self.parse(_json_reply(data))
+            reply.remaining = remaining_requests(headers)
+            return reply
 
     async def ping(self, timeout: float) -> None:
         """One 1-token request without retries (pre-flight); raises what a real call would."""
         body = {"model": self.cfg.model, "messages": [{"role": "user", "content": PING}], "max_tokens": 1}
-        _json_reply(await _raw_post(self._client.with_options(timeout=timeout, max_retries=0), self._path, body))
+        _json_reply((await _raw_post(self._client.with_options(timeout=timeout, max_retries=0), self._path, body))[0])
 
     @staticmethod
     def parse(data: dict[str, Any]) -> Reply:
@@ -254,21 +260,23 @@ class AnthropicClient:
 
         while True:
             try:
-                data = await _raw_post(self._client, "/v1/messages",
-                                       self.build(system, messages, schema, max_tokens))
+                data, headers = await _raw_post(self._client, "/v1/messages",
+                                                self.build(system, messages, schema, max_tokens), want_headers=True)
             except anthropic.BadRequestError as exc:
                 if "temperature" in str(exc).lower() and self.send_temperature:
                     self.send_temperature = False
                     self.adaptations.append("temperature not sent")
                     continue
                 raise
-            return self.parse(_json_reply(data))
+            reply = self.parse(_json_reply(data))
+            reply.remaining = remaining_requests(headers)
+            return reply
 
     async def ping(self, timeout: float) -> None:
         """One 1-token request without retries (pre-flight); raises what a real call would."""
         body = {"model": self.cfg.model, "max_tokens": 1, "messages": [{"role": "user", "content": PING}]}
-        _json_reply(await _raw_post(self._client.with_options(timeout=timeout, max_retries=0),
-                                    "/v1/messages", body))
+        _json_reply((await _raw_post(self._client.with_options(timeout=timeout, max_retries=0),
+                                     "/v1/messages", body))[0])
 
     @staticmethod
     def parse(data: dict[str, Any]) -> Reply:
@@ -386,21 +394,41 @@ def http_client(sdk: Any, cfg: JudgeConfig) -> Any:
 _JSON_HEADERS: Any = {"headers": {"Content-Type": "application/json"}}
 
 
-async def _raw_post(client: Any, path: str, body: dict[str, Any]) -> Any:
+async def _raw_post(client: Any, path: str, body: dict[str, Any], *,
+                    want_headers: bool = False) -> tuple[Any, Any]:
     """``client.post(path, cast_to=object, ...)``: the decoded JSON reply as plain dicts and lists
-    (no reply models), or the body's text when it is not JSON. The body goes pre-encoded
-    (``content=``) when the SDK accepts it, so the SDK neither copies nor re-encodes it; older SDKs
-    get ``body=``. Only the SDKs' public client API is used, so a change of their HTTP stack
-    (httpx, httpx2, aiohttp) does not matter here."""
+    (no reply models), or the body's text when it is not JSON, and, with ``want_headers``, the
+    reply's headers (through the SDK's ``AsyncAPIResponse``; ``None`` when the SDK has none). The
+    body goes pre-encoded (``content=``) when the SDK accepts it, so the SDK neither copies nor
+    re-encodes it; older SDKs get ``body=``. Only the SDKs' public client API is used, so a change
+    of their HTTP stack (httpx, httpx2, aiohttp) does not matter here."""
+    wrapper = _response_type(type(client)) if want_headers else None
+    cast = wrapper or object
     if _accepts_content(type(client)):
         data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-        return await client.post(path, cast_to=object, content=data, options=_JSON_HEADERS)
-    return await client.post(path, cast_to=object, body=body)
+        out = await client.post(path, cast_to=cast, content=data, options=_JSON_HEADERS)
+    else:
+        out = await client.post(path, cast_to=cast, body=body)
+    if wrapper is None:
+        return out, None
+    return await out.parse(), out.headers
 
 
 @functools.lru_cache(maxsize=8)
 def _accepts_content(cls: type) -> bool:
     return "content" in inspect.signature(cls.post).parameters
+
+
+@functools.lru_cache(maxsize=8)
+def _response_type(cls: type) -> Any:
+    """The SDK's ``AsyncAPIResponse[object]`` (the reply with its headers, parsed on demand), or
+    ``None`` for an SDK without it."""
+    sdk = sys.modules.get(cls.__module__.split(".", 1)[0])
+    wrapper = getattr(sdk, "AsyncAPIResponse", None)
+    try:
+        return wrapper[object] if wrapper is not None else None
+    except TypeError:
+        return None
 
 
 def make_client(cfg: JudgeConfig) -> OpenAIClient | AnthropicClient | GoogleClient:

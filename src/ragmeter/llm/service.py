@@ -27,6 +27,7 @@ from concurrent.futures import Future
 from typing import Any
 
 from ragmeter.llm.config import JudgeConfig, JudgeConfigError, config_from_options
+from ragmeter.llm.limits import OVERLOAD_STATUSES, AdaptiveLimit
 from ragmeter.llm.prices import Price, PriceTable
 from ragmeter.llm.providers import Problem, classify, make_client
 from ragmeter.llm.request import BUDGET, DRY_RUN, FAILED, OK, JudgeRequest, JudgeResult
@@ -273,6 +274,9 @@ class JudgeService:
         adaptations = getattr(self._client, "adaptations", None)
         if adaptations:
             out["adapted"] = "; ".join(adaptations)
+        slots = getattr(self, "_slots", None)
+        if slots is not None and slots.summary():
+            out["concurrency_adapted"] = slots.summary()
         if self.cfg.max_cost is not None:
             out["max_cost_usd"] = self.cfg.max_cost
             out["budget_exhausted"] = self._exhausted
@@ -481,7 +485,8 @@ class JudgeService:
 
     async def _start(self, runtime: _Runtime) -> None:
         self._client = await runtime.client(self.cfg)
-        self._sem = asyncio.Semaphore(self.cfg.concurrency)
+        # requests in flight: judge_concurrency at most, lowered on the provider's 429s (AIMD)
+        self._slots = AdaptiveLimit(self.cfg.concurrency)
         self._limiter = RateLimiter(self.cfg.rpm)
         self._budget = asyncio.Condition()
 
@@ -615,16 +620,20 @@ class JudgeService:
             if not await self._reserve(est_cost):
                 return result(BUDGET, reason=f"budget exhausted (max_cost={cfg.max_cost:g})")
             await self._limiter.acquire()
+            ticket = await self._slots.acquire()
             try:
-                async with self._sem:
-                    attempts += 1
-                    reply = await self._client.complete(req.system, messages, req.schema, max_tokens)
+                attempts += 1
+                reply = await self._client.complete(req.system, messages, req.schema, max_tokens)
             except asyncio.CancelledError:
+                self._slots.release()
                 await self._settle(est_cost, 0.0)
                 raise
             except Exception as exc:  # noqa: BLE001 - every SDK/transport error is classified
+                self._slots.release()
                 await self._settle(est_cost, 0.0)
                 problem = classify(exc)
+                if problem.status in OVERLOAD_STATUSES or problem.short == "timeout":
+                    self._slots.overload(ticket)
                 if problem.kind == "config":
                     raise JudgeConfigError(f"judge {cfg.label}: {problem.message}") from None
                 if problem.kind == "transient" and transient < cfg.max_retries:
@@ -635,6 +644,8 @@ class JudgeService:
                     continue
                 tries = f" after {transient + 1} attempts" if transient else ""
                 return result(FAILED, reason=f"judge failure: {problem.short}{tries}", error=problem.message)
+            self._slots.release()
+            self._slots.success(reply.remaining)
             call_cost = self.price.cost(reply.input_tokens, reply.output_tokens) if self.price else 0.0
             tin += reply.input_tokens
             tout += reply.output_tokens
