@@ -9,7 +9,6 @@ import hashlib
 import io
 import json
 import logging
-import math
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from ragmeter.errors import DatasetError
+from ragmeter.io._cells import _check_text, _is_missing, _plain
 from ragmeter.schema import Chunk, Sample
 
 #: canonical field -> accepted column names (first match wins, in this order).
@@ -414,39 +414,6 @@ def _short(s: str, n: int = 60) -> str:
     return s if len(s) <= n else s[:n - 3] + "..."
 
 
-def _is_missing(v: Any) -> bool:
-    """None, NaN, pandas ``NA``/``NaT`` and numpy NaN are "no value"."""
-    if v is None:
-        return True
-    if isinstance(v, float):
-        return math.isnan(v)
-    return type(v).__name__ in {"NAType", "NaTType"} or (
-        type(v).__module__ == "numpy" and getattr(v, "ndim", 1) == 0 and v != v)
-
-
-_PLAIN_SCALARS = (str, int)
-
-
-def _plain(v: Any) -> Any:
-    """numpy scalars/arrays -> Python values, recursively; missing values -> None."""
-    if type(v) is list and all(type(x) in _PLAIN_SCALARS for x in v):
-        return v  # a JSON list of texts or ids: already plain
-    if _is_missing(v):
-        return None
-    mod = type(v).__module__
-    if mod == "numpy" and hasattr(v, "tolist"):
-        return _plain(v.tolist())
-    if mod.startswith("pandas") and hasattr(v, "isoformat"):
-        return v.isoformat()
-    if isinstance(v, float) and math.isinf(v):
-        return None  # not valid JSON; a store would reject it
-    if isinstance(v, Mapping):
-        return {str(k): _plain(x) for k, x in v.items()}
-    if isinstance(v, list | tuple):
-        return [_plain(x) for x in v]
-    return v
-
-
 def _build(rows: Iterable[tuple[int, Any]], source: str, mapping: Mapping[str, str],
            on_error: OnError, mode: CellMode = "json") -> Dataset:
     samples: list[Sample] = []
@@ -679,28 +646,6 @@ def sample_from_dict(row: Any, *, mapping: Mapping[str, str] | None = None, defa
 def _kind(v: Any) -> str:
     return {bool: "true/false", int: "a number", float: "a number", dict: "an object",
             list: "a list"}.get(type(v), type(v).__name__)
-
-
-def _check_text(v: Any, where: str, err: Any) -> None:
-    """Every string must be encodable (a lone surrogate from JSON ``"\\ud800"`` is not)."""
-    if isinstance(v, str):
-        if v.isascii():
-            return
-        try:
-            v.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise err(where or "text", f"invalid character {v[exc.start]!r} at position {exc.start} "
-                                       "(a lone UTF-16 surrogate)") from None
-    elif isinstance(v, Mapping):
-        for k, x in v.items():
-            _check_text(x, f"{where}.{k}" if where else str(k), err)
-    elif isinstance(v, list | tuple):
-        if all(type(x) is int or (type(x) is str and x.isascii()) for x in v):
-            return
-        for i, x in enumerate(v):
-            _check_text(x, f"{where}[{i}]", err)
-    elif hasattr(v, "model_dump"):
-        _check_text(v.model_dump(), where, err)
 
 
 def _trace(v: Any, err: Any) -> Any:
