@@ -48,6 +48,7 @@ def trec_cmd(
         payload.update({"qrels": str(qrels), "run": str(run), "measures": list(result.summary)})
         typer.echo(json.dumps(payload))
         return
-    lines = result.lines(per_query=query, summary=not no_summary)
-    sys.stdout.write("".join(line + "\n" for line in lines))
+    # written in pieces of thousands of queries, each formatted column-wise in one go
+    for text in result.text(per_query=query, summary=not no_summary):
+        sys.stdout.write(text)
     sys.stdout.flush()

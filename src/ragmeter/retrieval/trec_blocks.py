@@ -1,0 +1,487 @@
+"""trec_eval's evaluation of a run, block by block of whole queries, on all cores.
+
+A run file is read in blocks of whole queries (:func:`ragmeter.retrieval.trec_io.run_blocks`);
+each block is parsed and evaluated on its own in a thread pool (pyarrow and numpy release the
+GIL), so memory holds a few blocks, never the file. Per block:
+
+* queries are runs of equal query ids (no hashing of the run's ids); each is looked up among
+  the qrels queries by binary search over their ids as fixed-width bytes;
+* duplicate documents inside a query (trec_eval refuses them) are found through a 64-bit
+  fingerprint of every doc id read straight from the Arrow string buffers (its length and the
+  8-byte words at its start and end, and two more for ids over 16 bytes): fingerprints sorted
+  query by query (rows of a matrix when queries have the same length, as in most runs); equal
+  fingerprints are then checked string by string, so a collision is never reported as a
+  duplicate;
+* run documents are matched against the judged documents of the block's queries only
+  (``pyarrow.compute.index_in`` against a small value set), and a judged document's rank is
+  1 + the documents of its query scored higher + those tied with a larger doc id (trec_eval's
+  tie-break; strings are compared only where scores tie).
+
+Queries must not reappear further down the file (run files list each query's lines together);
+when one does, :class:`Fallback` is raised and the caller evaluates the whole file instead.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ragmeter.errors import DatasetError
+from ragmeter.retrieval.engine import (
+    NOT_RETRIEVED,
+    RelevanceMatrix,
+    _blocks,
+    _ranks_in_segments,
+    _trec_matrix,
+)
+from ragmeter.retrieval.trec_io import BLOCK_BYTES, _last_run_id, parse_run_block, run_blocks
+
+Values = dict[str, np.ndarray]
+Measure = Callable[[RelevanceMatrix], Values]
+
+#: rows per block when evaluating columns already in memory
+_COLUMN_BLOCK = 1 << 20
+_MIX = tuple(np.uint64(c) for c in (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9,
+                                    0xD6E8FEB86659FD93, 0xFF51AFD7ED558CCD))
+#: zero bytes around a string buffer, to read 8-byte words anywhere
+_PAD = 8
+
+
+class Fallback(Exception):
+    """The run cannot be evaluated block by block: a line only the whole-file reader takes
+    (tabs, comments, short lines, errors to report by line), or a query whose lines are not
+    together in the file."""
+
+
+# ---------------------------------------------------------------------------- strings
+def strings(col: Any) -> Any:
+    """A column (pyarrow array, list, numpy array) as one pyarrow string array."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    if not isinstance(arr, pa.Array):
+        arr = pa.array(np.asarray(arr, dtype=object) if not isinstance(arr, list) else arr)
+    if not pa.types.is_string(arr.type):
+        arr = pc.cast(arr, pa.string())
+    return arr
+
+
+def _string_parts(arr: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Bytes of a pyarrow string array with 8 zero bytes before and after (so that an 8-byte word
+    can be read at any offset, and 8 bytes before any end), and each string's offsets into them
+    (``n + 1`` int64)."""
+    n = len(arr)
+    if n == 0:
+        return np.full(1, _PAD, dtype=np.int64), np.zeros(2 * _PAD, dtype=np.uint8)
+    bufs = arr.buffers()
+    off = np.frombuffer(bufs[1], dtype=np.int32, count=n + 1, offset=arr.offset * 4).astype(np.int64)
+    lo, hi = int(off[0]), int(off[-1])
+    data = np.zeros(hi - lo + 2 * _PAD, dtype=np.uint8)
+    if hi > lo:
+        data[_PAD:_PAD + hi - lo] = np.frombuffer(bufs[2], dtype=np.uint8, count=hi - lo, offset=lo)
+    off += _PAD - lo
+    return off, data
+
+
+def fixed_bytes(arr: Any) -> np.ndarray:
+    """A pyarrow string array as a numpy fixed-width bytes array (``S<n>``): sorts and compares
+    in byte order, as trec_eval's strcmp (and Python's str order) do."""
+    off, data = _string_parts(arr)
+    n = len(off) - 1
+    lens = np.diff(off)
+    width = max(1, int(lens.max()) if n else 1)
+    out = np.zeros(n * width, dtype=np.uint8)
+    total = int(off[-1]) - _PAD
+    if total:
+        dest = np.repeat(np.arange(n, dtype=np.int64) * width - (off[:-1] - _PAD), lens) + np.arange(total)
+        out[dest] = data[_PAD:_PAD + total]
+    return out.view(f"S{width}")
+
+
+def fingerprints(arr: Any) -> np.ndarray:
+    """A 64-bit fingerprint of every string of a pyarrow string array, equal for equal strings:
+    its last 8 bytes (all of it when shorter), mixed with its first 8 bytes when longer than 8,
+    and with the words at bytes 8 and ``len - 16`` when longer than 16 (so strings of up to 32
+    bytes are covered entirely). Read as unaligned words straight from the bytes."""
+    off, data = _string_parts(arr)
+    if len(off) == 1:
+        return np.zeros(0, dtype=np.uint64)
+    words = np.ndarray((len(data) - 7,), dtype="<u8", buffer=data, strides=(1,))
+    start, stop = off[:-1], off[1:]
+    lens = stop - start
+    h = words[stop - 8]
+    shortest = int(lens.min())
+    if shortest < 8:  # keep the string's own bytes: the high ones of the little-endian word
+        h >>= ((8 - np.minimum(lens, 8)) * 8).astype(np.uint64)
+        if shortest == 0:
+            h[lens == 0] = 0
+    longest = int(lens.max())
+    for cut, parts in ((8, ((start, 0, _MIX[0]),)), (16, ((start, 8, _MIX[1]), (stop, -16, _MIX[2])))):
+        if longest <= cut:
+            break
+        rows = None if shortest > cut else np.flatnonzero(lens > cut)
+        for base, shift, k in parts:
+            if rows is None:
+                h ^= words[base + shift] * k
+            else:
+                h[rows] ^= words[base[rows] + shift] * k
+    return h
+
+
+# ---------------------------------------------------------------------------- qrels
+@dataclass
+class QrelsIndex:
+    """The qrels grouped by query, queries in byte order of their ids (trec_eval's order).
+
+    Attributes:
+        names: query ids (pyarrow strings), in byte order.
+        keys: the same as fixed-width bytes, for binary search.
+        start: judgements of query ``i`` are rows ``start[i]:start[i + 1]`` of ``doc``/``grade``.
+        first_dup: per query, the file row of its first judgement of a document judged before
+            (-1: none); trec_eval refuses those when the query is evaluated.
+        fp: fingerprints of ``doc`` (:func:`fingerprints`).
+    """
+
+    names: Any
+    keys: np.ndarray
+    start: np.ndarray
+    doc: Any
+    grade: np.ndarray
+    first_dup: np.ndarray
+    file_doc: Any
+    name: str
+    fp: np.ndarray
+
+    @classmethod
+    def build(cls, qid: Any, doc: Any, grade: Any, name: str) -> QrelsIndex:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        q, d = strings(qid), strings(doc)
+        g = np.asarray(grade.to_numpy(zero_copy_only=False) if hasattr(grade, "to_numpy") else grade,
+                       dtype=np.float64)
+        if not (len(q) == len(d) == len(g)):
+            raise DatasetError("qrels columns have different lengths", file=name)
+        enc = pc.dictionary_encode(q)
+        keys = fixed_bytes(enc.dictionary)
+        order = np.argsort(keys, kind="stable")
+        rank_of = np.empty(len(order), dtype=np.int64)
+        rank_of[order] = np.arange(len(order))
+        qi = rank_of[enc.indices.to_numpy(zero_copy_only=False)]
+        nq = len(order)
+        start = np.zeros(nq + 1, dtype=np.int64)
+        np.cumsum(np.bincount(qi, minlength=nq), out=start[1:])
+        rows = np.argsort(qi, kind="stable")
+        # (query, doc) judged twice: the first row repeating an earlier one, per query
+        denc = pc.dictionary_encode(d)
+        pair = qi * (len(denc.dictionary) + 1) + denc.indices.to_numpy(zero_copy_only=False)
+        by_pair = np.argsort(pair, kind="stable")
+        repeat = by_pair[1:][pair[by_pair[1:]] == pair[by_pair[:-1]]]
+        first_dup = np.full(nq, np.iinfo(np.int64).max, dtype=np.int64)
+        np.minimum.at(first_dup, qi[repeat], repeat)
+        first_dup[first_dup == np.iinfo(np.int64).max] = -1
+        doc_by_query = d.take(pa.array(rows))
+        return cls(enc.dictionary.take(pa.array(order)), keys[order], start, doc_by_query,
+                   g[rows], first_dup, d, name, fingerprints(doc_by_query))
+
+    def lookup(self, keys: np.ndarray) -> np.ndarray:
+        """The index of each query id (fixed-width bytes) among the qrels queries, -1 if absent."""
+        if len(self.keys) == 0:
+            return np.full(len(keys), -1, dtype=np.int64)
+        pos = np.searchsorted(self.keys, keys)
+        pos_c = np.minimum(pos, len(self.keys) - 1)
+        return np.where(self.keys[pos_c] == keys, pos_c, -1).astype(np.int64)
+
+    def check_duplicates(self, evaluated: np.ndarray) -> None:
+        """Refuse, as trec_eval does, a document judged twice for an evaluated query."""
+        rows = self.first_dup[evaluated]
+        rows = rows[rows >= 0]
+        if len(rows):
+            row = int(rows.min())
+            qi = int(evaluated[self.first_dup[evaluated] == row][0])
+            raise DatasetError(f"query {self.names[qi].as_py()!r} judges document "
+                               f"{self.file_doc[row].as_py()!r} more than once", file=self.name)
+
+
+# ---------------------------------------------------------------------------- one block
+@dataclass
+class Options:
+    relevance_level: float
+    max_docs: int | None
+    run_name: str
+    measure: Measure
+
+
+def evaluate_block(ix: QrelsIndex, seg_qi: np.ndarray, starts: np.ndarray, docs: Any, scores: np.ndarray,
+                   opts: Options) -> tuple[np.ndarray, Values]:
+    """Values of the queries of one block: rows ``starts[i]:starts[i + 1]`` of ``docs`` /
+    ``scores`` are the results of qrels query ``seg_qi[i]``."""
+    import pyarrow as pa
+
+    nseg = len(seg_qi)
+    if nseg == 0:
+        return seg_qi, {}
+    if np.isnan(scores).any():
+        raise DatasetError("a score is not a number", file=opts.run_name)
+    h = fingerprints(docs)
+    _refuse_duplicates(ix, seg_qi, starts, docs, h, opts.run_name)
+
+    # the judgements of the block's queries, and the run rows that retrieved them
+    jcount = ix.start[seg_qi + 1] - ix.start[seg_qi]
+    jq = np.repeat(np.arange(nseg, dtype=np.int64), jcount)
+    jfirst = np.zeros(nseg + 1, dtype=np.int64)
+    np.cumsum(jcount, out=jfirst[1:])
+    jrows = np.repeat(ix.start[seg_qi] - jfirst[:-1], jcount) + np.arange(int(jfirst[-1]), dtype=np.int64)
+    mrow, mj = _match(h, starts, jq, ix.fp[jrows], docs, ix.doc, jrows)
+    rank = np.full(len(jq), NOT_RETRIEVED, dtype=np.int64)
+    if len(mrow):
+        names_of: dict[int, list[str]] = {}
+
+        def tie_count(k: int, s: float) -> int:
+            i = int(jq[mj[k]])
+            lo, hi = int(starts[i]), int(starts[i + 1])
+            if i not in names_of:
+                names_of[i] = docs.slice(lo, hi - lo).to_pylist()
+            names = names_of[i]
+            d = names[int(mrow[k]) - lo]
+            return sum(1 for t in np.flatnonzero(scores[lo:hi] == s) if names[t] > d)
+
+        rank[mj] = _ranks_in_segments(scores, starts, jq[mj], scores[mrow], tie_count)
+    qids = ix.names.take(pa.array(seg_qi)).to_pylist()
+    m = _trec_matrix(qids, np.diff(starts), jq, rank, ix.grade[jrows], opts.relevance_level, opts.max_docs)
+    return seg_qi, opts.measure(m)
+
+
+def _match(h: np.ndarray, starts: np.ndarray, jq: np.ndarray, jh: np.ndarray, docs: Any, judged: Any,
+           jrows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Pairs (run row, judgement) of the same query and the same doc id: rows whose fingerprint
+    is among the judged ones' (a bitmap of their hashes first), then the same query and
+    fingerprint (binary search), then the doc ids themselves compared."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    none = np.zeros(0, dtype=np.int64)
+    if len(jh) == 0 or len(h) == 0:
+        return none, none
+    bits = max(16, int(len(jh) * 16).bit_length())
+    shift = np.uint64(64 - bits)
+    table = np.zeros(1 << bits, dtype=bool)
+    table[(jh * _MIX[3]) >> shift] = True
+    cand = np.flatnonzero(table[(h * _MIX[3]) >> shift])
+    if len(cand) == 0:
+        return none, none
+    seg = np.searchsorted(starts, cand, side="right") - 1
+    rkey = h[cand] ^ (seg.astype(np.uint64) * _MIX[4])
+    jkey = jh ^ (jq.astype(np.uint64) * _MIX[4])
+    jorder = np.argsort(jkey)
+    sorted_keys = jkey[jorder]
+    lo = np.searchsorted(sorted_keys, rkey, side="left")
+    n = np.searchsorted(sorted_keys, rkey, side="right") - lo
+    r = np.repeat(np.arange(len(cand)), n)  # usually one judgement per candidate, or none
+    first = np.zeros(len(n) + 1, dtype=np.int64)
+    np.cumsum(n, out=first[1:])
+    j = jorder[np.repeat(lo, n) + np.arange(len(r)) - np.repeat(first[:-1], n)]
+    ok = jq[j] == seg[r]
+    r, j = r[ok], j[ok]
+    same = pc.equal(docs.take(pa.array(cand[r])), judged.take(pa.array(jrows[j])))
+    same = same.to_numpy(zero_copy_only=False)
+    return cand[r[same]], j[same]
+
+
+def _refuse_duplicates(ix: QrelsIndex, seg_qi: np.ndarray, starts: np.ndarray, docs: Any, h: np.ndarray,
+                       run_name: str) -> None:
+    """trec_eval refuses a query retrieving a document twice: fingerprints first, then the
+    strings of the queries whose fingerprints repeat."""
+    found: list[tuple[int, str]] = []
+    for i in _repeated_fingerprints(h, starts):
+        lo, hi = int(starts[i]), int(starts[i + 1])
+        seen: set[str] = set()
+        for d in docs.slice(lo, hi - lo).to_pylist():
+            if d in seen:
+                found.append((int(seg_qi[i]), d))
+                break
+            seen.add(d)
+    if found:
+        qi, doc = min(found)
+        raise DatasetError(f"query {ix.names[qi].as_py()!r} retrieves document {doc!r} more than once "
+                           "(trec_eval refuses duplicate documents)", file=run_name)
+
+
+def _repeated_fingerprints(h: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Segments (queries) in which some fingerprint appears twice."""
+    lens = np.diff(starts)
+    if len(lens) == 0 or lens.max() < 2:
+        return np.zeros(0, dtype=np.int64)
+    width = int(np.bincount(lens).argmax())
+    out = []
+    if width >= 2:
+        # the usual case: most queries have the same number of results; sort each as a row
+        main = np.flatnonzero(lens == width)
+        if len(main) == len(lens):
+            mat = h.reshape(len(lens), width)
+        else:
+            mat = h[starts[main][:, None] + np.arange(width)]
+        mat = np.sort(mat, axis=1)
+        out.append(main[(mat[:, 1:] == mat[:, :-1]).any(axis=1)])
+    rest = np.flatnonzero((lens != width) & (lens >= 2))
+    if len(rest):
+        seg = np.repeat(rest, lens[rest])
+        first = np.zeros(len(rest) + 1, dtype=np.int64)
+        np.cumsum(lens[rest], out=first[1:])
+        rows = np.repeat(starts[rest] - first[:-1], lens[rest]) + np.arange(int(first[-1]))
+        key = h[rows] ^ (seg.astype(np.uint64) * _MIX[1])
+        order = np.argsort(key)
+        same = np.flatnonzero(key[order[1:]] == key[order[:-1]])
+        out.append(np.unique(np.concatenate([seg[order[same]], seg[order[same + 1]]])))
+    return np.unique(np.concatenate(out)) if out else np.zeros(0, dtype=np.int64)
+
+
+def _file_block(ix: QrelsIndex, data: bytes, end: int, opts: Options) -> tuple[np.ndarray, Values]:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    cols = parse_run_block(data, end)
+    if cols is None:
+        raise Fallback
+    q, docs, score = cols
+    n = len(q)
+    change = np.flatnonzero(pc.not_equal(q.slice(1), q.slice(0, n - 1)).to_numpy(zero_copy_only=False)) + 1
+    starts = np.concatenate(([0], change, [n])).astype(np.int64)
+    names = q.take(pa.array(starts[:-1]))
+    # what a lenient single-space parse could misread (as trec_io._plausible): empty fields
+    # (leading or doubled blanks) and comment lines; a query id is the same on all its rows
+    if _shortest(names) == 0 or _shortest(docs) == 0 or pc.any(pc.starts_with(names, "#")).as_py():
+        raise Fallback
+    seg_qi = ix.lookup(fixed_bytes(names))
+    scores = score.to_numpy(zero_copy_only=False)
+    keep = seg_qi >= 0
+    if not keep.all():
+        lens = np.diff(starts)[keep]
+        rows = np.repeat(keep, np.diff(starts))
+        docs, scores, seg_qi = docs.filter(pa.array(rows)), scores[rows], seg_qi[keep]
+        starts = np.zeros(len(lens) + 1, dtype=np.int64)
+        np.cumsum(lens, out=starts[1:])
+    if len(np.unique(seg_qi)) != len(seg_qi):
+        raise Fallback  # a query's lines are not together
+    return evaluate_block(ix, seg_qi, starts, docs, scores, opts)
+
+
+def _shortest(arr: Any) -> int:
+    off = np.frombuffer(arr.buffers()[1], dtype=np.int32, count=len(arr) + 1, offset=arr.offset * 4)
+    return int(np.diff(off).min()) if len(arr) else 1
+
+
+# ---------------------------------------------------------------------------- drivers
+def evaluate_run_file(ix: QrelsIndex, path: Path, opts: Options, *, block_bytes: int = BLOCK_BYTES,
+                      workers: int | None = None) -> tuple[np.ndarray, Values, str | None]:
+    """Evaluate a run file block by block: (qrels index of every evaluated query, in order; their
+    values; the run's tag). Raises :class:`Fallback` (and OSError) when the whole-file reader
+    must take over."""
+    last: list[tuple[bytes, int]] = []
+
+    def tasks() -> Iterator[Callable[[], tuple[np.ndarray, Values]]]:
+        for data, end in run_blocks(path, block_bytes):
+            last[:] = [(data, end)]
+            yield partial(_file_block, ix, data, end, opts)
+
+    qi, values = _merge(_in_pool(tasks(), workers), len(ix.keys))
+    if not last:
+        raise Fallback  # an empty file: the whole-file reader says so
+    data, end = last[0]
+    return qi, values, _last_run_id(data, end)
+
+
+def evaluate_columns(ix: QrelsIndex, qid: Any, doc: Any, score: Any, opts: Options,
+                     workers: int | None = None) -> tuple[np.ndarray, Values]:
+    """Evaluate a run held as columns (any query order)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    q, d = strings(qid), strings(doc)
+    s = np.asarray(score.to_numpy(zero_copy_only=False) if hasattr(score, "to_numpy") else score,
+                   dtype=np.float64)
+    if not (len(q) == len(d) == len(s)):
+        raise DatasetError("run columns have different lengths", file=opts.run_name)
+    enc = pc.dictionary_encode(q)
+    rqi = ix.lookup(fixed_bytes(enc.dictionary))[enc.indices.to_numpy(zero_copy_only=False)] \
+        if len(q) else np.zeros(0, dtype=np.int64)
+    rows = np.flatnonzero(rqi >= 0)
+    rqi = rqi[rows]
+    if len(rqi) and np.any(rqi[1:] < rqi[:-1]):
+        order = np.argsort(rqi, kind="stable")  # group by query, file order inside a query
+        rows, rqi = rows[order], rqi[order]
+        d, s = d.take(pa.array(rows)), s[rows]
+    elif len(rows) != len(d):
+        d, s = d.take(pa.array(rows)), s[rows]
+    change = np.flatnonzero(rqi[1:] != rqi[:-1]) + 1
+    starts = np.concatenate(([0], change, [len(rqi)])).astype(np.int64) if len(rqi) else np.zeros(1, np.int64)
+    seg_qi = rqi[starts[:-1]]
+
+    def tasks() -> Iterator[Callable[[], tuple[np.ndarray, Values]]]:
+        for a, b in _blocks(starts, _COLUMN_BLOCK):
+            i0, i1 = np.searchsorted(starts, [a, b])
+            yield partial(evaluate_block, ix, seg_qi[i0:i1], starts[i0:i1 + 1] - a, d.slice(a, b - a),
+                          s[a:b], opts)
+
+    return _merge(_in_pool(tasks(), workers), len(ix.keys))
+
+
+def _merge(results: Iterable[tuple[np.ndarray, Values]], nq: int) -> tuple[np.ndarray, Values]:
+    """Blocks' values in qrels query order; a query in two blocks means the file is not grouped
+    by query."""
+    seen = np.zeros(nq, dtype=bool)
+    qis: list[np.ndarray] = []
+    parts: dict[str, list[np.ndarray]] = {}
+    for qi, values in results:
+        if not len(qi):
+            continue
+        if seen[qi].any():
+            raise Fallback
+        seen[qi] = True
+        qis.append(qi)
+        for name, v in values.items():
+            parts.setdefault(name, []).append(v)
+    if not qis:
+        return np.zeros(0, dtype=np.int64), {}
+    qi = np.concatenate(qis)
+    order = np.argsort(qi)
+    return qi[order], {name: np.concatenate(v)[order] for name, v in parts.items()}
+
+
+def workers_available() -> int:
+    try:
+        n = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        n = os.cpu_count() or 1
+    return max(1, min(n, 4))
+
+
+def _in_pool(tasks: Iterator[Callable[[], Any]], workers: int | None) -> Iterator[Any]:
+    """Results of ``tasks`` in order, run on ``workers`` threads, at most ``workers + 1``
+    submitted at a time (so memory holds a few blocks)."""
+    workers = workers_available() if workers is None else workers
+    if workers <= 1:
+        for task in tasks:
+            yield task()
+        return
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ragmeter-trec") as pool:
+        pending: deque[Future[Any]] = deque()
+        try:
+            for task in tasks:
+                pending.append(pool.submit(task))
+                while len(pending) > workers:
+                    yield pending.popleft().result()
+            while pending:
+                yield pending.popleft().result()
+        finally:
+            for f in pending:
+                f.cancel()

@@ -1,0 +1,281 @@
+"""Reading TREC run and qrels files, DataFrames and dicts into columns.
+
+Whole files are parsed by pyarrow when their lines are single-space separated (the usual case);
+anything else (tabs, runs of blanks, comments) is normalised first, and files pyarrow still
+refuses are read line by line to name the bad line. Large run files are also read in blocks of
+whole queries (:func:`run_blocks`), so that a run is evaluated without holding it in memory.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ragmeter.errors import DatasetError
+
+#: bytes of a run file read at a time when it is evaluated block by block
+BLOCK_BYTES = 8 << 20
+
+
+@dataclass
+class Columns:
+    """A run or qrels as columns: query ids, doc ids, and scores (run) or grades (qrels)."""
+
+    qid: Any
+    doc: Any
+    value: Any
+    name: str
+    run_id: str | None = None
+
+    def __len__(self) -> int:
+        return len(self.qid)
+
+
+def read_run(path: str | Path) -> Columns:
+    """Read a TREC run file (``qid Q0 docid rank score tag``; fields after the tag are ignored)."""
+    return _read(Path(path), kind="run")
+
+
+def read_qrels(path: str | Path) -> Columns:
+    """Read a TREC qrels file (``qid iter docid rel``)."""
+    return _read(Path(path), kind="qrels")
+
+
+def _read(path: Path, kind: str) -> Columns:
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise DatasetError(f"cannot read {kind} file: {exc.strerror or exc}", file=str(path)) from None
+    if not data or data.isspace():
+        raise DatasetError(f"the {kind} file is empty", file=str(path))
+    # fast path: single-space separated lines; anything else (tabs, runs of blanks, comments,
+    # short lines) fails the parse or the checks below and is normalised first
+    table = _parse(data, kind)
+    if table is None or not _plausible(table, data, kind):
+        data = _normalise(data)
+        table = _parse(data, kind)
+        if table is None or not _plausible(table, data, kind):
+            return _read_slow(data, path, kind)
+    run_id = _last_run_id(data) if kind == "run" else None
+    return Columns(table.column(0), table.column(1), table.column(2), str(path), run_id)
+
+
+def _parse(data: Any, kind: str, threads: bool = True) -> Any:
+    import pyarrow as pa
+    import pyarrow.csv as pcsv
+
+    want = (0, 2, 4) if kind == "run" else (0, 2, 3)
+    try:
+        return pcsv.read_csv(
+            data if isinstance(data, pa.Buffer) else pa.py_buffer(data),
+            read_options=pcsv.ReadOptions(column_names=["f0", "f1", "f2", "f3"] if kind == "qrels" else None,
+                                          autogenerate_column_names=kind == "run", use_threads=threads,
+                                          # one block: a single chunk per column
+                                          block_size=None if threads else max(1 << 20, min(len(data) + 1, 1 << 30))),
+            parse_options=pcsv.ParseOptions(delimiter=" ", quote_char=False, ignore_empty_lines=True),
+            convert_options=pcsv.ConvertOptions(
+                include_columns=[f"f{i}" for i in want],
+                column_types={f"f{want[0]}": pa.string(), f"f{want[1]}": pa.string(),
+                              f"f{want[2]}": pa.float64()},
+                strings_can_be_null=False, quoted_strings_can_be_null=False))
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowKeyError, KeyError):
+        return None
+
+
+def _plausible(table: Any, data: bytes, kind: str, end: int | None = None) -> bool:
+    """Rules out what a lenient single-space parse could misread: empty fields (leading or
+    doubled blanks), comment lines, run lines without a tag (every line has the field count of
+    the first one, or the parse failed). ``end``: the data's length, when only a prefix of
+    ``data`` was parsed."""
+    import pyarrow.compute as pc
+
+    if table.num_rows == 0:
+        return False
+    end = len(data) if end is None else end
+    nl = data.find(b"\n", 0, end)
+    first = data[:nl if nl >= 0 else end]
+    if kind == "run" and len(first.split()) < 6:
+        return False
+    q, d = table.column(0), table.column(1)
+    if pc.any(pc.equal(pc.binary_length(q), 0)).as_py() or pc.any(pc.equal(pc.binary_length(d), 0)).as_py():
+        return False
+    return not pc.any(pc.starts_with(q, "#")).as_py()
+
+
+def _normalise(data: bytes) -> bytes:
+    data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+    data = re.sub(rb"(?m)^[ \t]*#[^\n]*(\n|$)", b"", data)
+    data = re.sub(rb"[ \t\f\v]+", b" ", data)
+    return re.sub(rb"(?m)^ | $", b"", data)
+
+
+def _last_run_id(data: bytes, end: int | None = None) -> str | None:
+    """The tag of the last data line (trec_eval keeps the last one)."""
+    end = len(data) if end is None else end
+    while end > 0:
+        start = data.rfind(b"\n", 0, end - 1) + 1
+        parts = data[start:end].split()
+        if len(parts) >= 6 and not parts[0].startswith(b"#"):
+            return parts[5].decode("utf-8", "replace")
+        end = start - 1 if start > 0 else 0
+        if start == 0:
+            break
+    return None
+
+
+def _read_slow(data: bytes, path: Path, kind: str) -> Columns:
+    """Line-by-line reader: used for files pyarrow refuses, to name the bad line."""
+    qids: list[str] = []
+    docs: list[str] = []
+    vals: list[float] = []
+    run_id = None
+    for lineno, raw in enumerate(data.decode("utf-8", "replace").splitlines(), start=1):
+        parts = raw.split()
+        if not parts or parts[0].startswith("#"):
+            continue
+        if kind == "run":
+            if len(parts) < 6:
+                raise DatasetError(f"malformed run line (expected 'qid Q0 docid rank score tag'): {raw!r}",
+                                   file=str(path), line=lineno)
+            try:
+                vals.append(float(parts[4]))
+            except ValueError:
+                raise DatasetError(f"score {parts[4]!r} is not a number", file=str(path), line=lineno,
+                                   field="score") from None
+            run_id = parts[5]
+        else:
+            if len(parts) != 4:
+                raise DatasetError(f"malformed qrels line (expected 'qid iter docid rel'): {raw!r}",
+                                   file=str(path), line=lineno)
+            try:
+                vals.append(float(parts[3]))
+            except ValueError:
+                raise DatasetError(f"relevance {parts[3]!r} is not a number", file=str(path),
+                                   line=lineno, field="rel") from None
+        qids.append(parts[0])
+        docs.append(parts[2])
+    if not qids:
+        raise DatasetError(f"the {kind} file has no data lines", file=str(path))
+    return Columns(qids, docs, np.asarray(vals, dtype=np.float64), str(path), run_id)
+
+
+_QID = ("qid", "query_id", "q_id", "query", "topic")
+_DOC = ("docid", "doc_id", "docno", "doc", "document_id", "pid", "passage_id")
+_GRADE = ("rel", "relevance", "grade", "label", "judgment", "score")
+_SCORE = ("score", "sim", "similarity", "rank_score")
+
+
+def _frame_columns(df: Any, kind: str) -> Columns:
+    cols = {str(c).lower(): c for c in df.columns}
+
+    def pick(options: tuple[str, ...], what: str) -> Any:
+        for o in options:
+            if o in cols:
+                return df[cols[o]]
+        raise DatasetError(f"{kind} DataFrame has no {what} column (expected one of {', '.join(options)}; "
+                           f"got {', '.join(map(str, df.columns))})", file=f"<{kind} DataFrame>")
+
+    value = pick(_SCORE if kind == "run" else _GRADE, "score" if kind == "run" else "relevance")
+    run_id = None
+    for tag in ("tag", "run_id", "runid", "run"):
+        if kind == "run" and tag in cols and len(df):
+            run_id = str(df[cols[tag]].iloc[-1])
+    return Columns(pick(_QID, "query id").astype(str).to_numpy(), pick(_DOC, "doc id").astype(str).to_numpy(),
+                   value.to_numpy(dtype=np.float64), f"<{kind} DataFrame>", run_id)
+
+
+def _dict_columns(d: Mapping[str, Mapping[str, float]], kind: str) -> Columns:
+    qids, docs, vals = [], [], []
+    for q, items in d.items():
+        for doc, v in items.items():
+            qids.append(str(q))
+            docs.append(str(doc))
+            vals.append(v)
+    return Columns(qids, docs, np.asarray(vals, dtype=np.float64), f"<{kind} dict>")
+
+
+def as_columns(obj: Any, kind: str) -> Columns:
+    """A run or qrels given as a path, a DataFrame, a ``{qid: {docid: value}}`` dict or Columns."""
+    if isinstance(obj, Columns):
+        return obj
+    if isinstance(obj, str | Path):
+        return _read(Path(obj), kind)
+    if isinstance(obj, Mapping):
+        return _dict_columns(obj, kind)
+    if hasattr(obj, "columns") and hasattr(obj, "iloc"):
+        return _frame_columns(obj, kind)
+    raise DatasetError(f"cannot read a {kind} from {type(obj).__name__}: give a TREC file path, a "
+                       "pandas DataFrame or a {qid: {docid: value}} dict")
+
+
+# ---------------------------------------------------------------------------- run files in blocks
+def run_blocks(path: Path, block_bytes: int = BLOCK_BYTES) -> Iterator[tuple[bytes, int]]:
+    """A run file as blocks of whole lines, ``(data, end)``: the block is ``data[:end]``.
+
+    A block never splits a query whose lines are together in the file (how run files are
+    written): the lines of the last query read so far are carried over to the next block. A
+    query longer than a block makes the block grow. Raises OSError.
+    """
+    with open(path, "rb") as fh:
+        carry, floor = b"", 0
+        while True:
+            chunk = fh.read(block_bytes)
+            if not chunk:
+                if carry:
+                    yield carry, len(carry)
+                return
+            data = carry + chunk if carry else chunk
+            del chunk
+            cut, floor = _last_query_start(data, floor)
+            if cut == 0:  # one query so far: read on
+                carry = data
+                continue
+            yield data, cut
+            carry, floor = data[cut:], 0
+
+
+def _last_query_start(data: bytes, floor: int) -> tuple[int, int]:
+    """Where the lines of the last query of ``data`` start (its unfinished last line included),
+    or 0 when every complete line belongs to that query; and the start of the last complete
+    line. ``data[:floor]`` is already known to hold lines of one query only."""
+    end = data.rfind(b"\n")
+    if end < 0:
+        return 0, 0
+    last = data.rfind(b"\n", 0, end) + 1
+    pos, key = end + 1, None
+    while pos > floor:
+        start = data.rfind(b"\n", 0, pos - 1) + 1
+        stop = pos - 1
+        if stop - start <= 1 and data[start:stop].strip() == b"":  # a blank line
+            pos = start
+            continue
+        space = data.find(b" ", start, stop)
+        qid = data[start:space if space >= 0 else stop]
+        if key is None:
+            key = qid
+        elif qid != key:
+            return pos, last
+        pos = start
+    return 0, last
+
+
+def parse_run_block(data: bytes, end: int) -> tuple[Any, Any, Any] | None:
+    """Query ids, doc ids and scores of the single-space separated run lines ``data[:end]`` (one
+    thread), or None when the block needs the whole-file reader (other separators, short lines,
+    anything unparsable). The caller still refuses empty ids and comment lines (see
+    :func:`_plausible`): it checks them on each query's first row, where they cost nothing."""
+    import pyarrow as pa
+
+    nl = data.find(b"\n", 0, end)
+    if len(data[:nl if nl >= 0 else end].split()) < 6:
+        return None
+    buf = pa.py_buffer(data)
+    table = _parse(buf if end == len(data) else buf.slice(0, end), "run", threads=False)
+    if table is None or table.num_rows == 0:
+        return None
+    return tuple(c.chunk(0) if c.num_chunks == 1 else c.combine_chunks() for c in table.columns)
