@@ -42,7 +42,7 @@ from ragmeter.retrieval.engine import (
     _ranks_in_segments,
     _trec_matrix,
 )
-from ragmeter.retrieval.trec_io import BLOCK_BYTES, _last_run_id, parse_run_block, run_blocks
+from ragmeter.retrieval.trec_io import _last_run_id, parse_run_block, run_blocks
 
 Values = dict[str, np.ndarray]
 Measure = Callable[[RelevanceMatrix], Values]
@@ -381,7 +381,7 @@ def _shortest(arr: Any) -> int:
 
 
 # ---------------------------------------------------------------------------- drivers
-def evaluate_run_file(ix: QrelsIndex, path: Path, opts: Options, *, block_bytes: int = BLOCK_BYTES,
+def evaluate_run_file(ix: QrelsIndex, path: Path, opts: Options, *, block_bytes: int | None = None,
                       workers: int | None = None) -> tuple[np.ndarray, Values, str | None]:
     """Evaluate a run file block by block: (qrels index of every evaluated query, in order; their
     values; the run's tag). Raises :class:`Fallback` (and OSError) when the whole-file reader

@@ -214,13 +214,15 @@ def as_columns(obj: Any, kind: str) -> Columns:
 
 
 # ---------------------------------------------------------------------------- run files in blocks
-def run_blocks(path: Path, block_bytes: int = BLOCK_BYTES) -> Iterator[tuple[bytes, int]]:
+def run_blocks(path: Path, block_bytes: int | None = None) -> Iterator[tuple[bytes, int]]:
     """A run file as blocks of whole lines, ``(data, end)``: the block is ``data[:end]``.
 
     A block never splits a query whose lines are together in the file (how run files are
     written): the lines of the last query read so far are carried over to the next block. A
-    query longer than a block makes the block grow. Raises OSError.
+    query longer than a block makes the block grow. ``block_bytes``: bytes read at a time
+    (default :data:`BLOCK_BYTES`). Raises OSError.
     """
+    block_bytes = block_bytes or BLOCK_BYTES
     with open(path, "rb") as fh:
         carry, floor = b"", 0
         while True:
