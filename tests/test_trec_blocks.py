@@ -18,6 +18,7 @@ from ragmeter.retrieval import evaluate, trec_io
 from ragmeter.retrieval import trec as T
 from ragmeter.retrieval import trec_blocks as B
 from ragmeter.retrieval.trec_io import read_qrels, read_run, run_blocks
+from ragmeter.retrieval.trec_text import format_lines
 
 pytrec_eval = pytest.importorskip("pytrec_eval")
 
@@ -225,4 +226,4 @@ def test_per_query_lines_are_formatted_as_printf_does():
     qids = [f"q{i}" for i in range(len(values))]
     expected = "".join(T._line(n, q, float(mat[i, j]), n in T._COUNTS) + "\n"
                        for i, q in enumerate(qids) for j, n in enumerate(names))
-    assert T._format_lines(names, qids, mat) == expected
+    assert format_lines(names, qids, mat, T._COUNTS) == expected

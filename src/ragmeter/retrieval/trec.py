@@ -27,7 +27,8 @@ import numpy as np
 from ragmeter.errors import ConfigError, DatasetError, MetricError
 from ragmeter.retrieval import measures as M
 from ragmeter.retrieval.engine import RelevanceMatrix
-from ragmeter.retrieval.trec_io import Columns, as_columns, read_qrels, read_run
+from ragmeter.retrieval.trec_io import Columns, as_columns, from_numpy, read_qrels, read_run, to_numpy
+from ragmeter.retrieval.trec_text import format_lines
 
 _CUTS = (5, 10, 15, 20, 30, 100, 200, 500, 1000)
 _IPREC = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
@@ -170,7 +171,7 @@ class TrecResult:
 
     def text(self, per_query: bool = False, summary: bool = True, chunk: int = 20_000) -> Iterator[str]:
         """trec_eval's output, in pieces of ``chunk`` queries: each piece formatted column-wise
-        (pyarrow string kernels), not line by line."""
+        (numpy), not line by line."""
         if per_query:
             cols = [n for m in self.measures for n in self.names.get(m, [])
                     if m not in ("gm_map", "runid", "num_q")]
@@ -183,7 +184,7 @@ class TrecResult:
                     mat[have, j] = self.values[n][part[have]]
                     if n == "num_rel" and not have.all():
                         mat[~have, j] = [self.missing[qids[lo + k]] for k in np.flatnonzero(~have)]
-                yield _format_lines(cols, qids[lo:lo + chunk], mat)
+                yield format_lines(cols, qids[lo:lo + chunk], mat, _COUNTS)
         if summary:
             out: list[str] = []
             for m in self.measures:
@@ -218,48 +219,6 @@ def _line(name: str, qid: str, value: float, is_count: bool) -> str:
     if math.isnan(value):
         return f"{name:<22}\t{qid}\t{'-nan':>6}"
     return f"{name:<22}\t{qid}\t{value:6.4f}"
-
-
-def _format_lines(names: list[str], qids: list[str], mat: np.ndarray) -> str:
-    """``name<TAB>qid<TAB>value`` lines for every query (rows) and value name (columns), as
-    :func:`_line` prints them, built with pyarrow string kernels."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    nq, nn = mat.shape
-    qcol = pa.array(qids, type=pa.string()).take(pa.array(np.repeat(np.arange(nq), nn)))
-    ncol = pa.array([f"{n:<22}" for n in names]).take(pa.array(np.tile(np.arange(nn), nq)))
-    flat = mat.reshape(-1)
-    counts = np.tile(np.array([n in _COUNTS for n in names]), nq)
-    vcol = _fixed4(flat, counts)
-    lines = pc.binary_join_element_wise(ncol, qcol, vcol, "\t")
-    off = np.frombuffer(lines.buffers()[1], dtype=np.int32, count=len(lines) + 1, offset=lines.offset * 4)
-    return lines.buffers()[2].to_pybytes()[off[0]:off[-1]].decode("utf-8")
-
-
-def _fixed4(v: np.ndarray, counts: np.ndarray) -> Any:
-    """``int(v)`` where ``counts``, else ``f"{v:6.4f}"``, each followed by a newline. Digits come
-    from ``rint(v * 10000)``, which is printf's correctly rounded value unless ``v * 10000`` is
-    within 1e-6 of a half (the product's rounding error is far below that for ``v < 2**33 / 1e4``);
-    those values, and negative, huge and non-finite ones, are formatted by Python."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    with np.errstate(invalid="ignore", over="ignore"):
-        scaled = v * 10000.0
-        frac = scaled - np.floor(scaled)
-        odd = ~counts & (~np.isfinite(v) | (v < 0) | (scaled >= 2.0 ** 33) | (np.abs(frac - 0.5) < 1e-6))
-        ok = ~odd
-        r = np.where(ok & ~counts, np.rint(np.where(ok, scaled, 0.0)), 0).astype(np.int64)
-        ints = np.where(counts & np.isfinite(v), np.trunc(np.where(np.isfinite(v), v, 0.0)), 0).astype(np.int64)
-    whole = pa.array(np.where(counts, ints, r // 10000)).cast(pa.string())
-    dec = pc.utf8_lpad(pa.array(r % 10000).cast(pa.string()), width=4, padding="0")
-    text = pc.if_else(pa.array(counts), whole, pc.binary_join_element_wise(whole, dec, "."))
-    if odd.any():
-        idx = np.flatnonzero(odd)
-        fixed = ["-nan" if math.isnan(x) else f"{x:6.4f}" for x in v[idx].tolist()]
-        text = pc.replace_with_mask(text, pa.array(odd), pa.array([f"{x:>6}" for x in fixed]))
-    return pc.binary_join_element_wise(text, pa.scalar("\n"), "")
 
 
 def evaluate(qrels: Any, run: Any, measures: Sequence[str] | str = ("official",), *,
@@ -343,7 +302,7 @@ def _evaluate_columns(qrels: Any, run: Any, parsed: dict[str, tuple[float, ...] 
     ix.check_duplicates(qi)
     if len(qi) == 0:
         raise DatasetError(f"no query has both results in {opts.run_name} and judgements in {qc.name}")
-    qids = ix.names.take(qi).to_pylist()
+    qids = ix.names.take(from_numpy(qi)).to_pylist()
     n_all, rel_by_q, at_level = (_qrels_queries(qc, relevance_level) if complete
                                  else (len(qi), None, None))
     res = _result(qids, values, parsed, complete=complete, n_qrels_queries=n_all, rel_by_q=rel_by_q,
@@ -364,10 +323,9 @@ def _qrels_queries(qc: Columns, level: int) -> tuple[int, dict[str, int], dict[s
     if isinstance(q, pa.ChunkedArray):
         q = q.combine_chunks()
     uniq = pc.unique(q)
-    grades = np.trunc(np.asarray(qc.value.to_numpy(zero_copy_only=False) if hasattr(qc.value, "to_numpy")
-                                 else qc.value, dtype=np.float64))
+    grades = np.trunc(np.asarray(to_numpy(qc.value), dtype=np.float64))
     enc = pc.dictionary_encode(q)
-    idx = enc.indices.to_numpy(zero_copy_only=False)
+    idx = to_numpy(enc.indices)
     counts = np.bincount(idx[grades >= 1], minlength=len(enc.dictionary))
     at_level = np.bincount(idx[grades >= level], minlength=len(enc.dictionary))
     names = [str(x) for x in enc.dictionary.to_pylist()]

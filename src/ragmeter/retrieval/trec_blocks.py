@@ -42,7 +42,14 @@ from ragmeter.retrieval.engine import (
     _ranks_in_segments,
     _trec_matrix,
 )
-from ragmeter.retrieval.trec_io import _last_run_id, parse_run_block, run_blocks
+from ragmeter.retrieval.trec_io import (
+    _last_run_id,
+    from_numpy,
+    has_empty,
+    parse_run_block,
+    run_blocks,
+    to_numpy,
+)
 
 Values = dict[str, np.ndarray]
 Measure = Callable[[RelevanceMatrix], Values]
@@ -163,12 +170,10 @@ class QrelsIndex:
 
     @classmethod
     def build(cls, qid: Any, doc: Any, grade: Any, name: str) -> QrelsIndex:
-        import pyarrow as pa
         import pyarrow.compute as pc
 
         q, d = strings(qid), strings(doc)
-        g = np.asarray(grade.to_numpy(zero_copy_only=False) if hasattr(grade, "to_numpy") else grade,
-                       dtype=np.float64)
+        g = np.asarray(to_numpy(grade), dtype=np.float64)
         if not (len(q) == len(d) == len(g)):
             raise DatasetError("qrels columns have different lengths", file=name)
         enc = pc.dictionary_encode(q)
@@ -176,21 +181,21 @@ class QrelsIndex:
         order = np.argsort(keys, kind="stable")
         rank_of = np.empty(len(order), dtype=np.int64)
         rank_of[order] = np.arange(len(order))
-        qi = rank_of[enc.indices.to_numpy(zero_copy_only=False)]
+        qi = rank_of[to_numpy(enc.indices)]
         nq = len(order)
         start = np.zeros(nq + 1, dtype=np.int64)
         np.cumsum(np.bincount(qi, minlength=nq), out=start[1:])
         rows = np.argsort(qi, kind="stable")
         # (query, doc) judged twice: the first row repeating an earlier one, per query
         denc = pc.dictionary_encode(d)
-        pair = qi * (len(denc.dictionary) + 1) + denc.indices.to_numpy(zero_copy_only=False)
+        pair = qi * (len(denc.dictionary) + 1) + to_numpy(denc.indices)
         by_pair = np.argsort(pair, kind="stable")
         repeat = by_pair[1:][pair[by_pair[1:]] == pair[by_pair[:-1]]]
         first_dup = np.full(nq, np.iinfo(np.int64).max, dtype=np.int64)
         np.minimum.at(first_dup, qi[repeat], repeat)
         first_dup[first_dup == np.iinfo(np.int64).max] = -1
-        doc_by_query = d.take(pa.array(rows))
-        return cls(enc.dictionary.take(pa.array(order)), keys[order], start, doc_by_query,
+        doc_by_query = d.take(from_numpy(rows))
+        return cls(enc.dictionary.take(from_numpy(order)), keys[order], start, doc_by_query,
                    g[rows], first_dup, d, name, fingerprints(doc_by_query))
 
     def lookup(self, keys: np.ndarray) -> np.ndarray:
@@ -225,7 +230,6 @@ def evaluate_block(ix: QrelsIndex, seg_qi: np.ndarray, starts: np.ndarray, docs:
                    opts: Options) -> tuple[np.ndarray, Values]:
     """Values of the queries of one block: rows ``starts[i]:starts[i + 1]`` of ``docs`` /
     ``scores`` are the results of qrels query ``seg_qi[i]``."""
-    import pyarrow as pa
 
     nseg = len(seg_qi)
     if nseg == 0:
@@ -256,7 +260,7 @@ def evaluate_block(ix: QrelsIndex, seg_qi: np.ndarray, starts: np.ndarray, docs:
             return sum(1 for t in np.flatnonzero(scores[lo:hi] == s) if names[t] > d)
 
         rank[mj] = _ranks_in_segments(scores, starts, jq[mj], scores[mrow], tie_count)
-    qids = ix.names.take(pa.array(seg_qi)).to_pylist()
+    qids = ix.names.take(from_numpy(seg_qi)).to_pylist()
     m = _trec_matrix(qids, np.diff(starts), jq, rank, ix.grade[jrows], opts.relevance_level, opts.max_docs)
     return seg_qi, opts.measure(m)
 
@@ -266,7 +270,6 @@ def _match(h: np.ndarray, starts: np.ndarray, jq: np.ndarray, jh: np.ndarray, do
     """Pairs (run row, judgement) of the same query and the same doc id: rows whose fingerprint
     is among the judged ones' (a bitmap of their hashes first), then the same query and
     fingerprint (binary search), then the doc ids themselves compared."""
-    import pyarrow as pa
     import pyarrow.compute as pc
 
     none = np.zeros(0, dtype=np.int64)
@@ -292,8 +295,7 @@ def _match(h: np.ndarray, starts: np.ndarray, jq: np.ndarray, jh: np.ndarray, do
     j = jorder[np.repeat(lo, n) + np.arange(len(r)) - np.repeat(first[:-1], n)]
     ok = jq[j] == seg[r]
     r, j = r[ok], j[ok]
-    same = pc.equal(docs.take(pa.array(cand[r])), judged.take(pa.array(jrows[j])))
-    same = same.to_numpy(zero_copy_only=False)
+    same = to_numpy(pc.equal(docs.take(from_numpy(cand[r])), judged.take(from_numpy(jrows[j]))))
     return cand[r[same]], j[same]
 
 
@@ -346,7 +348,6 @@ def _repeated_fingerprints(h: np.ndarray, starts: np.ndarray) -> np.ndarray:
 
 
 def _file_block(ix: QrelsIndex, data: bytes, end: int, opts: Options) -> tuple[np.ndarray, Values]:
-    import pyarrow as pa
     import pyarrow.compute as pc
 
     cols = parse_run_block(data, end)
@@ -354,30 +355,25 @@ def _file_block(ix: QrelsIndex, data: bytes, end: int, opts: Options) -> tuple[n
         raise Fallback
     q, docs, score = cols
     n = len(q)
-    change = np.flatnonzero(pc.not_equal(q.slice(1), q.slice(0, n - 1)).to_numpy(zero_copy_only=False)) + 1
+    change = np.flatnonzero(to_numpy(pc.not_equal(q.slice(1), q.slice(0, n - 1)))) + 1
     starts = np.concatenate(([0], change, [n])).astype(np.int64)
-    names = q.take(pa.array(starts[:-1]))
+    names = q.take(from_numpy(starts[:-1]))
     # what a lenient single-space parse could misread (as trec_io._plausible): empty fields
     # (leading or doubled blanks) and comment lines; a query id is the same on all its rows
-    if _shortest(names) == 0 or _shortest(docs) == 0 or pc.any(pc.starts_with(names, "#")).as_py():
+    if has_empty(names) or has_empty(docs) or pc.any(pc.starts_with(names, "#")).as_py():
         raise Fallback
     seg_qi = ix.lookup(fixed_bytes(names))
-    scores = score.to_numpy(zero_copy_only=False)
+    scores = to_numpy(score)
     keep = seg_qi >= 0
     if not keep.all():
         lens = np.diff(starts)[keep]
         rows = np.repeat(keep, np.diff(starts))
-        docs, scores, seg_qi = docs.filter(pa.array(rows)), scores[rows], seg_qi[keep]
+        docs, scores, seg_qi = docs.take(from_numpy(np.flatnonzero(rows))), scores[rows], seg_qi[keep]
         starts = np.zeros(len(lens) + 1, dtype=np.int64)
         np.cumsum(lens, out=starts[1:])
     if len(np.unique(seg_qi)) != len(seg_qi):
         raise Fallback  # a query's lines are not together
     return evaluate_block(ix, seg_qi, starts, docs, scores, opts)
-
-
-def _shortest(arr: Any) -> int:
-    off = np.frombuffer(arr.buffers()[1], dtype=np.int32, count=len(arr) + 1, offset=arr.offset * 4)
-    return int(np.diff(off).min()) if len(arr) else 1
 
 
 # ---------------------------------------------------------------------------- drivers
@@ -403,25 +399,23 @@ def evaluate_run_file(ix: QrelsIndex, path: Path, opts: Options, *, block_bytes:
 def evaluate_columns(ix: QrelsIndex, qid: Any, doc: Any, score: Any, opts: Options,
                      workers: int | None = None) -> tuple[np.ndarray, Values]:
     """Evaluate a run held as columns (any query order)."""
-    import pyarrow as pa
     import pyarrow.compute as pc
 
     q, d = strings(qid), strings(doc)
-    s = np.asarray(score.to_numpy(zero_copy_only=False) if hasattr(score, "to_numpy") else score,
-                   dtype=np.float64)
+    s = np.asarray(to_numpy(score), dtype=np.float64)
     if not (len(q) == len(d) == len(s)):
         raise DatasetError("run columns have different lengths", file=opts.run_name)
     enc = pc.dictionary_encode(q)
-    rqi = ix.lookup(fixed_bytes(enc.dictionary))[enc.indices.to_numpy(zero_copy_only=False)] \
+    rqi = ix.lookup(fixed_bytes(enc.dictionary))[to_numpy(enc.indices)] \
         if len(q) else np.zeros(0, dtype=np.int64)
     rows = np.flatnonzero(rqi >= 0)
     rqi = rqi[rows]
     if len(rqi) and np.any(rqi[1:] < rqi[:-1]):
         order = np.argsort(rqi, kind="stable")  # group by query, file order inside a query
         rows, rqi = rows[order], rqi[order]
-        d, s = d.take(pa.array(rows)), s[rows]
+        d, s = d.take(from_numpy(rows)), s[rows]
     elif len(rows) != len(d):
-        d, s = d.take(pa.array(rows)), s[rows]
+        d, s = d.take(from_numpy(rows)), s[rows]
     change = np.flatnonzero(rqi[1:] != rqi[:-1]) + 1
     starts = np.concatenate(([0], change, [len(rqi)])).astype(np.int64) if len(rqi) else np.zeros(1, np.int64)
     seg_qi = rqi[starts[:-1]]

@@ -20,6 +20,63 @@ from ragmeter.errors import DatasetError
 
 #: bytes of a run file read at a time when it is evaluated block by block
 BLOCK_BYTES = 8 << 20
+_NUMPY_TYPES = {"int8": np.int8, "int16": np.int16, "int32": np.int32, "int64": np.int64, "uint8": np.uint8,
+                "uint16": np.uint16, "uint32": np.uint32, "uint64": np.uint64, "float": np.float32,
+                "double": np.float64}
+
+
+# ---------------------------------------------------------------------------- arrow <-> numpy
+# pyarrow's own conversions (Array.to_numpy, pa.array, pa.scalar) check for pandas objects and so
+# import pandas (0.2 s) the first time: a CLI command that never needs pandas avoids them.
+def to_numpy(col: Any) -> np.ndarray:
+    """A numeric or boolean column (pyarrow array, numpy array, list) as numpy; a pyarrow array
+    is read from its buffers (a view when it can be; nulls of floats are NaN)."""
+    import pyarrow as pa
+
+    if isinstance(col, pa.ChunkedArray):
+        col = col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
+    if not isinstance(col, pa.Array):
+        return np.asarray(col)
+    n, bufs = len(col), col.buffers()
+    if pa.types.is_boolean(col.type):
+        out = _bits(bufs[1], col.offset, n)
+    else:
+        dtype = _NUMPY_TYPES.get(str(col.type))
+        if dtype is None or n == 0:
+            return col.to_numpy(zero_copy_only=False)
+        out = np.frombuffer(bufs[1], dtype=dtype, count=n, offset=col.offset * np.dtype(dtype).itemsize)
+    if col.null_count:
+        if out.dtype.kind != "f":
+            return col.to_numpy(zero_copy_only=False)
+        out = np.where(_bits(bufs[0], col.offset, n), out, np.nan)
+    return out
+
+
+def _bits(buf: Any, offset: int, n: int) -> np.ndarray:
+    if n == 0:
+        return np.zeros(0, dtype=bool)
+    packed = np.frombuffer(buf, dtype=np.uint8)
+    return np.unpackbits(packed, count=offset + n, bitorder="little")[offset:].astype(bool)
+
+
+def from_numpy(x: np.ndarray) -> Any:
+    """An integer numpy array as a pyarrow int64 array (shares the memory)."""
+    import pyarrow as pa
+
+    x = np.ascontiguousarray(x, dtype=np.int64)
+    return pa.Array.from_buffers(pa.int64(), len(x), [None, pa.py_buffer(x)])
+
+
+def has_empty(col: Any) -> bool:
+    """Whether a pyarrow string column holds an empty string (read from its offsets)."""
+    import pyarrow as pa
+
+    for c in col.chunks if isinstance(col, pa.ChunkedArray) else [col]:
+        if len(c):
+            off = np.frombuffer(c.buffers()[1], dtype=np.int32, count=len(c) + 1, offset=c.offset * 4)
+            if not np.all(off[1:] > off[:-1]):
+                return True
+    return False
 
 
 @dataclass
@@ -102,7 +159,7 @@ def _plausible(table: Any, data: bytes, kind: str, end: int | None = None) -> bo
     if kind == "run" and len(first.split()) < 6:
         return False
     q, d = table.column(0), table.column(1)
-    if pc.any(pc.equal(pc.binary_length(q), 0)).as_py() or pc.any(pc.equal(pc.binary_length(d), 0)).as_py():
+    if has_empty(q) or has_empty(d):
         return False
     return not pc.any(pc.starts_with(q, "#")).as_py()
 
