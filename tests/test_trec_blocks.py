@@ -102,7 +102,7 @@ def test_queries_straddling_blocks_give_the_whole_file_values(tmp_path, block_by
     qrels, run = collection(1)
     qf, rf = write(tmp_path, qrels, run)
     data = rf.read_bytes()
-    blocks = [d[:e] for d, e in run_blocks(rf, block_bytes)]
+    blocks = [bytes(d[:e]) for d, e in run_blocks(rf, block_bytes)]
     assert len(blocks) > 5 and b"".join(blocks) == data
     owners = [{line.split(b" ")[0] for line in b.splitlines()} for b in blocks]
     assert sum(map(len, owners)) == len(set().union(*owners))  # no query in two blocks
@@ -198,7 +198,7 @@ def test_block_reader_handles_blank_lines_crlf_and_a_query_longer_than_a_block(t
     path = tmp_path / "r"
     for eol in ("\n", "\r\n"):
         path.write_bytes(eol.join(lines).encode())  # no final newline
-        blocks = [d[:e] for d, e in run_blocks(path, 64)]
+        blocks = [bytes(d[:e]) for d, e in run_blocks(path, 64)]
         assert b"".join(blocks) == path.read_bytes()
         assert blocks[0].count(b"q1 ") == 60 and b"q1 " not in b"".join(blocks[1:])
         (tmp_path / "q").write_text("q1 0 d5 1\nq2 0 d2 1\n")

@@ -275,7 +275,7 @@ def _match(h: np.ndarray, starts: np.ndarray, jq: np.ndarray, jh: np.ndarray, do
     none = np.zeros(0, dtype=np.int64)
     if len(jh) == 0 or len(h) == 0:
         return none, none
-    bits = max(16, int(len(jh) * 16).bit_length())
+    bits = min(22, max(16, int(len(jh) * 64).bit_length()))  # a few % of false candidates
     shift = np.uint64(64 - bits)
     table = np.zeros(1 << bits, dtype=bool)
     table[(jh * _MIX[3]) >> shift] = True
@@ -288,11 +288,16 @@ def _match(h: np.ndarray, starts: np.ndarray, jq: np.ndarray, jh: np.ndarray, do
     jorder = np.argsort(jkey)
     sorted_keys = jkey[jorder]
     lo = np.searchsorted(sorted_keys, rkey, side="left")
-    n = np.searchsorted(sorted_keys, rkey, side="right") - lo
-    r = np.repeat(np.arange(len(cand)), n)  # usually one judgement per candidate, or none
-    first = np.zeros(len(n) + 1, dtype=np.int64)
-    np.cumsum(n, out=first[1:])
-    j = jorder[np.repeat(lo, n) + np.arange(len(r)) - np.repeat(first[:-1], n)]
+    if np.any(sorted_keys[1:] == sorted_keys[:-1]):  # a key judged twice: take every one
+        n = np.searchsorted(sorted_keys, rkey, side="right") - lo
+        r = np.repeat(np.arange(len(cand)), n)
+        first = np.zeros(len(n) + 1, dtype=np.int64)
+        np.cumsum(n, out=first[1:])
+        j = jorder[np.repeat(lo, n) + np.arange(len(r)) - np.repeat(first[:-1], n)]
+    else:
+        lo = np.minimum(lo, len(jkey) - 1)
+        r = np.flatnonzero(sorted_keys[lo] == rkey)
+        j = jorder[lo[r]]
     ok = jq[j] == seg[r]
     r, j = r[ok], j[ok]
     same = to_numpy(pc.equal(docs.take(from_numpy(cand[r])), judged.take(from_numpy(jrows[j]))))

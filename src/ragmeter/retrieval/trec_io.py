@@ -271,7 +271,7 @@ def as_columns(obj: Any, kind: str) -> Columns:
 
 
 # ---------------------------------------------------------------------------- run files in blocks
-def run_blocks(path: Path, block_bytes: int | None = None) -> Iterator[tuple[bytes, int]]:
+def run_blocks(path: Path, block_bytes: int | None = None) -> Iterator[tuple[bytearray, int]]:
     """A run file as blocks of whole lines, ``(data, end)``: the block is ``data[:end]``.
 
     A block never splits a query whose lines are together in the file (how run files are
@@ -280,16 +280,24 @@ def run_blocks(path: Path, block_bytes: int | None = None) -> Iterator[tuple[byt
     (default :data:`BLOCK_BYTES`). Raises OSError.
     """
     block_bytes = block_bytes or BLOCK_BYTES
-    with open(path, "rb") as fh:
+    with open(path, "rb", buffering=0) as fh:
         carry, floor = b"", 0
         while True:
-            chunk = fh.read(block_bytes)
-            if not chunk:
+            # the carried lines, then the next bytes of the file read right after them
+            data = bytearray(len(carry) + block_bytes)
+            data[:len(carry)] = carry
+            got = fh.readinto(memoryview(data)[len(carry):])
+            if not got:
                 if carry:
                     yield carry, len(carry)
                 return
-            data = carry + chunk if carry else chunk
-            del chunk
+            while got < block_bytes:  # a short read before the end of the file
+                more = fh.readinto(memoryview(data)[len(carry) + got:])
+                if not more:
+                    break
+                got += more
+            if got < block_bytes:
+                del data[len(carry) + got:]
             cut, floor = _last_query_start(data, floor)
             if cut == 0:  # one query so far: read on
                 carry = data
