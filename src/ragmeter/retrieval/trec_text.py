@@ -1,9 +1,8 @@
 """trec_eval's per-query output lines for many queries at once, built as bytes with numpy.
 
 ``name<TAB>qid<TAB>value`` with the name left-aligned in 22 characters and the value printed as
-printf's ``%6.4f`` (``%d`` for counts): every piece is a column of byte strings, and the lines
-are their row-wise concatenation, made with a few vectorised gathers instead of one Python
-format call per line.
+printf's ``%6.4f`` (``%d`` for counts), built for all lines at once with a few numpy passes
+instead of one Python format call per line.
 """
 
 from __future__ import annotations
@@ -18,48 +17,46 @@ _ZERO, _DOT, _NL = ord("0"), ord("."), ord("\n")
 
 def format_lines(names: list[str], qids: list[str], mat: np.ndarray, counts: set[str]) -> str:
     """The lines of every query (rows of ``mat``) and value name (columns), query by query,
-    each ending with a newline; names in ``counts`` print as integers."""
+    each ending with a newline; names in ``counts`` print as integers.
+
+    Each line is a row of a byte matrix (name, query id, value, each left in its own columns
+    with a mask of the bytes in use); the text is the masked bytes, row after row."""
     nq, nn = mat.shape
     if nq == 0 or nn == 0:
         return ""
-    name_part = _take(*_pack([f"{n:<22}\t".encode() for n in names]), np.tile(np.arange(nn), nq))
-    qid_part = _take(*_pack([q.encode() + b"\t" for q in qids]), np.repeat(np.arange(nq), nn))
+    name_mat, name_len = _rows([f"{n:<22}\t".encode() for n in names])
+    qid_mat, qid_len = _rows([q.encode() + b"\t" for q in qids])
     is_count = np.tile(np.array([n in counts for n in names]), nq)
-    return _join([name_part, qid_part, _values(mat.reshape(-1), is_count)]).decode("utf-8")
+    val_mat, start, end = _values(mat.reshape(-1), is_count)
+    wn, wq = name_mat.shape[1], qid_mat.shape[1]
+    out = np.empty((nq * nn, wn + wq + val_mat.shape[1]), dtype=np.uint8)
+    keep = np.empty(out.shape, dtype=bool)
+    out[:, :wn] = np.tile(name_mat, (nq, 1))
+    keep[:, :wn] = np.tile(np.arange(wn) < name_len[:, None], (nq, 1))
+    out[:, wn:wn + wq] = np.repeat(qid_mat, nn, axis=0)
+    keep[:, wn:wn + wq] = np.repeat(np.arange(wq) < qid_len[:, None], nn, axis=0)
+    out[:, wn + wq:] = val_mat
+    cols = np.arange(val_mat.shape[1])
+    keep[:, wn + wq:] = (cols >= start[:, None]) & (cols < end[:, None])
+    return out[keep].tobytes().decode("utf-8")
 
 
-def _pack(items: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
-    """Byte strings as (bytes, offsets)."""
-    off = np.zeros(len(items) + 1, dtype=np.int64)
-    np.cumsum(np.fromiter(map(len, items), dtype=np.int64, count=len(items)), out=off[1:])
-    return np.frombuffer(b"".join(items), dtype=np.uint8), off
+def _rows(items: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    """Byte strings as the rows of a matrix (left-aligned, zero-padded) and their lengths."""
+    lens = np.fromiter(map(len, items), dtype=np.int64, count=len(items))
+    width = max(1, int(lens.max()))
+    out = np.zeros(len(items) * width, dtype=np.uint8)
+    starts = np.zeros(len(items) + 1, dtype=np.int64)
+    np.cumsum(lens, out=starts[1:])
+    dest = np.repeat(np.arange(len(items), dtype=np.int64) * width - starts[:-1], lens) + \
+        np.arange(int(starts[-1]), dtype=np.int64)
+    out[dest] = np.frombuffer(b"".join(items), dtype=np.uint8)
+    return out.reshape(len(items), width), lens
 
 
-def _take(blob: np.ndarray, off: np.ndarray, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Items ``idx`` of (bytes, offsets), as (bytes, offsets)."""
-    lens = np.diff(off)[idx]
-    new = np.zeros(len(idx) + 1, dtype=np.int64)
-    np.cumsum(lens, out=new[1:])
-    src = np.repeat(off[:-1][idx] - new[:-1], lens) + np.arange(int(new[-1]), dtype=np.int64)
-    return blob[src], new
-
-
-def _join(parts: list[tuple[np.ndarray, np.ndarray]]) -> bytes:
-    """Row-wise concatenation of columns of byte strings (each column: bytes, offsets)."""
-    lens = [np.diff(off) for _, off in parts]
-    total = np.zeros(len(lens[0]) + 1, dtype=np.int64)
-    np.cumsum(sum(lens), out=total[1:])
-    out = np.empty(int(total[-1]), dtype=np.uint8)
-    pos = total[:-1].copy()
-    for (blob, off), ln in zip(parts, lens, strict=True):
-        out[np.repeat(pos - off[:-1], ln) + np.arange(int(off[0]), int(off[-1]), dtype=np.int64)] = \
-            blob[int(off[0]):int(off[-1])]
-        pos += ln
-    return out.tobytes()
-
-
-def _values(v: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``"%d\\n" % v`` where ``counts``, else ``"%6.4f\\n" % v``, as (bytes, offsets).
+def _values(v: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``"%d\\n" % v`` where ``counts``, else ``"%6.4f\\n" % v``: a byte matrix and, per row,
+    the columns its text starts and ends at.
 
     The digits come from ``rint(v * 10000)``, which is printf's correctly rounded value unless
     the exact product is within 1e-6 of a half: its rounding error is far smaller below
@@ -98,8 +95,4 @@ def _values(v: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             mat[r, :len(t)] = np.frombuffer(t, dtype=np.uint8)
         start[rows] = 0
         end[rows] = [len(t) for t in texts]
-    cols = np.arange(mat.shape[1])
-    blob = mat[(cols >= start[:, None]) & (cols < end[:, None])]
-    off = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(end - start, out=off[1:])
-    return blob, off
+    return mat, start, end
