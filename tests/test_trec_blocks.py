@@ -177,7 +177,7 @@ def test_colliding_fingerprints_are_not_duplicates_but_real_duplicates_are(tmp_p
     a = "shard-0000000000" + "AAAAAAAA" + "-00000000000000-"
     b = "shard-0000000000" + "BBBBBBBB" + "-00000000000000-"  # 40 bytes: only bytes 16-23 differ
     assert _fp([a])[0] == _fp([b])[0]
-    qrels = {"q1": {a: 1, "d2": 1}, "q2": {b: 2}}
+    qrels = {"q1": {a: 1, "d2": 1, b: 0}, "q2": {b: 2}}  # judged both: not a repeated judgement
     run = {"q1": {"d0": 3.0, b: 2.5, a: 2.0, "d2": 1.0}, "q2": {a: 1.0, b: 0.5}}
     qf, rf = write(tmp_path, qrels, run)
     assert_like_pytrec_eval(evaluate(qf, rf, OURS), qrels, run)

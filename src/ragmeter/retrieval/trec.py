@@ -27,7 +27,7 @@ import numpy as np
 from ragmeter.errors import ConfigError, DatasetError, MetricError
 from ragmeter.retrieval import measures as M
 from ragmeter.retrieval.engine import RelevanceMatrix
-from ragmeter.retrieval.trec_io import Columns, as_columns, from_numpy, read_qrels, read_run, to_numpy
+from ragmeter.retrieval.trec_io import Columns, as_columns, from_numpy, read_qrels, read_run
 from ragmeter.retrieval.trec_text import format_lines
 
 _CUTS = (5, 10, 15, 20, 30, 100, 200, 500, 1000)
@@ -303,7 +303,7 @@ def _evaluate_columns(qrels: Any, run: Any, parsed: dict[str, tuple[float, ...] 
     if len(qi) == 0:
         raise DatasetError(f"no query has both results in {opts.run_name} and judgements in {qc.name}")
     qids = ix.names.take(from_numpy(qi)).to_pylist()
-    n_all, rel_by_q, at_level = (_qrels_queries(qc, relevance_level) if complete
+    n_all, rel_by_q, at_level = (_qrels_queries(ix, relevance_level) if complete
                                  else (len(qi), None, None))
     res = _result(qids, values, parsed, complete=complete, n_qrels_queries=n_all, rel_by_q=rel_by_q,
                   run_id=run_id)
@@ -313,23 +313,16 @@ def _evaluate_columns(qrels: Any, run: Any, parsed: dict[str, tuple[float, ...] 
     return res
 
 
-def _qrels_queries(qc: Columns, level: int) -> tuple[int, dict[str, int], dict[str, int]]:
+def _qrels_queries(ix: Any, level: int) -> tuple[int, dict[str, int], dict[str, int]]:
     """For ``-c``: the number of qrels queries and, per query, its documents graded >= 1 and
-    its documents graded >= ``level``."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    q = qc.qid if isinstance(qc.qid, pa.Array | pa.ChunkedArray) else pa.array(list(map(str, qc.qid)))
-    if isinstance(q, pa.ChunkedArray):
-        q = q.combine_chunks()
-    uniq = pc.unique(q)
-    grades = np.trunc(np.asarray(to_numpy(qc.value), dtype=np.float64))
-    enc = pc.dictionary_encode(q)
-    idx = to_numpy(enc.indices)
-    counts = np.bincount(idx[grades >= 1], minlength=len(enc.dictionary))
-    at_level = np.bincount(idx[grades >= level], minlength=len(enc.dictionary))
-    names = [str(x) for x in enc.dictionary.to_pylist()]
-    return (len(uniq), dict(zip(names, counts.tolist(), strict=True)),
+    its documents graded >= ``level`` (``ix``: the qrels' ``trec_blocks.QrelsIndex``)."""
+    nq = len(ix.keys)
+    rows_q = np.repeat(np.arange(nq), np.diff(ix.start))
+    grades = np.trunc(ix.grade)
+    counts = np.bincount(rows_q[grades >= 1], minlength=nq)
+    at_level = np.bincount(rows_q[grades >= level], minlength=nq)
+    names = ix.names.to_pylist()
+    return (nq, dict(zip(names, counts.tolist(), strict=True)),
             dict(zip(names, at_level.tolist(), strict=True)))
 
 

@@ -176,27 +176,23 @@ class QrelsIndex:
         g = np.asarray(to_numpy(grade), dtype=np.float64)
         if not (len(q) == len(d) == len(g)):
             raise DatasetError("qrels columns have different lengths", file=name)
-        enc = pc.dictionary_encode(q)
-        keys = fixed_bytes(enc.dictionary)
-        order = np.argsort(keys, kind="stable")
-        rank_of = np.empty(len(order), dtype=np.int64)
-        rank_of[order] = np.arange(len(order))
-        qi = rank_of[to_numpy(enc.indices)]
-        nq = len(order)
+        # queries: runs of equal ids (qrels list each query's lines together, usually), then the
+        # distinct ids in byte order; no hashing of every row
+        n = len(q)
+        change = np.flatnonzero(to_numpy(pc.not_equal(q.slice(1), q.slice(0, n - 1)))) + 1 if n > 1 \
+            else np.zeros(0, dtype=np.int64)
+        seg = np.concatenate(([0], change)).astype(np.int64)
+        keys, first, inverse = np.unique(fixed_bytes(q.take(from_numpy(seg))), return_index=True,
+                                         return_inverse=True)
+        qi = np.repeat(inverse.reshape(-1).astype(np.int64), np.diff(np.append(seg, n)))
+        nq = len(keys)
         start = np.zeros(nq + 1, dtype=np.int64)
         np.cumsum(np.bincount(qi, minlength=nq), out=start[1:])
         rows = np.argsort(qi, kind="stable")
-        # (query, doc) judged twice: the first row repeating an earlier one, per query
-        denc = pc.dictionary_encode(d)
-        pair = qi * (len(denc.dictionary) + 1) + to_numpy(denc.indices)
-        by_pair = np.argsort(pair, kind="stable")
-        repeat = by_pair[1:][pair[by_pair[1:]] == pair[by_pair[:-1]]]
-        first_dup = np.full(nq, np.iinfo(np.int64).max, dtype=np.int64)
-        np.minimum.at(first_dup, qi[repeat], repeat)
-        first_dup[first_dup == np.iinfo(np.int64).max] = -1
         doc_by_query = d.take(from_numpy(rows))
-        return cls(enc.dictionary.take(from_numpy(order)), keys[order], start, doc_by_query,
-                   g[rows], first_dup, d, name, fingerprints(doc_by_query))
+        fp = fingerprints(doc_by_query)
+        return cls(q.take(from_numpy(seg[first])), keys, start, doc_by_query, g[rows],
+                   _first_repeats(qi[rows], fp, doc_by_query, rows, nq), d, name, fp)
 
     def lookup(self, keys: np.ndarray) -> np.ndarray:
         """The index of each query id (fixed-width bytes) among the qrels queries, -1 if absent."""
@@ -215,6 +211,29 @@ class QrelsIndex:
             qi = int(evaluated[self.first_dup[evaluated] == row][0])
             raise DatasetError(f"query {self.names[qi].as_py()!r} judges document "
                                f"{self.file_doc[row].as_py()!r} more than once", file=self.name)
+
+
+def _first_repeats(qi: np.ndarray, fp: np.ndarray, docs: Any, rows: np.ndarray, nq: int) -> np.ndarray:
+    """Per query, the file row of its first judgement of a document it judged before (-1: none).
+    ``qi``/``fp``/``docs`` are grouped by query, ``rows`` their file rows (ascending within a
+    query). Equal fingerprints in a query are checked string by string."""
+    out = np.full(nq, -1, dtype=np.int64)
+    key = fp ^ (qi.astype(np.uint64) * _MIX[4])  # equal (query, fingerprint): equal key
+    ordered = np.sort(key)
+    if not np.any(ordered[1:] == ordered[:-1]):
+        return out
+    order = np.argsort(key)
+    same = np.flatnonzero(key[order[1:]] == key[order[:-1]])
+    for q in np.unique(np.concatenate([qi[order[same]], qi[order[same + 1]]])).tolist():
+        lo = int(np.searchsorted(qi, q, side="left"))
+        hi = int(np.searchsorted(qi, q, side="right"))
+        seen: set[str] = set()
+        for k, doc in enumerate(docs.slice(lo, hi - lo).to_pylist()):
+            if doc in seen:
+                out[q] = int(rows[lo + k])
+                break
+            seen.add(doc)
+    return out
 
 
 # ---------------------------------------------------------------------------- one block
