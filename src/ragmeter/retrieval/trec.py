@@ -284,6 +284,7 @@ def _evaluate_columns(qrels: Any, run: Any, parsed: dict[str, tuple[float, ...] 
 
     qc = as_columns(qrels, "qrels")
     ix = B.QrelsIndex.build(qc.qid, qc.doc, qc.value, qc.name)
+    del qc  # the index holds what is needed
     opts = B.Options(relevance_level, max_docs, str(run) if isinstance(run, str | Path) else "",
                      lambda m: _query_values(m, parsed))
     got = None
@@ -301,7 +302,7 @@ def _evaluate_columns(qrels: Any, run: Any, parsed: dict[str, tuple[float, ...] 
         qi, values, run_id = got
     ix.check_duplicates(qi)
     if len(qi) == 0:
-        raise DatasetError(f"no query has both results in {opts.run_name} and judgements in {qc.name}")
+        raise DatasetError(f"no query has both results in {opts.run_name} and judgements in {ix.name}")
     qids = ix.names.take(from_numpy(qi)).to_pylist()
     n_all, rel_by_q, at_level = (_qrels_queries(ix, relevance_level) if complete
                                  else (len(qi), None, None))

@@ -60,6 +60,8 @@ _MIX = tuple(np.uint64(c) for c in (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x16
                                     0xD6E8FEB86659FD93, 0xFF51AFD7ED558CCD))
 #: zero bytes around a string buffer, to read 8-byte words anywhere
 _PAD = 8
+#: strings fingerprinted at a time
+_FP_ROWS = 1 << 19
 
 
 class Fallback(Exception):
@@ -74,7 +76,10 @@ def strings(col: Any) -> Any:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    if isinstance(col, pa.ChunkedArray):
+        arr = col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
+    else:
+        arr = col
     if not isinstance(arr, pa.Array):
         arr = pa.array(np.asarray(arr, dtype=object) if not isinstance(arr, list) else arr)
     if not pa.types.is_string(arr.type):
@@ -104,14 +109,16 @@ def fixed_bytes(arr: Any) -> np.ndarray:
     in byte order, as trec_eval's strcmp (and Python's str order) do."""
     off, data = _string_parts(arr)
     n = len(off) - 1
-    lens = np.diff(off)
+    start, lens = off[:-1], np.diff(off)
     width = max(1, int(lens.max()) if n else 1)
-    out = np.zeros(n * width, dtype=np.uint8)
-    total = int(off[-1]) - _PAD
-    if total:
-        dest = np.repeat(np.arange(n, dtype=np.int64) * width - (off[:-1] - _PAD), lens) + np.arange(total)
-        out[dest] = data[_PAD:_PAD + total]
-    return out.view(f"S{width}")
+    out = np.zeros((n, width), dtype=np.uint8)
+    for c in range(width):  # one column of bytes at a time: no index array per byte
+        rows = None if n == 0 or lens.min() > c else np.flatnonzero(lens > c)
+        if rows is None:
+            out[:, c] = data[start + c]
+        else:
+            out[rows, c] = data[start[rows] + c]
+    return out.reshape(-1).view(f"S{width}")
 
 
 def fingerprints(arr: Any) -> np.ndarray:
@@ -119,6 +126,8 @@ def fingerprints(arr: Any) -> np.ndarray:
     its last 8 bytes (all of it when shorter), mixed with its first 8 bytes when longer than 8,
     and with the words at bytes 8 and ``len - 16`` when longer than 16 (so strings of up to 32
     bytes are covered entirely). Read as unaligned words straight from the bytes."""
+    if len(arr) > _FP_ROWS:  # bounded temporaries
+        return np.concatenate([fingerprints(arr.slice(i, _FP_ROWS)) for i in range(0, len(arr), _FP_ROWS)])
     off, data = _string_parts(arr)
     if len(off) == 1:
         return np.zeros(0, dtype=np.uint64)
@@ -155,6 +164,7 @@ class QrelsIndex:
         start: judgements of query ``i`` are rows ``start[i]:start[i + 1]`` of ``doc``/``grade``.
         first_dup: per query, the file row of its first judgement of a document judged before
             (-1: none); trec_eval refuses those when the query is evaluated.
+        dup_doc: that document, per query that has one.
         fp: fingerprints of ``doc`` (:func:`fingerprints`).
     """
 
@@ -164,7 +174,7 @@ class QrelsIndex:
     doc: Any
     grade: np.ndarray
     first_dup: np.ndarray
-    file_doc: Any
+    dup_doc: dict[int, str]
     name: str
     fp: np.ndarray
 
@@ -188,11 +198,14 @@ class QrelsIndex:
         nq = len(keys)
         start = np.zeros(nq + 1, dtype=np.int64)
         np.cumsum(np.bincount(qi, minlength=nq), out=start[1:])
-        rows = np.argsort(qi, kind="stable")
-        doc_by_query = d.take(from_numpy(rows))
-        fp = fingerprints(doc_by_query)
-        return cls(q.take(from_numpy(seg[first])), keys, start, doc_by_query, g[rows],
-                   _first_repeats(qi[rows], fp, doc_by_query, rows, nq), d, name, fp)
+        if n and np.any(qi[1:] < qi[:-1]):
+            rows = np.argsort(qi, kind="stable")
+            d, g, qi = d.take(from_numpy(rows)), g[rows], qi[rows]
+        else:  # already grouped in qid order
+            rows = np.arange(n, dtype=np.int64)
+        fp = fingerprints(d)
+        first_dup, dup_doc = _first_repeats(qi, fp, d, rows, nq)
+        return cls(q.take(from_numpy(seg[first])), keys, start, d, g, first_dup, dup_doc, name, fp)
 
     def lookup(self, keys: np.ndarray) -> np.ndarray:
         """The index of each query id (fixed-width bytes) among the qrels queries, -1 if absent."""
@@ -210,18 +223,20 @@ class QrelsIndex:
             row = int(rows.min())
             qi = int(evaluated[self.first_dup[evaluated] == row][0])
             raise DatasetError(f"query {self.names[qi].as_py()!r} judges document "
-                               f"{self.file_doc[row].as_py()!r} more than once", file=self.name)
+                               f"{self.dup_doc[qi]!r} more than once", file=self.name)
 
 
-def _first_repeats(qi: np.ndarray, fp: np.ndarray, docs: Any, rows: np.ndarray, nq: int) -> np.ndarray:
-    """Per query, the file row of its first judgement of a document it judged before (-1: none).
-    ``qi``/``fp``/``docs`` are grouped by query, ``rows`` their file rows (ascending within a
-    query). Equal fingerprints in a query are checked string by string."""
+def _first_repeats(qi: np.ndarray, fp: np.ndarray, docs: Any, rows: np.ndarray,
+                   nq: int) -> tuple[np.ndarray, dict[int, str]]:
+    """Per query, the file row of its first judgement of a document it judged before (-1: none),
+    and that document. ``qi``/``fp``/``docs`` are grouped by query, ``rows`` their file rows
+    (ascending within a query). Equal fingerprints in a query are checked string by string."""
     out = np.full(nq, -1, dtype=np.int64)
+    names: dict[int, str] = {}
     key = fp ^ (qi.astype(np.uint64) * _MIX[4])  # equal (query, fingerprint): equal key
     ordered = np.sort(key)
     if not np.any(ordered[1:] == ordered[:-1]):
-        return out
+        return out, names
     order = np.argsort(key)
     same = np.flatnonzero(key[order[1:]] == key[order[:-1]])
     for q in np.unique(np.concatenate([qi[order[same]], qi[order[same + 1]]])).tolist():
@@ -231,9 +246,10 @@ def _first_repeats(qi: np.ndarray, fp: np.ndarray, docs: Any, rows: np.ndarray, 
         for k, doc in enumerate(docs.slice(lo, hi - lo).to_pylist()):
             if doc in seen:
                 out[q] = int(rows[lo + k])
+                names[q] = doc
                 break
             seen.add(doc)
-    return out
+    return out, names
 
 
 # ---------------------------------------------------------------------------- one block
@@ -454,25 +470,24 @@ def evaluate_columns(ix: QrelsIndex, qid: Any, doc: Any, score: Any, opts: Optio
 
 
 def _merge(results: Iterable[tuple[np.ndarray, Values]], nq: int) -> tuple[np.ndarray, Values]:
-    """Blocks' values in qrels query order; a query in two blocks means the file is not grouped
-    by query."""
+    """Blocks' values in qrels query order, written in place into one array per value name; a
+    query in two blocks means the file is not grouped by query."""
     seen = np.zeros(nq, dtype=bool)
-    qis: list[np.ndarray] = []
-    parts: dict[str, list[np.ndarray]] = {}
+    out: Values = {}
     for qi, values in results:
         if not len(qi):
             continue
         if seen[qi].any():
             raise Fallback
         seen[qi] = True
-        qis.append(qi)
         for name, v in values.items():
-            parts.setdefault(name, []).append(v)
-    if not qis:
-        return np.zeros(0, dtype=np.int64), {}
-    qi = np.concatenate(qis)
-    order = np.argsort(qi)
-    return qi[order], {name: np.concatenate(v)[order] for name, v in parts.items()}
+            if name not in out:
+                out[name] = np.zeros(nq, dtype=v.dtype)
+            out[name][qi] = v
+    qi = np.flatnonzero(seen)
+    if len(qi) < nq:
+        out = {name: v[qi] for name, v in out.items()}
+    return qi, out
 
 
 def workers_available() -> int:

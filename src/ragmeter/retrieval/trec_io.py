@@ -20,7 +20,7 @@ from ragmeter.errors import DatasetError
 
 #: bytes of a run file read at a time when it is evaluated block by block
 BLOCK_BYTES = 4 << 20
-#: files larger than this are parsed on several threads when read whole
+#: run files larger than this are parsed on several threads when read whole
 _THREADED_READ = 32 << 20
 _NUMPY_TYPES = {"int8": np.int8, "int16": np.int16, "int32": np.int32, "int64": np.int64, "uint8": np.uint8,
                 "uint16": np.uint16, "uint32": np.uint32, "uint64": np.uint64, "float": np.float32,
@@ -114,7 +114,9 @@ def _read(path: Path, kind: str) -> Columns:
         raise DatasetError(f"the {kind} file is empty", file=str(path))
     # fast path: single-space separated lines; anything else (tabs, runs of blanks, comments,
     # short lines) fails the parse or the checks below and is normalised first
-    threads = len(data) > _THREADED_READ  # below, a second thread costs more memory than it saves time
+    # several threads for a large run read whole; qrels are small, and one thread leaves one
+    # chunk per column (no copy to combine them)
+    threads = kind == "run" and len(data) > _THREADED_READ
     table = _parse(data, kind, threads)
     if table is None or not _plausible(table, data, kind):
         data = _normalise(data)
