@@ -227,3 +227,19 @@ def test_per_query_lines_are_formatted_as_printf_does():
     expected = "".join(T._line(n, q, float(mat[i, j]), n in T._COUNTS) + "\n"
                        for i, q in enumerate(qids) for j, n in enumerate(names))
     assert format_lines(names, qids, mat, T._COUNTS) == expected
+
+
+@pytest.mark.parametrize("options", [{"max_docs": 3}, {"relevance_level": 2}, {"complete": True},
+                                     {"complete": True, "relevance_level": 2, "max_docs": 7}])
+def test_block_path_equals_the_dict_path_with_options(tmp_path, monkeypatch, options):
+    monkeypatch.setattr(trec_io, "BLOCK_BYTES", 300)
+    qrels, run = collection(4, nq=40)
+    qf, rf = write(tmp_path, qrels, run)
+    measures = [*OURS, "gm_map", "set_F", "map_cut_5", "num_q"]
+    files = evaluate(qf, rf, measures, workers=2, **options)
+    dicts = evaluate(qrels, {q: d for q, d in run.items() if d}, measures, **options)
+    assert files.qids == dicts.qids and files.missing == dicts.missing
+    assert files.summary == dicts.summary
+    for name, v in dicts.values.items():
+        assert np.array_equal(files.values[name], v), name
+    assert "".join(files.text(per_query=True)) == "".join(dicts.text(per_query=True))
