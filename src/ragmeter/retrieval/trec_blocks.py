@@ -43,6 +43,7 @@ from ragmeter.retrieval.engine import (
     _trec_matrix,
 )
 from ragmeter.retrieval.trec_io import (
+    BufferPool,
     _last_run_id,
     from_numpy,
     has_empty,
@@ -387,10 +388,15 @@ def _repeated_fingerprints(h: np.ndarray, starts: np.ndarray) -> np.ndarray:
     return np.unique(np.concatenate(out)) if out else np.zeros(0, dtype=np.int64)
 
 
-def _file_block(ix: QrelsIndex, data: bytes, end: int, opts: Options) -> tuple[np.ndarray, Values]:
+def _file_block(ix: QrelsIndex, data: bytearray, end: int, opts: Options,
+                pool: BufferPool | None = None) -> tuple[np.ndarray, Values]:
     import pyarrow.compute as pc
 
-    cols = parse_run_block(data, end)
+    try:
+        cols = parse_run_block(data, end)  # new arrays: the block's bytes are free again
+    finally:
+        if pool is not None:
+            pool.put(data)
     if cols is None:
         raise Fallback
     q, docs, score = cols
@@ -422,18 +428,19 @@ def evaluate_run_file(ix: QrelsIndex, path: Path, opts: Options, *, block_bytes:
     """Evaluate a run file block by block: (qrels index of every evaluated query, in order; their
     values; the run's tag). Raises :class:`Fallback` (and OSError) when the whole-file reader
     must take over."""
-    last: list[tuple[bytes, int]] = []
+    workers = workers_available() if workers is None else workers
+    pool = BufferPool(workers + 2)  # one being read, workers + 1 handed out (see _in_pool)
+    run_id: list[str | None] = []
 
     def tasks() -> Iterator[Callable[[], tuple[np.ndarray, Values]]]:
-        for data, end in run_blocks(path, block_bytes):
-            last[:] = [(data, end)]
-            yield partial(_file_block, ix, data, end, opts)
+        for data, end in run_blocks(path, block_bytes, pool):
+            run_id[:] = [_last_run_id(data, end)]  # trec_eval keeps the last line's tag
+            yield partial(_file_block, ix, data, end, opts, pool)
 
     qi, values = _merge(_in_pool(tasks(), workers), len(ix.keys))
-    if not last:
+    if not run_id:
         raise Fallback  # an empty file: the whole-file reader says so
-    data, end = last[0]
-    return qi, values, _last_run_id(data, end)
+    return qi, values, run_id[0]
 
 
 def evaluate_columns(ix: QrelsIndex, qid: Any, doc: Any, score: Any, opts: Options,

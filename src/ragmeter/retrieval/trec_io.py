@@ -276,46 +276,71 @@ def as_columns(obj: Any, kind: str) -> Columns:
 
 
 # ---------------------------------------------------------------------------- run files in blocks
-def run_blocks(path: Path, block_bytes: int | None = None) -> Iterator[tuple[bytearray, int]]:
+class BufferPool:
+    """Block buffers used again once their block is parsed: reading a run then allocates (and
+    faults in) no new memory after the first blocks, and at most ``n`` blocks are held (a reader
+    needing one more waits for a parser to give one back)."""
+
+    def __init__(self, n: int) -> None:
+        import queue
+
+        self._free: queue.SimpleQueue[bytearray | None] = queue.SimpleQueue()
+        for _ in range(n):
+            self._free.put(None)
+
+    def get(self, size: int) -> bytearray:
+        buf = self._free.get()
+        return buf if buf is not None and len(buf) >= size else bytearray(size)
+
+    def put(self, buf: bytearray) -> None:
+        self._free.put(buf)
+
+
+def run_blocks(path: Path, block_bytes: int | None = None,
+               pool: BufferPool | None = None) -> Iterator[tuple[bytearray, int]]:
     """A run file as blocks of whole lines, ``(data, end)``: the block is ``data[:end]``.
 
     A block never splits a query whose lines are together in the file (how run files are
     written): the lines of the last query read so far are carried over to the next block. A
     query longer than a block makes the block grow. ``block_bytes``: bytes read at a time
-    (default :data:`BLOCK_BYTES`). Raises OSError.
+    (default :data:`BLOCK_BYTES`). With a ``pool``, buffers come from it and the consumer gives
+    each one back (``pool.put``) once done with its block. Raises OSError.
     """
     block_bytes = block_bytes or BLOCK_BYTES
     with open(path, "rb", buffering=0) as fh:
         carry, floor = b"", 0
         while True:
             # the carried lines, then the next bytes of the file read right after them
-            data = bytearray(len(carry) + block_bytes)
+            size = len(carry) + block_bytes
+            data = pool.get(size) if pool else bytearray(size)
             data[:len(carry)] = carry
-            got = fh.readinto(memoryview(data)[len(carry):])
-            if not got:
-                if carry:
-                    yield carry, len(carry)
-                return
-            while got < block_bytes:  # a short read before the end of the file
-                more = fh.readinto(memoryview(data)[len(carry) + got:])
-                if not more:
+            n = len(carry)
+            while n < size:
+                got = fh.readinto(memoryview(data)[n:size])
+                if not got:
                     break
-                got += more
-            if got < block_bytes:
-                del data[len(carry) + got:]
-            cut, floor = _last_query_start(data, floor)
+                n += got
+            if n == len(carry):  # the end of the file
+                if carry:
+                    yield data, n
+                elif pool:
+                    pool.put(data)
+                return
+            cut, floor = _last_query_start(data, floor, n)
             if cut == 0:  # one query so far: read on
-                carry = data
+                carry = bytes(data[:n])
+                if pool:
+                    pool.put(data)
                 continue
+            carry, floor = bytes(data[cut:n]), 0
             yield data, cut
-            carry, floor = data[cut:], 0
 
 
-def _last_query_start(data: bytes, floor: int) -> tuple[int, int]:
-    """Where the lines of the last query of ``data`` start (its unfinished last line included),
-    or 0 when every complete line belongs to that query; and the start of the last complete
-    line. ``data[:floor]`` is already known to hold lines of one query only."""
-    end = data.rfind(b"\n")
+def _last_query_start(data: bytearray, floor: int, size: int) -> tuple[int, int]:
+    """Where the lines of the last query of ``data[:size]`` start (its unfinished last line
+    included), or 0 when every complete line belongs to that query; and the start of the last
+    complete line. ``data[:floor]`` is already known to hold lines of one query only."""
+    end = data.rfind(b"\n", 0, size)
     if end < 0:
         return 0, 0
     last = data.rfind(b"\n", 0, end) + 1
