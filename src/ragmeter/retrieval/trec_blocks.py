@@ -6,16 +6,15 @@ GIL), so memory holds a few blocks, never the file. Per block:
 
 * queries are runs of equal query ids (no hashing of the run's ids); each is looked up among
   the qrels queries by binary search over their ids as fixed-width bytes;
-* duplicate documents inside a query (trec_eval refuses them) are found through a 64-bit
-  fingerprint of every doc id read straight from the Arrow string buffers (its length and the
-  8-byte words at its start and end, and two more for ids over 16 bytes): fingerprints sorted
-  query by query (rows of a matrix when queries have the same length, as in most runs); equal
-  fingerprints are then checked string by string, so a collision is never reported as a
-  duplicate;
-* run documents are matched against the judged documents of the block's queries only
-  (``pyarrow.compute.index_in`` against a small value set), and a judged document's rank is
-  1 + the documents of its query scored higher + those tied with a larger doc id (trec_eval's
-  tie-break; strings are compared only where scores tie).
+* every doc id gets a 64-bit fingerprint read straight from the Arrow string buffers
+  (:func:`fingerprints`). Duplicate documents inside a query (trec_eval refuses them): the
+  fingerprints are sorted query by query (rows of a matrix when queries have the same length, as
+  in most runs), and a query whose fingerprints repeat has its doc ids compared as strings, so a
+  collision is never reported as a duplicate;
+* run documents are matched against the judged documents of the block's queries: a bitmap of
+  the judged fingerprints, then (query, fingerprint) by binary search, then the doc ids compared;
+  a judged document's rank is 1 + the documents of its query scored higher + those tied with a
+  larger doc id (trec_eval's tie-break; strings are compared only where scores tie).
 
 Queries must not reappear further down the file (run files list each query's lines together);
 when one does, :class:`Fallback` is raised and the caller evaluates the whole file instead.
@@ -113,8 +112,9 @@ def fixed_bytes(arr: Any) -> np.ndarray:
     start, lens = off[:-1], np.diff(off)
     width = max(1, int(lens.max()) if n else 1)
     out = np.zeros((n, width), dtype=np.uint8)
+    shortest = int(lens.min()) if n else 0
     for c in range(width):  # one column of bytes at a time: no index array per byte
-        rows = None if n == 0 or lens.min() > c else np.flatnonzero(lens > c)
+        rows = None if shortest > c else np.flatnonzero(lens > c)
         if rows is None:
             out[:, c] = data[start + c]
         else:
@@ -266,7 +266,6 @@ def evaluate_block(ix: QrelsIndex, seg_qi: np.ndarray, starts: np.ndarray, docs:
                    opts: Options) -> tuple[np.ndarray, Values]:
     """Values of the queries of one block: rows ``starts[i]:starts[i + 1]`` of ``docs`` /
     ``scores`` are the results of qrels query ``seg_qi[i]``."""
-
     nseg = len(seg_qi)
     if nseg == 0:
         return seg_qi, {}
