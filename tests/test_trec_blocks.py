@@ -245,7 +245,7 @@ def test_block_path_equals_the_dict_path_with_options(tmp_path, monkeypatch, opt
     assert "".join(files.text(per_query=True)) == "".join(dicts.text(per_query=True))
 
 
-def test_the_trec_command_loads_neither_pandas_nor_the_dataset_readers(tmp_path):
+def test_the_trec_command_loads_neither_pandas_nor_rich_nor_the_dataset_readers(tmp_path):
     import subprocess
     import sys
 
@@ -254,7 +254,7 @@ def test_the_trec_command_loads_neither_pandas_nor_the_dataset_readers(tmp_path)
     code = ("import sys; from ragmeter.cli import main\n"
             f"sys.argv = ['ragmeter', 'trec', '-q', '-c', {str(qf)!r}, {str(rf)!r}]\n"
             "try:\n    main()\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
-            "print(sorted(m for m in ('pandas', 'ragmeter.io', 'ragmeter.schema') if m in sys.modules),"
+            "print(sorted(m for m in ('pandas', 'rich', 'ragmeter.io', 'ragmeter.schema') if m in sys.modules),"
             " file=sys.stderr)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stderr.strip().splitlines()[-1] == "[]"
