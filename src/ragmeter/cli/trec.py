@@ -41,9 +41,13 @@ def trec_cmd(
     """
     import os
 
-    # pyarrow's default allocator (mimalloc) keeps ~50 MB of segments around; this command's
-    # buffers are few and large, which the system allocator serves as well (same speed, measured)
-    os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
+    if "pyarrow" not in sys.modules and "ARROW_DEFAULT_MEMORY_POOL" not in os.environ:
+        # pyarrow's default allocator (mimalloc) keeps ~50 MB of segments around; this command's
+        # buffers are few and large, which the system allocator serves as well (same speed,
+        # measured). Only in a process of its own: a host that loaded pyarrow keeps its pool.
+        import pyarrow as pa
+
+        pa.set_memory_pool(pa.system_memory_pool())
     from ragmeter.retrieval.trec import evaluate
 
     result = evaluate(qrels, run, measure or ["official"], relevance_level=level, complete=complete,
