@@ -310,8 +310,9 @@ def run_blocks(path: Path, block_bytes: int | None = None,
     with open(path, "rb", buffering=0) as fh:
         carry, floor = b"", 0
         while True:
-            # the carried lines, then the next bytes of the file read right after them
-            size = len(carry) + block_bytes
+            # the carried lines, then the next bytes of the file read right after them (at least
+            # as many as carried: a very long query costs linear time, not quadratic)
+            size = len(carry) + max(block_bytes, len(carry))
             data = pool.get(size) if pool else bytearray(size)
             data[:len(carry)] = carry
             n = len(carry)
