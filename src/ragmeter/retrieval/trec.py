@@ -349,8 +349,9 @@ def _query_values(m: RelevanceMatrix, parsed: dict[str, tuple[float, ...] | None
             elif meas == "map":
                 put(meas, M.average_precision(m))
             elif meas == "gm_map":
-                ap = np.nan_to_num(M.average_precision(m), nan=0.0)
-                values[meas] = np.log(np.maximum(ap, _MIN_GEO_MEAN))
+                ap = np.maximum(np.nan_to_num(M.average_precision(m), nan=0.0), _MIN_GEO_MEAN)
+                # C's log, as trec_eval: numpy's vectorised log differs in the last bit at times
+                values[meas] = np.fromiter(map(math.log, ap.tolist()), dtype=np.float64, count=len(ap))
             elif meas == "Rprec":
                 put(meas, M.r_precision(m))
             elif meas == "bpref":
