@@ -25,7 +25,7 @@ its first 60,000 queries only: the run is read and evaluated in blocks of whole 
 size does not count in memory (the qrels and one value per query and measure do). pytrec_eval
 is not run on it: it holds the whole run as dicts.
 
-Usage: ``python benchmarks/trec_files.py [--queries 50000] [--repeat 3] [--queries-stream 1000000]``.
+Usage: ``python benchmarks/trec_files.py [--queries 50000] [--repeat 5] [--queries-stream 1000000]``.
 The last line printed is one JSON object with the figures.
 """
 
@@ -198,7 +198,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--queries", type=int, default=50_000)
     ap.add_argument("--depth", type=int, default=100)
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--queries-stream", type=int, default=0,
                     help="also evaluate a run of this many queries (1000000: a 3.9 GB file); 0: off")
     ap.add_argument("--keep", help="write the files here and keep them (default: a temporary folder)")
