@@ -21,11 +21,17 @@ from ragmeter.errors import (
     RagmeterError,
     StoreError,
 )
-from ragmeter.io import Dataset, load, save
-from ragmeter.schema import AgentTrace, Chunk, Sample, Score, ToolCall
 
 if TYPE_CHECKING:
+    from ragmeter.io import Dataset, load, save
     from ragmeter.runner import EvaluationResult
+    from ragmeter.schema import AgentTrace, Chunk, Sample, Score, ToolCall
+
+#: names loaded on first use, so that ``import ragmeter`` (and every CLI command) does not pay
+#: for the dataset readers and the schema (pydantic) until something needs them
+_LAZY = {"Dataset": "ragmeter.io", "load": "ragmeter.io", "save": "ragmeter.io",
+         "AgentTrace": "ragmeter.schema", "Chunk": "ragmeter.schema", "Sample": "ragmeter.schema",
+         "Score": "ragmeter.schema", "ToolCall": "ragmeter.schema"}
 
 __all__ = [
     "AgentTrace", "Chunk", "ConfigError", "Dataset", "DatasetError", "EvaluationResult",
@@ -98,6 +104,12 @@ def estimate_run_cost(*args, **kwargs):  # type: ignore[no-untyped-def]
 
 
 def __getattr__(name: str):  # type: ignore[no-untyped-def]
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
     if name == "EvaluationResult":
         from ragmeter.runner import EvaluationResult
 

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console, Group
-from rich.table import Table
-from rich.text import Text
+if TYPE_CHECKING:  # rich loads when a command prints with it, not at start-up
+    from rich.console import Console, Group
 
-if TYPE_CHECKING:
     from ragmeter.store import Store
 
 
@@ -20,6 +18,8 @@ class _Console:
         self._stderr = stderr
 
     def __getattr__(self, name: str) -> Any:
+        from rich.console import Console
+
         return getattr(Console(stderr=self._stderr), name)
 
 
@@ -48,6 +48,10 @@ def fmt(v: Any, digits: int = 4) -> str:
 def summary_table(summary: dict[str, dict[str, Any]], title: str | None = None) -> Group:
     """Per-metric aggregates (mean, 95% CI, n, how many without a value) as a rich table, followed
     by why values are missing, one line per metric, so the reasons stay readable in narrow terminals."""
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
     t = Table(title=title, show_lines=False)
     t.add_column("metric", style="bold", no_wrap=True)
     t.add_column("mean", justify="right", no_wrap=True)

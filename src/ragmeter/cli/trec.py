@@ -39,6 +39,15 @@ def trec_cmd(
     Documents are ranked by score (ties: docid descending), grades >= the level are relevant,
     unjudged documents are non-relevant, queries missing from either file are skipped (see -c).
     """
+    import os
+
+    if "pyarrow" not in sys.modules and "ARROW_DEFAULT_MEMORY_POOL" not in os.environ:
+        # pyarrow's default allocator (mimalloc) keeps ~50 MB of segments around; this command's
+        # buffers are few and large, which the system allocator serves as well (same speed,
+        # measured). Only in a process of its own: a host that loaded pyarrow keeps its pool.
+        import pyarrow as pa
+
+        pa.set_memory_pool(pa.system_memory_pool())
     from ragmeter.retrieval.trec import evaluate
 
     result = evaluate(qrels, run, measure or ["official"], relevance_level=level, complete=complete,
@@ -48,6 +57,7 @@ def trec_cmd(
         payload.update({"qrels": str(qrels), "run": str(run), "measures": list(result.summary)})
         typer.echo(json.dumps(payload))
         return
-    lines = result.lines(per_query=query, summary=not no_summary)
-    sys.stdout.write("".join(line + "\n" for line in lines))
+    # written in pieces of thousands of queries, each formatted column-wise in one go
+    for text in result.text(per_query=query, summary=not no_summary):
+        sys.stdout.write(text)
     sys.stdout.flush()
