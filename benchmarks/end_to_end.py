@@ -30,11 +30,9 @@ import argparse
 import json
 import os
 import random
-import subprocess
 import sys
 import tempfile
 import textwrap
-import time
 from pathlib import Path
 from typing import Any
 
@@ -70,58 +68,23 @@ def write_pairs(path: Path, n: int, seed: int = 20261124) -> None:
                                  "reference": ref}) + "\n")
 
 
-def _tree_pss(proc: Any) -> int:
-    import psutil
-
-    total = 0
-    try:
-        procs = [proc, *proc.children(recursive=True)]
-    except psutil.NoSuchProcess:
-        return 0
-    for p in procs:
-        try:
-            total += p.memory_full_info().pss
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            pass
-    return total
-
-
 def python_child(code: str, *args: str) -> dict[str, Any]:
     """Run ``code`` in a fresh interpreter: wall seconds, its own peak RSS (``VmHWM``, printed by the
     child as its last line) and the peak PSS of its process tree (a forked worker included, shared
     pages counted once), sampled every 0.1 s."""
-    import threading
-
-    import psutil
+    from _procmem import run_measured
 
     wrapper = code + textwrap.dedent("""
         import re as _re
         with open("/proc/self/status") as _f:
             print("VMHWM", _re.search(r"VmHWM:\\s+(\\d+)", _f.read()).group(1))
     """)
-    t = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-c", wrapper, *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    ps = psutil.Process(proc.pid)
-    peak = [0]
-    stop = threading.Event()
-
-    def sample() -> None:
-        while not stop.is_set():
-            peak[0] = max(peak[0], _tree_pss(ps))
-            stop.wait(0.1)
-
-    th = threading.Thread(target=sample, daemon=True)
-    th.start()
-    out, err = proc.communicate()
-    wall = time.perf_counter() - t
-    stop.set()
-    th.join()
+    proc, out, err, wall, peak = run_measured([sys.executable, "-c", wrapper, *args])
     if proc.returncode != 0:
         raise SystemExit(f"child failed:\n{err[-2000:]}")
     lines = out.strip().splitlines()
     hwm = int(lines[-1].split()[1]) / 1024
-    return {"s": round(wall, 3), "peak_mb": round(hwm, 1), "tree_pss_mb": round(peak[0] / 2**20, 1),
+    return {"s": round(wall, 3), "peak_mb": round(hwm, 1), "tree_pss_mb": round(peak / 2**20, 1),
             "stdout": "\n".join(lines[:-1])}
 
 

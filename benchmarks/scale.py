@@ -19,15 +19,12 @@ import argparse
 import json
 import os
 import random
-import subprocess
 import sys
 import tempfile
-import threading
-import time
 from pathlib import Path
 from typing import Any
 
-import psutil
+from _procmem import run_measured
 
 METRICS = "token_f1,rouge1_fmeasure,ndcg@10,mrr"
 WORDS = ("the of and to in is was for on that with as by at from it an be this are or have refund policy "
@@ -45,50 +42,16 @@ def write_dataset(path: Path, n: int, seed: int = 11) -> None:
                                  "relevant_ids": rnd.sample(range(500), 3)}) + "\n")
 
 
-def _tree_rss(proc: psutil.Process) -> int:
-    total = 0
-    try:
-        procs = [proc, *proc.children(recursive=True)]
-    except psutil.NoSuchProcess:
-        return 0
-    for p in procs:
-        try:
-            # PSS: pages shared by a forked worker and its parent (or by Ray's processes) count once
-            total += p.memory_full_info().pss
-        except (psutil.NoSuchProcess, psutil.AccessDenied, AttributeError):
-            try:
-                total += p.memory_info().rss
-            except psutil.NoSuchProcess:
-                pass
-    return total
-
-
 def run_engine(data: Path, engine: str, workdir: Path, cpus: int) -> dict[str, Any]:
     db = workdir / f"{engine}.db"
     env = {**os.environ, "RAGMETER_RAY_NUM_CPUS": str(cpus), "HF_HUB_OFFLINE": "1"}
     cmd = [sys.executable, "-m", "ragmeter.cli", "eval", str(data), "--metrics", METRICS, "--engine", engine,
            "--db", f"sqlite:///{db}", "--json", "--no-progress"]
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, text=True)
-    ps = psutil.Process(proc.pid)
-    peak = [0]
-    stop = threading.Event()
-
-    def sample() -> None:
-        while not stop.is_set():
-            peak[0] = max(peak[0], _tree_rss(ps))
-            stop.wait(0.2)
-
-    th = threading.Thread(target=sample, daemon=True)
-    th.start()
-    out, _ = proc.communicate()
-    wall = time.perf_counter() - t0
-    stop.set()
-    th.join()
+    proc, out, _err, wall, peak = run_measured(cmd, every_s=0.2, env=env)
     if proc.returncode != 0:
         raise SystemExit(f"{engine} eval failed with exit status {proc.returncode}")
     summary = json.loads(out.strip().splitlines()[-1])
-    return {"wall_s": round(wall, 2), "peak_rss_mb": round(peak[0] / 2**20, 1),
+    return {"wall_s": round(wall, 2), "peak_rss_mb": round(peak / 2**20, 1),
             "run_id": summary["run_id"], "db": str(db),
             "means": {k: v["mean"] for k, v in summary["metrics"].items()}}
 
