@@ -4,8 +4,6 @@ error with nothing stored, 3 finished but incomplete. The CLI runs both in a sub
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import socket
@@ -16,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import ragmeter
+from cli_runner import run_main
 from ragmeter.errors import (
     CheckFailedError,
     ConfigError,
@@ -38,20 +37,6 @@ def sub(*args: str, db: str, columns: int = 80) -> subprocess.CompletedProcess:
            "HF_HUB_OFFLINE": "1"}
     return subprocess.run([sys.executable, "-m", "ragmeter.cli", *args], capture_output=True,
                           text=True, env=env, timeout=300)
-
-
-def run_main(*args: str) -> tuple[int, str, str]:
-    """``ragmeter.cli.main(ARGS)`` in this process: (exit status, stdout, stderr)."""
-    from ragmeter.cli import main
-
-    out, err = io.StringIO(), io.StringIO()
-    code = 0
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            main(list(args))
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    return code, out.getvalue(), err.getvalue()
 
 
 def _runs(db: str) -> list:

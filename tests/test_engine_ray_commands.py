@@ -4,8 +4,6 @@ through Ray's runtime_env (settings yes, secrets never)."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import textwrap
@@ -15,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from cli_runner import run_main
 from ragmeter.engines.ray_engine import NOT_SENT, worker_env
 from ragmeter.store import open_store
 
@@ -39,20 +38,6 @@ TOY = textwrap.dedent('''
         ctx += [{"id": f"other{i}", "text": f"unrelated passage {i}"} for i in range(top_k - 1)]
         return {"answer": f"the answer is word{n}" if good else "I don't know", "contexts": ctx[:top_k]}
 ''')
-
-
-def run_main(*args: str) -> tuple[int, str, str]:
-    """``ragmeter.cli.main(ARGS)`` in this process (so the module's Ray runtime is reused)."""
-    from ragmeter.cli import main
-
-    out, err = io.StringIO(), io.StringIO()
-    code = 0
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            main(list(args))
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    return code, out.getvalue(), err.getvalue()
 
 
 @pytest.fixture(scope="module")
