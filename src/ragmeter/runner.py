@@ -31,7 +31,7 @@ from ragmeter.errors import (
 from ragmeter.io.readers import REQUIREMENT_TARGET, Dataset, load
 from ragmeter.metrics.base import MetricRequest, missing_fields, resolve_all
 from ragmeter.provenance import provenance
-from ragmeter.schema import Sample, Score
+from ragmeter.schema import Sample, Score, ScoreColumn
 from ragmeter.stats import aggregate_many
 from ragmeter.store import Store, open_store
 
@@ -53,7 +53,7 @@ class EvaluationResult:
 
     run_id: str
     samples: list[Sample]
-    scores: dict[str, list[Score]]
+    scores: Mapping[str, list[Score]]
     summary: dict[str, dict[str, Any]]
     extra: dict[str, Any] = field(default_factory=dict)
     store_url: str | None = None
@@ -153,6 +153,77 @@ class EvaluationResult:
     def to_dict(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "status": self.status, "incomplete": self.incomplete,
                 "n_samples": len(self.samples), "metrics": self.summary, **self.extra}
+
+
+class ScoreColumns(Mapping[str, list[Score]]):
+    """``{metric_key: [Score per sample]}`` aligned with the samples, kept as columns: the runner
+    collects each metric's batches as :class:`~ragmeter.schema.ScoreColumn` and the Score objects of
+    a metric are made only when someone reads that metric (a 100,000-sample lexical run needs none).
+
+    Args:
+        samples: the run's samples, in order.
+        chunks: per metric key, ``(sample ids, column)`` batches as they were scored.
+    """
+
+    def __init__(self, samples: Sequence[Sample], chunks: Mapping[str, list[tuple[list[str], ScoreColumn]]]) -> None:
+        self._samples = samples
+        self._chunks = dict(chunks)
+        self._columns: dict[str, ScoreColumn] = {}
+        self._lists: dict[str, list[Score]] = {}
+        self._index: dict[str, int] | None = None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._chunks)
+
+    def __len__(self) -> int:
+        return len(self._chunks)
+
+    def __getitem__(self, key: str) -> list[Score]:
+        got = self._lists.get(key)
+        if got is None:
+            got = self._lists[key] = self.column(key).scores()
+        return got
+
+    def __repr__(self) -> str:
+        return f"ScoreColumns({list(self._chunks)}, {len(self._samples)} samples)"
+
+    def column(self, key: str) -> ScoreColumn:
+        """One metric's values aligned with the samples ("not scored" where no batch had a sample)."""
+        col = self._columns.get(key)
+        if col is None:
+            col = self._columns[key] = self._align(self._chunks[key])
+        return col
+
+    def _align(self, chunks: list[tuple[list[str], ScoreColumn]]) -> ScoreColumn:
+        import numpy as np
+
+        n = len(self._samples)
+        if len(chunks) == 1 and len(chunks[0][0]) == n and all(
+                a == s.id for a, s in zip(chunks[0][0], self._samples, strict=True)):
+            return chunks[0][1]
+        if self._index is None:
+            self._index = {s.id: i for i, s in enumerate(self._samples)}
+        index = self._index
+        values = np.full(n, np.nan)
+        seen = np.zeros(n, dtype=bool)
+        reasons: dict[int, str | None] = {}
+        details: dict[int, Any] = {}
+        for ids, col in chunks:
+            pos = np.fromiter(map(index.__getitem__, ids), dtype=np.int64, count=len(ids))
+            values[pos] = col.values
+            seen[pos] = True
+            if col.reasons is not None:
+                reasons.update((p, r) for p, r in zip(pos.tolist(), col.reasons, strict=True) if r is not None)
+            if col.details is not None:
+                details.update((p, d) for p, d in zip(pos.tolist(), col.details, strict=True) if d)
+        for p in np.flatnonzero(~seen).tolist():
+            reasons[p] = "not scored"
+        return ScoreColumn(values, [reasons.get(i) for i in range(n)] if reasons else None,
+                           [details.get(i) for i in range(n)] if details else None)
+
+    def for_aggregate(self) -> dict[str, tuple[Any, list[str | None]]]:
+        """``{key: (values with NaN, reasons)}`` as :func:`ragmeter.stats.aggregate_many` takes them."""
+        return {k: (c.values, c.reason_list()) for k in self._chunks for c in (self.column(k),)}
 
 
 ProgressFactory = Callable[[str, int], Callable[[int], None]]
@@ -319,7 +390,7 @@ def _evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None, *,
         done = set()
 
     samples = dataset.samples
-    collected: dict[str, dict[str, Score]] | None = None if resume else {}
+    collected: dict[str, list[tuple[list[str], ScoreColumn]]] | None = None if resume else {}
     with _rich_progress(progress) as prog:
         ctx = ScoringContext(opts, store=store, run_id=run_id, progress=prog)
         try:
@@ -336,10 +407,10 @@ def _evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None, *,
 
     # a new run holds exactly what this process scored (no other writer has its lease); a resumed
     # run also holds what earlier processes stored
-    table = collected if collected is not None else store.score_table(run_id)
-    scores = {r.key: [table.get(r.key, {}).get(s.id, Score.missing("not scored")) for s in samples]
-              for r in requests}
-    summary = aggregate_many(scores)
+    if collected is None:
+        collected = {k: [(list(t), ScoreColumn.of(list(t.values())))] for k, t in store.score_table(run_id).items()}
+    scores = ScoreColumns(samples, {r.key: collected.get(r.key, []) for r in requests})
+    summary = aggregate_many(scores.for_aggregate())
     for r in requests:
         summary[r.key]["direction"] = "higher" if r.spec.higher_is_better else "lower"
         summary[r.key]["family"] = r.spec.family
@@ -349,7 +420,7 @@ def _evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None, *,
     if thr:
         extra["thresholds"] = th.record(thr, rule)
         higher = {r.key: r.spec.higher_is_better for r in requests}
-        applied = th.apply(thr, rule, {k: [x.value for x in v] for k, v in scores.items()}, higher)
+        applied = th.apply(thr, rule, {k: scores.column(k).value_list() for k in scores}, higher)
         for k, rec in applied.items():
             summary[k]["pass"] = {kk: vv for kk, vv in rec.items() if kk != "verdicts"}
     if dataset.skipped:
@@ -502,7 +573,7 @@ def _score_all(samples: list[Sample], requests: list[MetricRequest], ctx: Scorin
                store: Store, run_id: str, done: set[tuple[str, str]],
                unavailable_by_key: dict[str, str],
                engine: tuple[str, str | None] = ("local", None),
-               collected: dict[str, dict[str, Score]] | None = None) -> dict[str, Any]:
+               collected: dict[str, list[tuple[list[str], ScoreColumn]]] | None = None) -> dict[str, Any]:
     timings: dict[str, Any] = {"metrics": {}}
     plans: list[tuple[MetricRequest, list[Sample], list[tuple[Sample, str]], str | None]] = []
     for req in requests:
@@ -518,10 +589,11 @@ def _score_all(samples: list[Sample], requests: list[MetricRequest], ctx: Scorin
                 eligible.append(s)
         plans.append((req, eligible, lacking, unavailable_by_key.get(req.key)))
 
-    def put(key: str, ids: list[str], scores: list[Score]) -> None:
-        store.add_scores(run_id, key, ids, scores)
+    def put(key: str, ids: list[str], scores: list[Score] | ScoreColumn) -> None:
+        col = ScoreColumn.of(scores)
+        store.add_scores(run_id, key, ids, col)
         if collected is not None:
-            collected.setdefault(key, {}).update(zip(ids, scores, strict=True))
+            collected.setdefault(key, []).append((ids, col))
 
     t = time.perf_counter()
     for req, eligible, _lacking, unavailable in plans:
@@ -567,7 +639,7 @@ def _score_all(samples: list[Sample], requests: list[MetricRequest], ctx: Scorin
 
 
 def _ray_pure_together(plans: list[tuple[MetricRequest, list[Sample], list[tuple[Sample, str]], str | None]],
-                       ctx: ScoringContext, put: Callable[[str, list[str], list[Score]], None],
+                       ctx: ScoringContext, put: Callable[[str, list[str], Any], None],
                        address: str | None, timings: dict[str, Any]
                        ) -> list[tuple[MetricRequest, list[Sample], list[tuple[Sample, str]], str | None]]:
     """On Ray, the pure metrics (engines/forked.py) that score the same samples go to the workers
@@ -602,7 +674,7 @@ def _ray_pure_together(plans: list[tuple[MetricRequest, list[Sample], list[tuple
 
 
 def _score_plans(plans: list[tuple[MetricRequest, list[Sample], list[tuple[Sample, str]], str | None]],
-                 ctx: ScoringContext, store: Store, put: Callable[[str, list[str], list[Score]], None],
+                 ctx: ScoringContext, store: Store, put: Callable[[str, list[str], Any], None],
                  engine: tuple[str, str | None], timings: dict[str, Any],
                  halves: dict[str, tuple[list[Sample], list[Sample]]],
                  advancers: dict[str, Callable[[int], None]]) -> None:
@@ -635,16 +707,43 @@ def _score_plans(plans: list[tuple[MetricRequest, list[Sample], list[tuple[Sampl
         timings["metrics"][req.key] = round(time.perf_counter() - t, 4)
 
 
-def _run_metric(req: MetricRequest, chunk: list[Sample], ctx: ScoringContext) -> list[Score]:
+def _run_metric(req: MetricRequest, chunk: list[Sample], ctx: ScoringContext) -> ScoreColumn:
     try:
         scores = req.spec.fn(chunk, ctx, **req.params)
     except (ConfigError, MetricError):
         raise
     except Exception as exc:  # noqa: BLE001 - one metric's crash must not lose the run
         reason = f"error in {req.spec.name}: {type(exc).__name__}: {exc}"
-        return [Score.missing(reason)] * len(chunk)
+        return ScoreColumn.of([Score.missing(reason)] * len(chunk))
     if len(scores) != len(chunk):
         raise MetricError(f"metric {req.spec.name} returned {len(scores)} scores for {len(chunk)} samples")
+    if isinstance(scores, ScoreColumn):
+        return _checked_column(req, scores)
+    return ScoreColumn.of(_checked_scores(req, scores))
+
+
+def _checked_column(req: MetricRequest, col: ScoreColumn) -> ScoreColumn:
+    """A vectorised metric's column with the checks :func:`_checked_scores` makes per Score: NaN
+    without a reason becomes "metric returned NaN"; a value outside the metric's range is an error."""
+    import numpy as np
+
+    vals = np.asarray(col.values, dtype=np.float64)
+    nan = np.isnan(vals)
+    lo, hi = req.spec.range
+    bad = ~nan & ((vals < lo - 1e-9) | (vals > hi + 1e-9))
+    if bad.any():
+        v = float(vals[np.flatnonzero(bad)[0]])
+        raise MetricError(f"metric {req.spec.name} returned {v}, outside its range [{lo}, {hi}]")
+    reasons = col.reasons
+    if nan.any():
+        reasons = list(col.reasons) if col.reasons is not None else [None] * len(vals)
+        for i in np.flatnonzero(nan).tolist():
+            if reasons[i] is None:
+                reasons[i] = "metric returned NaN"
+    return ScoreColumn(vals, reasons, col.details)
+
+
+def _checked_scores(req: MetricRequest, scores: Sequence[Score]) -> list[Score]:
     lo, hi = req.spec.range
     out = []
     for s in scores:

@@ -149,3 +149,76 @@ class Score:
         """No value, and why; the reason and details pass through the redaction layer (a judge
         error body or a crashed metric's message may carry a key)."""
         return cls(None, redact(reason), redact_obj(details) if details else details)
+
+
+@dataclass(slots=True)
+class ScoreColumn:
+    """One metric's verdicts for a batch of samples, as columns: what the vectorised metrics (the
+    lexical family) return instead of one :class:`Score` object per sample, so values go from the
+    kernel to the store and the summary as one float array.
+
+    Attributes:
+        values: float64 array, NaN where a sample has no value.
+        reasons: per sample, why it has no value (``None`` where it has one); ``None`` when every
+            sample has a value.
+        details: per sample, the metric's details (``None`` where it has none); ``None`` when no
+            sample has details.
+    """
+
+    values: Any
+    reasons: list[str | None] | None = None
+    details: list[dict[str, Any] | None] | None = None
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def __iter__(self) -> Any:  # a column reads like the list of Score objects it stands for
+        return iter(self.scores())
+
+    def __getitem__(self, i: int) -> Score:
+        v = float(self.values[i])
+        return Score(None if v != v else v, self.reasons[i] if self.reasons else None,
+                     self.details[i] if self.details else None)
+
+    @classmethod
+    def of(cls, scores: ScoreColumn | list[Score] | tuple[Score, ...]) -> ScoreColumn:
+        """A column from a list of :class:`Score` (a column is returned as it is)."""
+        if isinstance(scores, ScoreColumn):
+            return scores
+        import numpy as np
+
+        values = np.fromiter((np.nan if s.value is None else s.value for s in scores), dtype=np.float64,
+                             count=len(scores))
+        reasons = [s.reason for s in scores] if any(s.value is None for s in scores) else None
+        details = [s.details for s in scores] if any(s.details for s in scores) else None
+        return cls(values, reasons, details)
+
+    @classmethod
+    def concat(cls, parts: list[ScoreColumn]) -> ScoreColumn:
+        import numpy as np
+
+        if len(parts) == 1:
+            return parts[0]
+        values = np.concatenate([p.values for p in parts]) if parts else np.zeros(0)
+        reasons = ([r for p in parts for r in (p.reasons or [None] * len(p))]
+                   if any(p.reasons for p in parts) else None)
+        details = ([d for p in parts for d in (p.details or [None] * len(p))]
+                   if any(p.details for p in parts) else None)
+        return cls(values, reasons, details)
+
+    def value_list(self) -> list[float | None]:
+        """Values as Python floats, ``None`` where there is none."""
+        out = self.values.tolist()
+        if self.reasons is not None:
+            return [None if v != v else v for v in out]
+        return out
+
+    def reason_list(self) -> list[str | None]:
+        return self.reasons if self.reasons is not None else [None] * len(self)
+
+    def scores(self) -> list[Score]:
+        """One :class:`Score` per sample."""
+        reasons = self.reasons or [None] * len(self)
+        details = self.details or [None] * len(self)
+        return [Score(None if v != v else v, r, d)
+                for v, r, d in zip(self.values.tolist(), reasons, details, strict=True)]

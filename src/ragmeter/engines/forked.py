@@ -47,17 +47,16 @@ def usable(n_samples: int) -> bool:
     return cpus > 1 and n_samples >= MIN_SAMPLES
 
 
-def _work() -> tuple[dict[str, list[Any]], dict[Any, Any]]:
+def _work() -> tuple[dict[str, Any], dict[Any, Any]]:
     from ragmeter.context import ScoringContext
     from ragmeter.metrics import _lexical_mt
+    from ragmeter.schema import ScoreColumn
 
     ctx = ScoringContext(dict(_OPTIONS))
-    out: dict[str, list[Any]] = {}
+    out: dict[str, Any] = {}
     try:
         for req, chunks in _JOBS:
-            got = out.setdefault(req.key, [])
-            for chunk in chunks:
-                got.extend(_RUN[0](req, chunk, ctx))
+            out[req.key] = ScoreColumn.concat([ScoreColumn.of(_RUN[0](req, chunk, ctx)) for chunk in chunks])
     finally:
         ctx.close()
     return out, _lexical_mt.export_memo()
@@ -84,8 +83,9 @@ class SecondHalf:
         self._pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("fork"))
         self._future = self._pool.submit(_work)
 
-    def result(self) -> dict[str, list[Any]]:
-        """The worker's scores per metric key, in the order of its batches (re-raises its error)."""
+    def result(self) -> dict[str, Any]:
+        """The worker's scores per metric key (a :class:`~ragmeter.schema.ScoreColumn`, in the order of
+        its batches; re-raises its error)."""
         from ragmeter.metrics import _lexical_mt
 
         try:

@@ -156,16 +156,15 @@ def _score_block_all(requests: Sequence[Any], samples: Sequence[Any], options: d
     """One Ray task: every metric of ``requests`` on one block of samples (unpickled once for all of
     them); the scores per metric, in sample order."""
     from ragmeter.context import ScoringContext
+    from ragmeter.schema import ScoreColumn
 
     ctx = ScoringContext(options)
     try:
         out = []
         for req in requests:
             bs = max(1, req.spec.batch_size)
-            scores: list[Any] = []
-            for i in range(0, len(samples), bs):
-                scores.extend(run_metric(req, list(samples[i:i + bs]), ctx))
-            out.append(scores)
+            parts = [run_metric(req, list(samples[i:i + bs]), ctx) for i in range(0, len(samples), bs)]
+            out.append(ScoreColumn.concat([ScoreColumn.of(p) for p in parts]))
         return out
     finally:
         ctx.close()

@@ -30,7 +30,7 @@ from ragmeter.metrics import _lexical_kernels as K
 from ragmeter.metrics._lexical_mt import bleu_batch, check_bleu_params, check_chrf_params, chrf_batch
 from ragmeter.metrics._lexical_rouge import ROUGE_KEYS, rouge_multi
 from ragmeter.metrics.base import MetricSpec, register_metric
-from ragmeter.schema import Sample, Score
+from ragmeter.schema import Sample, ScoreColumn
 
 __all__ = [
     "FUZZ_SCORERS", "ROUGE_KEYS", "STRING_METRICS", "RougeScore", "StringMetric", "bleu", "bleu2", "bleu_scores", "chrf",
@@ -440,7 +440,7 @@ def _unicode_token_value(metric: str, answer: str, reference: str) -> float:
 
 
 def _string_scores(metric: str, samples: Sequence[Sample], params: dict[str, Any],
-                   ctx: ScoringContext | None = None) -> list[Score]:
+                   ctx: ScoringContext | None = None) -> ScoreColumn:
     spec = STRING_METRICS[metric]
     answers, refs = sample_texts(samples, ctx)
     best, arg, sizes = _string_best(metric, answers, refs, params)
@@ -454,17 +454,20 @@ def _string_scores(metric: str, samples: Sequence[Sample], params: dict[str, Any
                 vals = [_unicode_token_value(metric, answers[i], r) for r in refs[i]]
                 best[i] = max(vals)
                 arg[i] = vals.index(best[i])
-    out = []
-    for v, j, n in zip(best.tolist(), arg.tolist(), sizes.tolist(), strict=True):
-        if v != v:  # NaN: no reference gave a value
-            out.append(Score.missing(spec.undefined or f"{metric} has no value for this pair"))
-        else:
-            out.append(Score(v, details={"best_reference": j} if n > 1 else None))
-    return out
+    missing = np.isnan(best)
+    reasons = None
+    if missing.any():  # NaN: no reference gave a value
+        why = spec.undefined or f"{metric} has no value for this pair"
+        reasons = [why if m else None for m in missing.tolist()]
+    details = None
+    if (sizes > 1).any():
+        details = [{"best_reference": j} if n > 1 and not m else None
+                   for j, n, m in zip(arg.tolist(), sizes.tolist(), missing.tolist(), strict=True)]
+    return ScoreColumn(best, reasons, details)
 
 
-def _string_batch_fn(metric: str) -> Callable[..., list[Score]]:
-    def fn(samples: Sequence[Sample], ctx: ScoringContext | None = None, **params: Any) -> list[Score]:
+def _string_batch_fn(metric: str) -> Callable[..., ScoreColumn]:
+    def fn(samples: Sequence[Sample], ctx: ScoringContext | None = None, **params: Any) -> ScoreColumn:
         _check_string_params(metric, params)
         return _string_scores(metric, samples, params, ctx)
 
@@ -571,18 +574,20 @@ def _rouge_rows(samples: Sequence[Sample], ctx: ScoringContext | None,
     return [memo[k] for k in keys]
 
 
-def _rouge_batch_fn(key: str) -> Callable[..., list[Score]]:
+def _rouge_batch_fn(key: str) -> Callable[..., ScoreColumn]:
     col = ROUGE_KEYS.index(key)
 
     def fn(samples: Sequence[Sample], ctx: ScoringContext | None = None, *,
-           use_stemmer: bool = True) -> list[Score]:
+           use_stemmer: bool = True) -> ScoreColumn:
         if not isinstance(use_stemmer, bool):
             raise MetricError(f"use_stemmer must be true or false, got {use_stemmer!r}")
-        out = []
-        for s, (values, best) in zip(samples, _rouge_rows(samples, ctx, use_stemmer), strict=True):
-            details = {"best_reference": int(best[col // 3])} if len(s.references) > 1 else None
-            out.append(Score(float(values[col]), details=details))
-        return out
+        rows = _rouge_rows(samples, ctx, use_stemmer)
+        values = np.fromiter((v[col] for v, _ in rows), dtype=np.float64, count=len(rows))
+        details = None
+        if any(len(s.references) > 1 for s in samples):
+            details = [{"best_reference": int(b[col // 3])} if len(s.references) > 1 else None
+                       for s, (_, b) in zip(samples, rows, strict=True)]
+        return ScoreColumn(values, None, details)
 
     fn.__name__ = f"{key}_batch"
     return fn
@@ -688,10 +693,9 @@ def chrf(answer: str, reference: References, **params: Any) -> float:
     return float(chrf_scores([_as_answer(answer)], [_as_refs(reference)], **params)[0])
 
 
-def _mt_batch_fn(name: str, batch: Callable[..., np.ndarray]) -> Callable[..., list[Score]]:
-    def fn(samples: Sequence[Sample], ctx: ScoringContext | None = None, **params: Any) -> list[Score]:
-        values = _unit(batch(*sample_texts(samples, ctx), **params))
-        return [Score(v) for v in values.tolist()]
+def _mt_batch_fn(name: str, batch: Callable[..., np.ndarray]) -> Callable[..., ScoreColumn]:
+    def fn(samples: Sequence[Sample], ctx: ScoringContext | None = None, **params: Any) -> ScoreColumn:
+        return ScoreColumn(_unit(batch(*sample_texts(samples, ctx), **params)))
 
     fn.__name__ = f"{name}_batch"
     return fn

@@ -16,7 +16,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from ragmeter.errors import StoreError
-from ragmeter.schema import Sample, Score
+from ragmeter.schema import Sample, Score, ScoreColumn
 from ragmeter.store.models import (
     Base,
     EmbeddingCacheRow,
@@ -400,12 +400,16 @@ class Store(RunViewsMixin):
         return {p: sid for sid, p in self._sample_positions(run_id).items()}
 
     def add_scores(self, run_id: str, metric: str, sample_ids: Sequence[str],
-                   scores: Sequence[Score]) -> None:
+                   scores: Sequence[Score] | ScoreColumn) -> None:
         """Insert one metric's scores for some samples, in one transaction (one executemany).
-        A pair already stored is left as it is, so concurrent or repeated writers never fail."""
+        A pair already stored is left as it is, so concurrent or repeated writers never fail.
+        ``scores`` is a list of :class:`Score` or a :class:`~ragmeter.schema.ScoreColumn`."""
         if len(sample_ids) != len(scores):
             raise ValueError("sample_ids and scores differ in length")
-        if not scores:
+        if not len(scores):
+            return
+        if isinstance(scores, ScoreColumn):
+            self._add_column(run_id, metric, sample_ids, scores)
             return
         mid = self._metric_id(metric)
         pos = self._sample_positions(run_id)
@@ -429,6 +433,45 @@ class Store(RunViewsMixin):
         rows = [{"run_id": run_id, "metric_id": mid, "position": pos[sid], "value": sc.value,
                  "reason": sc.reason, "details": sc.details or None}
                 for sid, sc in zip(sample_ids, scores, strict=True)]
+        with self.engine.begin() as conn:
+            self._insert_ignore(conn, ScoreRow.__table__, rows, ["run_id", "metric_id", "position"])
+
+    def _positions_of(self, run_id: str, sample_ids: Sequence[str]) -> list[int]:
+        pos = self._sample_positions(run_id)
+        try:
+            return list(map(pos.__getitem__, sample_ids))
+        except KeyError:
+            self._positions.pop(run_id, None)
+            pos = self._sample_positions(run_id)
+            unknown = [sid for sid in sample_ids if sid not in pos]
+            if unknown:
+                raise StoreError(f"run {run_id} has no sample {unknown[0]!r}") from None
+            return list(map(pos.__getitem__, sample_ids))
+
+    def _add_column(self, run_id: str, metric: str, sample_ids: Sequence[str], col: ScoreColumn) -> None:
+        """:meth:`add_scores` of a column: on SQLite, a column without reasons and details (a lexical
+        metric's usual batch) binds two parameters per row, position and value."""
+        mid = self._metric_id(metric)
+        positions = self._positions_of(run_id, sample_ids)
+        values = col.value_list()
+        if self.dialect == "sqlite" and col.reasons is None and col.details is None and run_id.isalnum():
+            with self.engine.begin() as conn:
+                conn.exec_driver_sql(f"INSERT INTO scores (run_id, metric_id, position, value) "  # noqa: S608
+                                     f"VALUES ('{run_id}', {int(mid)}, ?, ?) ON CONFLICT DO NOTHING",
+                                     list(zip(positions, values, strict=True)))
+            return
+        reasons = col.reason_list()  # made by Score.missing or by the runner: already redacted
+        details = col.details or [None] * len(values)
+        if self.dialect == "sqlite":
+            dumps = json.dumps
+            tuples = [(run_id, mid, p, v, r, dumps(d) if d else None)
+                      for p, v, r, d in zip(positions, values, reasons, details, strict=True)]
+            with self.engine.begin() as conn:
+                conn.exec_driver_sql("INSERT INTO scores (run_id, metric_id, position, value, reason, details) "
+                                     "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING", tuples)
+            return
+        rows = [{"run_id": run_id, "metric_id": mid, "position": p, "value": v, "reason": r, "details": d or None}
+                for p, v, r, d in zip(positions, values, reasons, details, strict=True)]
         with self.engine.begin() as conn:
             self._insert_ignore(conn, ScoreRow.__table__, rows, ["run_id", "metric_id", "position"])
 
