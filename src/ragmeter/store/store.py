@@ -161,10 +161,12 @@ class Store(RunViewsMixin):
             current = []
         if current == [SCHEMA_HEAD]:
             return
-        head = head_revision()
-        with self.engine.connect() as conn:
-            if _current_revision(conn) == head:
-                return
+        head = None
+        if current:  # an older (or newer) schema: Alembic decides
+            head = head_revision()
+            with self.engine.connect() as conn:
+                if _current_revision(conn) == head:
+                    return
         if path is not None:
             from filelock import FileLock
 
@@ -173,18 +175,28 @@ class Store(RunViewsMixin):
         else:
             self._migrate(head)
 
-    def _migrate(self, head: str) -> None:
-        from alembic import command
-
+    def _migrate(self, head: str | None) -> None:
         with self.engine.begin() as conn:
             if self.dialect == "postgresql":
                 # one creator/upgrader at a time; released at commit
                 conn.exec_driver_sql("SELECT pg_advisory_xact_lock(7301202611)")
+            tables = inspect(conn)
+            if not tables.has_table("runs") and not tables.has_table("alembic_version"):
+                # a new database: the current tables, stamped with the head revision (SCHEMA_HEAD is
+                # the Alembic head, a test keeps them equal) without loading Alembic
+                Base.metadata.create_all(conn)
+                conn.exec_driver_sql("CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL, "
+                                     "CONSTRAINT alembic_version_pkc PRIMARY KEY (version_num))")
+                conn.exec_driver_sql(f"INSERT INTO alembic_version (version_num) VALUES ('{SCHEMA_HEAD}')")
+                return
+            from alembic import command
+
+            head = head or head_revision()
             current = _current_revision(conn)
             if current == head:
                 return
             cfg = _alembic_config(conn)
-            if current is None and not inspect(conn).has_table("runs"):
+            if current is None and not tables.has_table("runs"):
                 Base.metadata.create_all(conn)
                 command.stamp(cfg, head)
                 return
