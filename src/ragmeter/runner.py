@@ -576,18 +576,25 @@ def _score_all(samples: list[Sample], requests: list[MetricRequest], ctx: Scorin
                collected: dict[str, list[tuple[list[str], ScoreColumn]]] | None = None) -> dict[str, Any]:
     timings: dict[str, Any] = {"metrics": {}}
     plans: list[tuple[MetricRequest, list[Sample], list[tuple[Sample, str]], str | None]] = []
+    lacks: dict[tuple[str, ...], tuple[list[Sample], dict[int, str]]] = {}  # metrics that need the same fields
     for req in requests:
-        todo = [s for s in samples if (s.id, req.key) not in done]
-        if not todo:
+        need = tuple(req.spec.requires)
+        if need not in lacks:
+            why = {}
+            for i, s in enumerate(samples):
+                miss = missing_fields(s, need)
+                if miss:
+                    why[i] = "missing field: " + ", ".join(miss)
+            lacks[need] = ([s for i, s in enumerate(samples) if i not in why] if why else samples, why)
+        ok, why = lacks[need]
+        if done:
+            ok = [s for s in ok if (s.id, req.key) not in done]
+            lacking = [(samples[i], r) for i, r in why.items() if (samples[i].id, req.key) not in done]
+        else:
+            lacking = [(samples[i], r) for i, r in why.items()]
+        if not ok and not lacking:
             continue
-        eligible, lacking = [], []
-        for s in todo:
-            miss = missing_fields(s, req.spec.requires)
-            if miss:
-                lacking.append((s, "missing field: " + ", ".join(miss)))
-            else:
-                eligible.append(s)
-        plans.append((req, eligible, lacking, unavailable_by_key.get(req.key)))
+        plans.append((req, ok, lacking, unavailable_by_key.get(req.key)))
 
     def put(key: str, ids: list[str], scores: list[Score] | ScoreColumn) -> None:
         col = ScoreColumn.of(scores)

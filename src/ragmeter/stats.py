@@ -142,12 +142,69 @@ def clopper_pearson_ci(k: int, n: int, *, level: float = 0.95) -> tuple[float, f
     >>> [round(v, 3) for v in clopper_pearson_ci(20, 20)]
     [0.832, 1.0]
     """
-    from scipy.special import betaincinv  # Beta quantile (scipy.special loads 3x faster than scipy.stats)
-
     a = (1 - level) / 2
-    lo = float(betaincinv(k, n - k + 1, a)) if k > 0 else 0.0
-    hi = float(betaincinv(k + 1, n - k, 1 - a)) if k < n else 1.0
+    lo = beta_quantile(a, k, n - k + 1) if k > 0 else 0.0
+    hi = beta_quantile(1 - a, k + 1, n - k) if k < n else 1.0
     return lo, hi
+
+
+def _betacf(x: float, a: float, b: float) -> float:
+    """Continued fraction of the incomplete beta function (modified Lentz; Numerical Recipes 6.4)."""
+    tiny = 1e-300
+    qab, qap, qam = a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 100_000):
+        m2 = 2 * m
+        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c
+        c = c if abs(c) > tiny else tiny
+        h *= d * c
+        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c
+        c = c if abs(c) > tiny else tiny
+        step = d * c
+        h *= step
+        if abs(step - 1.0) < 1e-16:
+            break
+    return h
+
+
+def beta_cdf(x: float, a: float, b: float) -> float:
+    """The regularized incomplete beta function :math:`I_x(a, b)` (the Beta(a, b) CDF), by its
+    continued fraction on the side where it converges fast."""
+    import math
+
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
+                     + a * math.log(x) + b * math.log1p(-x))
+    if x < (a + 1.0) / (a + b + 2.0):
+        return front * _betacf(x, a, b) / a
+    return 1.0 - front * _betacf(1.0 - x, b, a) / b
+
+
+def beta_quantile(p: float, a: float, b: float) -> float:
+    """The ``p`` quantile of Beta(a, b) (``scipy.special.betaincinv(a, b, p)``), by bisection of
+    :func:`beta_cdf` to the last bit of a double. Plain Python: the interval of a 0/1 metric
+    does not load scipy (0.15 s of a command's start)."""
+    lo, hi = 0.0, 1.0
+    for _ in range(1100):  # halving down to the smallest subnormal gap takes at most ~1075 steps
+        mid = 0.5 * (lo + hi)
+        if mid <= lo or mid >= hi:
+            break
+        if beta_cdf(mid, a, b) < p:
+            lo = mid
+        else:
+            hi = mid
+    return 0.5 * (lo + hi)
 
 
 def bca_ci(values: Sequence[float] | np.ndarray, *, level: float = 0.95, n_resamples: int = N_BOOTSTRAP,
@@ -169,8 +226,9 @@ def bca_ci(values: Sequence[float] | np.ndarray, *, level: float = 0.95, n_resam
 
 
 def _bca_from_means(x: np.ndarray, means: np.ndarray, level: float) -> tuple[float, float]:
-    from scipy.special import ndtr, ndtri  # the normal CDF and quantile
+    from statistics import NormalDist  # the normal CDF and quantile (no scipy import for a summary)
 
+    ndtr, ndtri = NormalDist().cdf, NormalDist().inv_cdf
     n = x.size
     theta = float(x.mean())
     prop = float(np.mean(means < theta))
