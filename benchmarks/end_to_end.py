@@ -90,8 +90,14 @@ def python_child(code: str, *args: str) -> dict[str, Any]:
 
 def ragmeter_cmd(*args: str) -> dict[str, Any]:
     """``ragmeter ARGS`` in a fresh interpreter that reports its own peak memory."""
-    code = ("import sys\nfrom ragmeter.cli import main\nsys.argv = ['ragmeter', *sys.argv[1:]]\n"
-            "try:\n    main()\nexcept SystemExit as e:\n    if e.code not in (0, None): raise\n")
+    # the console script's own entry (it ends with a quick exit after the atexit handlers, so the
+    # peak memory line is printed by one)
+    code = ("import atexit, re, sys\n"
+            "def _hwm():\n"
+            "    with open('/proc/self/status') as f:\n"
+            "        print('VMHWM', re.search(r'VmHWM:\\s+(\\d+)', f.read()).group(1), flush=True)\n"
+            "atexit.register(_hwm)\n"
+            "from ragmeter.cli import entry\nsys.argv = ['ragmeter', *sys.argv[1:]]\nentry()\n")
     return python_child(code, *args)
 
 

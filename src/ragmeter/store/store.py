@@ -6,6 +6,7 @@ import json
 import os
 import socket
 import uuid
+import weakref
 from collections.abc import Iterable, Sequence
 from datetime import timedelta
 from pathlib import Path
@@ -42,6 +43,16 @@ def default_url() -> str:
     if env:
         return env if "://" in env else f"sqlite:///{env}"
     return f"sqlite:///{DEFAULT_PATH}"
+
+
+_OPEN: weakref.WeakSet[Store] = weakref.WeakSet()
+
+
+def close_all() -> None:
+    """Close the connections of every store this process opened (SQLite checkpoints its write-ahead
+    log when the last connection closes); the CLI calls it before its quick exit."""
+    for store in list(_OPEN):
+        store.engine.dispose()
 
 
 def open_store(url: str | None = None, *, must_exist: bool = False) -> Store:
@@ -149,6 +160,7 @@ class Store(RunViewsMixin):
         except Exception as exc:  # noqa: BLE001 - unreachable server, bad credentials, corrupt file
             raise StoreError(f"cannot open database {url!r}: {type(exc).__name__}: {exc}") from exc
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+        _OPEN.add(self)
         self._metric_ids: dict[str, int] = {}
         self._positions: dict[str, dict[str, int]] = {}
 
