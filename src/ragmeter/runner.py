@@ -343,6 +343,7 @@ def _evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None, *,
 
         init(ray_address)
 
+    early: tuple[list[Plan], dict[str, tuple[list[Sample], list[Sample]]], Any] | None = None
     if resume:
         run_id = store.resolve_run(resume)
         run = store.get_run(run_id)
@@ -380,13 +381,21 @@ def _evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None, *,
         th.check_known(thr, [r.key for r in requests])
         _check_fields(dataset, requests)
         unavailable = _preflight(requests, opts, store, skip_unavailable)
-        run_id = store.create_run(
-            dataset_source=dataset.source, fingerprint=dataset.fingerprint,
-            samples=dataset.samples,
-            metrics=[{"name": r.spec.name, "params": _jsonable(r.params), "key": r.key} for r in requests],
-            config={"options": _jsonable(_public_options(opts)), "source": cfg.get("source"),
-                    "extra": _jsonable(cfg.get("extra", {})), "provenance": provenance()},
-            version=__version__, name=name or cfg.get("name"))
+        if engine == "local":  # the worker scores while this process stores the samples
+            plans = _plan(dataset.samples, requests, set(), unavailable)
+            early = (plans, *_fork_second(plans, len(dataset.samples), opts))
+        try:
+            run_id = store.create_run(
+                dataset_source=dataset.source, fingerprint=dataset.fingerprint,
+                samples=dataset.samples,
+                metrics=[{"name": r.spec.name, "params": _jsonable(r.params), "key": r.key} for r in requests],
+                config={"options": _jsonable(_public_options(opts)), "source": cfg.get("source"),
+                        "extra": _jsonable(cfg.get("extra", {})), "provenance": provenance()},
+                version=__version__, name=name or cfg.get("name"))
+        except BaseException:
+            if early is not None and early[2] is not None:
+                early[2].cancel()
+            raise
         done = set()
 
     samples = dataset.samples
@@ -396,8 +405,10 @@ def _evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None, *,
         try:
             with _heartbeat(store, run_id):
                 timings = _score_all(samples, requests, ctx, store, run_id, done, unavailable,
-                                     engine=(engine, ray_address), collected=collected)
+                                     engine=(engine, ray_address), collected=collected, early=early)
         except BaseException:
+            if early is not None and early[2] is not None:
+                early[2].cancel()
             if store.owns_lease(run_id):  # never mark a run another process now writes
                 store.update_run(run_id, status="failed", heartbeat_at=None)
             ctx.close()
@@ -569,13 +580,16 @@ def _jsonable(obj: Any) -> Any:
     return json.loads(json.dumps(obj, default=str))
 
 
-def _score_all(samples: list[Sample], requests: list[MetricRequest], ctx: ScoringContext,
-               store: Store, run_id: str, done: set[tuple[str, str]],
-               unavailable_by_key: dict[str, str],
-               engine: tuple[str, str | None] = ("local", None),
-               collected: dict[str, list[tuple[list[str], ScoreColumn]]] | None = None) -> dict[str, Any]:
-    timings: dict[str, Any] = {"metrics": {}}
-    plans: list[tuple[MetricRequest, list[Sample], list[tuple[Sample, str]], str | None]] = []
+Plan = tuple[MetricRequest, list[Sample], list[tuple[Sample, str]], str | None]
+#: share of each pure metric's samples this process scores when a forked worker takes the rest: this
+#: process also stores the run's samples and every score, so it takes a little less
+MAIN_SHARE = 0.46
+
+
+def _plan(samples: list[Sample], requests: list[MetricRequest], done: set[tuple[str, str]],
+          unavailable_by_key: dict[str, str]) -> list[Plan]:
+    """Per metric: (request, samples to score, samples lacking a field and why, why it is unavailable)."""
+    plans: list[Plan] = []
     lacks: dict[tuple[str, ...], tuple[list[Sample], dict[int, str]]] = {}  # metrics that need the same fields
     for req in requests:
         need = tuple(req.spec.requires)
@@ -595,6 +609,42 @@ def _score_all(samples: list[Sample], requests: list[MetricRequest], ctx: Scorin
         if not ok and not lacking:
             continue
         plans.append((req, ok, lacking, unavailable_by_key.get(req.key)))
+    return plans
+
+
+def _fork_second(plans: list[Plan], n_samples: int, options: dict[str, Any]
+                 ) -> tuple[dict[str, tuple[list[Sample], list[Sample]]], Any]:
+    """Start a forked worker on the tail of each pure metric's samples (engines/forked.py): ``(halves,
+    worker)``, ``({}, None)`` when there is no second CPU or too little work. Values of pure metrics do
+    not depend on how the samples are cut or batched, so the split is by :data:`MAIN_SHARE`."""
+    from ragmeter.engines import forked
+
+    halves: dict[str, tuple[list[Sample], list[Sample]]] = {}
+    if not forked.usable(n_samples):
+        return halves, None
+    for req, eligible, _lacking, unavailable in plans:
+        if forked.is_pure(req) and not unavailable and len(eligible) >= forked.MIN_SAMPLES:
+            cut = round(len(eligible) * MAIN_SHARE)
+            halves[req.key] = (eligible[:cut], eligible[cut:])
+    if not halves:
+        return halves, None
+    jobs = [(req, [halves[req.key][1][i:i + max(1, req.spec.batch_size)]
+                   for i in range(0, len(halves[req.key][1]), max(1, req.spec.batch_size))])
+            for req, *_ in plans if req.key in halves]
+    return halves, forked.SecondHalf(jobs, dict(options), _run_metric)
+
+
+def _score_all(samples: list[Sample], requests: list[MetricRequest], ctx: ScoringContext,
+               store: Store, run_id: str, done: set[tuple[str, str]],
+               unavailable_by_key: dict[str, str],
+               engine: tuple[str, str | None] = ("local", None),
+               collected: dict[str, list[tuple[list[str], ScoreColumn]]] | None = None,
+               early: tuple[list[Plan], dict[str, tuple[list[Sample], list[Sample]]], Any] | None = None
+               ) -> dict[str, Any]:
+    """Score every plan and store the scores; ``early``: plans and a worker already started (a new
+    local run forks its worker before it stores the samples)."""
+    timings: dict[str, Any] = {"metrics": {}}
+    plans = early[0] if early is not None else _plan(samples, requests, done, unavailable_by_key)
 
     def put(key: str, ids: list[str], scores: list[Score] | ScoreColumn) -> None:
         col = ScoreColumn.of(scores)
@@ -611,23 +661,13 @@ def _score_all(samples: list[Sample], requests: list[MetricRequest], ctx: Scorin
 
     if engine[0] == "ray":
         plans = _ray_pure_together(plans, ctx, put, engine[1], timings)
-    # a second process scores the second half of each pure metric's samples (engines/forked.py)
+    # a second process scores the tail of each pure metric's samples (engines/forked.py)
     halves: dict[str, tuple[list[Sample], list[Sample]]] = {}
     second = None
-    if engine[0] == "local":
-        from ragmeter.engines import forked
-
-        if forked.usable(len(samples)):
-            for req, eligible, _lacking, unavailable in plans:
-                if forked.is_pure(req) and not unavailable and len(eligible) >= forked.MIN_SAMPLES:
-                    bs = max(1, req.spec.batch_size)
-                    cut = -(-len(eligible) // 2 // bs) * bs  # whole batches: the same batches as one pass
-                    halves[req.key] = (eligible[:cut], eligible[cut:])
-            if halves:
-                jobs = [(req, [halves[req.key][1][i:i + max(1, req.spec.batch_size)]
-                               for i in range(0, len(halves[req.key][1]), max(1, req.spec.batch_size))])
-                        for req, *_ in plans if req.key in halves]
-                second = forked.SecondHalf(jobs, dict(ctx.options), _run_metric)
+    if early is not None:
+        halves, second = early[1], early[2]
+    elif engine[0] == "local":
+        halves, second = _fork_second(plans, len(samples), dict(ctx.options))
     try:
         advancers: dict[str, Callable[[int], None]] = {}
         _score_plans(plans, ctx, store, put, engine, timings, halves, advancers)
@@ -645,10 +685,10 @@ def _score_all(samples: list[Sample], requests: list[MetricRequest], ctx: Scorin
     return timings
 
 
-def _ray_pure_together(plans: list[tuple[MetricRequest, list[Sample], list[tuple[Sample, str]], str | None]],
+def _ray_pure_together(plans: list[Plan],
                        ctx: ScoringContext, put: Callable[[str, list[str], Any], None],
                        address: str | None, timings: dict[str, Any]
-                       ) -> list[tuple[MetricRequest, list[Sample], list[tuple[Sample, str]], str | None]]:
+                       ) -> list[Plan]:
     """On Ray, the pure metrics (engines/forked.py) that score the same samples go to the workers
     together, one task per block for all of them; returns the plans left for metric-by-metric work."""
     from ragmeter.engines import forked
@@ -680,7 +720,7 @@ def _ray_pure_together(plans: list[tuple[MetricRequest, list[Sample], list[tuple
     return [p for p in plans if p[0].key not in keys]
 
 
-def _score_plans(plans: list[tuple[MetricRequest, list[Sample], list[tuple[Sample, str]], str | None]],
+def _score_plans(plans: list[Plan],
                  ctx: ScoringContext, store: Store, put: Callable[[str, list[str], Any], None],
                  engine: tuple[str, str | None], timings: dict[str, Any],
                  halves: dict[str, tuple[list[Sample], list[Sample]]],
