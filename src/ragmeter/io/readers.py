@@ -425,9 +425,12 @@ def _build(rows: Iterable[tuple[int, Any]], source: str, mapping: Mapping[str, s
     file = source
     for n, (lineno, row) in enumerate(rows, start=1):
         try:
-            if isinstance(row, DatasetError):
+            if type(row) is dict:  # a JSON object (the common row): skip the ABC checks
+                if len(row) != len(columns) or not columns.keys() >= row.keys():
+                    columns.update(dict.fromkeys(map(str, row)))
+            elif isinstance(row, DatasetError):
                 raise row
-            if isinstance(row, Mapping):
+            elif isinstance(row, Mapping):
                 columns.update(dict.fromkeys(map(str, row)))
             sample = sample_from_dict(row, mapping=mapping, default_id=f"row-{n}", file=file,
                                       line=lineno, cells=mode, _used=used)
@@ -451,6 +454,12 @@ def _build(rows: Iterable[tuple[int, Any]], source: str, mapping: Mapping[str, s
 
 #: fields whose plain-text value needs no parsing (see the fast path in :func:`sample_from_dict`)
 _SIMPLE_TARGETS = frozenset({"id", "question", "answer", "references"})
+
+
+@functools.lru_cache(maxsize=1024)
+def _plain_keys(keys: tuple[Any, ...]) -> bool:
+    """Whether every key of a row shape is text and none is a pandas index column."""
+    return all(type(k) is str and not _is_index(k) for k in keys)
 
 
 def _is_index(col: str) -> bool:
@@ -507,10 +516,13 @@ def sample_from_dict(row: Any, *, mapping: Mapping[str, str] | None = None, defa
     Raises:
         DatasetError: naming file, line and field.
     """
-    if not isinstance(row, Mapping):
+    if type(row) is not dict and not isinstance(row, Mapping):
         raise DatasetError(f"expected an object with fields, got {type(row).__name__}",
                            file=file, line=line)
-    row = {str(k): (v if type(v) is str else _plain(v)) for k, v in row.items() if not _is_index(str(k))}
+    if _plain_keys(tuple(row)):  # text keys, no pandas index column: only the values may need work
+        row = {k: (v if type(v) is str else _plain(v)) for k, v in row.items()}
+    else:
+        row = {str(k): (v if type(v) is str else _plain(v)) for k, v in row.items() if not _is_index(str(k))}
     if cells != "json":
         row = {k: (None if isinstance(v, str) and v.strip() == "" and cells == "frame" else v)
                for k, v in row.items()}
@@ -545,7 +557,7 @@ def sample_from_dict(row: Any, *, mapping: Mapping[str, str] | None = None, defa
         if "references" in fast:
             fast["references"] = [fast["references"]]
         fast.setdefault("id", default_id)
-        fast["metadata"] = {k: v for k, v in row.items() if k not in used}
+        fast["metadata"] = extra
         for k, v in row.items():
             if type(v) is str and not v.isascii():
                 _check_text(v, k, lambda f, m: DatasetError(m, file=file, line=line, field=f))
