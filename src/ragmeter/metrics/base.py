@@ -109,8 +109,15 @@ def all_metrics() -> list[MetricSpec]:
 
 
 def get_spec(name: str) -> MetricSpec:
-    _load_families()
     key = _ALIASES.get(name, name)
+    if key not in _REGISTRY:
+        # the lexical family alone names most metrics of a run: the other families (and plugins)
+        # are imported only for a name it does not have
+        _load_lexical()
+        key = _ALIASES.get(name, name)
+    if key not in _REGISTRY:
+        _load_families()
+        key = _ALIASES.get(name, name)
     if key not in _REGISTRY:
         raise ConfigError(_unknown_message(name))
     return _REGISTRY[key]
@@ -259,6 +266,12 @@ _FAMILY_MODULES = (
     "ragmeter.correctness.metrics",
 )
 _loaded = False
+
+
+def _load_lexical() -> None:
+    import importlib
+
+    importlib.import_module(_FAMILY_MODULES[0])
 
 
 def _load_families() -> None:
