@@ -31,7 +31,7 @@ from ragmeter.errors import (
 from ragmeter.io.readers import REQUIREMENT_TARGET, Dataset, load
 from ragmeter.metrics.base import MetricRequest, missing_fields, resolve_all
 from ragmeter.provenance import provenance
-from ragmeter.schema import Sample, Score, ScoreColumn
+from ragmeter.schema import Sample, Score, ScoreColumn, ScoreColumns
 from ragmeter.stats import aggregate_many
 from ragmeter.store import Store, open_store
 
@@ -153,77 +153,6 @@ class EvaluationResult:
     def to_dict(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "status": self.status, "incomplete": self.incomplete,
                 "n_samples": len(self.samples), "metrics": self.summary, **self.extra}
-
-
-class ScoreColumns(Mapping[str, list[Score]]):
-    """``{metric_key: [Score per sample]}`` aligned with the samples, kept as columns: the runner
-    collects each metric's batches as :class:`~ragmeter.schema.ScoreColumn` and the Score objects of
-    a metric are made only when someone reads that metric (a 100,000-sample lexical run needs none).
-
-    Args:
-        samples: the run's samples, in order.
-        chunks: per metric key, ``(sample ids, column)`` batches as they were scored.
-    """
-
-    def __init__(self, samples: Sequence[Sample], chunks: Mapping[str, list[tuple[list[str], ScoreColumn]]]) -> None:
-        self._samples = samples
-        self._chunks = dict(chunks)
-        self._columns: dict[str, ScoreColumn] = {}
-        self._lists: dict[str, list[Score]] = {}
-        self._index: dict[str, int] | None = None
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._chunks)
-
-    def __len__(self) -> int:
-        return len(self._chunks)
-
-    def __getitem__(self, key: str) -> list[Score]:
-        got = self._lists.get(key)
-        if got is None:
-            got = self._lists[key] = self.column(key).scores()
-        return got
-
-    def __repr__(self) -> str:
-        return f"ScoreColumns({list(self._chunks)}, {len(self._samples)} samples)"
-
-    def column(self, key: str) -> ScoreColumn:
-        """One metric's values aligned with the samples ("not scored" where no batch had a sample)."""
-        col = self._columns.get(key)
-        if col is None:
-            col = self._columns[key] = self._align(self._chunks[key])
-        return col
-
-    def _align(self, chunks: list[tuple[list[str], ScoreColumn]]) -> ScoreColumn:
-        import numpy as np
-
-        n = len(self._samples)
-        if len(chunks) == 1 and len(chunks[0][0]) == n and all(
-                a == s.id for a, s in zip(chunks[0][0], self._samples, strict=True)):
-            return chunks[0][1]
-        if self._index is None:
-            self._index = {s.id: i for i, s in enumerate(self._samples)}
-        index = self._index
-        values = np.full(n, np.nan)
-        seen = np.zeros(n, dtype=bool)
-        reasons: dict[int, str | None] = {}
-        details: dict[int, Any] = {}
-        for ids, col in chunks:
-            pos = np.fromiter(map(index.__getitem__, ids), dtype=np.int64, count=len(ids))
-            values[pos] = col.values
-            seen[pos] = True
-            if col.reasons is not None:
-                reasons.update((p, r) for p, r in zip(pos.tolist(), col.reasons, strict=True) if r is not None)
-            if col.details is not None:
-                details.update((p, d) for p, d in zip(pos.tolist(), col.details, strict=True) if d)
-        for p in np.flatnonzero(~seen).tolist():
-            reasons[p] = "not scored"
-        return ScoreColumn(values, [reasons.get(i) for i in range(n)] if reasons else None,
-                           [details.get(i) for i in range(n)] if details else None)
-
-    def for_aggregate(self) -> dict[str, tuple[Any, list[str | None]]]:
-        """``{key: (values with NaN, reasons)}`` as :func:`ragmeter.stats.aggregate_many` takes them."""
-        return {k: (c.values, c.reason_list()) for k in self._chunks for c in (self.column(k),)}
 
 
 ProgressFactory = Callable[[str, int], Callable[[int], None]]
