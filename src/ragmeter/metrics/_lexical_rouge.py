@@ -136,24 +136,25 @@ def tokenizer(use_stemmer: bool, language: str = "en") -> RougeTokenizer:
     return tok
 
 
-def _overlap_counts(pred: list[list[int]], target: list[list[int]]) -> np.ndarray:
+def _overlap_counts(pred: list[list[int]], target: list[list[int]], bigrams: bool = True) -> np.ndarray:
     """Per pair: [len_pred, len_target, unigram overlap, bigram overlap, LCS length]. The clipped
     uni- and bigram overlaps are counted for the whole column at once
-    (:mod:`ragmeter.metrics._lexical_ngrams`); the LCS by rapidfuzz's bit-parallel algorithm."""
+    (:mod:`ragmeter.metrics._lexical_ngrams`); the LCS by rapidfuzz's bit-parallel algorithm.
+    Without ``bigrams`` the bigram overlap is NaN (not counted)."""
     from ragmeter.metrics._lexical_ngrams import NgramColumns, clipped_matches
 
     n = len(pred)
     out = np.zeros((n, 5), dtype=np.float64)
     if n == 0:
         return out
-    grams = NgramColumns([x for pair in zip(pred, target, strict=True) for x in pair], 2)
+    grams = NgramColumns([x for pair in zip(pred, target, strict=True) for x in pair], 2 if bigrams else 1)
     hyp = np.arange(0, 2 * n, 2, dtype=np.int64)
     ref = np.full(2 * n, -1, dtype=np.int64)
     ref[1::2] = np.arange(n, dtype=np.int64)
     out[:, 0] = grams.lens[0::2]
     out[:, 1] = grams.lens[1::2]
     out[:, 2] = uni = clipped_matches(grams, hyp, ref, 1)
-    out[:, 3] = clipped_matches(grams, hyp, ref, 2)
+    out[:, 3] = clipped_matches(grams, hyp, ref, 2) if bigrams else np.nan
     lcs = LCSseq.similarity
     out[:, 4] = [lcs(p, t) if u else 0 for p, t, u in zip(pred, target, uni.tolist(), strict=True)]
     return out
@@ -166,8 +167,9 @@ def _fmeasure(p: np.ndarray, r: np.ndarray) -> np.ndarray:
 
 
 def rouge_pairs(predictions: Sequence[str], targets: Sequence[str], use_stemmer: bool = True,
-                language: str = "en") -> np.ndarray:
+                language: str = "en", bigrams: bool = True) -> np.ndarray:
     """ROUGE of aligned (prediction, target) pairs (``language``: see the module docstring).
+    ``bigrams=False`` leaves ROUGE-2 out (NaN): a run without rouge2 keys skips its counting.
 
     Returns:
         ``(n, 9)`` float64 array, columns in :data:`ROUGE_KEYS` order.
@@ -176,7 +178,7 @@ def rouge_pairs(predictions: Sequence[str], targets: Sequence[str], use_stemmer:
     tok.reset_if_large()
     uniq = list(dict.fromkeys([*predictions, *targets]))
     cache = dict(zip(uniq, tok.ids_many(uniq), strict=True))
-    c = _overlap_counts([cache[x] for x in predictions], [cache[x] for x in targets])
+    c = _overlap_counts([cache[x] for x in predictions], [cache[x] for x in targets], bigrams)
     lp, lt, uni, bi, lcs = c.T
     out = np.empty((len(c), 9), dtype=np.float64)
     # ROUGE-N (rouge_score._score_ngrams): overlap / max(count, 1)
@@ -190,11 +192,14 @@ def rouge_pairs(predictions: Sequence[str], targets: Sequence[str], use_stemmer:
         prec = np.where(empty, 0.0, lcs / lp)
         rec = np.where(empty, 0.0, lcs / lt)
     out[:, 6], out[:, 7], out[:, 8] = prec, rec, _fmeasure(prec, rec)
+    if not bigrams:
+        out[:, 3:6] = np.nan
     return out
 
 
 def rouge_multi(answers: Sequence[str], references: Sequence[Sequence[str]],
-                use_stemmer: bool = True, language: str = "en") -> tuple[np.ndarray, np.ndarray]:
+                use_stemmer: bool = True, language: str = "en",
+                bigrams: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """ROUGE of each answer against its references, ``rouge_score.RougeScorer.score_multi`` style:
     per ROUGE type, the reference with the highest F-measure (the first one on ties) gives P, R, F.
 
@@ -205,16 +210,16 @@ def rouge_multi(answers: Sequence[str], references: Sequence[Sequence[str]],
     counts = np.fromiter((len(r) for r in references), dtype=np.int64, count=len(references))
     flat_a = [a for a, n in zip(answers, counts, strict=True) for _ in range(n)]
     flat_r = [r for refs in references for r in refs]
-    flat = rouge_pairs(flat_a, flat_r, use_stemmer, language)
+    flat = rouge_pairs(flat_a, flat_r, use_stemmer, language, bigrams)
     n = len(answers)
     best = np.zeros((n, 3), dtype=np.int64)
     if n == 0 or bool((counts == 1).all()):
         return flat, best
-    values = np.empty((n, 9), dtype=np.float64)
+    values = np.full((n, 9), np.nan)
     start = 0
     for i, cnt in enumerate(counts):
         block = flat[start:start + cnt]
-        for t in range(3):
+        for t in range(3) if bigrams else (0, 2):
             j = int(np.argmax(block[:, 3 * t + 2]))
             best[i, t] = j
             values[i, 3 * t:3 * t + 3] = block[j, 3 * t:3 * t + 3]

@@ -557,18 +557,20 @@ class _LexicalMemo:
 register_service("lexical_memo", lambda ctx: _LexicalMemo())
 
 
-def _rouge_rows(samples: Sequence[Sample], ctx: ScoringContext | None,
-                use_stemmer: bool) -> list[tuple[np.ndarray, np.ndarray]]:
+def _rouge_rows(samples: Sequence[Sample], ctx: ScoringContext | None, use_stemmer: bool,
+                bigrams: bool = True) -> list[tuple[np.ndarray, np.ndarray]]:
+    """ROUGE rows of the samples, remembered for the run's other ROUGE keys; ``bigrams=False``
+    (a rouge1/rougeL key) skips ROUGE-2's counting, which a rouge2 key then adds."""
     import ragmeter.language as lang
 
     memo = ctx.service("lexical_memo").rouge if ctx is not None else {}
     options = ctx.options if ctx is not None else None
     answers, refs = sample_texts(samples, ctx)
     keys = [(use_stemmer, a, tuple(r), lang.of(s, options)) for s, a, r in zip(samples, answers, refs, strict=True)]
-    todo = [k for k in dict.fromkeys(keys) if k not in memo]
+    todo = [k for k in dict.fromkeys(keys) if k not in memo or (bigrams and np.isnan(memo[k][0][3]))]
     for code in dict.fromkeys(k[3] for k in todo):
         group = [k for k in todo if k[3] == code]
-        values, best = rouge_multi([k[1] for k in group], [k[2] for k in group], use_stemmer, code)
+        values, best = rouge_multi([k[1] for k in group], [k[2] for k in group], use_stemmer, code, bigrams)
         for k, v, b in zip(group, values, best, strict=True):
             memo[k] = (v, b)
     return [memo[k] for k in keys]
@@ -581,7 +583,7 @@ def _rouge_batch_fn(key: str) -> Callable[..., ScoreColumn]:
            use_stemmer: bool = True) -> ScoreColumn:
         if not isinstance(use_stemmer, bool):
             raise MetricError(f"use_stemmer must be true or false, got {use_stemmer!r}")
-        rows = _rouge_rows(samples, ctx, use_stemmer)
+        rows = _rouge_rows(samples, ctx, use_stemmer, bigrams=key.startswith("rouge2"))
         values = np.fromiter((v[col] for v, _ in rows), dtype=np.float64, count=len(rows))
         details = None
         if any(len(s.references) > 1 for s in samples):
