@@ -19,6 +19,7 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import TypeDecorator
 
 
 def utcnow() -> datetime:
@@ -27,6 +28,30 @@ def utcnow() -> datetime:
 
 class Base(DeclarativeBase):
     pass
+
+
+class SampleData(TypeDecorator[dict[str, Any]]):
+    """A run's sample: a dict in Python; on SQLite a compressed blob (:mod:`ragmeter.store.codec`,
+    which also reads the JSON text of older rows), JSON elsewhere (PostgreSQL compresses large
+    values itself)."""
+
+    impl = JSON
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Any) -> Any:
+        return dialect.type_descriptor(LargeBinary() if dialect.name == "sqlite" else JSON())
+
+    def process_bind_param(self, value: Any, dialect: Any) -> Any:
+        if dialect.name != "sqlite" or value is None:
+            return value
+        from ragmeter.store.codec import encode
+
+        return encode(value)
+
+    def process_result_value(self, value: Any, dialect: Any) -> Any:
+        from ragmeter.store.codec import decode
+
+        return decode(value)
 
 
 class Run(Base):
@@ -61,10 +86,11 @@ class RunSample(Base):
     __table_args__ = (UniqueConstraint("run_id", "sample_id"),)
 
     pk: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    # run_id lookups use the (run_id, sample_id) unique index: no index of its own
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
     sample_id: Mapped[str] = mapped_column(Text)
     position: Mapped[int] = mapped_column(Integer)
-    data: Mapped[dict[str, Any]] = mapped_column(JSON)
+    data: Mapped[dict[str, Any]] = mapped_column(SampleData)
 
 
 class MetricName(Base):

@@ -97,7 +97,7 @@ def _alembic_config(conn: Connection) -> Any:
 
 #: the newest migration's revision; a test keeps it equal to Alembic's head. A store already at it
 #: opens without importing Alembic (a quarter of a second of every command's start-up)
-SCHEMA_HEAD = "0003_monitor_golden_human"
+SCHEMA_HEAD = "0004_compact_samples"
 
 
 def head_revision() -> str:
@@ -272,10 +272,14 @@ class Store(RunViewsMixin):
                       owner=lease_owner(), heartbeat_at=utcnow()))
             s.flush()
             if samples and self.dialect == "sqlite":
-                # pydantic writes each sample's JSON itself (in Rust): the column reads back the same
+                # pydantic writes each sample's JSON itself (in Rust), compressed as the column
+                # stores it (store/codec.py): the column reads back the same
+                from ragmeter.store.codec import encode_json
+
                 s.connection().exec_driver_sql(
                     "INSERT INTO run_samples (run_id, sample_id, position, data) VALUES (?, ?, ?, ?)",
-                    [(run_id, x.id, i, x.model_dump_json(exclude_defaults=True)) for i, x in enumerate(samples)])
+                    [(run_id, x.id, i, encode_json(x.model_dump_json(exclude_defaults=True)))
+                     for i, x in enumerate(samples)])
             elif samples:
                 s.execute(RunSample.__table__.insert(), [
                     {"run_id": run_id, "sample_id": x.id, "position": i,
