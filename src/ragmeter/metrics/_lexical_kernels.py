@@ -217,20 +217,69 @@ def normalize_answers(texts: Sequence[str]) -> list[str]:
     return [memo[t] for t in texts]
 
 
+_SQUAD_IDS: dict[tuple[str, ...], tuple[np.ndarray, np.ndarray]] = {}  # the last columns' token ids
+
+
+def squad_token_ids(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Dense ids of the tokens of ``normalize_answer(text).split()`` for every text (one after the
+    other) and tokens per text: on bytes for plain-ASCII texts (:mod:`._lexical_bytes`), by
+    :func:`normalize_answer` for the others. The last few columns are remembered, so exact_match
+    and token_f1 of one batch tokenise it once."""
+    from ragmeter.metrics import _lexical_bytes as B
+
+    key = tuple(texts)
+    got = _SQUAD_IDS.get(key)
+    if got is None:
+        if len(_SQUAD_IDS) >= 4:
+            _SQUAD_IDS.pop(next(iter(_SQUAD_IDS)))
+        got = _SQUAD_IDS[key] = B.column_ids(texts, B.squad_words, B.covered_squad,
+                                             lambda t: normalize_answer(t).split())
+    return got
+
+
+def _pair_ids(a: Sequence[str], b: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Token ids of the texts ``[*a, *b]``, tokens per text and where each text's tokens start."""
+    ids, lens = squad_token_ids([*a, *b])
+    starts = np.zeros(len(lens), dtype=np.int64)
+    np.cumsum(lens[:-1], out=starts[1:])
+    return ids, lens, starts
+
+
 def exact_match_kernel(a: Sequence[str], b: Sequence[str]) -> np.ndarray:
-    norm = normalize_answers([*a, *b])
-    return np.fromiter(map(str.__eq__, norm[:len(a)], norm[len(a):]), dtype=np.float64, count=len(a))
+    """1.0 where the SQuAD-normalised texts are equal (the same tokens in the same order)."""
+    from ragmeter.metrics._lexical_bytes import gather_index
+
+    n = len(a)
+    if n == 0:
+        return np.zeros(0, dtype=np.float64)
+    ids, lens, starts = _pair_ids(a, b)
+    la, lb = lens[:n], lens[n:]
+    same = la == lb
+    cand = np.flatnonzero(same & (la > 0))
+    if cand.size:
+        ga = gather_index(starts[cand], la[cand])
+        gb = gather_index(starts[n + cand], la[cand])
+        owner = np.repeat(np.arange(cand.size), la[cand])
+        differ = np.bincount(owner[ids[ga] != ids[gb]], minlength=cand.size) > 0
+        same[cand[differ]] = False
+    return same.astype(np.float64)
 
 
 def token_f1_kernel(a: Sequence[str], b: Sequence[str]) -> np.ndarray:
     """SQuAD token F1 of each pair: ``2PR / (P + R)`` over the shared normalised tokens (multiset
     intersection), 1 when both sides are empty, 0 when one is."""
+    from ragmeter.metrics._lexical_bytes import gather_index
     from ragmeter.metrics._lexical_ngrams import NgramColumns, clipped_matches
 
     n = len(a)
-    toks = [t.split() for t in normalize_answers([*a, *b])]
-    segments = [x for pair in zip(toks[:n], toks[n:], strict=True) for x in pair]
-    grams = NgramColumns(segments, 1)
+    if n == 0:
+        return np.zeros(0, dtype=np.float64)
+    ids, lens, starts = _pair_ids(a, b)
+    seg = np.empty(2 * n, dtype=np.int64)  # segments [a0, b0, a1, b1 ...]
+    seg[0::2] = np.arange(n)
+    seg[1::2] = np.arange(n, 2 * n)
+    seg_lens = lens[seg]
+    grams = NgramColumns.from_ids(ids[gather_index(starts[seg], seg_lens)], seg_lens, 1)
     same = clipped_matches(grams, np.arange(0, 2 * n, 2, dtype=np.int64),
                            np.repeat(np.arange(n, dtype=np.int64), 2) * np.tile([0, 1], n) - np.tile([1, 0], n),
                            1).astype(np.float64)

@@ -39,14 +39,23 @@ _RE_13A = (
 
 def tokenize_13a(line: str) -> str:
     """sacrebleu's ``13a`` tokenizer (mteval-v13a), output identical to ``Tokenizer13a()(line)``."""
+    return " ".join(_split_13a(_prepare_13a(line)))
+
+
+def _prepare_13a(line: str) -> str:
+    # Tokenizer13a's replacements before its regular expressions
     line = line.replace("<skipped>", "").replace("-\n", "").replace("\n", " ")
     if "&" in line:
         line = (line.replace("&quot;", '"').replace("&amp;", "&").replace("&lt;", "<")
                 .replace("&gt;", ">"))
+    return line
+
+
+def _split_13a(line: str) -> list[str]:
     line = f" {line} ".translate(_PAD_13A)
     for regex, repl in _RE_13A:
         line = regex.sub(repl, line)
-    return " ".join(line.split())
+    return line.split()
 
 
 def _bleu_tokenizer(name: str) -> Callable[[str], str]:
@@ -186,6 +195,22 @@ def _mark_run(m: re.Match[str]) -> str:
     return local[1:-1]
 
 
+def _bleu_token_ids(texts: Sequence[str], tokenize: str, lowercase: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Dense token ids of ``texts`` (one after the other) and tokens per text, as BLEU tokenizes
+    them; the 13a tokenizer runs on bytes for the plain-ASCII lines (:mod:`._lexical_bytes`)."""
+    from ragmeter.metrics import _lexical_bytes as B
+
+    if tokenize == "13a":
+        lines = [_prepare_13a((t.lower() if lowercase else t).rstrip()) for t in texts]
+        return B.column_ids(lines, B.tokens_13a, B.covered_13a, _split_13a)
+    toks = _bleu_tokens(texts, tokenize, lowercase)
+    vocab: dict[str, int] = {}
+    flat = [w for t in toks for w in t]
+    ids = np.fromiter(map(vocab.setdefault, flat, range(len(flat))), dtype=np.int64, count=len(flat))
+    lens = np.fromiter(map(len, toks), dtype=np.int64, count=len(toks))
+    return B._dense(ids, lens)
+
+
 def _bleu_tokens(texts: Sequence[str], tokenize: str, lowercase: bool) -> list[list[str]]:
     # BLEU._preprocess_segment: optional lower-casing, strip the right end, tokenize
     prepared = [(t.lower() if lowercase else t).rstrip() for t in texts]
@@ -240,23 +265,38 @@ def merge_memo(memo: dict[tuple[Any, ...], dict[tuple[str, tuple[str, ...]], tup
 
 def _count_bleu(answers: Sequence[str], references: Sequence[Sequence[str]], order: int, lowercase: bool,
                 tokenize: str) -> list[tuple[int, ...]]:
-    from ragmeter.metrics._lexical_ngrams import NgramColumns, clipped_matches, pair_layout
+    from ragmeter.metrics._lexical_bytes import gather_index
+    from ragmeter.metrics._lexical_ngrams import NgramColumns, clipped_matches
 
     n = len(answers)
     uniq = list(dict.fromkeys([*answers, *(r for rs in references for r in rs)]))
-    toks = dict(zip(uniq, _bleu_tokens(uniq, tokenize, lowercase), strict=True))
-    hyps = [toks[a] for a in answers]
-    refs = [[toks[r] for r in rs] for rs in references]
-    segments, hyp_segment, ref_pair = pair_layout(hyps, refs)
-    grams = NgramColumns(segments, order)
+    ids, lens = _bleu_token_ids(uniq, tokenize, lowercase)
+    index = {t: i for i, t in enumerate(uniq)}
+    # segments [hyp 0, refs of 0 ..., hyp 1, refs of 1 ...] as indices into the unique texts
+    seg_text: list[int] = []
+    hyp_segment = np.empty(n, dtype=np.int64)
+    ref_pair: list[int] = []
+    for p, (a, rs) in enumerate(zip(answers, references, strict=True)):
+        hyp_segment[p] = len(seg_text)
+        seg_text.append(index[a])
+        ref_pair.append(-1)
+        seg_text.extend(index[r] for r in rs)
+        ref_pair.extend([p] * len(rs))
+    seg = np.asarray(seg_text, dtype=np.int64)
+    starts = np.zeros(len(uniq), dtype=np.int64)
+    np.cumsum(lens[:-1], out=starts[1:])
+    seg_lens = lens[seg]
+    grams = NgramColumns.from_ids(ids[gather_index(starts[seg], seg_lens)], seg_lens, order)
+    refp = np.asarray(ref_pair, dtype=np.int64)
     out = np.zeros((n, 2 * order + 2), dtype=np.int64)
     for k in range(1, order + 1):
-        out[:, k - 1] = clipped_matches(grams, hyp_segment, ref_pair, k)
+        out[:, k - 1] = clipped_matches(grams, hyp_segment, refp, k)
     hyp_len = grams.lens[hyp_segment]
     out[:, order:2 * order] = np.maximum(hyp_len[:, None] - np.arange(order)[None, :], 0)
     out[:, -2] = hyp_len
-    out[:, -1] = np.fromiter((_closest_ref_len(h, [len(t) for t in rs])
-                              for h, rs in zip(hyp_len.tolist(), refs, strict=True)), dtype=np.int64, count=n)
+    text_len = lens.tolist()
+    out[:, -1] = np.fromiter((_closest_ref_len(h, [text_len[index[r]] for r in rs])
+                              for h, rs in zip(hyp_len.tolist(), references, strict=True)), dtype=np.int64, count=n)
     return list(map(tuple, out.tolist()))
 
 

@@ -28,8 +28,19 @@ class NgramColumns:
         vocab: dict[str, int] = {}
         flat = [t for seg in segments for t in seg]
         ids = np.fromiter(map(vocab.setdefault, flat, range(len(flat))), dtype=np.int64, count=len(flat))
-        self.lens = np.fromiter(map(len, segments), dtype=np.int64, count=len(segments))
-        self.n_segments = len(segments)
+        self._build(ids, np.fromiter(map(len, segments), dtype=np.int64, count=len(segments)), max_order)
+
+    @classmethod
+    def from_ids(cls, ids: np.ndarray, lens: np.ndarray, max_order: int) -> NgramColumns:
+        """From token ids already interned (every segment's ids one after the other, ``lens`` tokens
+        per segment; ids below the number of tokens, as dense ids are)."""
+        self = cls.__new__(cls)
+        self._build(np.asarray(ids, dtype=np.int64), np.asarray(lens, dtype=np.int64), max_order)
+        return self
+
+    def _build(self, ids: np.ndarray, lens: np.ndarray, max_order: int) -> None:
+        self.lens = lens
+        self.n_segments = len(lens)
         n = len(ids)
         self.seg = np.repeat(np.arange(self.n_segments, dtype=np.int64), self.lens)
         starts = np.zeros(self.n_segments + 1, dtype=np.int64)
@@ -38,17 +49,22 @@ class NgramColumns:
         self.left = starts[1:][self.seg] - np.arange(n, dtype=np.int64)
         self.keys: list[np.ndarray] = [ids]
         key = ids
-        base = max(n, 1)
+        base = int(ids.max()) + 1 if n else 1
+        width = base  # every key of the current order is below this
+        # a key times the segment count must stay below 2**62 (clipped_matches adds the owner)
+        limit = (1 << 62) // max(self.n_segments + 1, 1)
         for order in range(2, max_order + 1):
             if len(key) < 2:
                 self.keys.append(np.zeros(0, dtype=np.int64))
                 key = self.keys[-1]
                 continue
-            pairs = key[:-1] * base + ids[order - 1:]
-            if order < max_order:  # ranks keep the next order's products small; the last needs none
-                _, inverse = np.unique(pairs, return_inverse=True)
-                pairs = inverse.astype(np.int64).ravel()
-            key = pairs
+            if width * base >= limit:  # rank the (n-1)-grams so the products stay small (a sort)
+                _, inverse = np.unique(key, return_inverse=True)
+                key = inverse.astype(np.int64).ravel()
+                width = int(key.max()) + 1
+            # an n-gram is (its first n-1 tokens, its last token): exact as long as it fits
+            key = key[:-1] * base + ids[order - 1:]
+            width *= base
             self.keys.append(key)
 
     def grams(self, order: int, segments: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -105,8 +121,14 @@ def clipped_matches(grams: NgramColumns, hyp_segment: np.ndarray, ref_pair: np.n
             ref_keys, ref_counts = pair_keys[first], np.maximum.reduceat(counts, first)
         else:
             ref_keys = pair_keys
-    common, ih, ir = np.intersect1d(hyp_keys, ref_keys, assume_unique=True, return_indices=True)
-    return np.bincount(common // width, weights=np.minimum(hyp_counts[ih], ref_counts[ir]),
+    if not ref_keys.size or not hyp_keys.size:
+        return np.zeros(n_pairs, dtype=np.int64)
+    # both key arrays are sorted and distinct: a binary search finds each hypothesis key among the
+    # references' (no third sort, as intersect1d would make)
+    at = np.searchsorted(ref_keys, hyp_keys)
+    np.minimum(at, ref_keys.size - 1, out=at)
+    hit = ref_keys[at] == hyp_keys
+    return np.bincount(hyp_keys[hit] // width, weights=np.minimum(hyp_counts[hit], ref_counts[at[hit]]),
                        minlength=n_pairs).astype(np.int64)
 
 

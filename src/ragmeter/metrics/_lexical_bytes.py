@@ -1,0 +1,262 @@
+"""Tokenisation of a whole column of plain-ASCII texts at once, on bytes, for the lexical kernels.
+
+rouge-score's tokenizer, SQuAD's answer normalisation and sacrebleu's ``13a`` tokenizer are, on
+ASCII text, rules about single bytes: which bytes separate tokens, which are deleted, which stand
+alone as a token. Here the texts of a column are joined into one byte buffer, each byte is
+classified through 256-entry tables, token starts come from the classes of a byte and its
+neighbours (numpy, vectorised), the token bytes are compacted into one Arrow string array and
+interned by Arrow's hash-based ``dictionary_encode``: the result is one integer id per token and the
+short list of distinct words, with no Python object per token.
+
+A text that is not plain ASCII, or that holds one of the rare cases the rules do not cover (control
+characters, runs of ``.``/``,`` for 13a), takes the kernels' own Python path; the tests compare
+both paths with rouge-score, sacrebleu and the SQuAD script token by token.
+"""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+# ASCII whitespace as Python's str.split() sees it (\x1c-\x1f included)
+_WS = np.zeros(256, dtype=bool)
+_WS[[9, 10, 11, 12, 13, 28, 29, 30, 31, 32]] = True
+# control characters that are not whitespace: regular expressions' \b and \w see them differently
+_CTRL = np.zeros(256, dtype=bool)
+_CTRL[:32] = True
+_CTRL[127] = True
+_CTRL &= ~_WS
+_LOWER = np.arange(256, dtype=np.uint8)
+_LOWER[65:91] += 32
+_ALNUM = np.zeros(256, dtype=bool)
+for _c in string.ascii_lowercase + string.digits:
+    _ALNUM[ord(_c)] = True
+_PUNCT = np.zeros(256, dtype=bool)
+_PUNCT[[ord(c) for c in string.punctuation]] = True
+_DIGIT = np.zeros(256, dtype=bool)
+_DIGIT[48:58] = True
+# sacrebleu 13a: the characters padded with spaces by its first expression
+_PAD13A = np.zeros(256, dtype=bool)
+for _lo, _hi in ((0x7B, 0x7E), (0x5B, 0x60), (0x21, 0x26), (0x28, 0x2B), (0x3A, 0x40), (0x2F, 0x2F)):
+    _PAD13A[_lo:_hi + 1] = True
+_MARK = np.zeros(256, dtype=bool)
+_MARK[[ord("."), ord(",")]] = True
+_DASH = ord("-")
+_NONE = np.zeros(256, dtype=bool)
+
+
+class Tokens:
+    """Token ids of a column of texts: ``ids`` (int64, every text's tokens one after the other),
+    ``lens`` (tokens per text) and ``words`` (the text of each id, for the fast texts' ids)."""
+
+    __slots__ = ("ids", "lens", "words")
+
+    def __init__(self, ids: np.ndarray, lens: np.ndarray, words: list[str]) -> None:
+        self.ids, self.lens, self.words = ids, lens, words
+
+    def starts(self) -> np.ndarray:
+        out = np.zeros(len(self.lens), dtype=np.int64)
+        np.cumsum(self.lens[:-1], out=out[1:])
+        return out
+
+
+def _join(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """The texts (no newline inside) joined by newlines, as bytes, and where each text starts."""
+    lens = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)) + 1
+    starts = np.zeros(len(texts), dtype=np.int64)
+    np.cumsum(lens[:-1], out=starts[1:])
+    buf = np.frombuffer(("\n".join(texts) + "\n").encode("ascii"), dtype=np.uint8)
+    return buf, starts
+
+
+def _intern(data: np.ndarray, token_start: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """Ids of the tokens of ``data`` (compacted token bytes; ``token_start`` flags each token's first
+    byte) by Arrow's hash dictionary, and the distinct words."""
+    import pyarrow as pa
+
+    first = np.flatnonzero(token_start)
+    offsets = np.empty(len(first) + 1, dtype=np.int64)
+    offsets[:-1] = first
+    offsets[-1] = len(data)
+    arr = pa.LargeStringArray.from_buffers(len(first), pa.py_buffer(offsets), pa.py_buffer(data.tobytes()))
+    enc = arr.dictionary_encode()
+    return enc.indices.to_numpy(zero_copy_only=False).astype(np.int64), enc.dictionary.to_pylist()
+
+
+def _per_text(token_pos: np.ndarray, text_starts: np.ndarray) -> np.ndarray:
+    """Tokens per text, from each token's first byte position in the joined buffer."""
+    owner = np.searchsorted(text_starts, token_pos, side="right") - 1
+    return np.bincount(owner, minlength=len(text_starts)).astype(np.int64)
+
+
+def _split(buf: np.ndarray, text_starts: np.ndarray, keep: np.ndarray, start: np.ndarray) -> Tokens:
+    """Tokens from per-byte flags: ``keep`` (the byte belongs to a token) and ``start`` (a kept
+    byte begins a token)."""
+    pos = np.flatnonzero(keep)
+    first = start[pos]
+    ids, words = _intern(buf[pos], first)
+    return Tokens(ids, _per_text(pos[first], text_starts), words)
+
+
+def _fast(texts: Sequence[str], bad: np.ndarray, bad_pair: np.ndarray | None = None) -> np.ndarray:
+    """Which texts the byte rules cover: ASCII, none of the ``bad`` bytes, no two ``bad_pair``
+    bytes in a row."""
+    ok = np.fromiter(map(str.isascii, texts), dtype=bool, count=len(texts))
+    if not ok.any():
+        return ok
+    idx = np.flatnonzero(ok)
+    sub = [texts[i] for i in idx.tolist()]
+    buf, starts = _join([t.replace("\n", " ") for t in sub])
+    hit = bad[buf]
+    if bad_pair is not None:
+        pair = bad_pair[buf]
+        hit[1:] |= pair[1:] & pair[:-1]
+    if hit.any():
+        owner = np.searchsorted(starts, np.flatnonzero(hit), side="right") - 1
+        ok[idx[np.unique(owner)]] = False
+    return ok
+
+
+def rouge_words(texts: Sequence[str]) -> Tokens:
+    """rouge-score's tokens of ASCII texts (lower-case, runs outside ``[a-z0-9]`` separate), before
+    stemming: ids into ``words``."""
+    buf, text_starts = _join([t.replace("\n", " ") for t in texts])
+    keep = _ALNUM[_LOWER[buf]]
+    start = keep.copy()
+    start[1:] &= ~keep[:-1]
+    pos = np.flatnonzero(keep)
+    first = start[pos]
+    ids, words = _intern(_LOWER[buf[pos]], first)
+    return Tokens(ids, _per_text(pos[first], text_starts), words)
+
+
+def squad_words(texts: Sequence[str]) -> Tokens:
+    """SQuAD ``normalize_answer(text).split()`` of ASCII texts without control characters: lower
+    case, ASCII punctuation deleted, whitespace separates, the words a/an/the dropped."""
+    buf, text_starts = _join([t.replace("\n", " ") for t in texts])
+    ws = _WS[buf]
+    keep = ~ws & ~_PUNCT[buf]
+    run = np.cumsum(ws)  # which whitespace-separated run a byte is in
+    pos = np.flatnonzero(keep)
+    r = run[pos]
+    first = np.ones(len(pos), dtype=bool)
+    first[1:] = r[1:] != r[:-1]
+    ids, words = _intern(_LOWER[buf[pos]], first)
+    lens = _per_text(pos[first], text_starts)
+    drop = [i for i, w in enumerate(words) if w in ("a", "an", "the")]
+    if drop:
+        gone = np.isin(ids, drop)
+        if gone.any():
+            owner = np.repeat(np.arange(len(lens)), lens)
+            lens = lens - np.bincount(owner[gone], minlength=len(lens))
+            ids = ids[~gone]
+    return Tokens(ids, lens, words)
+
+
+def tokens_13a(texts: Sequence[str]) -> Tokens:
+    """sacrebleu's ``13a`` tokens of prepared lines (``<skipped>``, ``-\\n``, entities and newlines
+    already replaced, optionally lower-cased) that are ASCII without runs of ``.``/``,``: each pad
+    character is a token, a ``.`` or ``,`` is one unless it sits between two digits, a ``-`` right
+    after a digit is one; whitespace separates."""
+    buf, text_starts = _join(texts)
+    ws = _WS[buf]
+    digit = _DIGIT[buf]
+    prev_digit = np.zeros(len(buf), dtype=bool)
+    prev_digit[1:] = digit[:-1]
+    next_digit = np.zeros(len(buf), dtype=bool)
+    next_digit[:-1] = digit[1:]
+    iso = _PAD13A[buf] | (_MARK[buf] & ~(prev_digit & next_digit)) | ((buf == _DASH) & prev_digit)
+    keep = ~ws
+    start = keep.copy()
+    start[1:] &= ~keep[:-1] | iso[1:] | iso[:-1]
+    return _split(buf, text_starts, keep, start)
+
+
+def column_ids(texts: Sequence[str], fast_fn: Callable[[Sequence[str]], Tokens],
+               covered: Callable[[Sequence[str]], np.ndarray], slow_fn: Callable[[str], list[str]],
+               word_id: Callable[[str], int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Token ids of every text and tokens per text: the byte rules (``fast_fn``) for the texts they
+    cover (``covered``), ``slow_fn`` (text -> tokens) for the others; ids are dense (0..V-1) and
+    shared by both paths.
+
+    ``word_id`` maps a word to a final id (rouge-score's stems), ``-1`` dropping it; by default a
+    word is its own id."""
+    n = len(texts)
+    ok = covered(texts) if n else np.zeros(0, dtype=bool)
+    vocab: dict[str, int] = {}
+    fast_idx = np.flatnonzero(ok)
+    if len(fast_idx) == n:
+        tok = fast_fn(texts)
+        per_word = np.array([word_id(w) if word_id else vocab.setdefault(w, len(vocab)) for w in tok.words],
+                            dtype=np.int64)
+        return _dense(per_word[tok.ids] if len(per_word) else tok.ids, tok.lens)
+    parts_ids: list[np.ndarray] = []
+    lens = np.zeros(n, dtype=np.int64)
+    if len(fast_idx):
+        tok = fast_fn([texts[i] for i in fast_idx.tolist()])
+        per_word = np.array([word_id(w) if word_id else vocab.setdefault(w, len(vocab)) for w in tok.words],
+                            dtype=np.int64)
+        fast_ids = per_word[tok.ids] if len(per_word) else tok.ids
+        lens[fast_idx] = tok.lens
+        fast_starts = tok.starts()
+    slow_idx = np.flatnonzero(~ok)
+    slow_ids: list[list[int]] = []
+    for i in slow_idx.tolist():
+        words = slow_fn(texts[i])
+        slow_ids.append([word_id(w) for w in words] if word_id else [vocab.setdefault(w, len(vocab)) for w in words])
+    lens[slow_idx] = [len(x) for x in slow_ids]
+    # every text's ids in text order: fast texts from their block, slow ones from theirs
+    src_start = np.zeros(n, dtype=np.int64)
+    if len(fast_idx):
+        src_start[fast_idx] = fast_starts
+        parts_ids.append(fast_ids)
+    offset = sum(len(p) for p in parts_ids)
+    slow_flat = np.fromiter((t for x in slow_ids for t in x), dtype=np.int64)
+    slow_starts = np.zeros(len(slow_idx), dtype=np.int64)
+    if len(slow_idx):
+        np.cumsum([len(x) for x in slow_ids[:-1]], out=slow_starts[1:])
+    src_start[slow_idx] = slow_starts + offset
+    parts_ids.append(slow_flat)
+    pool = np.concatenate(parts_ids) if parts_ids else np.zeros(0, dtype=np.int64)
+    return _dense(pool[gather_index(src_start, lens)], lens)
+
+
+def gather_index(starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
+    """Positions ``starts[i] .. starts[i] + lens[i] - 1`` of every ``i``, one after the other."""
+    total = int(lens.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    out_starts = np.zeros(len(lens), dtype=np.int64)
+    np.cumsum(lens[:-1], out=out_starts[1:])
+    return np.repeat(starts - out_starts, lens) + np.arange(total, dtype=np.int64)
+
+
+def _dense(ids: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``-1`` ids (dropped words) removed; the rest renumbered 0..V-1 (same id, same word)."""
+    if ids.size and ids.min() < 0:
+        gone = ids < 0
+        owner = np.repeat(np.arange(len(lens)), lens)
+        lens = lens - np.bincount(owner[gone], minlength=len(lens))
+        ids = ids[~gone]
+    if ids.size:
+        present = np.zeros(int(ids.max()) + 1, dtype=bool)
+        present[ids] = True
+        ids = (np.cumsum(present) - 1)[ids]
+    return ids.astype(np.int64, copy=False), lens
+
+
+def covered_rouge(texts: Sequence[str]) -> np.ndarray:
+    """ASCII texts (Python's ``lower()`` may turn other characters into ASCII letters)."""
+    return np.fromiter(map(str.isascii, texts), dtype=bool, count=len(texts))
+
+
+def covered_squad(texts: Sequence[str]) -> np.ndarray:
+    """ASCII texts without control characters (``\\b`` and ``\\w`` see those differently)."""
+    return _fast(texts, _CTRL)
+
+
+def covered_13a(texts: Sequence[str]) -> np.ndarray:
+    """ASCII lines without a run of ``.``/``,`` (sacrebleu's expressions treat runs specially)."""
+    return _fast(texts, _NONE, _MARK)
