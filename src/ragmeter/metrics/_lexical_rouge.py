@@ -160,6 +160,44 @@ def _overlap_counts(pred: list[list[int]], target: list[list[int]], bigrams: boo
     return out
 
 
+def _overlap_counts_en(tok: RougeTokenizer, uniq: list[str], predictions: Sequence[str], targets: Sequence[str],
+                       bigrams: bool) -> np.ndarray:
+    """:func:`_overlap_counts` of English pairs from token ids of the distinct texts: rouge-score's
+    tokenizer runs on bytes for the plain-ASCII texts (:mod:`._lexical_bytes`), each distinct word
+    is stemmed once (the tokenizer's cache)."""
+    from ragmeter.metrics import _lexical_bytes as B
+    from ragmeter.metrics._lexical_ngrams import NgramColumns, clipped_matches
+
+    n = len(predictions)
+    out = np.zeros((n, 5), dtype=np.float64)
+    if n == 0:
+        return out
+    ids, lens = B.column_ids(uniq, B.rouge_words, B.covered_rouge,
+                             lambda t: _NON_ALNUM.sub(" ", t.lower()).split(), tok._id)
+    index = {t: i for i, t in enumerate(uniq)}
+    pt = np.fromiter(map(index.__getitem__, predictions), dtype=np.int64, count=n)
+    tt = np.fromiter(map(index.__getitem__, targets), dtype=np.int64, count=n)
+    starts = np.zeros(len(uniq), dtype=np.int64)
+    np.cumsum(lens[:-1], out=starts[1:])
+    seg = np.empty(2 * n, dtype=np.int64)  # segments [pred 0, target 0, pred 1, target 1 ...]
+    seg[0::2], seg[1::2] = pt, tt
+    seg_lens = lens[seg]
+    grams = NgramColumns.from_ids(ids[B.gather_index(starts[seg], seg_lens)], seg_lens, 2 if bigrams else 1)
+    hyp = np.arange(0, 2 * n, 2, dtype=np.int64)
+    ref = np.full(2 * n, -1, dtype=np.int64)
+    ref[1::2] = np.arange(n, dtype=np.int64)
+    out[:, 0] = lens[pt]
+    out[:, 1] = lens[tt]
+    out[:, 2] = uni = clipped_matches(grams, hyp, ref, 1)
+    out[:, 3] = clipped_matches(grams, hyp, ref, 2) if bigrams else np.nan
+    flat = ids.tolist()
+    lcs = LCSseq.similarity
+    ps, pl, ts, tl = starts[pt].tolist(), lens[pt].tolist(), starts[tt].tolist(), lens[tt].tolist()
+    out[:, 4] = [lcs(flat[a:a + la], flat[b:b + lb]) if u else 0
+                 for a, la, b, lb, u in zip(ps, pl, ts, tl, uni.tolist(), strict=True)]
+    return out
+
+
 def _fmeasure(p: np.ndarray, r: np.ndarray) -> np.ndarray:
     # rouge_score.scoring.fmeasure, evaluated in the same order so the floats are identical
     den = p + r
@@ -177,8 +215,11 @@ def rouge_pairs(predictions: Sequence[str], targets: Sequence[str], use_stemmer:
     tok = tokenizer(use_stemmer, language)
     tok.reset_if_large()
     uniq = list(dict.fromkeys([*predictions, *targets]))
-    cache = dict(zip(uniq, tok.ids_many(uniq), strict=True))
-    c = _overlap_counts([cache[x] for x in predictions], [cache[x] for x in targets], bigrams)
+    if language == "en":
+        c = _overlap_counts_en(tok, uniq, predictions, targets, bigrams)
+    else:
+        cache = dict(zip(uniq, tok.ids_many(uniq), strict=True))
+        c = _overlap_counts([cache[x] for x in predictions], [cache[x] for x in targets], bigrams)
     lp, lt, uni, bi, lcs = c.T
     out = np.empty((len(c), 9), dtype=np.float64)
     # ROUGE-N (rouge_score._score_ngrams): overlap / max(count, 1)

@@ -1,0 +1,109 @@
+"""The byte-level tokenisers of plain-ASCII columns (ragmeter.metrics._lexical_bytes) against the
+reference tokenisers, token by token: rouge-score's, sacrebleu's 13a and the SQuAD evaluation
+script's answer normalisation; and the column ids of mixed ASCII / non-ASCII columns."""
+
+from __future__ import annotations
+
+import random
+import re
+import string
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from rouge_score import tokenize as rouge_tokenize
+from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
+
+from ragmeter.metrics import _lexical_bytes as B
+from ragmeter.metrics._lexical_mt import _prepare_13a, _split_13a
+
+
+def squad_normalize(s: str) -> str:
+    """The official SQuAD v1.1 evaluation script's normalize_answer."""
+    def remove_articles(text: str) -> str:
+        return re.sub(r"\b(a|an|the)\b", " ", text)
+
+    def white_space_fix(text: str) -> str:
+        return " ".join(text.split())
+
+    def remove_punc(text: str) -> str:
+        exclude = set(string.punctuation)
+        return "".join(ch for ch in text if ch not in exclude)
+
+    return white_space_fix(remove_articles(remove_punc(s.lower())))
+
+
+T13A = Tokenizer13a()
+ALPHABET = (string.ascii_letters + string.digits * 3 + string.punctuation + " \t\x0b\x0c\r\x1c\x1f\x01\x7f"
+            + ".,-.,-" + "éü中\u00a0")
+TEXT = st.text(alphabet=ALPHABET, max_size=60) | st.sampled_from(
+    ["The cat, the hat.", "3.5 and 1,000 -- 2-3 pm...", "A an THE a.b", "&quot;x&amp;y&lt;z&gt;", "<skipped> a-\nb",
+     "", " ", "...", "e.g., i.e.,", "(3.)", "x-1 1-x 1--2", "Don't stop-believing!"])
+
+
+def _decode(ids: np.ndarray, lens: np.ndarray, words: list[str]) -> list[list[str]]:
+    out, k = [], 0
+    for n in lens.tolist():
+        out.append([words[i] for i in ids[k:k + n].tolist()])
+        k += n
+    return out
+
+
+def _check(fast, covered, reference, texts: list[str]) -> None:
+    ok = covered(texts)
+    sub = [t for t, o in zip(texts, ok.tolist(), strict=True) if o]
+    if not sub:
+        return
+    tok = fast(sub)
+    assert _decode(tok.ids, tok.lens, tok.words) == [reference(t) for t in sub]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(TEXT, min_size=1, max_size=12))
+def test_rouge_words_equal_rouge_score(texts: list[str]) -> None:
+    _check(B.rouge_words, B.covered_rouge, lambda t: rouge_tokenize.tokenize(t, None), texts)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(TEXT, min_size=1, max_size=12))
+def test_squad_words_equal_the_squad_script(texts: list[str]) -> None:
+    _check(B.squad_words, B.covered_squad, lambda t: squad_normalize(t).split(), texts)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(TEXT, min_size=1, max_size=12))
+def test_13a_tokens_equal_sacrebleu(texts: list[str]) -> None:
+    lines = [_prepare_13a(t.rstrip()) for t in texts]
+    _check(B.tokens_13a, B.covered_13a, lambda t: T13A(t).split(), lines)
+
+
+def test_long_random_columns_and_coverage() -> None:
+    rnd = random.Random(5)
+    texts = ["".join(rnd.choice(ALPHABET) for _ in range(rnd.randint(0, 80))) for _ in range(3000)]
+    _check(B.rouge_words, B.covered_rouge, lambda t: rouge_tokenize.tokenize(t, None), texts)
+    _check(B.squad_words, B.covered_squad, lambda t: squad_normalize(t).split(), texts)
+    lines = [_prepare_13a(t.rstrip()) for t in texts]
+    _check(B.tokens_13a, B.covered_13a, lambda t: T13A(t).split(), lines)
+    # the cases the byte rules leave to Python: non-ASCII, control characters, runs of marks
+    assert B.covered_squad(["a\x01b", "ok", "é"]).tolist() == [False, True, False]
+    assert B.covered_13a(["a..b", "a.b", "a,.b", "ü"]).tolist() == [False, True, False, False]
+
+
+@pytest.mark.parametrize("texts", [["plain ascii text.", "Ünïcode text, 中文", "", "the a an", "x\x01y"],
+                                   ["só não-ASCII"], [], ["", ""]])
+def test_column_ids_mix_both_paths_in_one_id_space(texts: list[str]) -> None:
+    ids, lens = B.column_ids(texts, B.squad_words, B.covered_squad, lambda t: squad_normalize(t).split())
+    assert lens.tolist() == [len(squad_normalize(t).split()) for t in texts]
+    words: dict[int, str] = {}
+    k = 0
+    for t, n in zip(texts, lens.tolist(), strict=True):
+        for i, w in zip(ids[k:k + n].tolist(), squad_normalize(t).split(), strict=True):
+            assert words.setdefault(i, w) == w  # one id, one word, whichever path made it
+        k += n
+    assert len(set(words.values())) == len(words)
+    if ids.size:
+        assert ids.min() == 0 and ids.max() == len(words) - 1  # dense
+    prepared = [_prepare_13a(t.rstrip()) for t in texts]
+    ids13, lens13 = B.column_ids(prepared, B.tokens_13a, B.covered_13a, _split_13a)
+    assert lens13.tolist() == [len(T13A(t).split()) for t in prepared]
