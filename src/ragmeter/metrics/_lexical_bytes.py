@@ -45,6 +45,7 @@ _MARK = np.zeros(256, dtype=bool)
 _MARK[[ord("."), ord(",")]] = True
 _DASH = ord("-")
 _NONE = np.zeros(256, dtype=bool)
+_PIECE = 1 << 19  # bytes of text tokenised at once
 
 
 class Tokens:
@@ -138,7 +139,7 @@ def squad_words(texts: Sequence[str]) -> Tokens:
     buf, text_starts = _join([t.replace("\n", " ") for t in texts])
     ws = _WS[buf]
     keep = ~ws & ~_PUNCT[buf]
-    run = np.cumsum(ws)  # which whitespace-separated run a byte is in
+    run = np.cumsum(ws, dtype=np.int32)  # which whitespace-separated run a byte is in
     pos = np.flatnonzero(keep)
     r = run[pos]
     first = np.ones(len(pos), dtype=bool)
@@ -186,21 +187,37 @@ def column_ids(texts: Sequence[str], fast_fn: Callable[[Sequence[str]], Tokens],
     n = len(texts)
     ok = covered(texts) if n else np.zeros(0, dtype=bool)
     vocab: dict[str, int] = {}
+
+    def word_ids(words: list[str]) -> np.ndarray:
+        return np.array([word_id(w) if word_id else vocab.setdefault(w, len(vocab)) for w in words],
+                        dtype=np.int64)
+
+    def fast_column(sub: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        # in pieces of about half a megabyte of text: the per-byte temporaries stay small
+        ids_parts, lens_parts, i = [], [], 0
+        while i < len(sub):
+            j, size = i, 0
+            while j < len(sub) and (size < _PIECE or j == i):
+                size += len(sub[j]) + 1
+                j += 1
+            tok = fast_fn(sub[i:j])
+            ids_parts.append(word_ids(tok.words)[tok.ids] if tok.words else tok.ids)
+            lens_parts.append(tok.lens)
+            i = j
+        if not ids_parts:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        return np.concatenate(ids_parts), np.concatenate(lens_parts)
+
     fast_idx = np.flatnonzero(ok)
     if len(fast_idx) == n:
-        tok = fast_fn(texts)
-        per_word = np.array([word_id(w) if word_id else vocab.setdefault(w, len(vocab)) for w in tok.words],
-                            dtype=np.int64)
-        return _dense(per_word[tok.ids] if len(per_word) else tok.ids, tok.lens)
+        return _dense(*fast_column(texts))
     parts_ids: list[np.ndarray] = []
     lens = np.zeros(n, dtype=np.int64)
     if len(fast_idx):
-        tok = fast_fn([texts[i] for i in fast_idx.tolist()])
-        per_word = np.array([word_id(w) if word_id else vocab.setdefault(w, len(vocab)) for w in tok.words],
-                            dtype=np.int64)
-        fast_ids = per_word[tok.ids] if len(per_word) else tok.ids
-        lens[fast_idx] = tok.lens
-        fast_starts = tok.starts()
+        fast_ids, fast_lens = fast_column([texts[i] for i in fast_idx.tolist()])
+        lens[fast_idx] = fast_lens
+        fast_starts = np.zeros(len(fast_lens), dtype=np.int64)
+        np.cumsum(fast_lens[:-1], out=fast_starts[1:])
     slow_idx = np.flatnonzero(~ok)
     slow_ids: list[list[int]] = []
     for i in slow_idx.tolist():
