@@ -107,3 +107,21 @@ def test_column_ids_mix_both_paths_in_one_id_space(texts: list[str]) -> None:
     prepared = [_prepare_13a(t.rstrip()) for t in texts]
     ids13, lens13 = B.column_ids(prepared, B.tokens_13a, B.covered_13a, _split_13a)
     assert lens13.tolist() == [len(T13A(t).split()) for t in prepared]
+
+
+def test_a_lexical_run_loads_neither_pandas_nor_scipy(tmp_path) -> None:
+    """Arrow's to_numpy imports pandas (0.15 s), the statistics once needed scipy.special: a run of the
+    lexical metrics needs neither."""
+    import json
+    import subprocess
+    import sys
+
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps({"question": "q", "answer": f"The answer is {i}.", "reference": "The answer is 1."})
+                            + "\n" for i in range(30)))
+    code = ("import sys, ragmeter\n"
+            f"ragmeter.evaluate({str(data)!r}, ['rouge1_fmeasure', 'rougeL_fmeasure', 'bleu', 'token_f1', "
+            f"'exact_match'], db={'sqlite:///' + str(tmp_path / 'r.db')!r})\n"
+            "print(sorted(m for m in ('pandas', 'scipy.special', 'alembic') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "[]"

@@ -83,7 +83,9 @@ def _intern(data: np.ndarray, token_start: np.ndarray) -> tuple[np.ndarray, list
     offsets[-1] = len(data)
     arr = pa.LargeStringArray.from_buffers(len(first), pa.py_buffer(offsets), pa.py_buffer(data.tobytes()))
     enc = arr.dictionary_encode()
-    return enc.indices.to_numpy(zero_copy_only=False).astype(np.int64), enc.dictionary.to_pylist()
+    idx = enc.indices  # int32 without nulls; read from its buffer (to_numpy would import pandas)
+    ids = np.frombuffer(idx.buffers()[1], dtype=np.int32, count=len(idx), offset=idx.offset * 4)
+    return ids.astype(np.int64), enc.dictionary.to_pylist()
 
 
 def _per_text(token_pos: np.ndarray, text_starts: np.ndarray) -> np.ndarray:
