@@ -30,10 +30,15 @@ def tree_pss(proc: psutil.Process) -> int:
     return total
 
 
-def run_measured(cmd: list[str], every_s: float = 0.1, **popen: Any) -> tuple[subprocess.Popen, str, str, float, int]:
-    """Run ``cmd`` to its end: ``(process, stdout, stderr, wall seconds, peak tree PSS in bytes)``."""
+def run_measured(cmd: list[str], every_s: float | None = 0.1, **popen: Any
+                 ) -> tuple[subprocess.Popen, str, str, float, int]:
+    """Run ``cmd`` to its end: ``(process, stdout, stderr, wall seconds, peak tree PSS in bytes)``;
+    ``every_s=None``: no sampling (peak 0), for a timing that the sampler's CPU does not disturb."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
+    if every_s is None:
+        out, err = proc.communicate()
+        return proc, out, err, time.perf_counter() - t0, 0
     ps = psutil.Process(proc.pid)
     peak = [0]
     stop = threading.Event()
