@@ -122,6 +122,15 @@ def test_a_lexical_run_loads_neither_pandas_nor_scipy(tmp_path) -> None:
     code = ("import sys, ragmeter\n"
             f"ragmeter.evaluate({str(data)!r}, ['rouge1_fmeasure', 'rougeL_fmeasure', 'bleu', 'token_f1', "
             f"'exact_match'], db={'sqlite:///' + str(tmp_path / 'r.db')!r})\n"
-            "print(sorted(m for m in ('pandas', 'scipy.special', 'alembic') if m in sys.modules))")
+            "print(sorted(m for m in ('pandas', 'scipy.special', 'alembic', 'sacrebleu') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True)
     assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_bleu_constants_equal_sacrebleus() -> None:
+    from sacrebleu.metrics.bleu import BLEU
+
+    from ragmeter.metrics._lexical_mt import COMMON_TOKENIZERS, SMOOTH_DEFAULTS
+
+    assert SMOOTH_DEFAULTS == BLEU.SMOOTH_DEFAULTS
+    assert COMMON_TOKENIZERS <= set(BLEU.TOKENIZERS)
