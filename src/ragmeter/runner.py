@@ -348,7 +348,11 @@ def _evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None, *,
 
     # a new run holds exactly what this process scored (no other writer has its lease); a resumed
     # run also holds what earlier processes stored
-    if collected is None:
+    writer = timings.pop("_writer", None)
+    if collected is None:  # a resumed run is summarised from the store: every write first
+        if writer is not None:
+            _join_writer(writer, store, run_id)
+            writer = None
         collected = {k: [(list(t), ScoreColumn.of(list(t.values())))] for k, t in store.score_table(run_id).items()}
     scores = ScoreColumns(samples, {r.key: collected.get(r.key, []) for r in requests})
     summary = aggregate_many(scores.for_aggregate())
@@ -366,6 +370,8 @@ def _evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None, *,
             summary[k]["pass"] = {kk: vv for kk, vv in rec.items() if kk != "verdicts"}
     if dataset.skipped:
         extra["skipped_rows"] = dataset.skipped_summary()
+    if writer is not None:
+        _join_writer(writer, store, run_id)
     previous = store.get_run(run_id)
     total = time.perf_counter() - t0
     timings["total_s"] = round(total + (previous.timings or {}).get("total_s", 0.0), 4)
@@ -517,6 +523,37 @@ Plan = tuple[MetricRequest, list[Sample], list[tuple[Sample, str]], str | None]
 MAIN_SHARE = 0.4
 
 
+class _Writer:
+    """``fn`` on a thread; :meth:`join` waits for it and re-raises its error."""
+
+    def __init__(self, fn: Callable[[], Any]) -> None:
+        import threading
+
+        self._error: BaseException | None = None
+
+        def run() -> None:
+            try:
+                fn()
+            except BaseException as exc:  # noqa: BLE001 - handed to join()
+                self._error = exc
+
+        self._thread = threading.Thread(target=run, name="ragmeter-score-writer", daemon=True)
+        self._thread.start()
+
+    def join(self) -> None:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+
+
+def _join_writer(writer: _Writer, store: Store, run_id: str) -> None:
+    try:
+        writer.join()
+    except BaseException:
+        store.update_run(run_id, status="failed", heartbeat_at=None)
+        raise
+
+
 def _plan(samples: list[Sample], requests: list[MetricRequest], done: set[tuple[str, str]],
           unavailable_by_key: dict[str, str]) -> list[Plan]:
     """Per metric: (request, samples to score, samples lacking a field and why, why it is unavailable)."""
@@ -614,12 +651,20 @@ def _score_all(samples: list[Sample], requests: list[MetricRequest], ctx: Scorin
         _score_plans(plans, ctx, store, put, engine, timings, halves, advancers)
         if second is not None:
             t = time.perf_counter()
-            for key, scores in second.result().items():
-                rest = halves[key][1]
-                put(key, [s.id for s in rest], scores)
-                advancers[key](len(rest))
-            timings["worker_wait_s"] = round(time.perf_counter() - t, 4)
+            results = second.result()
             second = None
+            timings["worker_wait_s"] = round(time.perf_counter() - t, 4)
+            writes = []
+            for key, scores in results.items():
+                rest = halves[key][1]
+                ids = [s.id for s in rest]
+                if collected is not None:
+                    collected.setdefault(key, []).append((ids, scores))
+                writes.append((key, ids, scores))
+                advancers[key](len(rest))
+            # the worker's scores go to the store on a thread while the summary is computed (SQLite
+            # and numpy both release the GIL); the run is finished only after they are written
+            timings["_writer"] = _Writer(lambda: [store.add_scores(run_id, *w) for w in writes])
     finally:
         if second is not None:
             second.cancel()
