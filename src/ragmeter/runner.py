@@ -348,11 +348,12 @@ def _evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None, *,
 
     # a new run holds exactly what this process scored (no other writer has its lease); a resumed
     # run also holds what earlier processes stored
-    writer = timings.pop("_writer", None)
-    if collected is None:  # a resumed run is summarised from the store: every write first
-        if writer is not None:
-            _join_writer(writer, store, run_id)
-            writer = None
+    writes = timings.pop("_writes", None)
+    writer = None
+    if collected is None and writes is not None:  # a resumed run is summarised from the store
+        _join_writer(_Writer(writes), store, run_id)
+        writes = None
+    if collected is None:
         collected = {k: [(list(t), ScoreColumn.of(list(t.values())))] for k, t in store.score_table(run_id).items()}
     scores = ScoreColumns(samples, {r.key: collected.get(r.key, []) for r in requests})
     summary = aggregate_many(scores.for_aggregate())
@@ -361,6 +362,8 @@ def _evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None, *,
         summary[r.key]["family"] = r.spec.family
     from ragmeter.metrics._lexical_corpus import add_corpus_scores
 
+    if writes is not None:
+        writer = _Writer(writes)
     add_corpus_scores(summary, requests, samples, opts)  # corpus BLEU/chrF beside the sentence means
     if thr:
         extra["thresholds"] = th.record(thr, rule)
@@ -519,8 +522,8 @@ def _jsonable(obj: Any) -> Any:
 Plan = tuple[MetricRequest, list[Sample], list[tuple[Sample, str]], str | None]
 #: share of each pure metric's samples this process scores when a forked worker takes the rest: this
 #: process also stores the run's samples and every score, so it takes less (30,000 RAG pairs x 5 lexical
-#: metrics: both processes finish together at 0.4)
-MAIN_SHARE = 0.4
+#: metrics: both processes finish together at 0.38)
+MAIN_SHARE = 0.38
 
 
 class _Writer:
@@ -662,9 +665,9 @@ def _score_all(samples: list[Sample], requests: list[MetricRequest], ctx: Scorin
                     collected.setdefault(key, []).append((ids, scores))
                 writes.append((key, ids, scores))
                 advancers[key](len(rest))
-            # the worker's scores go to the store on a thread while the summary is computed (SQLite
-            # and numpy both release the GIL); the run is finished only after they are written
-            timings["_writer"] = _Writer(lambda: [store.add_scores(run_id, *w) for w in writes])
+            # the worker's scores go to the store on a thread while the corpus scores are computed
+            # (SQLite and numpy release the GIL); the run is finished only after they are written
+            timings["_writes"] = lambda: [store.add_scores(run_id, *w) for w in writes]
     finally:
         if second is not None:
             second.cancel()
