@@ -88,6 +88,9 @@ def entry() -> None:
     ``os._exit``. ``RAGMETER_SLOW_EXIT=1`` keeps the normal interpreter shutdown."""
     import os
 
+    import ragmeter
+
+    ragmeter._cli_process = True  # type: ignore[attr-defined]  # see runner._gc_paused
     try:
         main()
         code: int = 0
