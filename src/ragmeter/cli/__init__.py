@@ -100,12 +100,12 @@ def entry() -> None:
         else:
             print(exc.code, file=sys.stderr)
             code = 1
+    if "ragmeter.store.store" in sys.modules:
+        sys.modules["ragmeter.store.store"].close_all()
     if os.environ.get("RAGMETER_SLOW_EXIT", "").strip() in {"1", "true", "yes"}:
         raise SystemExit(code)
     import atexit
 
-    if "ragmeter.store.store" in sys.modules:
-        sys.modules["ragmeter.store.store"].close_all()
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         try:
