@@ -430,9 +430,9 @@ def _gc_paused() -> Iterator[None]:
         yield
     finally:
         if was:
-            import ragmeter
+            import sys
 
-            if getattr(ragmeter, "_cli_process", False):
+            if getattr(sys.modules.get("ragmeter.cli"), "IN_ENTRY", False):  # the command's process
                 gc.freeze()
             gc.enable()
 

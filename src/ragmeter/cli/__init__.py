@@ -80,6 +80,9 @@ def _usage_hint(exc: BaseException, argv: list[str]) -> str:
     return f"Try '{path} --help' for how to call it."
 
 
+IN_ENTRY = False
+
+
 def entry() -> None:
     """The ``ragmeter`` console script: :func:`main`, then a quick exit. A command that read 100,000
     samples would otherwise spend a few tenths of a second at interpreter shutdown freeing objects
@@ -88,9 +91,8 @@ def entry() -> None:
     ``os._exit``. ``RAGMETER_SLOW_EXIT=1`` keeps the normal interpreter shutdown."""
     import os
 
-    import ragmeter
-
-    ragmeter._cli_process = True  # type: ignore[attr-defined]  # see runner._gc_paused
+    global IN_ENTRY
+    IN_ENTRY = True  # this process ends with the command (runner._gc_paused reads it)
     try:
         main()
         code: int = 0
