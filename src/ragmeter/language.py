@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -108,6 +108,17 @@ def of(sample: Any = None, options: Mapping[str, Any] | None = None) -> str:
     if not lang and options:
         lang = options.get("language")
     return normalize_code(lang)
+
+
+def of_many(samples: Sequence[Any], options: Mapping[str, Any] | None = None) -> list[str]:
+    """:func:`of` of every sample (one normalisation of the run option, then per-sample fields)."""
+    default = normalize_code(options.get("language") if options else None)
+    out = []
+    for s in samples:
+        meta = getattr(s, "metadata", None)
+        own = meta.get("language") if meta and isinstance(meta, Mapping) else None
+        out.append(normalize_code(own) if own else default)
+    return out
 
 
 def is_english(language: str | None) -> bool:

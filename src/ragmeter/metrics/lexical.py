@@ -449,8 +449,8 @@ def _string_scores(metric: str, samples: Sequence[Sample], params: dict[str, Any
         import ragmeter.language as lang
 
         options = ctx.options if ctx is not None else None
-        for i, s in enumerate(samples):
-            if lang.of(s, options) != "en" and refs[i]:
+        for i, code in enumerate(lang.of_many(samples, options)):
+            if code != "en" and refs[i]:
                 vals = [_unicode_token_value(metric, answers[i], r) for r in refs[i]]
                 best[i] = max(vals)
                 arg[i] = vals.index(best[i])
@@ -566,7 +566,8 @@ def _rouge_rows(samples: Sequence[Sample], ctx: ScoringContext | None, use_stemm
     memo = ctx.service("lexical_memo").rouge if ctx is not None else {}
     options = ctx.options if ctx is not None else None
     answers, refs = sample_texts(samples, ctx)
-    keys = [(use_stemmer, a, tuple(r), lang.of(s, options)) for s, a, r in zip(samples, answers, refs, strict=True)]
+    keys = [(use_stemmer, a, tuple(r), code)
+            for a, r, code in zip(answers, refs, lang.of_many(samples, options), strict=True)]
     todo = [k for k in dict.fromkeys(keys) if k not in memo or (bigrams and np.isnan(memo[k][0][3]))]
     for code in dict.fromkeys(k[3] for k in todo):
         group = [k for k in todo if k[3] == code]
