@@ -134,3 +134,29 @@ def test_bleu_constants_equal_sacrebleus() -> None:
 
     assert SMOOTH_DEFAULTS == BLEU.SMOOTH_DEFAULTS
     assert COMMON_TOKENIZERS <= set(BLEU.TOKENIZERS)
+
+
+@pytest.mark.parametrize("name", ["rouge", "squad", "13a"])
+def test_whole_column_buffer_path_equals_the_per_text_path(name: str, monkeypatch) -> None:
+    """A plain column goes through one joined buffer cut in pieces; its ids must name the same tokens
+    as the per-text path (pieces made tiny so they cut the column many times)."""
+    rnd = random.Random(11)
+    alphabet = string.ascii_letters + string.digits * 2 + " .,-'!?()\t"
+    texts = ["".join(rnd.choice(alphabet) for _ in range(rnd.randint(0, 50))) for _ in range(400)]
+    fast, covered, slow = {
+        "rouge": (B.rouge_words, B.covered_rouge, lambda t: rouge_tokenize.tokenize(t, None)),
+        "squad": (B.squad_words, B.covered_squad, lambda t: squad_normalize(t).split()),
+        "13a": (B.tokens_13a, B.covered_13a, lambda t: T13A(t).split()),
+    }[name]
+    if name == "13a":
+        texts = [t.replace("..", ". ").replace(",,", ", ").replace(".,", ". ").replace(",.", ", ") for t in texts]
+    monkeypatch.setattr(B, "_PIECE", 64)
+    ids_a, lens_a = B.column_ids(texts, fast, covered, slow)
+    ids_b, lens_b = B.column_ids(texts, lambda ts: fast(ts), covered, slow)  # not a buffer form
+    assert lens_a.tolist() == lens_b.tolist() == [len(slow(t)) for t in texts]
+    pairs = set(zip(ids_a.tolist(), ids_b.tolist(), strict=True))
+    assert len(pairs) == len(set(ids_a.tolist())) == len(set(ids_b.tolist()))
+    words = [w for t in texts for w in slow(t)]
+    by_id: dict[int, str] = {}
+    for i, w in zip(ids_a.tolist(), words, strict=True):
+        assert by_id.setdefault(i, w) == w

@@ -125,7 +125,10 @@ def _fast(texts: Sequence[str], bad: np.ndarray, bad_pair: np.ndarray | None = N
 def rouge_words(texts: Sequence[str]) -> Tokens:
     """rouge-score's tokens of ASCII texts (lower-case, runs outside ``[a-z0-9]`` separate), before
     stemming: ids into ``words``."""
-    buf, text_starts = _join([t.replace("\n", " ") for t in texts])
+    return _rouge_buf(*_join([t.replace("\n", " ") for t in texts]))
+
+
+def _rouge_buf(buf: np.ndarray, text_starts: np.ndarray) -> Tokens:
     keep = _ALNUM[_LOWER[buf]]
     start = keep.copy()
     start[1:] &= ~keep[:-1]
@@ -138,7 +141,10 @@ def rouge_words(texts: Sequence[str]) -> Tokens:
 def squad_words(texts: Sequence[str]) -> Tokens:
     """SQuAD ``normalize_answer(text).split()`` of ASCII texts without control characters: lower
     case, ASCII punctuation deleted, whitespace separates, the words a/an/the dropped."""
-    buf, text_starts = _join([t.replace("\n", " ") for t in texts])
+    return _squad_buf(*_join([t.replace("\n", " ") for t in texts]))
+
+
+def _squad_buf(buf: np.ndarray, text_starts: np.ndarray) -> Tokens:
     ws = _WS[buf]
     keep = ~ws & ~_PUNCT[buf]
     run = np.cumsum(ws, dtype=np.int32)  # which whitespace-separated run a byte is in
@@ -163,7 +169,10 @@ def tokens_13a(texts: Sequence[str]) -> Tokens:
     already replaced, optionally lower-cased) that are ASCII without runs of ``.``/``,``: each pad
     character is a token, a ``.`` or ``,`` is one unless it sits between two digits, a ``-`` right
     after a digit is one; whitespace separates."""
-    buf, text_starts = _join(texts)
+    return _13a_buf(*_join(texts))
+
+
+def _13a_buf(buf: np.ndarray, text_starts: np.ndarray) -> Tokens:
     ws = _WS[buf]
     digit = _DIGIT[buf]
     prev_digit = np.zeros(len(buf), dtype=bool)
@@ -187,7 +196,6 @@ def column_ids(texts: Sequence[str], fast_fn: Callable[[Sequence[str]], Tokens],
     ``word_id`` maps a word to a final id (rouge-score's stems), ``-1`` dropping it; by default a
     word is its own id."""
     n = len(texts)
-    ok = covered(texts) if n else np.zeros(0, dtype=bool)
     vocab: dict[str, int] = {}
 
     def word_ids(words: list[str]) -> np.ndarray:
@@ -210,6 +218,24 @@ def column_ids(texts: Sequence[str], fast_fn: Callable[[Sequence[str]], Tokens],
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
         return np.concatenate(ids_parts), np.concatenate(lens_parts)
 
+    form = _BUFFER_FORMS.get(fast_fn)
+    whole = _column_buffer(texts) if form is not None and n else None
+    if whole is not None and not form[1](whole[0]).any():
+        # the usual column: every text plain ASCII, none of the rare cases: one join, then pieces
+        # of the buffer itself
+        buf, starts = whole
+        ids_parts, lens_parts, i = [], [], 0
+        while i < n:
+            j = int(np.searchsorted(starts, starts[i] + _PIECE, side="left"))
+            j = max(j, i + 1)
+            a = int(starts[i])
+            b = int(starts[j]) if j < n else len(buf)
+            tok = form[0](buf[a:b], starts[i:j] - a)
+            ids_parts.append(word_ids(tok.words)[tok.ids] if tok.words else tok.ids)
+            lens_parts.append(tok.lens)
+            i = j
+        return _dense(np.concatenate(ids_parts), np.concatenate(lens_parts))
+    ok = covered(texts) if n else np.zeros(0, dtype=bool)
     fast_idx = np.flatnonzero(ok)
     if len(fast_idx) == n:
         return _dense(*fast_column(texts))
@@ -240,6 +266,36 @@ def column_ids(texts: Sequence[str], fast_fn: Callable[[Sequence[str]], Tokens],
     parts_ids.append(slow_flat)
     pool = np.concatenate(parts_ids) if parts_ids else np.zeros(0, dtype=np.int64)
     return _dense(pool[gather_index(src_start, lens)], lens)
+
+
+def _column_buffer(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray] | None:
+    """The texts joined by newlines as ASCII bytes and where each starts, or None when a text is not
+    plain ASCII or holds a newline (checked on the joined text, no per-text pass)."""
+    joined = "\n".join(texts) + "\n"
+    if not joined.isascii() or joined.count("\n") != len(texts):
+        return None
+    lens = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)) + 1
+    starts = np.zeros(len(texts), dtype=np.int64)
+    np.cumsum(lens[:-1], out=starts[1:])
+    return np.frombuffer(joined.encode("ascii"), dtype=np.uint8), starts
+
+
+def _no_bad(buf: np.ndarray) -> np.ndarray:
+    return np.zeros(0, dtype=bool)
+
+
+def _bad_squad(buf: np.ndarray) -> np.ndarray:
+    return _CTRL[buf]
+
+
+def _bad_13a(buf: np.ndarray) -> np.ndarray:
+    mark = _MARK[buf]
+    return mark[1:] & mark[:-1]
+
+
+#: tokenizer -> (the same on a buffer, the bytes that send a column to the per-text path)
+_BUFFER_FORMS: dict[Callable[..., Tokens], tuple[Callable[[np.ndarray, np.ndarray], Tokens],
+                                                 Callable[[np.ndarray], np.ndarray]]] = {}
 
 
 def gather_index(starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
@@ -279,3 +335,7 @@ def covered_squad(texts: Sequence[str]) -> np.ndarray:
 def covered_13a(texts: Sequence[str]) -> np.ndarray:
     """ASCII lines without a run of ``.``/``,`` (sacrebleu's expressions treat runs specially)."""
     return _fast(texts, _NONE, _MARK)
+
+
+_BUFFER_FORMS.update({rouge_words: (_rouge_buf, _no_bad), squad_words: (_squad_buf, _bad_squad),
+                      tokens_13a: (_13a_buf, _bad_13a)})
