@@ -93,7 +93,7 @@ def test_long_random_columns_and_coverage() -> None:
 @pytest.mark.parametrize("texts", [["plain ascii text.", "Ünïcode text, 中文", "", "the a an", "x\x01y"],
                                    ["só não-ASCII"], [], ["", ""]])
 def test_column_ids_mix_both_paths_in_one_id_space(texts: list[str]) -> None:
-    ids, lens = B.column_ids(texts, B.squad_words, B.covered_squad, lambda t: squad_normalize(t).split())
+    ids, lens = B.column_ids(texts, B.squad_words, B.covered_squad, lambda ts: [squad_normalize(t).split() for t in ts])
     assert lens.tolist() == [len(squad_normalize(t).split()) for t in texts]
     words: dict[int, str] = {}
     k = 0
@@ -105,7 +105,7 @@ def test_column_ids_mix_both_paths_in_one_id_space(texts: list[str]) -> None:
     if ids.size:
         assert ids.min() == 0 and ids.max() == len(words) - 1  # dense
     prepared = [_prepare_13a(t.rstrip()) for t in texts]
-    ids13, lens13 = B.column_ids(prepared, B.tokens_13a, B.covered_13a, _split_13a)
+    ids13, lens13 = B.column_ids(prepared, B.tokens_13a, B.covered_13a, lambda ts: [_split_13a(t) for t in ts])
     assert lens13.tolist() == [len(T13A(t).split()) for t in prepared]
 
 
@@ -151,8 +151,9 @@ def test_whole_column_buffer_path_equals_the_per_text_path(name: str, monkeypatc
     if name == "13a":
         texts = [t.replace("..", ". ").replace(",,", ", ").replace(".,", ". ").replace(",.", ", ") for t in texts]
     monkeypatch.setattr(B, "_PIECE", 64)
-    ids_a, lens_a = B.column_ids(texts, fast, covered, slow)
-    ids_b, lens_b = B.column_ids(texts, lambda ts: fast(ts), covered, slow)  # not a buffer form
+    many = lambda ts: [slow(t) for t in ts]  # noqa: E731
+    ids_a, lens_a = B.column_ids(texts, fast, covered, many)
+    ids_b, lens_b = B.column_ids(texts, lambda ts: fast(ts), covered, many)  # not a buffer form
     assert lens_a.tolist() == lens_b.tolist() == [len(slow(t)) for t in texts]
     pairs = set(zip(ids_a.tolist(), ids_b.tolist(), strict=True))
     assert len(pairs) == len(set(ids_a.tolist())) == len(set(ids_b.tolist()))
@@ -160,3 +161,46 @@ def test_whole_column_buffer_path_equals_the_per_text_path(name: str, monkeypatc
     by_id: dict[int, str] = {}
     for i, w in zip(ids_a.tolist(), words, strict=True):
         assert by_id.setdefault(i, w) == w
+
+
+def test_mixed_columns_score_as_the_references() -> None:
+    """A column where some texts take the byte rules and others the Python tokenisers (curly quotes,
+    accents, control characters, runs of periods) scores exactly as rouge-score, sacrebleu and the
+    SQuAD script on every pair."""
+    from rouge_score import rouge_scorer
+    from sacrebleu.metrics import BLEU
+
+    from ragmeter.metrics._lexical_kernels import exact_match_kernel, token_f1_kernel
+    from ragmeter.metrics._lexical_mt import _BLEU_MEMO, bleu_batch
+    from ragmeter.metrics._lexical_rouge import rouge_pairs
+
+    rnd = random.Random(3)
+    words = ["the", "refund", "policy", "is", "30", "days", "3.5", "café", "“quoted”", "it’s", "a\x01b", "...",
+             "Paris", "running", "e.g.,", "1,000", "x-1", "&amp;"]
+    a = [" ".join(rnd.choice(words) for _ in range(rnd.randint(0, 14))) for _ in range(600)]
+    b = [" ".join(rnd.choice(words) for _ in range(rnd.randint(0, 14))) for _ in range(600)]
+    _BLEU_MEMO.clear()
+    bleu = BLEU(effective_order=True)
+    want = [bleu.sentence_score(x, [y]).score for x, y in zip(a, b, strict=True)]
+    assert bleu_batch(a, [[x] for x in b]).tolist() == want
+    scorer = rouge_scorer.RougeScorer(["rouge1", "rouge2", "rougeL"], use_stemmer=True)
+    got = rouge_pairs(a, b)
+    for i, (x, y) in enumerate(zip(a, b, strict=True)):
+        ref = scorer.score(y, x)
+        assert got[i, [2, 5, 8]].tolist() == [ref["rouge1"].fmeasure, ref["rouge2"].fmeasure, ref["rougeL"].fmeasure]
+    em = exact_match_kernel(a, b).tolist()
+    assert em == [float(squad_normalize(x) == squad_normalize(y)) for x, y in zip(a, b, strict=True)]
+
+    def squad_f1(p: str, g: str) -> float:  # the SQuAD script's f1_score
+        from collections import Counter
+
+        pt, gt = squad_normalize(p).split(), squad_normalize(g).split()
+        if not pt or not gt:
+            return float(pt == gt)
+        same = sum((Counter(pt) & Counter(gt)).values())
+        if same == 0:
+            return 0.0
+        pr, rc = 1.0 * same / len(pt), 1.0 * same / len(gt)
+        return (2 * pr * rc) / (pr + rc)
+
+    assert token_f1_kernel(a, b).tolist() == [squad_f1(x, y) for x, y in zip(a, b, strict=True)]

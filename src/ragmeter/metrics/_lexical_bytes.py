@@ -57,11 +57,6 @@ class Tokens:
     def __init__(self, ids: np.ndarray, lens: np.ndarray, words: list[str]) -> None:
         self.ids, self.lens, self.words = ids, lens, words
 
-    def starts(self) -> np.ndarray:
-        out = np.zeros(len(self.lens), dtype=np.int64)
-        np.cumsum(self.lens[:-1], out=out[1:])
-        return out
-
 
 def _join(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     """The texts (no newline inside) joined by newlines, as bytes, and where each text starts."""
@@ -187,11 +182,12 @@ def _13a_buf(buf: np.ndarray, text_starts: np.ndarray) -> Tokens:
 
 
 def column_ids(texts: Sequence[str], fast_fn: Callable[[Sequence[str]], Tokens],
-               covered: Callable[[Sequence[str]], np.ndarray], slow_fn: Callable[[str], list[str]],
+               covered: Callable[[Sequence[str]], np.ndarray],
+               slow_fn: Callable[[Sequence[str]], list[list[str]]],
                word_id: Callable[[str], int] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Token ids of every text and tokens per text: the byte rules (``fast_fn``) for the texts they
-    cover (``covered``), ``slow_fn`` (text -> tokens) for the others; ids are dense (0..V-1) and
-    shared by both paths.
+    cover (``covered``), ``slow_fn`` (texts -> their tokens, the Python tokeniser of a column) for
+    the others; ids are dense (0..V-1) and shared by both paths.
 
     ``word_id`` maps a word to a final id (rouge-score's stems), ``-1`` dropping it; by default a
     word is its own id."""
@@ -248,8 +244,7 @@ def column_ids(texts: Sequence[str], fast_fn: Callable[[Sequence[str]], Tokens],
         np.cumsum(fast_lens[:-1], out=fast_starts[1:])
     slow_idx = np.flatnonzero(~ok)
     slow_ids: list[list[int]] = []
-    for i in slow_idx.tolist():
-        words = slow_fn(texts[i])
+    for words in slow_fn([texts[i] for i in slow_idx.tolist()]) if len(slow_idx) else []:
         slow_ids.append([word_id(w) for w in words] if word_id else [vocab.setdefault(w, len(vocab)) for w in words])
     lens[slow_idx] = [len(x) for x in slow_ids]
     # every text's ids in text order: fast texts from their block, slow ones from theirs

@@ -233,7 +233,7 @@ def squad_token_ids(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         if len(_SQUAD_IDS) >= 4:
             _SQUAD_IDS.pop(next(iter(_SQUAD_IDS)))
         got = _SQUAD_IDS[key] = B.column_ids(texts, B.squad_words, B.covered_squad,
-                                             lambda t: normalize_answer(t).split())
+                                             lambda ts: [x.split() for x in normalize_answers(ts)])
     return got
 
 

@@ -159,13 +159,13 @@ def tokenize_13a_many(lines: Sequence[str]) -> list[list[str]]:
     the whole column. Each line is padded with a space on both sides as sacrebleu pads it and the
     lines are joined with newlines, which none of the expressions can match next to (a newline
     always sits between two pad spaces), so every line is tokenized exactly as on its own."""
-    prepared = []
-    for line in lines:
-        line = line.replace("<skipped>", "").replace("-\n", "").replace("\n", " ")
-        if "&" in line:
-            line = (line.replace("&quot;", '"').replace("&amp;", "&").replace("&lt;", "<")
-                    .replace("&gt;", ">"))
-        prepared.append(line)
+    return split_13a_many([_prepare_13a(line) for line in lines])
+
+
+def split_13a_many(prepared: Sequence[str]) -> list[list[str]]:
+    """:func:`tokenize_13a_many` of lines already prepared (``_prepare_13a``: no newline inside)."""
+    if not prepared:
+        return []
     text = " " + " \n ".join(prepared) + " "
     for code, padded in _PAD_13A.items():  # str.translate to multi-character strings is slow on long text
         ch = chr(code)
@@ -177,7 +177,7 @@ def tokenize_13a_many(lines: Sequence[str]) -> list[list[str]]:
         text = _MARK_RUN.sub(_mark_run, text)
     if "-" in text:
         text = _DIGIT_DASH.sub(" - ", text)
-    return [part.split() for part in text.split("\n")] if lines else []
+    return [part.split() for part in text.split("\n")]
 
 
 # The three expressions after the padding, restated so the regular-expression engine searches for a
@@ -210,7 +210,7 @@ def _bleu_token_ids(texts: Sequence[str], tokenize: str, lowercase: bool) -> tup
 
     if tokenize == "13a":
         lines = [_prepare_13a((t.lower() if lowercase else t).rstrip()) for t in texts]
-        return B.column_ids(lines, B.tokens_13a, B.covered_13a, _split_13a)
+        return B.column_ids(lines, B.tokens_13a, B.covered_13a, split_13a_many)
     toks = _bleu_tokens(texts, tokenize, lowercase)
     vocab: dict[str, int] = {}
     flat = [w for t in toks for w in t]

@@ -110,18 +110,26 @@ class RougeTokenizer:
         return out  # type: ignore[return-value]
 
     def ids_many(self, texts: Sequence[str]) -> list[list[int]]:
-        """:meth:`ids` of many texts; lower-casing and the character filter run once over the texts
-        joined by newlines (kept by the filter, so each text comes out as on its own)."""
-        if self.language != "en" or not texts:
+        """:meth:`ids` of many texts (English: the words of :func:`words_many`)."""
+        if self.language != "en":
             return [self.ids(t) for t in texts]
-        joined = "\n".join(t.replace("\n", " ") for t in texts).lower()
-        other = set(joined) - _KEPT
-        if len(other) <= 256:  # one str.replace per other character: far fewer steps than a match per word
-            for ch in other:
-                joined = joined.replace(ch, " ")
-        else:
-            joined = _NON_ALNUM_NL.sub(" ", joined)
-        return [self._word_list_ids(part.split()) for part in joined.split("\n")]
+        return [self._word_list_ids(w) for w in words_many(texts)]
+
+
+def words_many(texts: Sequence[str]) -> list[list[str]]:
+    """rouge-score's words (before stemming) of many texts; lower-casing and the character filter
+    run once over the texts joined by newlines (kept by the filter, so each text comes out as on its
+    own)."""
+    if not texts:
+        return []
+    joined = "\n".join(t.replace("\n", " ") for t in texts).lower()
+    other = set(joined) - _KEPT
+    if len(other) <= 256:  # one str.replace per other character: far fewer steps than a match per word
+        for ch in other:
+            joined = joined.replace(ch, " ")
+    else:
+        joined = _NON_ALNUM_NL.sub(" ", joined)
+    return [part.split() for part in joined.split("\n")]
 
 
 _TOKENIZERS: dict[tuple[bool, str], RougeTokenizer] = {}
@@ -172,8 +180,7 @@ def _overlap_counts_en(tok: RougeTokenizer, uniq: list[str], predictions: Sequen
     out = np.zeros((n, 5), dtype=np.float64)
     if n == 0:
         return out
-    ids, lens = B.column_ids(uniq, B.rouge_words, B.covered_rouge,
-                             lambda t: _NON_ALNUM.sub(" ", t.lower()).split(), tok._id)
+    ids, lens = B.column_ids(uniq, B.rouge_words, B.covered_rouge, words_many, tok._id)
     index = {t: i for i, t in enumerate(uniq)}
     pt = np.fromiter(map(index.__getitem__, predictions), dtype=np.int64, count=n)
     tt = np.fromiter(map(index.__getitem__, targets), dtype=np.int64, count=n)
