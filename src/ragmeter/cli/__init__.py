@@ -83,6 +83,23 @@ def _usage_hint(exc: BaseException, argv: list[str]) -> str:
 IN_ENTRY = False
 
 
+def _keep_freed_memory() -> None:
+    """glibc: serve large allocations from the heap and keep up to 128 MB of freed memory for reuse,
+    instead of mapping and unmapping every multi-megabyte numpy temporary (a 30,000-pair eval
+    took 200,000 page faults, 0.6 s of system time; 96,000 and 0.35 s this way, peak memory +17 MB).
+    For the batch commands only (eval, trec), whose process ends with the work."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    try:
+        mallopt = ctypes.CDLL("libc.so.6").mallopt
+    except (OSError, AttributeError):  # not glibc
+        return
+    mallopt(-3, 64 << 20)  # M_MMAP_THRESHOLD: below 64 MB, from the heap
+    mallopt(-1, 128 << 20)  # M_TRIM_THRESHOLD: give back to the OS beyond 128 MB free
+
+
 def entry() -> None:
     """The ``ragmeter`` console script: :func:`main`, then a quick exit. A command that read 100,000
     samples would otherwise spend a few tenths of a second at interpreter shutdown freeing objects
@@ -93,6 +110,8 @@ def entry() -> None:
 
     global IN_ENTRY
     IN_ENTRY = True  # this process ends with the command (runner._gc_paused reads it)
+    if sys.argv[1:2] in (["eval"], ["trec"]):
+        _keep_freed_memory()
     try:
         main()
         code: int = 0
