@@ -329,13 +329,15 @@ def _evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None, *,
         done = set()
 
     samples = dataset.samples
+    deferred: list[Callable[[], Any]] = []
     collected: dict[str, list[tuple[list[str], ScoreColumn]]] | None = None if resume else {}
     with _rich_progress(progress) as prog:
         ctx = ScoringContext(opts, store=store, run_id=run_id, progress=prog)
         try:
             with _heartbeat(store, run_id):
                 timings = _score_all(samples, requests, ctx, store, run_id, done, unavailable,
-                                     engine=(engine, ray_address), collected=collected, early=early)
+                                     engine=(engine, ray_address), collected=collected, early=early,
+                                     deferred=deferred)
         except BaseException:
             if early is not None and early[2] is not None:
                 early[2].cancel()
@@ -348,10 +350,10 @@ def _evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None, *,
 
     # a new run holds exactly what this process scored (no other writer has its lease); a resumed
     # run also holds what earlier processes stored
-    writes = timings.pop("_writes", None)
+    writes = deferred[0] if deferred else None
     writer = None
     if collected is None and writes is not None:  # a resumed run is summarised from the store
-        _join_writer(_Writer(writes), store, run_id)
+        _join_writer(_in_background(writes), store, run_id)
         writes = None
     if collected is None:
         collected = {k: [(list(t), ScoreColumn.of(list(t.values())))] for k, t in store.score_table(run_id).items()}
@@ -363,7 +365,7 @@ def _evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None, *,
     from ragmeter.metrics._lexical_corpus import add_corpus_scores
 
     if writes is not None:
-        writer = _Writer(writes)
+        writer = _in_background(writes)
     add_corpus_scores(summary, requests, samples, opts)  # corpus BLEU/chrF beside the sentence means
     if thr:
         extra["thresholds"] = th.record(thr, rule)
@@ -532,32 +534,19 @@ Plan = tuple[MetricRequest, list[Sample], list[tuple[Sample, str]], str | None]
 MAIN_SHARE = 0.38
 
 
-class _Writer:
-    """``fn`` on a thread; :meth:`join` waits for it and re-raises its error."""
+def _in_background(fn: Callable[[], Any]) -> Any:
+    """``fn`` running on a thread: a future whose ``result()`` waits and re-raises its error."""
+    from concurrent.futures import ThreadPoolExecutor
 
-    def __init__(self, fn: Callable[[], Any]) -> None:
-        import threading
-
-        self._error: BaseException | None = None
-
-        def run() -> None:
-            try:
-                fn()
-            except BaseException as exc:  # noqa: BLE001 - handed to join()
-                self._error = exc
-
-        self._thread = threading.Thread(target=run, name="ragmeter-score-writer", daemon=True)
-        self._thread.start()
-
-    def join(self) -> None:
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragmeter-score-writer")
+    future = pool.submit(fn)
+    pool.shutdown(wait=False)  # the submitted call still runs to its end
+    return future
 
 
-def _join_writer(writer: _Writer, store: Store, run_id: str) -> None:
+def _join_writer(writer: Any, store: Store, run_id: str) -> None:
     try:
-        writer.join()
+        writer.result()
     except BaseException:
         store.update_run(run_id, status="failed", heartbeat_at=None)
         raise
@@ -626,10 +615,11 @@ def _score_all(samples: list[Sample], requests: list[MetricRequest], ctx: Scorin
                unavailable_by_key: dict[str, str],
                engine: tuple[str, str | None] = ("local", None),
                collected: dict[str, list[tuple[list[str], ScoreColumn]]] | None = None,
-               early: tuple[list[Plan], dict[str, tuple[list[Sample], list[Sample]]], Any] | None = None
-               ) -> dict[str, Any]:
+               early: tuple[list[Plan], dict[str, tuple[list[Sample], list[Sample]]], Any] | None = None,
+               deferred: list[Callable[[], Any]] | None = None) -> dict[str, Any]:
     """Score every plan and store the scores; ``early``: plans and a worker already started (a new
-    local run forks its worker before it stores the samples)."""
+    local run forks its worker before it stores the samples); ``deferred``: where to put the writing
+    of the worker's scores for the caller to run later (else they are written here)."""
     timings: dict[str, Any] = {"metrics": {}}
     plans = early[0] if early is not None else _plan(samples, requests, done, unavailable_by_key)
 
@@ -673,7 +663,11 @@ def _score_all(samples: list[Sample], requests: list[MetricRequest], ctx: Scorin
                 advancers[key](len(rest))
             # the worker's scores go to the store on a thread while the corpus scores are computed
             # (SQLite and numpy release the GIL); the run is finished only after they are written
-            timings["_writes"] = lambda: [store.add_scores(run_id, *w) for w in writes]
+            if deferred is not None:
+                deferred.append(lambda: [store.add_scores(run_id, *w) for w in writes])
+            else:
+                for w in writes:
+                    store.add_scores(run_id, *w)
     finally:
         if second is not None:
             second.cancel()

@@ -44,7 +44,6 @@ for _lo, _hi in ((0x7B, 0x7E), (0x5B, 0x60), (0x21, 0x26), (0x28, 0x2B), (0x3A, 
 _MARK = np.zeros(256, dtype=bool)
 _MARK[[ord("."), ord(",")]] = True
 _DASH = ord("-")
-_NONE = np.zeros(256, dtype=bool)
 _PIECE = 1 << 19  # bytes of text tokenised at once
 
 
@@ -89,28 +88,26 @@ def _per_text(token_pos: np.ndarray, text_starts: np.ndarray) -> np.ndarray:
     return np.bincount(owner, minlength=len(text_starts)).astype(np.int64)
 
 
-def _split(buf: np.ndarray, text_starts: np.ndarray, keep: np.ndarray, start: np.ndarray) -> Tokens:
+def _split(buf: np.ndarray, text_starts: np.ndarray, keep: np.ndarray, start: np.ndarray,
+           lower: bool = False) -> Tokens:
     """Tokens from per-byte flags: ``keep`` (the byte belongs to a token) and ``start`` (a kept
-    byte begins a token)."""
+    byte begins a token); ``lower``: the token bytes lower-cased."""
     pos = np.flatnonzero(keep)
     first = start[pos]
-    ids, words = _intern(buf[pos], first)
+    data = buf[pos]
+    ids, words = _intern(_LOWER[data] if lower else data, first)
     return Tokens(ids, _per_text(pos[first], text_starts), words)
 
 
-def _fast(texts: Sequence[str], bad: np.ndarray, bad_pair: np.ndarray | None = None) -> np.ndarray:
-    """Which texts the byte rules cover: ASCII, none of the ``bad`` bytes, no two ``bad_pair``
-    bytes in a row."""
+def _fast(texts: Sequence[str], bad: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    """Which texts the byte rules cover: ASCII, and none of their bytes flagged by ``bad``."""
     ok = np.fromiter(map(str.isascii, texts), dtype=bool, count=len(texts))
     if not ok.any():
         return ok
     idx = np.flatnonzero(ok)
     sub = [texts[i] for i in idx.tolist()]
     buf, starts = _join([t.replace("\n", " ") for t in sub])
-    hit = bad[buf]
-    if bad_pair is not None:
-        pair = bad_pair[buf]
-        hit[1:] |= pair[1:] & pair[:-1]
+    hit = bad(buf)
     if hit.any():
         owner = np.searchsorted(starts, np.flatnonzero(hit), side="right") - 1
         ok[idx[np.unique(owner)]] = False
@@ -127,10 +124,7 @@ def _rouge_buf(buf: np.ndarray, text_starts: np.ndarray) -> Tokens:
     keep = _ALNUM[_LOWER[buf]]
     start = keep.copy()
     start[1:] &= ~keep[:-1]
-    pos = np.flatnonzero(keep)
-    first = start[pos]
-    ids, words = _intern(_LOWER[buf[pos]], first)
-    return Tokens(ids, _per_text(pos[first], text_starts), words)
+    return _split(buf, text_starts, keep, start, lower=True)
 
 
 def squad_words(texts: Sequence[str]) -> Tokens:
@@ -198,15 +192,13 @@ def column_ids(texts: Sequence[str], fast_fn: Callable[[Sequence[str]], Tokens],
         return np.array([word_id(w) if word_id else vocab.setdefault(w, len(vocab)) for w in words],
                         dtype=np.int64)
 
-    def fast_column(sub: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-        # in pieces of about half a megabyte of text: the per-byte temporaries stay small
+    def in_pieces(starts: np.ndarray, tokenize: Callable[[int, int], Tokens]) -> tuple[np.ndarray, np.ndarray]:
+        # texts i..j-1 at a time, about half a megabyte of text (``starts``: byte offsets of the
+        # texts joined): the per-byte temporaries stay small
         ids_parts, lens_parts, i = [], [], 0
-        while i < len(sub):
-            j, size = i, 0
-            while j < len(sub) and (size < _PIECE or j == i):
-                size += len(sub[j]) + 1
-                j += 1
-            tok = fast_fn(sub[i:j])
+        while i < len(starts):
+            j = max(int(np.searchsorted(starts, starts[i] + _PIECE, side="left")), i + 1)
+            tok = tokenize(i, j)
             ids_parts.append(word_ids(tok.words)[tok.ids] if tok.words else tok.ids)
             lens_parts.append(tok.lens)
             i = j
@@ -214,23 +206,23 @@ def column_ids(texts: Sequence[str], fast_fn: Callable[[Sequence[str]], Tokens],
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
         return np.concatenate(ids_parts), np.concatenate(lens_parts)
 
+    def fast_column(sub: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        starts = np.zeros(len(sub), dtype=np.int64)
+        np.cumsum(np.fromiter(map(len, sub), dtype=np.int64, count=len(sub))[:-1] + 1, out=starts[1:])
+        return in_pieces(starts, lambda i, j: fast_fn(sub[i:j]))
+
     form = _BUFFER_FORMS.get(fast_fn)
     whole = _column_buffer(texts) if form is not None and n else None
     if whole is not None and not form[1](whole[0]).any():
         # the usual column: every text plain ASCII, none of the rare cases: one join, then pieces
         # of the buffer itself
         buf, starts = whole
-        ids_parts, lens_parts, i = [], [], 0
-        while i < n:
-            j = int(np.searchsorted(starts, starts[i] + _PIECE, side="left"))
-            j = max(j, i + 1)
-            a = int(starts[i])
-            b = int(starts[j]) if j < n else len(buf)
-            tok = form[0](buf[a:b], starts[i:j] - a)
-            ids_parts.append(word_ids(tok.words)[tok.ids] if tok.words else tok.ids)
-            lens_parts.append(tok.lens)
-            i = j
-        return _dense(np.concatenate(ids_parts), np.concatenate(lens_parts))
+
+        def piece(i: int, j: int) -> Tokens:
+            a, b = int(starts[i]), (int(starts[j]) if j < n else len(buf))
+            return form[0](buf[a:b], starts[i:j] - a)
+
+        return _dense(*in_pieces(starts, piece))
     ok = covered(texts) if n else np.zeros(0, dtype=bool)
     fast_idx = np.flatnonzero(ok)
     if len(fast_idx) == n:
@@ -276,16 +268,20 @@ def _column_buffer(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray] | None
 
 
 def _no_bad(buf: np.ndarray) -> np.ndarray:
-    return np.zeros(0, dtype=bool)
+    return np.zeros(len(buf), dtype=bool)
 
 
 def _bad_squad(buf: np.ndarray) -> np.ndarray:
+    """Control characters: ``\\b`` and ``\\w`` see them differently from the byte rules."""
     return _CTRL[buf]
 
 
 def _bad_13a(buf: np.ndarray) -> np.ndarray:
+    """The second byte of a run of ``.``/``,`` (sacrebleu's expressions treat runs specially)."""
     mark = _MARK[buf]
-    return mark[1:] & mark[:-1]
+    hit = np.zeros(len(buf), dtype=bool)
+    hit[1:] = mark[1:] & mark[:-1]
+    return hit
 
 
 #: tokenizer -> (the same on a buffer, the bytes that send a column to the per-text path)
@@ -324,12 +320,12 @@ def covered_rouge(texts: Sequence[str]) -> np.ndarray:
 
 def covered_squad(texts: Sequence[str]) -> np.ndarray:
     """ASCII texts without control characters (``\\b`` and ``\\w`` see those differently)."""
-    return _fast(texts, _CTRL)
+    return _fast(texts, _bad_squad)
 
 
 def covered_13a(texts: Sequence[str]) -> np.ndarray:
     """ASCII lines without a run of ``.``/``,`` (sacrebleu's expressions treat runs specially)."""
-    return _fast(texts, _NONE, _MARK)
+    return _fast(texts, _bad_13a)
 
 
 _BUFFER_FORMS.update({rouge_words: (_rouge_buf, _no_bad), squad_words: (_squad_buf, _bad_squad),
