@@ -5,6 +5,9 @@ BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip
 # a CPU build of this torch lies on the machine's disk; unpinned torch pulls a multi-GB CUDA build
 TORCH  := torch==2.13.0
+# judge-parity reference (tests/test_judge_parity.py), installed without its dependencies: it pins
+# click<8.4, which huggingface_hub 2 (transformers 5) refuses; the rest of what it needs is in `dev`
+DEEPEVAL := deepeval==4.3.1
 
 .PHONY: demo test lint bench clean
 
@@ -20,6 +23,7 @@ $(VENV)/.local-installed: pyproject.toml | $(BIN)/python
 $(VENV)/.dev-installed: pyproject.toml | $(BIN)/python
 	$(PIP) install -q $(TORCH)
 	$(PIP) install -q -e '.[dev]'
+	$(PIP) install -q --no-deps $(DEEPEVAL)
 	touch $(VENV)/.local-installed $@
 
 demo: $(VENV)/.local-installed
