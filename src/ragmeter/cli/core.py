@@ -24,9 +24,12 @@ def register(app: typer.Typer) -> None:
     app.command("example")(example_cmd)
 
 
-def _split_metrics(values: list[str] | None) -> list[str]:
-    out: list[str] = []
+def _split_metrics(values: list[Any] | None) -> list[Any]:
+    out: list[Any] = []
     for v in values or []:
+        if isinstance(v, dict):  # a resolved entry ({name, params, key}: --openai-eval's graders)
+            out.append(v)
+            continue
         out.extend(x.strip() for x in v.split(",") if x.strip())
     return out
 
@@ -60,6 +63,8 @@ def eval_cmd(
     ray_address: Annotated[str | None, typer.Option("--ray-address", help="ray://HOST:10001 of a Ray cluster (default: a local Ray runtime).")] = None,
     threshold: Annotated[list[str] | None, typer.Option("--threshold", "-t", help="METRIC=VALUE, METRIC>=VALUE or METRIC<=VALUE per-sample threshold (repeatable); exit 1 when one fails (docs/ci.md).")] = None,
     pass_rule: Annotated[str | None, typer.Option("--pass-rule", help="With --threshold: 'all' samples (default) or a pass-rate target for the Wilson lower bound, e.g. 0.9.")] = None,
+    openai_eval: Annotated[Path | None, typer.Option("--openai-eval", help="Run an exported OpenAI eval definition (data_source_config + testing_criteria) on DATA: one metric per grader, named after it, with its pass rate (docs/openai-evals.md).")] = None,
+    allow_python_graders: Annotated[bool, typer.Option("--allow-python-graders", help="With --openai-eval: run python graders (each call in a separate process with a time and memory limit); refused without it.")] = False,
 ) -> None:
     """Evaluate a dataset: score every sample with every metric, store the run, print the summary.
 
@@ -92,6 +97,14 @@ def eval_cmd(
                                    "judge_api_key_env": judge_api_key_env, "judge_max_cost": max_cost,
                                    "judge_concurrency": concurrency, "judge_rpm": rpm,
                                    "language": language}.items() if v is not None})
+    if openai_eval is not None:
+        from ragmeter.cli._openai_eval import eval_arguments
+
+        args = eval_arguments(openai_eval, data, metrics=_split_metrics(metrics), threshold=threshold,
+                              pass_rule=pass_rule, mapping=map_, options=opts,
+                              allow_python_graders=allow_python_graders, on_error=on_error)
+        data, metrics, threshold, pass_rule, opts, map_ = (args["data"], args["metrics"], args["thresholds"],
+                                                           args["pass_rule"], args["options"], None)
     if dry_run:
         if resume:
             raise typer.BadParameter("--dry-run plans a new evaluation; it cannot be combined with --resume")
@@ -121,8 +134,9 @@ def eval_cmd(
             console.print(f"per-sample results: {out}")
         for s in result.summary.values():
             if p := s.get("pass"):
+                verdict = "" if p.get("checked") is False else " PASS" if p["ok"] else " FAIL"
                 console.print(f"{p['threshold']}: {p['passed']}/{p['n']} passed, Wilson 95% "
-                              f"[{p['rate_low']:.3f}, {p['rate_high']:.3f}] {'PASS' if p['ok'] else 'FAIL'}",
+                              f"[{p['rate_low']:.3f}, {p['rate_high']:.3f}]{verdict}",
                               markup=False, highlight=False, soft_wrap=True)
     if result.passed is False:  # a threshold failed: the check this command was asked for
         raise typer.Exit(1)
