@@ -182,26 +182,29 @@ def metrics_cmd(
     if as_json:
         typer.echo(json.dumps([s.info() for s in specs]))
         return
-    ranges = {f"{s.range[0]:g}-{s.range[1]:g}" for s in specs}
-    one_range = len(ranges) == 1
+    from collections import Counter
+
+    def range_text(lo: float, hi: float) -> str:
+        return "any number" if max(abs(lo), abs(hi)) >= 1e9 else f"{lo:g}-{hi:g}"
+
+    ranges = Counter(range_text(*s.range) for s in specs)
+    usual = ranges.most_common(1)[0][0] if ranges else "0-1"
     # names, families and directions never wrap or shrink; only the field lists wrap, so the
-    # table reads at 80 columns (definitions are too long for a column: --long prints them below)
-    t = Table(title=f"{len(specs)} metrics" + (f", every score in {ranges.pop()}" if one_range else ""),
+    # table reads at 80 columns (definitions are too long for a column: --long prints them below);
+    # a range other than the usual one is said in the needs column
+    t = Table(title=f"{len(specs)} metrics, every score in {usual}" + ("" if len(ranges) <= 1 else " unless noted"),
               box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True,
               title_justify="left")
     t.add_column("name", no_wrap=True)
     t.add_column("family", no_wrap=True)
     t.add_column("better", no_wrap=True)
-    if not one_range:
-        t.add_column("range", no_wrap=True)
     t.add_column("needs", overflow="fold")
     for s in specs:
         uses = [x for x, f in (("+emb", s.needs_embeddings), ("+judge", s.needs_llm)) if f]
         row = [s.name + (f"@{s.param}" if s.param else ""), s.family,
                "higher" if s.higher_is_better else "lower"]
-        if not one_range:
-            row.append(f"{s.range[0]:g}-{s.range[1]:g}")
-        row.append(", ".join([*s.requires, *uses]))
+        own = range_text(*s.range)
+        row.append(", ".join([*s.requires, *uses, *([f"({own})"] if own != usual else [])]))
         t.add_row(*row)
     console.print(t)
     if any(s.needs_embeddings or s.needs_llm for s in specs):

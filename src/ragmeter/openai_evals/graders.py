@@ -59,14 +59,15 @@ def _rendered(grader: Mapping[str, Any], ns: Sequence[Mapping[str, Any]], keys: 
 
 def string_check(op: str, text: str, reference: str) -> float:
     """OpenAI's string check: ``eq`` input == reference, ``ne`` input != reference, ``like``
-    reference in input, ``ilike`` the same ignoring case (both lower-cased); 1 or 0."""
+    reference in input, ``ilike`` the same ignoring case (Unicode case folding, ``str.casefold``:
+    the same as lower-casing for ASCII, and "Straße" contains "STRASSE"); 1 or 0."""
     if op == "eq":
         return float(text == reference)
     if op == "ne":
         return float(text != reference)
     if op == "like":
         return float(reference in text)
-    return float(reference.lower() in text.lower())
+    return float(reference.casefold() in text.casefold())
 
 
 def _grade_string_check(grader: Mapping[str, Any], ns: Sequence[Mapping[str, Any]], ctx: Any) -> list[Score]:
@@ -247,7 +248,7 @@ def _prepare(samples: Sequence[Sample], ctx: ScoringContext, *, grader: Any = No
 
 _DESCRIPTIONS = {
     "string_check": "OpenAI Evals string_check grader: 1 or 0. eq: input == reference; ne: input != reference; "
-                    "like: reference occurs in input; ilike: the same after lower-casing both (OpenAI's graders "
+                    "like: reference occurs in input; ilike: the same ignoring case (casefold) (OpenAI's graders "
                     "guide). Input and reference are templates over the item and the sample.",
     "text_similarity": "OpenAI Evals text_similarity grader: the evaluation_metric of input against reference: "
                        "fuzzy_match (rapidfuzz WRatio / 100), bleu (sacrebleu sentence BLEU / 100), gleu (nltk "
