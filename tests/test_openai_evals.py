@@ -381,3 +381,66 @@ def test_registry_rows_and_basic_templates(tmp_path, db_url):
     assert [r["evals_match"] for r in got] == [1.0, 0.0, 0.0]
     assert [r["evals_includes"] for r in got] == [1.0, 0.0, 0.0]
     assert [r["evals_fuzzy_match"] for r in got] == [1.0, 1.0, 1.0]
+
+
+def test_output_items_of_a_run_read_as_items(tmp_path, db_url):
+    rows = [{"object": "eval.run.output_item", "id": f"outputitem_{i}", "datasource_item_id": i,
+             "datasource_item": r["item"], "results": [], "status": "pass",
+             "sample": {"model": "gpt-4o", "input": [{"role": "user", "content": r["item"]["question"]}],
+                        "output": [{"role": "assistant", "content": r["sample"]["output_text"]}]}}
+            for i, r in enumerate(ITEMS)]
+    data, defn = _write(tmp_path, {"testing_criteria": [_check("exact", "eq")]}, rows)
+    code, out, err = run_main("eval", str(data), "--openai-eval", str(defn), "--db", db_url, "--no-progress")
+    assert code == 0, out + err
+    got = {r["id"]: r["exact"] for r in _export_rows(db_url, tmp_path)}
+    assert got == {f"outputitem_{i}": v for i, v in enumerate([1.0, 0.0, 0.0, 0.0, 0.0])}
+
+
+def test_providers_send_a_request_s_own_sampling_parameters():
+    from pydantic import BaseModel
+
+    from ragmeter.llm.config import config_from_options
+    from ragmeter.llm.providers import AnthropicClient, OpenAIClient
+
+    class V(BaseModel):
+        result: float
+
+    sampling = {"temperature": 0.3, "top_p": 0.5, "seed": 9, "reasoning_effort": "low"}
+    msgs = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}, {"role": "user", "content": "c"}]
+    oa = OpenAIClient(config_from_options({"judge": "openai:m", "judge_base_url": "http://127.0.0.1:1/v1"}))
+    body = oa.build("sys", msgs, V, 50, sampling)
+    assert [m["role"] for m in body["messages"]] == ["system", "user", "assistant", "user"]
+    assert (body["temperature"], body["top_p"], body["seed"], body["reasoning_effort"]) == (0.3, 0.5, 9, "low")
+    assert "seed" not in oa.build("sys", msgs, V, 50) and oa.build("sys", msgs, V, 50)["temperature"] == 0.0
+    oa.send_temperature = False  # an endpoint that refused temperature never gets one
+    assert "temperature" not in oa.build("sys", msgs, V, 50, sampling)
+    an = AnthropicClient(config_from_options({"judge": "anthropic:m"}))
+    body = an.build("sys", msgs, V, 50, sampling)
+    assert (body["temperature"], body["top_p"]) == (0.3, 0.5) and "seed" not in body
+
+
+def test_judge_keys_of_plain_requests_are_unchanged_and_own_messages_count():
+    from pydantic import BaseModel
+
+    from ragmeter.llm import JudgeRequest, JudgeService
+    from ragmeter.llm.config import config_from_options
+
+    class V(BaseModel):
+        ok: bool
+
+    svc = JudgeService(config_from_options({"judge": "openai:m", "judge_base_url": "http://127.0.0.1:1/v1"}))
+    plain = JudgeRequest(metric="x", sample_id="1", system="s", user="u", schema=V, template_version="1")
+    own = JudgeRequest(metric="x", sample_id="1", system="s", user="u", schema=V, template_version="1",
+                       messages=({"role": "user", "content": "u"},), sampling=(("seed", 1),))
+    other = JudgeRequest(metric="x", sample_id="1", system="s", user="u", schema=V, template_version="1",
+                         messages=({"role": "user", "content": "u"},), sampling=(("seed", 2),))
+    assert len({svc.key(plain), svc.key(own), svc.key(other)}) == 3
+    import hashlib
+
+    from ragmeter.llm.structured import schema_json
+    from ragmeter.redact import endpoint_id
+
+    payload = json.dumps(["openai", endpoint_id(svc.cfg.base_url), "m", "s", "u", schema_json(V), svc.cfg.temperature,
+                          svc.cfg.max_tokens, "1"], ensure_ascii=False, separators=(",", ":"))
+    assert svc.key(plain) == hashlib.sha256(payload.encode("utf-8")).hexdigest()
+    svc.close()

@@ -2,8 +2,10 @@
 
 Accepted rows (JSONL, JSON, CSV/TSV or Parquet, one item per row):
 
-- ``{"item": {...}, "sample": {...}}``: OpenAI's JSONL data source (``file_content``) and the
-  output items of a run;
+- ``{"item": {...}, "sample": {...}}``: OpenAI's JSONL data source (``file_content``);
+- an output item of a run (``{"datasource_item": {...}, "sample": {"output": [{"role",
+  "content"}], ...}, ...}``, as ``GET /v1/evals/{eval_id}/runs/{run_id}/output_items`` lists
+  them): the item is ``datasource_item``, ``sample.output_text`` the output messages' text;
 - a flat row: the row is the item, and its ``sample`` field (if any) the sample;
 - with ``sample_column`` (``--map sample=COLUMN``): the sample is that column.
 
@@ -118,7 +120,15 @@ def row_to_sample(row: Any, n: int, *, sample_column: str | None = None,
     if not isinstance(row, Mapping):
         raise DatasetError(f"expected an object (an item), got {type(row).__name__}", file=file, line=line)
     row = {str(k): v for k, v in row.items()}
-    if isinstance(row.get("item"), Mapping) and set(row) <= {"item", "sample", "id"}:
+    if isinstance(row.get("datasource_item"), Mapping) and isinstance(row.get("sample"), Mapping):
+        # an output item of a run (GET /v1/evals/{eval_id}/runs/{run_id}/output_items)
+        item = dict(row["datasource_item"])
+        out = row["sample"].get("output")
+        texts = [o.get("content") for o in out if isinstance(o, Mapping)] if isinstance(out, list) else []
+        raw_sample = {**{k: v for k, v in row["sample"].items() if k in {"output", "model", "finish_reason"}},
+                      "output_text": "".join(t for t in texts if isinstance(t, str))}
+        where = "sample.output"
+    elif isinstance(row.get("item"), Mapping) and set(row) <= {"item", "sample", "id"}:
         item = dict(row["item"])
         raw_sample = row.get("sample")
         where = "sample"
