@@ -63,6 +63,7 @@ def suite_arguments(spec: Any, data: str, suite_dir: Path, *, thresholds: dict[s
     """``evaluate`` keyword arguments for one dataset of a suite with ``openai_eval:``.
 
     ``openai_eval`` is the definition's path, or ``{path, pass_rate, allow_python_graders, sample}``
+    (paths relative to the working directory, else to the suite file)
     (``pass_rate``: one target for every grader or ``{grader: target}``; ``sample``: the column with
     the model's output). A suite threshold naming a grader is that grader's pass-rate target.
     """
@@ -95,6 +96,8 @@ def suite_arguments(spec: Any, data: str, suite_dir: Path, *, thresholds: dict[s
     allow = spec.get("allow_python_graders", False)
     if not isinstance(allow, bool):
         raise ConfigError(f"openai_eval.allow_python_graders: expected true or false, got {allow!r}")
+    if not Path(data).exists() and (suite_dir / data).exists():  # a path relative to the suite file
+        data = str(suite_dir / data)
     run = prepare_run(defn, data, allow_python_graders=allow,
                       mapping={"sample": str(spec["sample"])} if spec.get("sample") else None,
                       options=options, pass_rates=rates or None, on_error=on_error)

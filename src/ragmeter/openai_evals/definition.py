@@ -264,12 +264,6 @@ class EvalDefinition:
     item_schema: dict[str, Any] | None
     graders: list[dict[str, Any]] = field(default_factory=list)
 
-    @property
-    def needs_sample(self) -> bool:
-        """Whether a grader reads the ``sample`` namespace (``{{sample.output_text}}`` ...)."""
-        text = json.dumps(self.graders)
-        return "sample." in text or "python" in {g["type"] for gr in self.graders for g in walk(gr)}
-
 
 def _item_schema(dsc: Mapping[str, Any], path: str) -> dict[str, Any] | None:
     """``item_schema`` (the create request) or ``schema.properties.item`` (a retrieved eval)."""

@@ -210,7 +210,12 @@ def run_python_grader(name: str, source: str, jobs: Sequence[tuple[Mapping[str, 
     lock = threading.Lock()
 
     def start() -> _Child | None:
-        child = _Child(name, source, memory_mb)
+        try:
+            child = _Child(name, source, memory_mb)
+        except (OSError, subprocess.SubprocessError) as exc:
+            with lock:
+                load_failure.append(f"python grader {name!r}: cannot start a Python process: {exc}")
+            return None
         with lock:
             children.append(child)
         first = child.reply(timeout_s)
