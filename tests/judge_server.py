@@ -123,7 +123,38 @@ def verdict(schema: str, system: str, user: str) -> dict[str, Any]:
                            for i, c in enumerate(_numbered(b, "CHUNK"), 1)]}
     if schema in ("GoldenItem", "SupportVerdict", "SpanAnswer"):
         return golden_reply(schema, system, b)
+    if schema in ("ScoreModelOutput", "LabelModelOutput"):
+        return grader_reply(schema, system, user)
     raise ValueError(f"scripted judge: unknown schema {schema!r}")
+
+
+def grader_reply(schema: str, system: str, user: str) -> dict[str, Any]:
+    """An OpenAI Evals model grader's reply (``{"steps", "result"}``). With lines ``Reference
+    answer: ...`` and ``Model answer: ...`` in the prompt, the share of the reference's words in
+    the model's answer decides: the score is that share of the range, the label the first one when
+    every word is there, else the last. Otherwise ``SCORE=x`` in the prompt is the score (default:
+    the top of the range) and the label is the first one named in the prompt (default: the last)."""
+    ref = re.search(r"Reference(?: answer)?:[ \t]*(.*)", user)
+    ans = re.search(r"Model(?: answer)?:[ \t]*(.*)", user)
+    share = None
+    if ref and ans:
+        rw = words(ref.group(1))
+        share = len(rw & words(ans.group(1))) / len(rw) if rw else 0.0
+    steps = [{"description": "compare the answer with the reference", "conclusion": f"overlap {share}"}]
+    if schema == "ScoreModelOutput":
+        m = re.search(r"a number from (-?[\d.]+) to (-?[\d.]+)", system)
+        lo, hi = (float(m.group(1)), float(m.group(2))) if m else (0.0, 1.0)
+        forced = re.search(r"SCORE=(-?[\d.]+)", user)
+        result = float(forced.group(1)) if forced else hi if share is None else lo + (hi - lo) * share
+        return {"steps": steps, "result": result}
+    m = re.search(r"exactly one of these labels: (\[.*?\]);", system)
+    labels = json.loads(m.group(1)) if m else ["pass", "fail"]
+    if share is not None:
+        label = labels[0] if share == 1 else labels[-1]
+    else:
+        uw = set(re.findall(r"[a-z0-9_]+", user.lower()))
+        label = next((lab for lab in labels if lab.lower() in uw), labels[-1])
+    return {"steps": steps, "result": label}
 
 
 #: what the scripted generator does with a passage, by a stable hash of its text (0-9): the

@@ -27,6 +27,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("agent", {"agent"}),
     ("score", {"metrics"}),
     ("correctness", {"correctness"}),
+    ("openai_evals", {"openai_evals"}),
     ("human", {"human"}),
     ("pipeline", {"pipeline"}),
     ("golden", {"golden"}),

@@ -373,6 +373,7 @@ def _evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None, *,
         applied = th.apply(thr, rule, {k: scores.column(k).value_list() for k in scores}, higher)
         for k, rec in applied.items():
             summary[k]["pass"] = {kk: vv for kk, vv in rec.items() if kk != "verdicts"}
+            summary[k]["pass_rate"] = rec["rate"]  # the share of samples that pass (also pass.rate)
     if dataset.skipped:
         extra["skipped_rows"] = dataset.skipped_summary()
     if writer is not None:

@@ -24,11 +24,16 @@ _SPEC = re.compile(r"^\s*([^<>=\s]+)\s*(<=|>=|<|>|=)\s*([-+0-9.eE]+)\s*$")
 @dataclass(frozen=True)
 class Threshold:
     """``metric op value``. ``op`` ``"="`` means "at least" for a higher-is-better metric and
-    "at most" for a lower-is-better one (as DeepEval's ``threshold=`` does)."""
+    "at most" for a lower-is-better one (as DeepEval's ``threshold=`` does).
+
+    ``pass_rate``: this metric's own run-level target, the share of samples that must pass (the
+    rate itself, not its interval); it replaces the run rule for this metric (an OpenAI eval's
+    grader: ``ragmeter test`` with ``openai_eval``)."""
 
     metric: str
     value: float
     op: str = "="
+    pass_rate: float | None = None
 
     def as_text(self, higher_is_better: bool = True) -> str:
         return f"{self.metric} {self.resolved_op(higher_is_better)} {self.value:g}"
@@ -39,7 +44,10 @@ class Threshold:
         return self.op
 
     def to_dict(self) -> dict[str, Any]:
-        return {"metric": self.metric, "op": self.op, "value": self.value}
+        out: dict[str, Any] = {"metric": self.metric, "op": self.op, "value": self.value}
+        if self.pass_rate is not None:
+            out["pass_rate"] = self.pass_rate
+        return out
 
 
 def _number(metric: str, raw: Any) -> float:
@@ -79,7 +87,13 @@ def parse_thresholds(spec: Mapping[str, Any] | Iterable[str] | Iterable[Mapping[
         if isinstance(item, Mapping):
             if item.get("op", "=") not in _OPS or "metric" not in item:
                 raise ConfigError(f"bad threshold {dict(item)!r}: expected metric, op ({', '.join(_OPS)}), value")
-            t = Threshold(str(item["metric"]), _number(str(item["metric"]), item.get("value")), item.get("op", "="))
+            rate = item.get("pass_rate")
+            if rate is not None:
+                rate = _number(str(item["metric"]), rate)
+                if not 0.0 <= rate <= 1.0:
+                    raise ConfigError(f"pass-rate target of {item['metric']!r} is {rate:g}, outside [0, 1]")
+            t = Threshold(str(item["metric"]), _number(str(item["metric"]), item.get("value")),
+                          item.get("op", "="), rate)
         else:
             m = _SPEC.match(str(item))
             if not m:
@@ -116,7 +130,8 @@ def wilson(k: int, n: int, confidence: float = 0.95) -> tuple[float | None, floa
 @dataclass(frozen=True)
 class RunRule:
     """When a whole run passes a threshold: ``"all"`` samples, or a pass rate whose Wilson lower
-    bound is at least ``target``."""
+    bound is at least ``target``; ``"none"``: pass rates are reported, the run is not checked
+    (``ragmeter eval --openai-eval`` without a target)."""
 
     kind: str = "all"
     target: float | None = None
@@ -125,18 +140,24 @@ class RunRule:
         return {"kind": self.kind, "target": self.target}
 
     def describe(self) -> str:
+        if self.kind == "none":
+            return "pass rates reported, not checked"
         return "every sample passes" if self.kind == "all" else \
             f"pass rate lower 95% bound >= {self.target:g}"
 
 
 def parse_rule(raw: Any) -> RunRule:
-    """``"all"`` / ``None`` → every sample; a number or ``{"pass_rate": x}`` / ``{"kind", "target"}``
-    → pass-rate rule."""
+    """``"all"`` / ``None`` → every sample; ``"none"`` → no run-level check; a number or
+    ``{"pass_rate": x}`` / ``{"kind", "target"}`` → pass-rate rule."""
     if raw is None or raw == "all":
         return RunRule()
+    if raw == "none":
+        return RunRule("none")
     if isinstance(raw, Mapping):
         if "kind" in raw:
-            return RunRule() if raw["kind"] == "all" else RunRule("pass_rate", _number("rule", raw.get("target")))
+            if raw["kind"] in {"all", "none"}:
+                return RunRule(raw["kind"])
+            return RunRule("pass_rate", _number("rule", raw.get("target")))
         if "pass_rate" in raw:
             raw = raw["pass_rate"]
     try:
@@ -148,10 +169,12 @@ def parse_rule(raw: Any) -> RunRule:
     return RunRule("pass_rate", target)
 
 
-def pass_rate(verdicts: Iterable[bool | None], rule: RunRule | None = None) -> dict[str, Any]:
+def pass_rate(verdicts: Iterable[bool | None], rule: RunRule | None = None,
+              target: float | None = None) -> dict[str, Any]:
     """Pass-rate record of one metric: ``n`` judged, ``passed``, ``failed``, ``no_value``, ``rate``,
     Wilson ``rate_low``/``rate_high`` and ``ok`` under ``rule`` (samples without a value count as
-    not passing: a check cannot pass on missing evidence)."""
+    not passing: a check cannot pass on missing evidence). ``target``: the metric's own pass-rate
+    target (``ok`` when ``rate >= target``), in place of ``rule``."""
     rule = rule or RunRule()
     vs = list(verdicts)
     passed = sum(1 for v in vs if v is True)
@@ -159,10 +182,21 @@ def pass_rate(verdicts: Iterable[bool | None], rule: RunRule | None = None) -> d
     missing = sum(1 for v in vs if v is None)
     n = len(vs)
     lo, hi = wilson(passed, n)
-    ok = (failed == 0 and missing == 0) if rule.kind == "all" else \
-        (lo is not None and rule.target is not None and lo >= rule.target)
-    return {"n": n, "passed": passed, "failed": failed, "no_value": missing,
-            "rate": passed / n if n else None, "rate_low": lo, "rate_high": hi, "ok": bool(ok and n)}
+    if target is not None:
+        ok = n > 0 and passed / n >= target
+    elif rule.kind == "none":
+        ok = True
+    elif rule.kind == "all":
+        ok = failed == 0 and missing == 0
+    else:
+        ok = lo is not None and rule.target is not None and lo >= rule.target
+    out = {"n": n, "passed": passed, "failed": failed, "no_value": missing,
+           "rate": passed / n if n else None, "rate_low": lo, "rate_high": hi, "ok": bool(ok and n)}
+    if target is not None:
+        out["target"] = target
+    elif rule.kind == "none":
+        out["checked"] = False
+    return out
 
 
 def record(thresholds: Mapping[str, Threshold], rule: RunRule | None = None) -> dict[str, Any]:
@@ -187,7 +221,8 @@ def apply(thresholds: Mapping[str, Threshold], rule: RunRule | None,
             continue
         hib = higher.get(key, True)
         verdicts = [passes(v, thr, hib) for v in values[key]]
-        out[key] = {**pass_rate(verdicts, rule), "threshold": thr.as_text(hib), "verdicts": verdicts}
+        text = thr.as_text(hib) + (f" (pass rate >= {thr.pass_rate:g})" if thr.pass_rate is not None else "")
+        out[key] = {**pass_rate(verdicts, rule, thr.pass_rate), "threshold": text, "verdicts": verdicts}
     return out
 
 

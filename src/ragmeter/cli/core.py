@@ -24,9 +24,12 @@ def register(app: typer.Typer) -> None:
     app.command("example")(example_cmd)
 
 
-def _split_metrics(values: list[str] | None) -> list[str]:
-    out: list[str] = []
+def _split_metrics(values: list[Any] | None) -> list[Any]:
+    out: list[Any] = []
     for v in values or []:
+        if isinstance(v, dict):  # a resolved entry ({name, params, key}: --openai-eval's graders)
+            out.append(v)
+            continue
         out.extend(x.strip() for x in v.split(",") if x.strip())
     return out
 
@@ -60,6 +63,8 @@ def eval_cmd(
     ray_address: Annotated[str | None, typer.Option("--ray-address", help="ray://HOST:10001 of a Ray cluster (default: a local Ray runtime).")] = None,
     threshold: Annotated[list[str] | None, typer.Option("--threshold", "-t", help="METRIC=VALUE, METRIC>=VALUE or METRIC<=VALUE per-sample threshold (repeatable); exit 1 when one fails (docs/ci.md).")] = None,
     pass_rule: Annotated[str | None, typer.Option("--pass-rule", help="With --threshold: 'all' samples (default) or a pass-rate target for the Wilson lower bound, e.g. 0.9.")] = None,
+    openai_eval: Annotated[Path | None, typer.Option("--openai-eval", help="Run an exported OpenAI eval definition (data_source_config + testing_criteria) on DATA: one metric per grader, named after it, with its pass rate (docs/openai-evals.md).")] = None,
+    allow_python_graders: Annotated[bool, typer.Option("--allow-python-graders", help="With --openai-eval: run python graders (each call in a separate process with a time and memory limit); refused without it.")] = False,
 ) -> None:
     """Evaluate a dataset: score every sample with every metric, store the run, print the summary.
 
@@ -92,6 +97,14 @@ def eval_cmd(
                                    "judge_api_key_env": judge_api_key_env, "judge_max_cost": max_cost,
                                    "judge_concurrency": concurrency, "judge_rpm": rpm,
                                    "language": language}.items() if v is not None})
+    if openai_eval is not None:
+        from ragmeter.cli._openai_eval import eval_arguments
+
+        args = eval_arguments(openai_eval, data, metrics=_split_metrics(metrics), threshold=threshold,
+                              pass_rule=pass_rule, mapping=map_, options=opts,
+                              allow_python_graders=allow_python_graders, on_error=on_error)
+        data, metrics, threshold, pass_rule, opts, map_ = (args["data"], args["metrics"], args["thresholds"],
+                                                           args["pass_rule"], args["options"], None)
     if dry_run:
         if resume:
             raise typer.BadParameter("--dry-run plans a new evaluation; it cannot be combined with --resume")
@@ -121,8 +134,9 @@ def eval_cmd(
             console.print(f"per-sample results: {out}")
         for s in result.summary.values():
             if p := s.get("pass"):
+                verdict = "" if p.get("checked") is False else " PASS" if p["ok"] else " FAIL"
                 console.print(f"{p['threshold']}: {p['passed']}/{p['n']} passed, Wilson 95% "
-                              f"[{p['rate_low']:.3f}, {p['rate_high']:.3f}] {'PASS' if p['ok'] else 'FAIL'}",
+                              f"[{p['rate_low']:.3f}, {p['rate_high']:.3f}]{verdict}",
                               markup=False, highlight=False, soft_wrap=True)
     if result.passed is False:  # a threshold failed: the check this command was asked for
         raise typer.Exit(1)
@@ -168,26 +182,29 @@ def metrics_cmd(
     if as_json:
         typer.echo(json.dumps([s.info() for s in specs]))
         return
-    ranges = {f"{s.range[0]:g}-{s.range[1]:g}" for s in specs}
-    one_range = len(ranges) == 1
+    from collections import Counter
+
+    def range_text(lo: float, hi: float) -> str:
+        return "any number" if max(abs(lo), abs(hi)) >= 1e9 else f"{lo:g}-{hi:g}"
+
+    ranges = Counter(range_text(*s.range) for s in specs)
+    usual = ranges.most_common(1)[0][0] if ranges else "0-1"
     # names, families and directions never wrap or shrink; only the field lists wrap, so the
-    # table reads at 80 columns (definitions are too long for a column: --long prints them below)
-    t = Table(title=f"{len(specs)} metrics" + (f", every score in {ranges.pop()}" if one_range else ""),
+    # table reads at 80 columns (definitions are too long for a column: --long prints them below);
+    # a range other than the usual one is said in the needs column
+    t = Table(title=f"{len(specs)} metrics, every score in {usual}" + ("" if len(ranges) <= 1 else " unless noted"),
               box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True,
               title_justify="left")
     t.add_column("name", no_wrap=True)
     t.add_column("family", no_wrap=True)
     t.add_column("better", no_wrap=True)
-    if not one_range:
-        t.add_column("range", no_wrap=True)
     t.add_column("needs", overflow="fold")
     for s in specs:
         uses = [x for x, f in (("+emb", s.needs_embeddings), ("+judge", s.needs_llm)) if f]
         row = [s.name + (f"@{s.param}" if s.param else ""), s.family,
                "higher" if s.higher_is_better else "lower"]
-        if not one_range:
-            row.append(f"{s.range[0]:g}-{s.range[1]:g}")
-        row.append(", ".join([*s.requires, *uses]))
+        own = range_text(*s.range)
+        row.append(", ".join([*s.requires, *uses, *([f"({own})"] if own != usual else [])]))
         t.add_row(*row)
     console.print(t)
     if any(s.needs_embeddings or s.needs_llm for s in specs):

@@ -18,7 +18,9 @@ SUITE_HELP = """A suite file (YAML or JSON). The smallest:
 
 More keys: `datasets` (a list instead of one `dataset`), `pass_rule` (`all` or a pass-rate target
 its Wilson lower bound must reach), `judge`, `options`, `baseline` (file or run id for the
-regression gate) with `gate: {max_drop, alpha, relative}`, `name`, `map`."""
+regression gate) with `gate: {max_drop, alpha, relative}`, `name`, `map`, `openai_eval` (an
+exported OpenAI eval definition run on the dataset; a threshold naming a grader is the share of
+samples that must pass it; docs/openai-evals.md)."""
 
 
 def register(app: typer.Typer) -> None:
@@ -69,9 +71,15 @@ def test_cmd(
     md_parts: list[str] = []
     for i, data in enumerate(_datasets(suite)):
         label = name if len(_datasets(suite)) == 1 else f"{name}[{i}]"
-        res = evaluate(data, config=run_cfg, db=store, name=label, thresholds=[
-            f"{t.metric}{t.op}{t.value}" for t in thr.values()], pass_rule=rule.to_dict(),
-            on_error=str(cfg.get("on_error", "raise")))
+        kw: dict[str, Any] = {"thresholds": [t.to_dict() for t in thr.values()]}
+        if suite.get("openai_eval") is not None:  # an exported OpenAI eval's graders (docs/openai-evals.md)
+            from ragmeter.cli._openai_eval import suite_arguments
+
+            kw = suite_arguments(suite["openai_eval"], data, suite_file.parent, thresholds=kw["thresholds"],
+                                 options=dict(cfg.get("options") or {}), on_error=str(cfg.get("on_error", "raise")))
+            data = kw.pop("data")
+        res = evaluate(data, config=run_cfg, db=store, name=label, pass_rule=rule.to_dict(),
+                       on_error=str(cfg.get("on_error", "raise")), **kw)
         rows = res.rows()
         gate_rows: list[Any] = []
         if base:

@@ -31,7 +31,7 @@ FIELD_ALIASES: dict[str, tuple[str, ...]] = {
                "predicted_answer", "actual_output", "predictions", "outputs"),
     "references": ("references", "reference", "expected", "ground_truth", "ground_truths",
                    "ground_truth_answer", "expected_answer", "expected_output", "reference_answer",
-                   "answers", "gold_answer", "target", "targets", "expected_response"),
+                   "answers", "gold_answer", "target", "targets", "expected_response", "ideal"),
     "negative_references": ("negative_references", "negative_reference", "negative_answers",
                             "wrong_answers"),
     "contexts": ("contexts", "context", "retrieved_contexts", "retrieval_context",
@@ -587,6 +587,9 @@ def sample_from_dict(row: Any, *, mapping: Mapping[str, str] | None = None, defa
     for f in ("question", "answer"):
         if f in canon:
             name, v = canon[f]
+            if f == "question" and (turn := _last_user_turn(v)) is not None:
+                v = turn  # an openai/evals registry ``input``: chat messages (kept whole in metadata)
+                extra[name] = canon[f][1]
             if not isinstance(v, str | int | float) or isinstance(v, bool):
                 raise err(name, f"expected text, got {_kind(v)}")
             out[f] = str(v)
@@ -653,6 +656,14 @@ def sample_from_dict(row: Any, *, mapping: Mapping[str, str] | None = None, defa
         first = exc.errors()[0]
         loc = ".".join(str(p) for p in first["loc"])
         raise DatasetError(first["msg"], file=file, line=line, field=loc) from exc
+
+
+def _last_user_turn(v: Any) -> str | None:
+    """The last user message's text of a chat-message list (``[{"role", "content"}, ...]``)."""
+    if not isinstance(v, list) or not v or not all(isinstance(m, Mapping) and "role" in m for m in v):
+        return None
+    users = [m.get("content") for m in v if m.get("role") == "user"]
+    return users[-1] if users and isinstance(users[-1], str) else None
 
 
 def _kind(v: Any) -> str:

@@ -83,6 +83,13 @@ SCHEMA_INSTRUCTION = ("\n\nReply with one JSON object and nothing else (no prose
                       "It must match this JSON schema:\n")
 
 
+def _sampling(sampling: dict[str, Any] | None, known: tuple[str, ...], temperature: bool) -> dict[str, Any]:
+    """The sampling parameters of one request this provider takes (``temperature`` only while the
+    endpoint accepts one); the others are not sent."""
+    return {k: v for k, v in (sampling or {}).items()
+            if k in known and v is not None and (temperature or k != "temperature")}
+
+
 def _user_messages(messages: list[dict[str, str]]) -> list[dict[str, str]]:
     return [{"role": m["role"], "content": m["content"]} for m in messages]
 
@@ -133,8 +140,9 @@ class OpenAIClient:
                                               timeout=self.cfg.timeout, max_retries=0, http_client=http)
 
     def build(self, system: str, messages: list[dict[str, str]], schema: type[BaseModel],
-              max_tokens: int) -> dict[str, Any]:
-        """The JSON body of the chat-completions request."""
+              max_tokens: int, sampling: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The JSON body of the chat-completions request (``sampling``: a request's own
+        ``temperature``, ``top_p``, ``seed``, ``reasoning_effort``)."""
         if self.mode != "json_schema":
             system = system + SCHEMA_INSTRUCTION + schema_json(schema)
         body: dict[str, Any] = {
@@ -144,6 +152,8 @@ class OpenAIClient:
         }
         if self.send_temperature:
             body["temperature"] = self.cfg.temperature
+        body.update(_sampling(sampling, ("temperature", "top_p", "seed", "reasoning_effort"),
+                              self.send_temperature))
         if self.mode == "json_schema":
             body["response_format"] = {"type": "json_schema", "json_schema": {
                 "name": schema.__name__, "schema": strict_schema(schema), "strict": True}}
@@ -152,11 +162,11 @@ class OpenAIClient:
         return body
 
     async def complete(self, system: str, messages: list[dict[str, str]], schema: type[BaseModel],
-                       max_tokens: int) -> Reply:
+                       max_tokens: int, sampling: dict[str, Any] | None = None) -> Reply:
         import openai
 
         while True:
-            body = self.build(system, messages, schema, max_tokens)
+            body = self.build(system, messages, schema, max_tokens, sampling)
             try:
                 # the SDK's documented request for any endpoint (``client.post``: same auth, base
                 # URL, headers and error classes as chat.completions.create) with the body already
@@ -240,8 +250,9 @@ class AnthropicClient:
                                                 timeout=self.cfg.timeout, max_retries=0, http_client=http)
 
     def build(self, system: str, messages: list[dict[str, str]], schema: type[BaseModel],
-              max_tokens: int) -> dict[str, Any]:
-        """The JSON body of the messages request."""
+              max_tokens: int, sampling: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The JSON body of the messages request (``sampling``: ``temperature``, ``top_p``; the
+        Messages API has no seed)."""
         name = schema.__name__
         body: dict[str, Any] = {
             "model": self.cfg.model, "max_tokens": max_tokens, "system": system,
@@ -252,16 +263,18 @@ class AnthropicClient:
         }
         if self.send_temperature:
             body["temperature"] = self.cfg.temperature
+        body.update(_sampling(sampling, ("temperature", "top_p"), self.send_temperature))
         return body
 
     async def complete(self, system: str, messages: list[dict[str, str]], schema: type[BaseModel],
-                       max_tokens: int) -> Reply:
+                       max_tokens: int, sampling: dict[str, Any] | None = None) -> Reply:
         import anthropic
 
         while True:
             try:
                 data, headers = await _raw_post(self._client, "/v1/messages",
-                                                self.build(system, messages, schema, max_tokens), want_headers=True)
+                                                self.build(system, messages, schema, max_tokens, sampling),
+                                                want_headers=True)
             except anthropic.BadRequestError as exc:
                 if "temperature" in str(exc).lower() and self.send_temperature:
                     self.send_temperature = False
@@ -327,7 +340,7 @@ class GoogleClient:
         self._client = genai.Client(api_key=key, http_options=opts)
 
     def build(self, system: str, messages: list[dict[str, str]], schema: type[BaseModel],
-              max_tokens: int) -> dict[str, Any]:
+              max_tokens: int, sampling: dict[str, Any] | None = None) -> dict[str, Any]:
         from google.genai import types
 
         contents = [types.Content(role="model" if m["role"] == "assistant" else "user",
@@ -335,12 +348,14 @@ class GoogleClient:
         config = types.GenerateContentConfig(
             system_instruction=system, temperature=self.cfg.temperature,
             max_output_tokens=max_tokens, response_mime_type="application/json",
-            response_json_schema=strict_schema(schema))
+            response_json_schema=strict_schema(schema),
+            **_sampling(sampling, ("temperature", "top_p", "seed"), True))
         return {"model": self.cfg.model, "contents": contents, "config": config}
 
     async def complete(self, system: str, messages: list[dict[str, str]], schema: type[BaseModel],
-                       max_tokens: int) -> Reply:
-        resp = await self._client.aio.models.generate_content(**self.build(system, messages, schema, max_tokens))
+                       max_tokens: int, sampling: dict[str, Any] | None = None) -> Reply:
+        resp = await self._client.aio.models.generate_content(**self.build(system, messages, schema, max_tokens,
+                                                                          sampling))
         return self.parse(resp)
 
     async def ping(self, timeout: float) -> None:

@@ -28,6 +28,11 @@ class JudgeRequest:
             prompt never serves stale verdicts.
         expected_output_tokens: a guess of the reply's size, for dry-run and budget estimates.
         max_tokens: output cap (``None``: the judge's default).
+        messages: the conversation after the system prompt, ``({"role", "content"}, ...)`` with
+            roles ``user`` / ``assistant``; empty: one user message, ``user`` (an OpenAI Evals
+            model grader sends its own messages).
+        sampling: per-request sampling parameters (``temperature``, ``top_p``, ``seed``,
+            ``reasoning_effort``) as ``((name, value), ...)``; empty: the judge's settings.
         validate: extra checks on the parsed reply (e.g. one verdict per context); raise
             ``ValueError`` to reject it (it is then retried like a malformed reply).
     """
@@ -40,6 +45,8 @@ class JudgeRequest:
     template_version: str
     expected_output_tokens: int = 200
     max_tokens: int | None = None
+    messages: tuple[dict[str, str], ...] = ()
+    sampling: tuple[tuple[str, Any], ...] = ()
     validate: Callable[[Any], None] | None = field(default=None, compare=False)
 
 

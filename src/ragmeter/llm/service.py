@@ -178,7 +178,9 @@ class JudgeService:
                               schema_json(req.schema), self.cfg.temperature,
                               req.max_tokens or self.cfg.max_tokens, req.template_version]
                              # a repeat draw asks again; draw 0 keeps the keys of existing caches
-                             + ([self.cfg.draw] if self.cfg.draw else []),
+                             + ([self.cfg.draw] if self.cfg.draw else [])
+                             # a request's own conversation and sampling (empty: the keys stay as they were)
+                             + ([list(req.messages), list(req.sampling)] if req.messages or req.sampling else []),
                              ensure_ascii=False, separators=(",", ":"))
         return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
@@ -604,9 +606,11 @@ class JudgeService:
     async def _call(self, req: JudgeRequest, key: str) -> JudgeResult:
         cfg = self.cfg
         max_tokens = req.max_tokens or cfg.max_tokens
-        est_in = estimate_tokens(req.system) + estimate_tokens(req.user)
+        base = [dict(m) for m in req.messages] if req.messages else [{"role": "user", "content": req.user}]
+        est_in = estimate_tokens(req.system) + sum(estimate_tokens(m["content"]) for m in base)
         est_cost = self.price.cost(est_in, req.expected_output_tokens) if self.price else 0.0
-        messages = [{"role": "user", "content": req.user}]
+        messages = list(base)
+        sampling = {"sampling": dict(req.sampling)} if req.sampling else {}
         tin = tout = attempts = transient = parse_failures = 0
         cost = 0.0
         t0 = time.perf_counter()
@@ -623,7 +627,7 @@ class JudgeService:
             ticket = await self._slots.acquire()
             try:
                 attempts += 1
-                reply = await self._client.complete(req.system, messages, req.schema, max_tokens)
+                reply = await self._client.complete(req.system, messages, req.schema, max_tokens, **sampling)
             except asyncio.CancelledError:
                 self._slots.release()
                 await self._settle(est_cost, 0.0)
@@ -661,7 +665,7 @@ class JudgeService:
                     why += f" (reply cut at max_tokens={max_tokens})"
                 if parse_failures < cfg.parse_retries:
                     parse_failures += 1
-                    messages = [messages[0], {"role": "assistant", "content": reply.raw or "(empty)"},
+                    messages = [*base, {"role": "assistant", "content": reply.raw or "(empty)"},
                                 {"role": "user", "content": _CORRECTION.format(error=why)}]
                     continue
                 return result(FAILED, reason="judge failure: invalid reply", error=why, raw=reply.raw)

@@ -264,6 +264,8 @@ _FAMILY_MODULES = (
     "ragmeter.metrics.agent",
     "ragmeter.metrics.composite",
     "ragmeter.correctness.metrics",
+    "ragmeter.openai_evals.graders",
+    "ragmeter.openai_evals.registry",
 )
 _loaded = False
 
