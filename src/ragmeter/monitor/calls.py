@@ -27,6 +27,9 @@ _PHONE = re.compile(r"(?<![\w.])\+?\d[\d\s().-]{6,}\d(?![\w.])")
 MAX_CALL_ID = 1024
 MAX_MODEL_CHARS = 200
 MAX_TOKENS = 2**53
+#: larger values are mistakes (30 years; a billion dollars), and sums of them stay finite
+MAX_LATENCY_MS = 1e12
+MAX_COST_USD = 1e9
 #: timestamps are kept between these (UTC): earlier or later is a sender's mistake
 MIN_TS = datetime(1970, 1, 1)
 MAX_TS = datetime(9999, 12, 31, 23, 59, 59)
@@ -69,7 +72,8 @@ def _missing(v: Any) -> bool:
     return v is None or (isinstance(v, float) and math.isnan(v))
 
 
-def _number(v: Any, field: str, where: str, *, integer: bool = False) -> float | int | None:
+def _number(v: Any, field: str, where: str, *, integer: bool = False,
+            maximum: float | None = None) -> float | int | None:
     if _missing(v) or v == "":
         return None
     if isinstance(v, bool):
@@ -80,6 +84,8 @@ def _number(v: Any, field: str, where: str, *, integer: bool = False) -> float |
         raise DatasetError(f"{where}: field '{field}' must be a finite number >= 0, got {_shown(v)}") from None
     if not math.isfinite(x) or x < 0:
         raise DatasetError(f"{where}: field '{field}' must be a finite number >= 0, got {_shown(v)}")
+    if maximum is not None and x > maximum:
+        raise DatasetError(f"{where}: field '{field}' must be at most {maximum:g}, got {_shown(v)}")
     if integer:
         if x > MAX_TOKENS or x != int(x):
             raise DatasetError(f"{where}: field '{field}' must be a whole number up to 2**53, got {_shown(v)}")
@@ -237,8 +243,9 @@ def normalise_call(call: Mapping[str, Any], *, where: str = "call", privacy: Pri
         "query": privacy.clean(_text(call.get("query"), "query", where)),
         "answer": privacy.clean(_text(call.get("answer"), "answer", where)),
         "contexts": _contexts(call.get("contexts"), where, privacy),
-        "latency_ms": _number(call.get("latency_ms", call.get("latency")), "latency_ms", where),
-        "cost_usd": _number(call.get("cost_usd", call.get("cost")), "cost_usd", where),
+        "latency_ms": _number(call.get("latency_ms", call.get("latency")), "latency_ms", where,
+                              maximum=MAX_LATENCY_MS),
+        "cost_usd": _number(call.get("cost_usd", call.get("cost")), "cost_usd", where, maximum=MAX_COST_USD),
         "error": _text(error, "error", where),
         "feedback": _feedback(call.get("feedback"), where),
         "input_tokens": _number(call.get("input_tokens"), "input_tokens", where, integer=True),

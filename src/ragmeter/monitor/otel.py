@@ -260,8 +260,8 @@ def _cost(value: Any, key: str) -> float:
             x = float(x)
         except ValueError:
             x = None
-    if isinstance(x, bool) or not isinstance(x, int | float) or not math.isfinite(x) or x < 0:
-        raise DatasetError(f"attribute {key!r} must be a cost in USD >= 0, got {str(value)[:40]!r}")
+    if isinstance(x, bool) or not isinstance(x, int | float) or not math.isfinite(x) or not 0 <= x <= 1e9:
+        raise DatasetError(f"attribute {key!r} must be a cost in USD between 0 and 1e9, got {str(value)[:40]!r}")
     return float(x)
 
 
