@@ -64,19 +64,23 @@ def add_monitor_routes(app: FastAPI, store: Any, page: Callable[..., HTMLRespons
         whole) makes a re-sent call idempotent."""
         from ragmeter.monitor.calls import insert_calls, normalise_call
 
-        try:
-            authorise(request)
-            payload = parse_json(await read_body(request, MAX_BODY_BYTES))
+        def rows_of(body: bytes) -> list[dict[str, Any]]:
+            payload = parse_json(body)
             calls = payload.get("calls") if isinstance(payload, dict) else payload
             if not isinstance(calls, list):
                 raise Rejected(422, 'expected {"calls": [...]} or a JSON list of calls')
             if len(calls) > MAX_CALLS_PER_REQUEST:
                 raise Rejected(413, f"{len(calls)} calls in one request; at most {MAX_CALLS_PER_REQUEST}")
             try:
-                rows = [normalise_call(c, where=f"calls[{i}]", privacy=privacy, source="http")
+                return [normalise_call(c, where=f"calls[{i}]", privacy=privacy, source="http")
                         for i, c in enumerate(calls)]
             except DatasetError as exc:
                 raise Rejected(422, str(exc)) from None
+
+        try:
+            authorise(request)
+            body = await read_body(request, MAX_BODY_BYTES)
+            rows = await in_thread(rows_of, body)  # parsing 16 MiB takes a while: not on the event loop
         except Rejected as exc:
             return rejected(exc)
         await in_thread(insert_calls, store, rows, write=True)
@@ -97,18 +101,20 @@ def add_monitor_routes(app: FastAPI, store: Any, page: Callable[..., HTMLRespons
         from ragmeter.monitor.spans import PendingLimitError, receive_spans
 
         ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
-        try:
-            authorise(request)
-            body = await read_body(request, MAX_BODY_BYTES)
+
+        def spans_of(body: bytes) -> list[Any]:
             try:
                 if ctype == "application/json":
-                    spans = spans_from_otlp_json(parse_json(body))
-                else:
-                    spans = spans_from_protobuf(body)
+                    return spans_from_otlp_json(parse_json(body))
+                return spans_from_protobuf(body)
             except NotOTLPError as exc:
                 raise Rejected(400, str(exc)) from None
             except DatasetError as exc:
                 raise Rejected(422, f"OTLP trace export: {exc}") from None
+
+        try:
+            authorise(request)
+            spans = await in_thread(spans_of, await read_body(request, MAX_BODY_BYTES))
             try:
                 done = await in_thread(lambda: receive_spans(store, spans, privacy=privacy), write=True)
             except PendingLimitError as exc:
