@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -465,3 +466,60 @@ def test_fuzz_http_benchmark(tmp_path):
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert figures["requests"] >= 300 and figures["status_5xx"] == 0 and figures["server_alive"] is True
     assert set(figures["by_endpoint"]) >= {"calls", "traces", "label", "review", "get"}
+
+
+# ---- the checks themselves ---------------------------------------------------------------------------
+def test_safejson_refuses_what_later_fails_and_names_the_path():
+    from ragmeter.safejson import JSONInputError, loads
+
+    assert loads(b'{"a": [1, 2.5, "x", null, true]}') == {"a": [1, 2.5, "x", None, True]}
+    cases = {'{"a": {"b": [' + "9" * 101 + "]}}": ("a.b[0]", "101 digits"),
+             '{"a": 1e400}': ("a", "outside the range"), '{"a": NaN}': ("a", "NaN is not a JSON number"),
+             '{"a": ["\\ud800"]}': ("a[0]", "lone surrogate"), '{"a": "x\\u0000"}': ("a", "NUL"),
+             '{"\\udc00": 1}': ('"?"', "a key holds a lone surrogate"),
+             "[" * 65 + "]" * 65: ("[0]", "nested deeper than 64")}
+    for text, (path, why) in cases.items():
+        with pytest.raises(JSONInputError) as info:
+            loads(text)
+        assert path in info.value.path and why in info.value.message, (text[:40], str(info.value))
+        assert not info.value.syntax
+    for text in ("{", "[" * 100_000 + "]" * 100_000, b"\xff"):
+        with pytest.raises(JSONInputError) as info:
+            loads(text)
+        assert info.value.syntax
+
+
+def test_normalise_call_bounds_and_whole_ids():
+    from ragmeter.errors import DatasetError
+    from ragmeter.monitor.calls import normalise_call
+
+    assert normalise_call({"call_id": "x" * 1024})["call_id"] == "x" * 1024
+    assert normalise_call({"call_id": 12345})["call_id"] == "12345"
+    assert normalise_call({"call_id": ""})["call_id"] is None
+    for call, field in (({"call_id": "x" * 1025}, "call_id"), ({"call_id": 1.5}, "call_id"),
+                        ({"timestamp": 1e20}, "timestamp"), ({"timestamp": -1}, "timestamp"),
+                        ({"timestamp": "0001-01-01"}, "timestamp"), ({"timestamp": "9999-12-31T23:59:59-01:00"}, "timestamp"),
+                        ({"latency_ms": 10**400}, "latency_ms"), ({"latency_ms": 2e12}, "latency_ms"),
+                        ({"cost_usd": 1e10}, "cost_usd"), ({"input_tokens": 2**60}, "input_tokens"),
+                        ({"input_tokens": 1.5}, "input_tokens"), ({"query": "a\ud800"}, "query"),
+                        ({"model": "m" * 201}, "model"), ({"error": [10**5000]}, "error"),
+                        ({"contexts": [{"id": "\udfff"}]}, "contexts[0].id")):
+        with pytest.raises(DatasetError, match=field.replace("[", r"\[").replace("]", r"\]")):
+            normalise_call(call, where="calls[0]")
+
+
+def test_otlp_decoding_names_the_place_of_a_bad_value():
+    from ragmeter.errors import DatasetError
+    from ragmeter.monitor.otlp import decode_export
+
+    spans = decode_export(http_fuzz._export(http_fuzz._span(), http_fuzz._span(spanId="W47/95gDgQM=",
+                                                                             parentSpanId=http_fuzz._SID)))
+    assert [s.span_id for s in spans] == [http_fuzz._SID, "5b8efff798038103"]
+    assert spans[0].attributes == {"input.value": "q?", "output.value": "a."} and spans[1].parent_id == http_fuzz._SID
+    for span, where in ((http_fuzz._span(traceId=None), "spans[0].traceId"),
+                        (http_fuzz._span(traceId="0" * 32), "spans[0].traceId"),
+                        (http_fuzz._span(endTimeUnixNano=str(2**64)), "spans[0].endTimeUnixNano"),
+                        (http_fuzz._span(attributes=[{"key": "k", "value": {"intValue": str(2**63)}}]),
+                         "attributes[0].value.intValue")):
+        with pytest.raises(DatasetError, match=re.escape(where)):
+            decode_export(http_fuzz._export(span))

@@ -317,6 +317,8 @@ def calls_from_spans(spans: Iterable[SpanRecord]) -> tuple[list[dict[str, Any]],
     """
     traces: dict[str, list[SpanRecord]] = {}
     for s in spans:
+        if not s.trace_id or not s.span_id:  # never one call "otel:" for every span without an id
+            raise DatasetError(f"span {s.name or s.span_id or '?'!r} has no {'trace' if not s.trace_id else 'span'} id")
         traces.setdefault(s.trace_id, []).append(s)
     calls: list[dict[str, Any]] = []
     leftover: list[SpanRecord] = []

@@ -16,13 +16,12 @@ A trace may hold at most :data:`MAX_PENDING_SPANS` spans while it waits for its 
 from __future__ import annotations
 
 import os
-from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ragmeter.errors import DatasetError
 from ragmeter.monitor.calls import Privacy, insert_call_rows, normalise_call
-from ragmeter.monitor.otel import calls_from_spans, check_span, trace_root
+from ragmeter.monitor.otel import calls_from_spans, check_span
 from ragmeter.monitor.otlp import SpanRecord
 
 MAX_PENDING_SPANS = int(os.environ.get("RAGMETER_OTLP_MAX_PENDING_SPANS", "1000") or 1000)
@@ -75,7 +74,7 @@ def receive_spans(store: Any, spans: Sequence[SpanRecord], *, privacy: Privacy |
         DatasetError: a span the call would need cannot be used (nothing is stored).
         PendingLimitError: a trace would wait with more than ``max_pending`` spans (nothing is stored).
     """
-    from sqlalchemy import delete, select, text
+    from sqlalchemy import delete, func, select, text
 
     from ragmeter.store.models import OtelSpanRow, utcnow
 
@@ -96,19 +95,23 @@ def receive_spans(store: Any, spans: Sequence[SpanRecord], *, privacy: Privacy |
         # the first statement writes: on SQLite it takes the write lock, so the reads below see
         # every span another request stored before this one
         _insert_spans(s, rows)
-        stored: dict[str, list[SpanRecord]] = defaultdict(list)
-        for chunk in _chunks(traces):
+        # a root completes its trace in the request that brings it (its spans are then deleted),
+        # so only the traces with a root in this request can be complete
+        complete = sorted({sp.trace_id for sp in spans if not sp.parent_id})
+        waiting = sorted(set(traces) - set(complete))
+        for chunk in _chunks(waiting):
+            q = select(OtelSpanRow.trace_id, func.count()).where(OtelSpanRow.trace_id.in_(chunk)) \
+                .group_by(OtelSpanRow.trace_id)
+            for tid, n in s.execute(q):
+                if n > limit:
+                    raise PendingLimitError(f"trace {tid} would hold {n} spans waiting for its root span; "
+                                            f"at most {limit} (send the root span)")
+        stored: list[SpanRecord] = []
+        for chunk in _chunks(complete):
             q = select(OtelSpanRow.trace_id, OtelSpanRow.span_id, OtelSpanRow.data) \
                 .where(OtelSpanRow.trace_id.in_(chunk))
-            for tid, sid, data in s.execute(q):
-                stored[tid].append(SpanRecord.from_data(tid, sid, data))
-        complete = [tid for tid in traces if trace_root(stored[tid]) is not None]
-        done = set(complete)
-        for tid in traces:
-            if tid not in done and len(stored[tid]) > limit:
-                raise PendingLimitError(f"trace {tid} would hold {len(stored[tid])} spans waiting for "
-                                        f"its root span; at most {limit} (send the root span)")
-        calls, _ = calls_from_spans(sp for tid in complete for sp in stored[tid])
+            stored.extend(SpanRecord.from_data(tid, sid, data) for tid, sid, data in s.execute(q))
+        calls, _ = calls_from_spans(stored)
         call_rows = [normalise_call(c, where=f"trace {c['call_id'].removeprefix('otel:')}",
                                     privacy=privacy, source=source) for c in calls]
         insert_call_rows(s, call_rows)

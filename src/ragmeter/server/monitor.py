@@ -23,6 +23,8 @@ from ragmeter.server.validate import Rejected, in_thread, parse_json, read_body
 TOKEN_ENV = "RAGMETER_INGEST_TOKEN"
 MAX_BODY_BYTES = int(os.environ.get("RAGMETER_INGEST_MAX_BYTES", str(16 * 1024 * 1024)))
 MAX_CALLS_PER_REQUEST = 10_000
+#: an OpenTelemetry Collector's batch processor sends 8,192 spans by default
+MAX_SPANS_PER_REQUEST = 20_000
 
 
 def add_monitor_routes(app: FastAPI, store: Any, page: Callable[..., HTMLResponse]) -> None:
@@ -105,12 +107,16 @@ def add_monitor_routes(app: FastAPI, store: Any, page: Callable[..., HTMLRespons
         def spans_of(body: bytes) -> list[Any]:
             try:
                 if ctype == "application/json":
-                    return spans_from_otlp_json(parse_json(body))
-                return spans_from_protobuf(body)
+                    spans = spans_from_otlp_json(parse_json(body))
+                else:
+                    spans = spans_from_protobuf(body)
             except NotOTLPError as exc:
                 raise Rejected(400, str(exc)) from None
             except DatasetError as exc:
                 raise Rejected(422, f"OTLP trace export: {exc}") from None
+            if len(spans) > MAX_SPANS_PER_REQUEST:
+                raise Rejected(413, f"{len(spans)} spans in one request; at most {MAX_SPANS_PER_REQUEST}")
+            return spans
 
         try:
             authorise(request)
