@@ -26,6 +26,8 @@ class _Console:
 console: Console = _Console()  # type: ignore[assignment]
 err_console: Console = _Console(stderr=True)  # type: ignore[assignment]
 
+#: the port ``ragmeter serve`` listens on by default (links printed by other commands use it too)
+DEFAULT_PORT = 8765
 DB_HELP = "SQLAlchemy URL or SQLite path of the store (default: $RAGMETER_DB or .ragmeter/ragmeter.db)."
 
 

@@ -8,11 +8,12 @@ from typing import Annotated
 
 import typer
 
-from ragmeter.cli._common import DB_HELP, console, err_console, fmt, get_store
+from ragmeter.cli._common import DB_HELP, DEFAULT_PORT, console, err_console, fmt, get_store
 
 annotate_app = typer.Typer(no_args_is_help=True, help="Human annotation tasks: create, links, "
                            "status, CSV export/import, agreement, labels back into evaluation.")
-DEFAULT_BASE = "http://127.0.0.1:8000"
+#: where `ragmeter serve` listens by default (same port)
+DEFAULT_BASE = f"http://127.0.0.1:{DEFAULT_PORT}"
 Db = Annotated[str | None, typer.Option("--db", help=DB_HELP)]
 
 

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from ragmeter.cli._common import DB_HELP, console, err_console, get_store
+from ragmeter.cli._common import DB_HELP, DEFAULT_PORT, console, err_console, get_store
 
 
 def register(app: typer.Typer) -> None:
@@ -66,7 +66,7 @@ def report_cmd(
 def serve_cmd(
     host: Annotated[str, typer.Option(help="Interface to listen on. Keep 127.0.0.1 unless others "
                                            "must reach the dashboard (it has no login).")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8765,
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = DEFAULT_PORT,
     db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
     allow_host: Annotated[list[str] | None, typer.Option(
         "--allow-host", help="Another name clients may use in the Host header (repeatable). "

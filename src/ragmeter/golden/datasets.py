@@ -110,8 +110,8 @@ def resolve(store: Any, ref: str) -> DatasetVersion:
         q = select(DatasetRow).where(DatasetRow.name == name)
         if not which:
             row = s.scalars(q.order_by(DatasetRow.version.desc()).limit(1)).first()
-        elif which.isdigit():
-            row = s.scalars(q.where(DatasetRow.version == int(which))).first()
+        elif which.isascii() and which.isdigit():  # '²'.isdigit() is True, int('²') fails
+            row = s.scalars(q.where(DatasetRow.version == int(which))).first() if len(which) <= 18 else None
         else:
             row = s.scalars(q.where(DatasetRow.tag == which).order_by(DatasetRow.version.desc()).limit(1)).first()
         if row is None:
@@ -222,12 +222,17 @@ def review(store: Any, name: str, sample_id: str, action: str, changes: Mapping[
         if row is None:
             raise ConfigError(f"dataset {name} has no sample {sample_id!r}")
         if action == "edit":
+            if changes is not None and not isinstance(changes, Mapping):
+                raise DatasetError(f"sample {sample_id}: changes must be an object of new field values")
             unknown = set(changes or {}) - set(EDITABLE)
             if unknown:
                 raise ConfigError(f"cannot edit {sorted(unknown)}; editable: {', '.join(EDITABLE)}")
             data = {**row.data, **dict(changes or {})}
             if "relevant" in (changes or {}):
-                data["relevant"] = [_checked_span(store, v, sp) for sp in changes["relevant"]]  # type: ignore[index]
+                spans = changes["relevant"]  # type: ignore[index]
+                if not isinstance(spans, list):
+                    raise DatasetError(f"sample {sample_id}: field 'relevant' must be a list of spans")
+                data["relevant"] = [_checked_span(store, v, sp, f"relevant[{i}]") for i, sp in enumerate(spans)]
             try:
                 data = Sample.model_validate(data).model_dump(mode="json", exclude_none=True)
             except Exception as exc:  # noqa: BLE001 - pydantic names the field
@@ -238,12 +243,20 @@ def review(store: Any, name: str, sample_id: str, action: str, changes: Mapping[
         return {"sample_id": row.sample_id, "review": row.review, "data": row.data, "version": v.version}
 
 
-def _checked_span(store: Any, v: DatasetVersion, span: Mapping[str, Any]) -> dict[str, Any]:
+def _checked_span(store: Any, v: DatasetVersion, span: Any, where: str = "relevant") -> dict[str, Any]:
+    if not isinstance(span, Mapping):
+        raise DatasetError(f"field '{where}' must be a span object (source, start, end, text)")
     corpus = v.info.get("corpus")
     sp = dict(span)
+    for key in ("start", "end"):
+        x = sp.get(key)
+        if x is not None and (isinstance(x, bool) or not isinstance(x, int) or not 0 <= x < 2**53):
+            raise DatasetError(f"field '{where}.{key}' must be a character offset (a whole number >= 0)")
+    if sp.get("source") is not None and not isinstance(sp["source"], str):
+        raise DatasetError(f"field '{where}.source' must be a document path (text)")
     if corpus and sp.get("source") is not None and sp.get("start") is not None and sp.get("end") is not None:
         text = document_text(store, corpus, sp["source"])
-        s, e = int(sp["start"]), int(sp["end"])
+        s, e = sp["start"], sp["end"]
         if not 0 <= s < e <= len(text):
             raise DatasetError(f"span {s}-{e} is outside {sp['source']} ({len(text)} characters)")
         sp["text"] = text[s:e]

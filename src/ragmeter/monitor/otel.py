@@ -16,15 +16,18 @@ token counts (summed). The trace id is the call id, so importing a file twice st
 
 from __future__ import annotations
 
-import base64
 import json
+import math
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from ragmeter.errors import DatasetError
+from ragmeter.monitor.otlp import NotOTLPError, SpanRecord, decode_export
+
+__all__ = ["SpanRecord", "calls_from_spans", "check_span", "read_spans", "spans_from_console_json",
+           "spans_from_otlp_json", "spans_from_protobuf"]
 
 _QUERY_KEYS = ("ragmeter.query", "input.value", "gen_ai.prompt", "gen_ai.prompt.0.content",
                "llm.input_messages.0.message.content", "traceloop.entity.input")
@@ -39,58 +42,6 @@ _TEXT_FIELDS = ("question", "query", "input", "user_input", "prompt", "text")
 _ANSWER_FIELDS = ("answer", "output", "response", "result", "text", "content")
 
 
-@dataclass
-class SpanRecord:
-    """A span reduced to what the conversion needs."""
-
-    trace_id: str
-    span_id: str
-    parent_id: str | None
-    name: str
-    start_ns: int
-    end_ns: int
-    attributes: dict[str, Any] = field(default_factory=dict)
-    error: str | None = None
-    resource: dict[str, Any] = field(default_factory=dict)
-
-
-# ---- OTLP value decoding ----------------------------------------------------------------------
-def _any_value(v: Mapping[str, Any]) -> Any:
-    """An OTLP/JSON ``AnyValue`` as a Python value."""
-    if "stringValue" in v:
-        return v["stringValue"]
-    if "intValue" in v:
-        return int(v["intValue"])
-    if "doubleValue" in v:
-        return float(v["doubleValue"])
-    if "boolValue" in v:
-        return bool(v["boolValue"])
-    if "arrayValue" in v:
-        return [_any_value(x) for x in (v["arrayValue"] or {}).get("values", [])]
-    if "kvlistValue" in v:
-        return _attributes((v["kvlistValue"] or {}).get("values", []))
-    if "bytesValue" in v:
-        return v["bytesValue"]
-    return None
-
-
-def _attributes(items: Iterable[Mapping[str, Any]] | None) -> dict[str, Any]:
-    return {a["key"]: _any_value(a.get("value") or {}) for a in items or [] if "key" in a}
-
-
-def _hex_id(value: Any) -> str:
-    """Trace/span ids: hex in OTLP/JSON; base64 where a protobuf message went through JSON."""
-    if not value:
-        return ""
-    text = str(value)
-    if all(c in "0123456789abcdefABCDEF" for c in text) and len(text) in (16, 32):
-        return text.lower()
-    try:
-        return base64.b64decode(text).hex()
-    except (ValueError, TypeError):
-        return text
-
-
 def _status_error(status: Mapping[str, Any] | None) -> str | None:
     status = status or {}
     code = status.get("code", status.get("status_code"))
@@ -99,24 +50,14 @@ def _status_error(status: Mapping[str, Any] | None) -> str | None:
     return None
 
 
-def spans_from_otlp_json(obj: Mapping[str, Any]) -> list[SpanRecord]:
-    """Spans of one OTLP/JSON ``ExportTraceServiceRequest`` (``{"resourceSpans": [...]}``)."""
-    out: list[SpanRecord] = []
-    for rs in obj.get("resourceSpans") or obj.get("resource_spans") or []:
-        resource = _attributes((rs.get("resource") or {}).get("attributes"))
-        for ss in rs.get("scopeSpans") or rs.get("scope_spans") or rs.get("instrumentationLibrarySpans") or []:
-            for sp in ss.get("spans") or []:
-                out.append(SpanRecord(
-                    trace_id=_hex_id(sp.get("traceId") or sp.get("trace_id")),
-                    span_id=_hex_id(sp.get("spanId") or sp.get("span_id")),
-                    parent_id=_hex_id(sp.get("parentSpanId") or sp.get("parent_span_id")) or None,
-                    name=str(sp.get("name", "")),
-                    start_ns=int(sp.get("startTimeUnixNano") or sp.get("start_time_unix_nano") or 0),
-                    end_ns=int(sp.get("endTimeUnixNano") or sp.get("end_time_unix_nano") or 0),
-                    attributes=_attributes(sp.get("attributes")),
-                    error=_status_error(sp.get("status")),
-                    resource=resource))
-    return out
+def spans_from_otlp_json(obj: Any) -> list[SpanRecord]:
+    """Spans of one OTLP/JSON ``ExportTraceServiceRequest`` (``{"resourceSpans": [...]}``), checked
+    field by field (:func:`ragmeter.monitor.otlp.decode_export`).
+
+    Raises:
+        DatasetError: a value of the wrong shape, naming its path in the request.
+    """
+    return decode_export(obj)
 
 
 def spans_from_protobuf(body: bytes) -> list[SpanRecord]:
@@ -125,14 +66,21 @@ def spans_from_protobuf(body: bytes) -> list[SpanRecord]:
         from google.protobuf.json_format import MessageToDict
         from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
     except ImportError:  # pragma: no cover - depends on the installed extra
-        raise DatasetError("OTLP protobuf needs opentelemetry-proto: pip install 'ragmeter-eval[monitor]' "
+        raise NotOTLPError("OTLP protobuf needs opentelemetry-proto: pip install 'ragmeter-eval[monitor]' "
                            "(or send OTLP/JSON)") from None
     msg = ExportTraceServiceRequest()
     try:
         msg.ParseFromString(body)
     except Exception as exc:  # noqa: BLE001 - any decode error is the sender's input error
-        raise DatasetError(f"not an OTLP ExportTraceServiceRequest: {exc}") from None
-    return spans_from_otlp_json(MessageToDict(msg))
+        raise NotOTLPError(f"not an OTLP ExportTraceServiceRequest (protobuf): {exc}") from None
+    from ragmeter.safejson import JSONInputError, check
+
+    obj = MessageToDict(msg)
+    try:
+        check(obj)
+    except JSONInputError as exc:
+        raise DatasetError(str(exc)) from None
+    return spans_from_otlp_json(obj)
 
 
 def _iso_ns(text: Any) -> int:
@@ -212,18 +160,28 @@ def _first(attrs: Mapping[str, Any], keys: Iterable[str]) -> Any:
     return None
 
 
+def _json_text(text: str) -> Any:
+    """``text`` parsed as JSON when it is JSON (checked: depth, numbers, texts), else ``text``."""
+    from ragmeter.safejson import JSONInputError, loads
+
+    try:
+        return loads(text)
+    except JSONInputError as exc:
+        if exc.syntax:
+            return text
+        raise DatasetError(f"JSON value {exc}") from None
+
+
 def _unwrap(value: Any, fields: tuple[str, ...]) -> str | None:
     """A text from an attribute that may hold JSON (a chain's inputs/outputs, a message list)."""
     if value is None:
         return None
     if isinstance(value, str):
         s = value.strip()
-        if s[:1] in "[{":
-            try:
-                value = json.loads(s)
-            except json.JSONDecodeError:
-                return value
-        else:
+        if s[:1] not in ("[", "{"):
+            return value
+        value = _json_text(s)
+        if isinstance(value, str):
             return value
     if isinstance(value, Mapping):
         for f in fields:
@@ -248,9 +206,8 @@ def _messages_text(value: Any, role: str | None) -> str | None:
     """``gen_ai.input.messages`` / ``gen_ai.output.messages`` (JSON arrays of messages with
     ``role`` and ``parts`` or ``content``)."""
     if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError:
+        value = _json_text(value)
+        if isinstance(value, str):
             return value
     if not isinstance(value, list):
         return None
@@ -282,29 +239,109 @@ def _documents(attrs: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [d for _, d in sorted(docs.items()) if d.get("text") is not None]
 
 
+def _count(value: Any, key: str) -> int:
+    """A token count attribute: a whole number in [0, 2**53]."""
+    x: Any = value
+    if isinstance(x, str):
+        try:
+            x = float(x.strip()) if x.strip() else None
+        except ValueError:
+            x = None
+    if isinstance(x, bool) or not isinstance(x, int | float) or not math.isfinite(x) \
+            or x < 0 or x > 2**53 or x != int(x):
+        raise DatasetError(f"attribute {key!r} must be a whole number of tokens >= 0, got {str(value)[:40]!r}")
+    return int(x)
+
+
+def _cost(value: Any, key: str) -> float:
+    x: Any = value
+    if isinstance(x, str):
+        try:
+            x = float(x)
+        except ValueError:
+            x = None
+    if isinstance(x, bool) or not isinstance(x, int | float) or not math.isfinite(x) or not 0 <= x <= 1e9:
+        raise DatasetError(f"attribute {key!r} must be a cost in USD between 0 and 1e9, got {str(value)[:40]!r}")
+    return float(x)
+
+
+def _contexts_attr(raw: Any) -> list[Any]:
+    value = _json_text(raw) if isinstance(raw, str) else raw
+    if not isinstance(value, list) or not all(isinstance(c, str | Mapping) for c in value):
+        raise DatasetError("attribute 'ragmeter.contexts' must be a JSON list of texts or "
+                           f"{{'id', 'text'}} objects, got {str(raw)[:60]!r}")
+    return list(value)
+
+
+def _metadata_attr(raw: Any) -> Mapping[str, Any] | None:
+    value = _json_text(raw) if isinstance(raw, str) and raw.strip()[:1] == "{" else raw
+    return value if isinstance(value, Mapping) else None
+
+
+def check_span(span: SpanRecord) -> None:
+    """Refuse a span whose attributes the conversion to a call reads but cannot use (a token count
+    that is not a number, a cost below 0, contexts that are not a list, a model that is not text),
+    naming the span and the attribute: a receiver checks each span when it arrives, so a stored
+    span can always be assembled into its trace's call later."""
+    a = span.attributes
+    checks: list[tuple[str, Any]] = []
+    checks += [(k, lambda v, k=k: _count(v, k)) for k in (*_IN_TOKENS, *_OUT_TOKENS)]
+    checks += [(k, lambda v, k=k: _cost(v, k)) for k in _COST_KEYS]
+    checks += [(k, _model_name) for k in _MODEL_KEYS]
+    checks += [("ragmeter.contexts", _contexts_attr), ("metadata", _metadata_attr)]
+    checks += [(k, lambda v: _unwrap(v, _TEXT_FIELDS)) for k in (*_QUERY_KEYS, *_ANSWER_KEYS)]
+    checks += [(k, lambda v: _messages_text(v, None)) for k in ("gen_ai.input.messages", "gen_ai.output.messages")]
+    for key, check in checks:
+        if a.get(key) in (None, ""):
+            continue
+        try:
+            check(a[key])
+        except DatasetError as exc:
+            why = str(exc) if str(exc).startswith("attribute ") else f"attribute {key!r}: {exc}"
+            raise DatasetError(f"span {span.span_id} of trace {span.trace_id}: {why}") from None
+
+
+def _model_name(value: Any) -> str:
+    if not isinstance(value, str) or len(value) > 200:
+        raise DatasetError(f"must be a model name (text, at most 200 characters), got {str(value)[:60]!r}")
+    return value
+
+
 def calls_from_spans(spans: Iterable[SpanRecord]) -> tuple[list[dict[str, Any]], list[SpanRecord]]:
     """Group spans by trace and turn each trace that has its root span into one call (a mapping
     for :func:`ragmeter.monitor.calls.normalise_call`). Returns ``(calls, leftover)``: spans of
-    traces whose root has not arrived (an exporter may send a trace's children first)."""
+    traces whose root has not arrived (an exporter may send a trace's children first).
+
+    Raises:
+        DatasetError: a span attribute the call needs has an unusable value (see :func:`check_span`).
+    """
     traces: dict[str, list[SpanRecord]] = {}
     for s in spans:
+        if not s.trace_id or not s.span_id:  # never one call "otel:" for every span without an id
+            raise DatasetError(f"span {s.name or s.span_id or '?'!r} has no {'trace' if not s.trace_id else 'span'} id")
         traces.setdefault(s.trace_id, []).append(s)
     calls: list[dict[str, Any]] = []
     leftover: list[SpanRecord] = []
     for trace_id, group in traces.items():
-        ids = {s.span_id for s in group}
-        roots = [s for s in group if not s.parent_id or s.parent_id not in ids]
-        true_roots = [s for s in roots if not s.parent_id]
-        if not true_roots:
+        root = trace_root(group)
+        if root is None:
             leftover.extend(group)
             continue
-        root = min(true_roots, key=lambda s: s.start_ns)
-        calls.append(_call_from_trace(trace_id, root, group))
+        try:
+            calls.append(_call_from_trace(trace_id, root, group))
+        except DatasetError as exc:
+            raise DatasetError(f"trace {trace_id}: {exc}") from None
     return calls, leftover
 
 
+def trace_root(group: Iterable[SpanRecord]) -> SpanRecord | None:
+    """The root span of one trace's spans (the earliest span without a parent), or None."""
+    roots = [s for s in group if not s.parent_id]
+    return min(roots, key=lambda s: (s.start_ns, s.span_id)) if roots else None
+
+
 def _call_from_trace(trace_id: str, root: SpanRecord, group: list[SpanRecord]) -> dict[str, Any]:
-    ordered = sorted(group, key=lambda s: s.start_ns)
+    ordered = sorted(group, key=lambda s: (s.start_ns, s.span_id))
     a = root.attributes
     query = _unwrap(_first(a, _QUERY_KEYS), _TEXT_FIELDS) or _messages_text(a.get("gen_ai.input.messages"), "user")
     answer = _unwrap(_first(a, _ANSWER_KEYS), _ANSWER_FIELDS) or _messages_text(a.get("gen_ai.output.messages"), None)
@@ -316,39 +353,33 @@ def _call_from_trace(trace_id: str, root: SpanRecord, group: list[SpanRecord]) -
                 _messages_text(s.attributes.get("gen_ai.output.messages"), None)
             query = query or q
             answer = answer or ans
-    contexts: list[dict[str, Any]] = []
+    contexts: list[Any] = []
     for s in ordered:
         contexts.extend(_documents(s.attributes))
     if not contexts and a.get("ragmeter.contexts"):
-        raw = a["ragmeter.contexts"]
-        contexts = list(json.loads(raw)) if isinstance(raw, str) else list(raw)
+        contexts = _contexts_attr(a["ragmeter.contexts"])
     model = _first(a, _MODEL_KEYS)
     tin = tout = 0
     has_tokens = False
-    cost = _first(a, _COST_KEYS)
+    cost = None if _first(a, _COST_KEYS) is None else _cost(_first(a, _COST_KEYS), "cost")
     for s in ordered:
         model = model or _first(s.attributes, _MODEL_KEYS)
         i, o = _first(s.attributes, _IN_TOKENS), _first(s.attributes, _OUT_TOKENS)
         if i is not None or o is not None:
             has_tokens = True
-            tin += int(i or 0)
-            tout += int(o or 0)
+            tin += 0 if i is None else _count(i, "input tokens")
+            tout += 0 if o is None else _count(o, "output tokens")
         if s is not root and cost is None:
             c = _first(s.attributes, _COST_KEYS)
-            cost = None if c is None else float(c)
+            cost = None if c is None else _cost(c, "cost")
     error = root.error or next((s.error for s in ordered if s.error), None)
     meta: dict[str, Any] = {"route": root.name, "trace_id": trace_id}
     for k_src, k_dst in (("service.name", "service"), ("service.version", "version"),
                          ("deployment.environment", "environment")):
         if root.resource.get(k_src) is not None:
             meta[k_dst] = root.resource[k_src]
-    extra = a.get("metadata")
-    if isinstance(extra, str):
-        try:
-            extra = json.loads(extra)
-        except json.JSONDecodeError:
-            extra = None
-    if isinstance(extra, Mapping):
+    extra = _metadata_attr(a.get("metadata"))
+    if extra:
         meta.update({str(k): v for k, v in extra.items()})
     feedback = a.get("ragmeter.feedback")
     return {
@@ -356,7 +387,7 @@ def _call_from_trace(trace_id: str, root: SpanRecord, group: list[SpanRecord]) -
         "timestamp": datetime.fromtimestamp(root.start_ns / 1e9, UTC),
         "query": query, "answer": answer, "contexts": contexts or None,
         "latency_ms": max(0.0, (root.end_ns - root.start_ns) / 1e6),
-        "cost_usd": None if cost is None else float(cost),
+        "cost_usd": cost,
         "error": error, "feedback": feedback,
         "input_tokens": tin if has_tokens else None, "output_tokens": tout if has_tokens else None,
         "model": None if model is None else str(model), "metadata": meta,

@@ -18,6 +18,7 @@ def exposition(store: Any, counters: dict[str, int] | None = None) -> bytes:
 
     from ragmeter.monitor.aggregate import now_utc, window_stats
     from ragmeter.monitor.online import monitor_runs
+    from ragmeter.monitor.spans import pending_spans
 
     class _Collector:
         def collect(self) -> Any:
@@ -37,6 +38,8 @@ def exposition(store: Any, counters: dict[str, int] | None = None) -> bytes:
             for name, value in (counters or {}).items():
                 yield CounterMetricFamily(f"ragmeter_ingest_{name}", f"Ingest requests: {name}.",
                                           value=int(value))
+            yield GaugeMetricFamily("ragmeter_otlp_pending_spans", "OpenTelemetry spans stored while "
+                                    "their trace waits for its root span.", value=pending_spans(store))
             st = window_stats(store, timedelta(hours=1), until=now_utc())
             lat = GaugeMetricFamily("ragmeter_latency_ms", "Latency percentile of the calls of the "
                                     "last hour (exact, numpy linear method).", labels=["quantile", "window"])

@@ -19,10 +19,21 @@ from urllib.parse import urlsplit
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
+from ragmeter.server.validate import (
+    Rejected,
+    expect_object,
+    in_thread,
+    json_body,
+    require_json_content,
+    text_field,
+)
 from ragmeter.store import Store
 
 HERE = Path(__file__).parent
 TOKEN_HEADER = "X-Annotate-Token"
+#: a label is a few short fields; sample ids are at most this long
+MAX_LABEL_BYTES = 64 * 1024
+MAX_ID_CHARS = 1000
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", "[::1]"}
 PAGE_CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
             "object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'none'")
@@ -44,12 +55,22 @@ def _allowed_hosts(request: Request) -> set[str]:
     return LOCAL_HOSTS | {h.lower() for h in extra}
 
 
+def _netloc(url: str) -> str | None:
+    try:
+        return urlsplit(url).netloc.lower()
+    except ValueError:  # e.g. an unclosed IPv6 bracket
+        return None
+
+
 def same_origin(request: Request) -> str | None:
     """None when the request comes from a page of this server, else why not."""
     host = (request.headers.get("host") or "").lower()
     if not host:
         return "no Host header"
-    hostname = urlsplit(f"//{host}").hostname or ""
+    try:
+        hostname = urlsplit(f"//{host}").hostname or ""
+    except ValueError:
+        return "malformed Host header"
     if hostname not in _allowed_hosts(request) and f"[{hostname}]" not in _allowed_hosts(request):
         return f"host {hostname!r} is not allowed"
     site = request.headers.get("sec-fetch-site")
@@ -58,7 +79,7 @@ def same_origin(request: Request) -> str | None:
     source = request.headers.get("origin") or request.headers.get("referer")
     if not source or source == "null":
         return "no Origin or Referer header"
-    if urlsplit(source).netloc.lower() != host:
+    if _netloc(source) != host:
         return "request from another origin"
     return None
 
@@ -126,19 +147,21 @@ def annotate_router(store: Store) -> APIRouter:
         why = same_origin(request)
         if why:
             return _deny(f"refused: {why}")
-        if (request.headers.get("content-type") or "").split(";")[0].strip() != "application/json":
-            return _deny("send JSON (Content-Type: application/json)", 415)
-        found = session_of(request)
-        if found is None:
-            return _deny("unknown or expired link", 401)
-        task, rater = found
         try:
-            body = await request.json()
-            sid, scale, value = str(body["sample_id"]), str(body["scale"]), body["value"]
-        except (ValueError, KeyError, TypeError):
-            return _deny("body must be {\"sample_id\", \"scale\", \"value\"}", 400)
+            require_json_content(request)
+            found = await in_thread(session_of, request)
+            if found is None:
+                raise Rejected(401, "unknown or expired link")
+            task, rater = found
+            body = expect_object(await json_body(request, MAX_LABEL_BYTES),
+                                 '{"sample_id": ..., "scale": ..., "value": ...}')
+            sid = text_field(body, "sample_id", max_chars=MAX_ID_CHARS, numbers=True)
+            scale = text_field(body, "scale", max_chars=200)
+            value = text_field(body, "value", max_chars=200, numbers=True)
+        except Rejected as exc:
+            return exc.response()
         try:
-            T.save_label(store, task, rater.name, sid, scale, value, source="web")
+            await in_thread(T.save_label, store, task, rater.name, sid, scale, value, "web", write=True)
         except ValueError as exc:
             return _deny(str(exc), 400)
         return JSONResponse({"ok": True}, headers={"Cache-Control": "no-store"})

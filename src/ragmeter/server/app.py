@@ -13,9 +13,11 @@ from typing import Annotated, Any
 
 from fastapi import FastAPI, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
+from sqlalchemy.exc import OperationalError
 
 from ragmeter._version import __version__
 from ragmeter.errors import StoreError
+from ragmeter.server.validate import MAX_OFFSET
 from ragmeter.store import Store, open_store
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -116,6 +118,8 @@ def create_app(db: str | Store | None = None, *, allowed_hosts: Iterable[str] = 
     )
     app.state.store = store
     hosts = LOCAL_HOSTS | {host_name(h) for h in allowed_hosts if h}
+    # the annotation page's writes accept the same Host names (server/annotate.py)
+    app.state.allowed_hosts = frozenset(hosts)
     app.add_middleware(GuardMiddleware, allowed_hosts=frozenset(hosts))
     not_found = {404: {"model": models.ErrorBody, "description": "No such run or sample."}}
 
@@ -140,8 +144,8 @@ def create_app(db: str | Store | None = None, *, allowed_hosts: Iterable[str] = 
                     store_url=_public_url(store.url))
 
     @app.get("/runs/{run_id}", response_class=HTMLResponse, include_in_schema=False)
-    def run_page(run_id: str, limit: Annotated[int, Query(ge=1)] = DEFAULT_PAGE_SAMPLES,
-                 offset: Annotated[int, Query(ge=0)] = 0) -> HTMLResponse:
+    def run_page(run_id: str, limit: Annotated[int, Query(ge=1, le=MAX_OFFSET)] = DEFAULT_PAGE_SAMPLES,
+                 offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0) -> HTMLResponse:
         if limit > paged.MAX_PAGE:
             return page("error.html.j2", status_code=400, title="ragmeter — bad request",
                         message=f"limit is at most {paged.MAX_PAGE} samples per page; "
@@ -177,13 +181,14 @@ def create_app(db: str | Store | None = None, *, allowed_hosts: Iterable[str] = 
         return page("compare.html.j2", title=f"ragmeter — {labels}", compare=view,
                     figures=figures.compare_figures(view, "cmp"))
 
+    # no store access: answered on the event loop, never waiting for a worker thread
     @app.get("/favicon.ico", include_in_schema=False)
-    def favicon() -> Response:
+    async def favicon() -> Response:
         return Response(FAVICON, media_type="image/svg+xml",
                         headers={"Cache-Control": "public, max-age=86400"})
 
     @app.get("/static/{name}", include_in_schema=False)
-    def static(name: str) -> Response:
+    async def static(name: str) -> Response:
         if name not in _STATIC_TYPES:
             return Response("not found", status_code=404, media_type="text/plain")
         return Response(_static_text(name), media_type=_STATIC_TYPES[name],
@@ -193,7 +198,7 @@ def create_app(db: str | Store | None = None, *, allowed_hosts: Iterable[str] = 
     # ---- JSON API ------------------------------------------------------------------------
     @app.get("/api/runs", response_model=list[models.RunListItem], tags=["runs"],
              summary="List runs, newest first")
-    def api_runs(limit: Annotated[int | None, Query(ge=1, description="At most this many.")] = None
+    def api_runs(limit: Annotated[int | None, Query(ge=1, le=MAX_OFFSET, description="At most this many.")] = None
                  ) -> list[dict[str, Any]]:
         return data.runs_list(store, limit)
 
@@ -209,7 +214,7 @@ def create_app(db: str | Store | None = None, *, allowed_hosts: Iterable[str] = 
              tags=["runs"], summary="A run's per-sample values, worst first")
     def api_samples(
         run_id: str,
-        offset: Annotated[int, Query(ge=0)] = 0,
+        offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
         limit: Annotated[int, Query(ge=1, le=paged.MAX_PAGE, description="Rows per page (at most "
                                                                    f"{paged.MAX_PAGE}).")] = 100,
         sort: Annotated[str, Query(pattern="^(worst|position)$",
@@ -266,6 +271,15 @@ def create_app(db: str | Store | None = None, *, allowed_hosts: Iterable[str] = 
         if request.url.path.startswith("/api/"):
             return JSONResponse({"detail": str(exc)}, status_code=404)
         return error_page(exc)
+
+    @app.exception_handler(OperationalError)
+    async def _store_busy(request: Request, exc: OperationalError) -> Response:
+        # SQLite's write lock held by another process past the busy timeout: the store is busy,
+        # the request was fine (503 tells a client to retry later; nothing was written)
+        if "locked" in str(exc.orig) or "busy" in str(exc.orig):
+            return JSONResponse({"detail": "the store is busy: another process holds its write lock; "
+                                           "retry later"}, status_code=503, headers={"Retry-After": "5"})
+        raise exc
 
     return app
 

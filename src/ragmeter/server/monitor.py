@@ -8,57 +8,23 @@ ingest is switched off (503). Bodies are limited in bytes and calls per request.
 
 # no ``from __future__ import annotations``: FastAPI reads the route signatures at run time
 import hmac
+import math
 import os
 import threading
-import time
 from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import FastAPI, Query, Request
-from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from ragmeter.errors import ConfigError, DatasetError
+from ragmeter.server.validate import Rejected, in_thread, parse_json, read_body
 
 TOKEN_ENV = "RAGMETER_INGEST_TOKEN"
 MAX_BODY_BYTES = int(os.environ.get("RAGMETER_INGEST_MAX_BYTES", str(16 * 1024 * 1024)))
 MAX_CALLS_PER_REQUEST = 10_000
-PENDING_TRACES = 10_000
-PENDING_TTL_S = 600.0
-
-
-class _Rejected(Exception):
-    def __init__(self, status: int, detail: str, headers: dict[str, str] | None = None) -> None:
-        super().__init__(detail)
-        self.status, self.detail, self.headers = status, detail, headers or {}
-
-
-class _PendingSpans:
-    """Spans of traces whose root span has not arrived yet (exporters send children first)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._by_trace: dict[str, tuple[float, list[Any]]] = {}
-
-    def merge(self, spans: list[Any]) -> list[Any]:
-        now = time.monotonic()
-        with self._lock:
-            for tid in [t for t, (ts, _) in self._by_trace.items() if now - ts > PENDING_TTL_S]:
-                del self._by_trace[tid]
-            traces = {s.trace_id for s in spans}
-            merged = list(spans)
-            for tid in traces:
-                if tid in self._by_trace:
-                    merged.extend(self._by_trace.pop(tid)[1])
-            return merged
-
-    def keep(self, spans: list[Any]) -> None:
-        now = time.monotonic()
-        with self._lock:
-            for s in spans:
-                if s.trace_id not in self._by_trace and len(self._by_trace) >= PENDING_TRACES:
-                    continue
-                self._by_trace.setdefault(s.trace_id, (now, []))[1].append(s)
+#: an OpenTelemetry Collector's batch processor sends 8,192 spans by default
+MAX_SPANS_PER_REQUEST = 20_000
 
 
 def add_monitor_routes(app: FastAPI, store: Any, page: Callable[..., HTMLResponse]) -> None:
@@ -68,8 +34,7 @@ def add_monitor_routes(app: FastAPI, store: Any, page: Callable[..., HTMLRespons
     token = os.environ.get(TOKEN_ENV) or None
     privacy = Privacy(max_text_chars=_int_env("RAGMETER_MONITOR_MAX_TEXT_CHARS"),
                       redact_pii=os.environ.get("RAGMETER_MONITOR_REDACT_PII", "") in {"1", "true", "yes"})
-    counters = {"accepted_calls": 0, "rejected_requests": 0}
-    pending = _PendingSpans()
+    counters = {"accepted_calls": 0, "rejected_requests": 0, "accepted_spans": 0}
     lock = threading.Lock()
 
     def count(key: str, n: int = 1) -> None:
@@ -78,107 +43,108 @@ def add_monitor_routes(app: FastAPI, store: Any, page: Callable[..., HTMLRespons
 
     def authorise(request: Request) -> None:
         if token is None:
-            raise _Rejected(503, f"ingest is switched off: start `ragmeter serve` with {TOKEN_ENV} set")
+            raise Rejected(503, f"ingest is switched off: start `ragmeter serve` with {TOKEN_ENV} set")
         header = request.headers.get("authorization", "")
         scheme, _, given = header.partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), token.encode()):
-            raise _Rejected(401, "missing or wrong bearer token", {"WWW-Authenticate": "Bearer"})
+        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode("utf-8", "replace"),
+                                                                  token.encode()):
+            raise Rejected(401, "missing or wrong bearer token", {"WWW-Authenticate": "Bearer"})
 
-    async def read_body(request: Request) -> bytes:
-        length = request.headers.get("content-length")
-        if length and length.isdigit() and int(length) > MAX_BODY_BYTES:
-            raise _Rejected(413, f"body over {MAX_BODY_BYTES} bytes: send smaller batches")
-        chunks, size = [], 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > MAX_BODY_BYTES:
-                raise _Rejected(413, f"body over {MAX_BODY_BYTES} bytes: send smaller batches")
-            chunks.append(chunk)
-        return b"".join(chunks)
-
-    def rejected(exc: _Rejected) -> JSONResponse:
+    def rejected(exc: Rejected) -> JSONResponse:
         count("rejected_requests")
-        return JSONResponse({"detail": exc.detail}, status_code=exc.status, headers=exc.headers)
+        return exc.response()
 
     @app.post("/api/v1/calls", tags=["monitor"], summary="Log production RAG calls (batch)",
-              responses={401: {"description": "Missing or wrong bearer token."},
+              responses={400: {"description": "The body is not JSON."},
+                         401: {"description": "Missing or wrong bearer token."},
                          413: {"description": "Body or batch too large."},
-                         422: {"description": "A call has a field of the wrong type."}})
+                         422: {"description": "A call has a field of the wrong type (the detail names it)."}})
     async def ingest_calls(request: Request) -> Any:
         """Body: ``{"calls": [{"query", "answer", "contexts", "latency_ms", "cost_usd", "error",
         "timestamp", "feedback", "model", "metadata", "call_id", ...}]}`` (or a bare list).
-        ``timestamp`` is ISO 8601 (default: now); ``call_id`` makes a re-sent call idempotent."""
-        import json
-
+        ``timestamp`` is ISO 8601 (default: now); ``call_id`` (up to 1,024 characters, kept
+        whole) makes a re-sent call idempotent."""
         from ragmeter.monitor.calls import insert_calls, normalise_call
+
+        def rows_of(body: bytes) -> list[dict[str, Any]]:
+            payload = parse_json(body)
+            calls = payload.get("calls") if isinstance(payload, dict) else payload
+            if not isinstance(calls, list):
+                raise Rejected(422, 'expected {"calls": [...]} or a JSON list of calls')
+            if len(calls) > MAX_CALLS_PER_REQUEST:
+                raise Rejected(413, f"{len(calls)} calls in one request; at most {MAX_CALLS_PER_REQUEST}")
+            try:
+                return [normalise_call(c, where=f"calls[{i}]", privacy=privacy, source="http")
+                        for i, c in enumerate(calls)]
+            except DatasetError as exc:
+                raise Rejected(422, str(exc)) from None
 
         try:
             authorise(request)
-            body = await read_body(request)
-            try:
-                payload = json.loads(body)
-            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-                raise _Rejected(400, f"body is not JSON: {exc}") from None
-            calls = payload.get("calls") if isinstance(payload, dict) else payload
-            if not isinstance(calls, list):
-                raise _Rejected(422, 'expected {"calls": [...]} or a JSON list of calls')
-            if len(calls) > MAX_CALLS_PER_REQUEST:
-                raise _Rejected(413, f"{len(calls)} calls in one request; at most {MAX_CALLS_PER_REQUEST}")
-            try:
-                rows = [normalise_call(c, where=f"calls[{i}]", privacy=privacy, source="http")
-                        for i, c in enumerate(calls)]
-            except DatasetError as exc:
-                raise _Rejected(422, str(exc)) from None
-        except _Rejected as exc:
+            body = await read_body(request, MAX_BODY_BYTES)
+            rows = await in_thread(rows_of, body)  # parsing 16 MiB takes a while: not on the event loop
+        except Rejected as exc:
             return rejected(exc)
-        await run_in_threadpool(insert_calls, store, rows)
+        await in_thread(insert_calls, store, rows, write=True)
         count("accepted_calls", len(rows))
         return {"accepted": len(rows)}
 
     @app.post("/v1/traces", tags=["monitor"], summary="OTLP/HTTP trace receiver",
-              responses={401: {"description": "Missing or wrong bearer token."}})
+              responses={400: {"description": "Not an OTLP trace export."},
+                         401: {"description": "Missing or wrong bearer token."},
+                         413: {"description": "Body too large, or a trace waits with too many spans."},
+                         422: {"description": "A span has a field of the wrong shape (the detail names it)."}})
     async def otlp_traces(request: Request) -> Any:
         """OpenTelemetry spans (OTLP/HTTP, protobuf or JSON) following the GenAI semantic
-        conventions or OpenInference; each finished trace becomes one logged call."""
-        import json
+        conventions or OpenInference; each finished trace becomes one logged call. Every span is
+        stored when it arrives, so spans acknowledged before their root survive a restart."""
+        from ragmeter.monitor.otel import spans_from_otlp_json, spans_from_protobuf
+        from ragmeter.monitor.otlp import NotOTLPError
+        from ragmeter.monitor.spans import PendingLimitError, receive_spans
 
-        from ragmeter.monitor.calls import insert_calls, normalise_call
-        from ragmeter.monitor.otel import calls_from_spans, spans_from_otlp_json, spans_from_protobuf
+        ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
+
+        def spans_of(body: bytes) -> list[Any]:
+            try:
+                if ctype == "application/json":
+                    spans = spans_from_otlp_json(parse_json(body))
+                else:
+                    spans = spans_from_protobuf(body)
+            except NotOTLPError as exc:
+                raise Rejected(400, str(exc)) from None
+            except DatasetError as exc:
+                raise Rejected(422, f"OTLP trace export: {exc}") from None
+            if len(spans) > MAX_SPANS_PER_REQUEST:
+                raise Rejected(413, f"{len(spans)} spans in one request; at most {MAX_SPANS_PER_REQUEST}")
+            return spans
 
         try:
             authorise(request)
-            body = await read_body(request)
-            ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
+            spans = await in_thread(spans_of, await read_body(request, MAX_BODY_BYTES))
             try:
-                if ctype == "application/json":
-                    spans = spans_from_otlp_json(json.loads(body))
-                else:
-                    spans = spans_from_protobuf(body)
-            except (json.JSONDecodeError, UnicodeDecodeError, DatasetError) as exc:
-                raise _Rejected(400, f"not an OTLP trace export: {exc}") from None
-            calls, leftover = calls_from_spans(pending.merge(spans))
-            pending.keep(leftover)
-            try:
-                rows = [normalise_call(c, where=f"trace {c['call_id']}", privacy=privacy, source="otlp")
-                        for c in calls]
+                done = await in_thread(lambda: receive_spans(store, spans, privacy=privacy), write=True)
+            except PendingLimitError as exc:
+                raise Rejected(413, str(exc)) from None
             except DatasetError as exc:
-                raise _Rejected(400, str(exc)) from None
-        except _Rejected as exc:
+                raise Rejected(422, str(exc)) from None
+        except Rejected as exc:
             return rejected(exc)
-        await run_in_threadpool(insert_calls, store, rows)
-        count("accepted_calls", len(rows))
+        count("accepted_calls", done["calls"])
+        count("accepted_spans", done["spans"])
         if ctype == "application/json":
             return JSONResponse({})
         return Response(b"", media_type="application/x-protobuf")
 
     @app.get("/api/v1/monitor/stats", tags=["monitor"], summary="Aggregates of the logged calls")
-    def monitor_stats(window: Annotated[str, Query(description="15m, 1h, 1d, 7d ...")] = "1d",
-                      by: Annotated[str | None, Query(description="Group by model or a metadata key.")] = None,
+    def monitor_stats(window: Annotated[str, Query(max_length=100, description="15m, 1h, 1d, 7d ... "
+                                                   "(at most 36525d)")] = "1d",
+                      by: Annotated[str | None, Query(max_length=200, description="Group by model or a "
+                                                      "metadata key.")] = None,
                       bucket: Annotated[str | None, Query(pattern="^(minute|hour|day)$")] = None) -> Any:
         from ragmeter.monitor.aggregate import parse_duration, series, window_stats
 
         try:
-            span = parse_duration(window)
+            span = parse_duration(window, option="window")
         except ConfigError as exc:
             return JSONResponse({"detail": str(exc)}, status_code=400)
         out = window_stats(store, span, by=by)
@@ -205,9 +171,12 @@ def add_monitor_routes(app: FastAPI, store: Any, page: Callable[..., HTMLRespons
         from ragmeter.report import monitor_figures as figures
 
         try:
-            span = parse_duration(window)
+            span = parse_duration(window, option="window")
             if bucket is not None and bucket not in {"minute", "hour", "day"}:
                 raise ConfigError("bucket must be minute, hour or day")
+            for name, value in (("max_p95_ms", max_p95_ms), ("max_error_rate", max_error_rate)):
+                if value is not None and (not math.isfinite(value) or value < 0):
+                    raise ConfigError(f"{name} must be a finite number >= 0, got {value}")
             minimums = _parse_minimums(min_metric or [])
         except ConfigError as exc:
             return page("error.html.j2", status_code=400, title="ragmeter — monitoring", message=str(exc))
@@ -275,10 +244,11 @@ def _parse_minimums(items: list[str]) -> dict[str, float]:
     out: dict[str, float] = {}
     for item in items:
         key, sep, value = item.partition("=")
+        shown = repr(item) if len(item) <= 60 else repr(item[:57] + "...")
         try:
             out[key.strip()] = float(value)
         except ValueError:
-            raise ConfigError(f"min_metric expects metric=value, got {item!r}") from None
-        if not sep or not key.strip():
-            raise ConfigError(f"min_metric expects metric=value, got {item!r}")
+            raise ConfigError(f"min_metric expects metric=value, got {shown}") from None
+        if not sep or not key.strip() or not math.isfinite(out[key.strip()]):
+            raise ConfigError(f"min_metric expects metric=value (a finite number), got {shown}")
     return out

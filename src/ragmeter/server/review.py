@@ -20,9 +20,13 @@ from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from ragmeter.errors import ConfigError, DatasetError
+from ragmeter.server.validate import Rejected, expect_object, in_thread, json_body, text_field
 
 ASSETS = Path(__file__).parent / "assets"
 LOOPBACK = {"127.0.0.1", "::1", "localhost", "testclient"}
+ACTIONS = ("accept", "edit", "reject", "reset")
+#: a review edit carries one sample's fields
+MAX_REVIEW_BYTES = 4 * 1024 * 1024
 
 
 def add_review_routes(app: FastAPI, store: Any, page: Callable[..., HTMLResponse]) -> None:
@@ -40,7 +44,7 @@ def add_review_routes(app: FastAPI, store: Any, page: Callable[..., HTMLResponse
         if not hmac.compare_digest(given.encode(), token.encode()):
             return refuse(403, "missing or wrong anti-forgery token: reload the review page")
         origin = request.headers.get("origin")
-        if origin and urlsplit(origin).netloc != request.headers.get("host", ""):
+        if origin and _netloc(origin) != request.headers.get("host", ""):
             return refuse(403, "cross-site request refused")
         if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
             return refuse(415, "send JSON")
@@ -62,7 +66,7 @@ def add_review_routes(app: FastAPI, store: Any, page: Callable[..., HTMLResponse
         except ConfigError as exc:
             return page("error.html.j2", status_code=404, title="ragmeter — review", message=str(exc))
         samples = samples_of(store, v.ref, include_rejected=True)
-        data = {"dataset": name, "version": v.ref, "status": v.status, "corpus": v.info.get("corpus"),
+        data = {"dataset": v.name, "version": v.ref, "status": v.status, "corpus": v.info.get("corpus"),
                 "samples": samples}
         return page("review.html.j2", title=f"ragmeter — review {v.ref}", version=v, n=len(samples),
                     token=token, review_json=json_for_script(data))
@@ -83,26 +87,47 @@ def add_review_routes(app: FastAPI, store: Any, page: Callable[..., HTMLResponse
         except (ConfigError, DatasetError) as exc:
             return refuse(404, str(exc))
 
-    @app.post("/api/datasets/{name}/samples/{sample_id}/review", tags=["datasets"],
-              summary="Accept, edit or reject a sample (loopback, anti-forgery token)")
+    @app.post("/api/datasets/{name}/samples/{sample_id:path}/review", tags=["datasets"],
+              summary="Accept, edit or reject a sample (loopback, anti-forgery token)",
+              responses={400: {"description": "The body is not JSON."},
+                         413: {"description": "The body is too large."},
+                         422: {"description": "A field of the body is wrong (the detail names it)."}})
     async def review_sample(name: str, sample_id: str, request: Request) -> Any:
-        from fastapi.concurrency import run_in_threadpool
-
-        from ragmeter.golden.datasets import review
+        """Body: ``{"action": "accept" | "edit" | "reject" | "reset", "changes": {...}}``; ``changes``
+        (with ``edit``) holds new values of question, references, negative_references, relevant
+        or metadata. A sample id may contain ``/``."""
+        from ragmeter.golden.datasets import EDITABLE, review
 
         denied = write_allowed(request)
         if denied is not None:
             return denied
         try:
-            body = await request.json()
-        except ValueError:
-            return refuse(400, "body is not JSON")
-        if not isinstance(body, dict):
-            return refuse(422, 'expected {"action": "accept" | "edit" | "reject", "changes": {...}}')
+            body = expect_object(await json_body(request, MAX_REVIEW_BYTES),
+                                 '{"action": "accept" | "edit" | "reject" | "reset", "changes": {...}}')
+            action = text_field(body, "action", max_chars=20)
+            if action not in ACTIONS:
+                raise Rejected(422, f"field 'action' must be one of {', '.join(ACTIONS)}, got {action!r}")
+            changes = body.get("changes")
+            if changes is not None and not isinstance(changes, dict):
+                raise Rejected(422, "field 'changes' must be an object of new field values")
+            unknown = sorted(set(changes or {}) - set(EDITABLE))
+            if unknown:
+                raise Rejected(422, f"field 'changes': cannot edit {unknown}; editable: {', '.join(EDITABLE)}")
+            if "@" in name or len(name) > 200:
+                raise Rejected(422, f"review writes go to the draft of a dataset: give its name without "
+                                    f"@VERSION, got {name[:60]!r}")
+        except Rejected as exc:
+            return exc.response()
         try:
-            return await run_in_threadpool(review, store, name, sample_id, str(body.get("action")),
-                                           body.get("changes"))
+            return await in_thread(review, store, name, sample_id, action, changes, write=True)
         except ConfigError as exc:
             return refuse(404 if "no sample" in str(exc) or "no dataset" in str(exc) else 422, str(exc))
         except DatasetError as exc:
             return refuse(422, str(exc))
+
+
+def _netloc(url: str) -> str | None:
+    try:
+        return urlsplit(url).netloc
+    except ValueError:  # e.g. an unclosed IPv6 bracket
+        return None

@@ -184,14 +184,14 @@ class KeyValueRow(Base):
 # ---- production monitoring ---------------------------------------------------------------------
 class CallRow(Base):
     """One logged production RAG call (from ``ragmeter.monitor.log_call``, the HTTP ingest
-    endpoint, or imported OpenTelemetry spans). ``call_id`` (optional, unique) makes re-sent
-    batches and re-imported traces idempotent."""
+    endpoint, or imported OpenTelemetry spans). ``call_id`` (optional, unique, up to 1,024
+    characters, kept whole) makes re-sent batches and re-imported traces idempotent."""
 
     __tablename__ = "monitor_calls"
     __table_args__ = (Index("ix_monitor_calls_ts", "ts"),)
 
     pk: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    call_id: Mapped[str | None] = mapped_column(String(128), unique=True)
+    call_id: Mapped[str | None] = mapped_column(String(1024), unique=True)
     ts: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
     query: Mapped[str | None] = mapped_column(Text)
     answer: Mapped[str | None] = mapped_column(Text)
@@ -205,6 +205,22 @@ class CallRow(Base):
     model: Mapped[str | None] = mapped_column(String(200))
     source: Mapped[str] = mapped_column(String(20), default="api")
     meta: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+
+
+class OtelSpanRow(Base):
+    """An OpenTelemetry span received by the OTLP endpoint whose trace has no root span yet (an
+    exporter sends a trace's children first). Stored on arrival, so an acknowledged span survives
+    a restart; the trace's call is assembled from these rows when its root arrives, and then they
+    are deleted. ``data`` holds the span's parent, name, times, attributes, status and resource."""
+
+    __tablename__ = "otel_spans"
+    __table_args__ = (UniqueConstraint("trace_id", "span_id"), Index("ix_otel_spans_received_at", "received_at"))
+
+    pk: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    trace_id: Mapped[str] = mapped_column(String(32))
+    span_id: Mapped[str] = mapped_column(String(16))
+    received_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    data: Mapped[dict[str, Any]] = mapped_column(JSON)
 
 
 # ---- golden datasets -----------------------------------------------------------------------------
