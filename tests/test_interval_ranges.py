@@ -83,14 +83,20 @@ def _given(key):
     return fn
 
 
-for _name, _rng in RANGES.items():
-    if _name not in _REGISTRY:
-        register_metric(MetricSpec(name=_name, family="test", fn=_given(_name), requires=("answer",),
-                                   range=_rng, description=f"the sample's metadata['{_name}'] (tests)"))
+@pytest.fixture(scope="module")
+def test_metrics():
+    """Two metrics that return the value a sample carries, on [0, 1] and on [-5, 20]; registered for
+    this module's tests only (the registry is process-wide: other tests list every metric)."""
+    for name, rng in RANGES.items():
+        register_metric(MetricSpec(name=name, family="test", fn=_given(name), requires=("answer",),
+                                   range=rng, description=f"the sample's metadata['{name}'] (tests)"))
+    yield
+    for name in RANGES:
+        _REGISTRY.pop(name, None)
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
+def runs(tmp_path_factory, test_metrics):
     """One stored run per adversarial value set, every sample carrying both test metrics."""
     url = f"sqlite:///{tmp_path_factory.mktemp('ranges')}/r.db"
     out = {}

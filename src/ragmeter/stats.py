@@ -195,8 +195,6 @@ def beta_quantile(p: float, a: float, b: float) -> float:
     return 0.5 * (lo + hi)
 
 
-
-
 @lru_cache(maxsize=4096)
 def t_quantile(p: float, df: float) -> float:
     """The ``p`` quantile (``0.5 < p < 1``) of Student's t with ``df`` degrees of freedom
