@@ -4,9 +4,10 @@ For each case (sample size n x distribution with a known mean and a declared ran
 builds each interval and reports:
 
 - the coverage of ragmeter's interval (``ragmeter.stats.mean_ci_rows``, the function behind every
-  run summary, with the case's range as ``bounds``) on ``--reps`` data sets, the share of its
-  intervals that leave the range (``out``) or do not contain the sample mean, strictly when the
-  values vary (``mean out``), and its median width;
+  run summary, with the case's range as ``bounds``) on ``--reps`` data sets, how many of its
+  intervals leave the range (``out``) or do not contain the sample mean, strictly when the values
+  vary (``mean out``; their shares are these counts over ``--reps``), its median width, and which
+  method it used on what share of the data sets;
 - beside it, on the first ``min(--ref-reps, max(--ref-reps-min, --ref-values / n))`` data sets (2000
   up to n = 50, 1000 at n = 100, 500 from n = 200), the coverage and median width of the reference
   methods: the percentile bootstrap, BCa (Efron's bias-corrected
