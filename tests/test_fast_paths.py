@@ -145,10 +145,11 @@ def test_aggregate_many_equals_aggregate() -> None:
             "b": [Score(float(v)) for v in rng.beta(0.3, 2, 500)] + [Score.missing("x")],
             "c": [Score(float(v)) for v in rng.integers(0, 2, 300)],
             "d": [Score(float(v)) for v in rng.random(40)], "e": [Score.missing("none")]}
-    many = aggregate_many(cols)
+    bounds = {k: (0.0, 1.0) for k in "abc"}
+    many = aggregate_many(cols, bounds=bounds)
     for k, v in cols.items():
-        assert many[k] == aggregate(v)
-    assert many["a"]["ci_method"] == "bca" and many["c"]["ci_method"] == "clopper_pearson"
+        assert many[k] == aggregate(v, bounds=bounds.get(k))
+    assert many["a"]["ci_method"] == "quasi_score" and many["c"]["ci_method"] == "clopper_pearson"
 
 
 def test_forked_worker_gives_the_one_process_values(tmp_path, monkeypatch) -> None:

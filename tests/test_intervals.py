@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy.stats import binomtest, bootstrap
 
 import ragmeter
@@ -26,27 +28,162 @@ def test_clopper_pearson_matches_scipy(k, n):
     assert stats.mean_ci(x) == pytest.approx((ref.low, ref.high), abs=1e-9)
 
 
-def test_bca_close_to_scipy():
-    x = np.random.default_rng(3).beta(2, 5, 150)
-    ours = stats.mean_ci(x, n_resamples=20_000)
-    ref = bootstrap((x,), np.mean, method="BCa", n_resamples=20_000, random_state=1).confidence_interval
-    assert stats.choose_method(x) == "bca"
-    assert ours == pytest.approx((ref.low, ref.high), abs=0.004)
+def _reference_quasi_score(x, low, high, level=0.95):
+    """The quasi-binomial score interval written independently: scipy's t quantile and kurtosis,
+    and the two roots of the score equation found by brentq."""
+    from scipy.optimize import brentq
+    from scipy.stats import kurtosis, t
+
+    y = (np.asarray(x, float) - low) / (high - low)
+    n, m, s2 = y.size, y.mean(), y.var(ddof=1)
+    nu = 2 * n * (n - 1) / ((kurtosis(y, fisher=False, bias=True) - 1) * (n - 1) + 2)
+    q = t.ppf(1 - (1 - level) / 2, np.floor(np.clip(nu, 1, n - 1)))
+    phi = s2 / (m * (1 - m))
+
+    def score(mu):
+        return (m - mu) ** 2 - q * q * phi * mu * (1 - mu) / n
+
+    lo, hi = brentq(score, 0.0, m), brentq(score, m, 1.0)
+    return low + (high - low) * lo, low + (high - low) * hi
 
 
-def test_small_n_uses_bootstrap_t_and_is_wider_than_percentile():
-    x = np.random.default_rng(4).beta(5, 1, 10)
-    assert stats.choose_method(x) == "bootstrap_t"
-    lo, hi = stats.mean_ci(x)
-    plo, phi = stats.bootstrap_ci(x)
-    assert lo < x.mean() < hi and hi - lo > phi - plo
+@pytest.mark.parametrize("seed,n,low,high", [(1, 10, 0, 1), (2, 37, 0, 1), (3, 200, 0, 100), (4, 5, -1, 1),
+                                             (5, 1000, 0, 1)])
+def test_quasi_score_matches_an_independent_implementation(seed, n, low, high):
+    rng = np.random.default_rng(seed)
+    x = low + (high - low) * np.where(rng.random(n) < 0.3, 1.0, rng.beta(2, 5, n))
+    assert stats.choose_method(x, bounds=(low, high)) == "quasi_score"
+    ours = stats.mean_ci(x, bounds=(low, high))
+    assert ours == pytest.approx(_reference_quasi_score(x, low, high), rel=1e-9, abs=1e-12)
 
 
-def test_constant_and_tiny_inputs():
+@pytest.mark.parametrize("df", [1, 2, 3, 4, 7, 9, 19, 30, 99, 1000, 29_999, 1e6])
+@pytest.mark.parametrize("p", [0.975, 0.95, 0.995])
+def test_t_quantile_matches_scipy(df, p):
+    from scipy.special import stdtrit
+
+    assert stats.t_quantile(p, df) == pytest.approx(float(stdtrit(df, p)), rel=1e-8)
+
+
+def test_far_from_the_bounds_the_interval_is_students_t():
+    """Values far from both bounds: phi * mu * (1 - mu) is flat around the mean, the score interval
+    is the t interval (large n: kurtosis near 3, so nu = n - 1)."""
+    from scipy.stats import t
+
+    x = np.random.default_rng(7).normal(0.5, 0.05, 30_000)
+    lo, hi = stats.mean_ci(x, bounds=(0, 1))
+    h = t.ppf(0.975, x.size - 1) * x.std(ddof=1) / np.sqrt(x.size)
+    assert (lo, hi) == pytest.approx((x.mean() - h, x.mean() + h), abs=2e-6)
+
+
+ISSUE_EXAMPLES = [[0.2, 0.4, 0.9, 0.95, 1, 1, 1, 1, 1, 1], [1, 1, 1, 0.833], [0, 0, 0.5, 1, 1]]
+
+
+@pytest.mark.parametrize("values", ISSUE_EXAMPLES)
+@pytest.mark.parametrize("bounds", [(0, 1), None])
+def test_the_issue_examples_stay_in_range_around_the_mean(values, bounds):
+    lo, hi = stats.mean_ci(values, bounds=bounds)
+    m = float(np.mean(values))
+    assert 0 <= lo < m < hi <= 1
+    if bounds is None:  # without a declared range: within the values observed
+        assert min(values) <= lo and hi <= max(values)
+
+
+def test_without_bounds_01_data_use_0_1_and_other_data_the_observed_range():
+    assert stats.mean_ci([1.0] * 20) == stats.mean_ci([1.0] * 20, bounds=(0, 1))
+    lo, hi = stats.mean_ci([0.3, 0.5, 0.45, 0.41])
+    assert 0.3 <= lo < 0.415 < hi <= 0.5
+    assert stats.mean_ci([0.5, 0.5, 0.5]) == (0.5, 0.5)  # the observed range has no width
+
+
+def test_constant_values_inside_the_range():
+    """No value differs from v: the share that does is below Clopper-Pearson's bound for 0 of n,
+    and the mean moves at most that far toward either bound."""
+    share = 1 - 0.025 ** (1 / 20)
+    lo, hi = stats.mean_ci([0.5] * 20, bounds=(0, 1))
+    assert (lo, hi) == pytest.approx((0.5 - share * 0.5, 0.5 + share * 0.5))
+    assert stats.mean_ci([0.0] * 10, bounds=(-1, 1)) == pytest.approx((-0.3085, 0.3085), abs=1e-4)
+    assert stats.choose_method([0.5] * 3, bounds=(0, 1)) == "constant"
+
+
+def test_values_at_the_bounds_of_any_range_get_clopper_pearson():
+    ref = binomtest(7, 10).proportion_ci(0.95, method="exact")
+    x = [100.0] * 7 + [0.0] * 3
+    assert stats.choose_method(x, bounds=(0, 100)) == "clopper_pearson"
+    assert stats.mean_ci(x, bounds=(0, 100)) == pytest.approx((100 * ref.low, 100 * ref.high))
+    # paired differences of a 0/1 metric that all sit at -1 or +1
+    d = [1.0] * 7 + [-1.0] * 3
+    assert stats.mean_ci(d, bounds=(-1, 1)) == pytest.approx((2 * ref.low - 1, 2 * ref.high - 1))
+
+
+def test_tiny_inputs_and_bad_arguments():
     assert stats.mean_ci([]) is None
     assert stats.mean_ci([0.5]) is None
-    assert stats.mean_ci([0.5, 0.5, 0.5]) == (0.5, 0.5)
+    assert stats.mean_ci([0.5], bounds=(0, 1)) is None
     assert stats.mean_ci([1.0])[0] == pytest.approx(0.025)  # one pass: Clopper-Pearson is defined
+    lo, hi = stats.mean_ci([0.3, 0.5], bounds=(0, 1))
+    assert 0 <= lo < 0.4 < hi <= 1
+    with pytest.raises(ValueError, match="low < high"):
+        stats.mean_ci([0.3, 0.5], bounds=(1, 0))
+    with pytest.raises(ValueError, match="finite"):
+        stats.mean_ci([0.3, float("nan")])
+    with pytest.raises(ValueError, match="level"):
+        stats.mean_ci([0.3, 0.5], level=1.5)
+
+
+def test_values_outside_the_declared_range_widen_it():
+    """A metric that breaks its own range does not get an interval that excludes its mean."""
+    lo, hi = stats.mean_ci([0.5, 1.2, 0.9], bounds=(0, 1))
+    assert lo < np.mean([0.5, 1.2, 0.9]) < hi <= 1.2
+
+
+def test_infinite_side_is_the_observed_extreme():
+    x = [3.0, 7.5, 12.0, 4.0]
+    lo, hi = stats.mean_ci(x, bounds=(0, float("inf")))
+    assert 0 <= lo < np.mean(x) < hi <= 12.0
+
+
+def test_rows_equal_one_at_a_time_and_deterministic():
+    rng = np.random.default_rng(9)
+    x = np.where(rng.random((300, 12)) < 0.5, 1.0, rng.random((300, 12)))
+    x[:40] = np.round(x[:40])  # some 0/1 rows
+    x[40:45] = 0.25  # some constant rows
+    res = stats.mean_ci_rows(x, bounds=(0, 1))
+    for i in range(0, 300, 7):
+        assert (res.low[i], res.high[i]) == stats.mean_ci(x[i], bounds=(0, 1))
+        assert res.method[i] == stats.choose_method(x[i], bounds=(0, 1))
+    again = stats.mean_ci_rows(x, bounds=(0, 1))
+    assert np.array_equal(res.low, again.low) and np.array_equal(res.high, again.high)
+
+
+@settings(max_examples=300, deadline=None)
+@given(values=st.lists(st.floats(0, 1, allow_nan=False), min_size=2, max_size=40),
+       low=st.sampled_from([0.0, -1.0, -5.0]), span=st.sampled_from([1.0, 2.0, 100.0]),
+       snap=st.booleans())
+def test_any_values_give_an_interval_in_range_around_the_mean(values, low, span, snap):
+    high = low + span
+    x = low + span * (np.round(np.asarray(values)) if snap else np.asarray(values))
+    lo, hi = stats.mean_ci(x, bounds=(low, high))
+    m = float(np.clip(x.mean(), low, high))
+    assert low <= lo <= m <= hi <= high
+    if x.min() < x.max():
+        assert lo < m < hi
+
+
+def test_benchmark_bca_reference_matches_scipy():
+    """The study's vectorised BCa (benchmarks/intervals.py) is scipy's BCa up to resampling noise."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "intervals.py"
+    spec = importlib.util.spec_from_file_location("intervals_study", path)
+    study = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(study)
+    x = np.random.default_rng(3).beta(2, 5, (1, 150))
+    sb = np.sort(study.boot_means(x, 20_000, np.random.default_rng(1)), axis=1)
+    lo, hi = study.bca_ci(x, sb)
+    ref = bootstrap((x[0],), np.mean, method="BCa", n_resamples=20_000, random_state=1).confidence_interval
+    assert (lo[0], hi[0]) == pytest.approx((ref.low, ref.high), abs=0.004)
 
 
 def test_verdict_rule():

@@ -184,6 +184,15 @@ def _rich_progress(enabled: bool) -> Iterator[ProgressFactory]:
         yield factory
 
 
+def summarise(columns: Mapping[str, Any], requests: Sequence[MetricRequest]) -> dict[str, dict[str, Any]]:
+    """A run's summary (:func:`ragmeter.stats.aggregate_many`), each interval within its metric's ``range``."""
+    summary = aggregate_many(columns, bounds={r.key: r.spec.range for r in requests})
+    for r in requests:
+        summary[r.key].update(direction="higher" if r.spec.higher_is_better else "lower", family=r.spec.family,
+                              range=[float(r.spec.range[0]), float(r.spec.range[1])])
+    return summary
+
+
 def evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None = None, *,
              config: str | Path | dict[str, Any] | None = None,
              max_missing: float | None = None,
@@ -358,10 +367,7 @@ def _evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None, *,
     if collected is None:
         collected = {k: [(list(t), ScoreColumn.of(list(t.values())))] for k, t in store.score_table(run_id).items()}
     scores = ScoreColumns(samples, {r.key: collected.get(r.key, []) for r in requests})
-    summary = aggregate_many(scores.for_aggregate())
-    for r in requests:
-        summary[r.key]["direction"] = "higher" if r.spec.higher_is_better else "lower"
-        summary[r.key]["family"] = r.spec.family
+    summary = summarise(scores.for_aggregate(), requests)
     from ragmeter.metrics._lexical_corpus import add_corpus_scores
 
     if writes is not None:

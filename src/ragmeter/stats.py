@@ -1,30 +1,40 @@
-"""Aggregation statistics: means with confidence intervals that keep their nominal coverage.
+"""Aggregation statistics: the mean of a metric with a confidence interval that keeps its nominal
+coverage at every sample size and never leaves the metric's range.
 
-The interval of a mean depends on the values (rule in :func:`choose_method`, coverage study in
+The interval of a mean (:func:`mean_ci`) depends on the values and on the metric's declared range
+``bounds = (low, high)`` (rule in :func:`choose_method`; coverage-and-width study in
 ``benchmarks/intervals.py`` and docs/statistics.md):
 
-- every value is 0 or 1 (exact_match, the correct_* methods, hit_rate ...): the **Clopper-Pearson**
-  exact binomial interval. Its coverage is at least the nominal level for every n and p (the
-  percentile bootstrap gives the zero-width ``[1, 1]`` for 20 passes out of 20; Clopper-Pearson
-  gives ``[0.832, 1]``).
-- other values, ``BCA_MIN_N <= n < LARGE_N``: the **BCa** bootstrap (Efron's bias-corrected and accelerated
-  percentile interval; same formula as ``scipy.stats.bootstrap(method="BCa")``, computed here with
-  the jackknife of the mean in closed form so it is vectorised). Metrics of one run share the
-  bootstrap draws (:func:`aggregate_many`).
-- other values, ``n >= LARGE_N`` (100,000): **Student's t**. There the mean is as normal as it
-  gets: on skewed scores (Beta(0.3, 2), clipped log-normal, 90% zeros) t and BCa differ by 1-2% of
-  the interval's width, the size of BCa's own Monte-Carlo error at 2000 resamples, and t costs
-  nothing where BCa would draw 2000 x n indices.
-- other values, ``n < BCA_MIN_N``: the **studentised (bootstrap-t)** interval. At n = 10-20 on
-  skewed scores the percentile and BCa intervals cover only 0.88-0.92 and Student's t 0.92-0.93,
-  and BCa still only 0.934-0.94 at n = 50; bootstrap-t, which resamples the t statistic itself,
-  stays at about 0.95 (it is wider).
+- every value sits at ``low`` or ``high`` (a 0/1 metric such as exact_match, hit_rate, the
+  ``correct_*`` methods): the **Clopper-Pearson** exact binomial interval of the share at ``high``,
+  mapped onto ``[low, high]``. Its coverage is at least the nominal level for every n and p; 20
+  passes out of 20 give ``[0.832, 1]``.
+- every value equal to some ``v`` strictly inside the range (``constant``): no value differs from
+  ``v``, so the share ``pi`` of the population that does is at most the Clopper-Pearson bound of 0
+  out of n, ``1 - (alpha/2)^(1/n)``, and the mean lies within ``[v - pi (v - low), v + pi (high - v)]``
+  (the interval Clopper-Pearson gives when ``v`` is a bound; zero width without declared bounds).
+- otherwise the **quasi-binomial score interval with a Student-t quantile** (``quasi_score``): with
+  the values rescaled to ``y = (x - low) / (high - low)`` in [0, 1], mean ``m``, variance ``s^2``,
+  the interval is every ``mu`` with ``(m - mu)^2 <= q^2 * phi * mu * (1 - mu) / n``, where
+  ``phi = s^2 / (m (1 - m))`` is the quasi-binomial dispersion (McCullagh & Nelder, *Generalized
+  Linear Models*, ch. 9) and ``q`` the Student-t quantile with the Satterthwaite degrees of freedom
+  of ``s^2``, ``nu = 2n(n-1) / ((k-1)(n-1) + 2)`` (``k`` the sample kurtosis; ``nu = n - 1`` for
+  normal data, fewer when a few values carry the spread), rounded down, between 1 and ``n - 1``.
+  It is Wilson's score interval with the binomial variance replaced by the observed one: inside
+  the range by construction, containing the mean strictly, narrowing toward the bound a mean is
+  close to, and equal to Student's t interval when the values sit far from both bounds.
+
+Without ``bounds``, 0/1 values are bounded by [0, 1] and any other values by the smallest and
+largest value observed. The interval is a closed form: deterministic, no resampling, O(n).
 """
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Literal
 
 import numpy as np
@@ -33,16 +43,12 @@ from ragmeter.schema import Score
 
 N_BOOTSTRAP = 2000
 SEED = 20261122
-#: below this many values a non-0/1 mean gets the bootstrap-t interval instead of BCa
-BCA_MIN_N = 100
 
-Method = Literal["clopper_pearson", "bca", "bootstrap_t", "t", "constant"]
-
+Method = Literal["clopper_pearson", "quasi_score", "constant"]
+Bounds = tuple[float, float] | Sequence[float] | None
 
 #: indices drawn per block: a block and its gathered values stay in cache
 _BLOCK_ELEMENTS = 1 << 17
-#: at or above this many values a non-0/1 mean gets Student's t interval (see :func:`choose_method`)
-LARGE_N = 100_000
 
 
 def _block_sums(cols: np.ndarray, start: int, m: int, seed: int, out: np.ndarray) -> None:
@@ -117,24 +123,6 @@ def bootstrap_ci(values: Sequence[float] | np.ndarray, *, level: float = 0.95,
     return float(lo), float(hi)
 
 
-def is_binary(values: Sequence[float] | np.ndarray) -> bool:
-    """Whether every value is exactly 0 or 1 (a pass/fail metric)."""
-    x = np.asarray(values, dtype=np.float64)
-    return bool(x.size) and bool(np.all((x == 0) | (x == 1)))
-
-
-def choose_method(values: Sequence[float] | np.ndarray) -> Method:
-    """The interval method :func:`mean_ci` uses for these values (see the module docstring)."""
-    x = np.asarray(values, dtype=np.float64)
-    if is_binary(x):
-        return "clopper_pearson"
-    if x.size and np.all(x == x[0]):
-        return "constant"
-    if x.size >= LARGE_N:
-        return "t"
-    return "bca" if x.size >= BCA_MIN_N else "bootstrap_t"
-
-
 def clopper_pearson_ci(k: int, n: int, *, level: float = 0.95) -> tuple[float, float]:
     """Clopper-Pearson exact interval of a proportion ``k / n``: Beta quantiles
     ``[B(a/2; k, n-k+1), B(1-a/2; k+1, n-k)]`` (0 and 1 at the ends).
@@ -207,127 +195,203 @@ def beta_quantile(p: float, a: float, b: float) -> float:
     return 0.5 * (lo + hi)
 
 
-def bca_ci(values: Sequence[float] | np.ndarray, *, level: float = 0.95, n_resamples: int = N_BOOTSTRAP,
-           seed: int = SEED) -> tuple[float, float] | None:
-    """BCa bootstrap interval of the mean (Efron 1987).
+@lru_cache(maxsize=4096)
+def t_quantile(p: float, df: float) -> float:
+    """The ``p`` quantile (``0.5 < p < 1``) of Student's t with ``df`` degrees of freedom
+    (``scipy.special.stdtrit(df, p)`` to about 1e-12): ``T^2 / (df + T^2)`` is Beta(1/2, df/2), so
+    ``t = sqrt(df * y / (1 - y))`` with ``y`` its ``2p - 1`` quantile (:func:`beta_quantile`)."""
+    if not 0.5 < p < 1 or not df > 0:
+        raise ValueError(f"t_quantile needs 0.5 < p < 1 and df > 0, got p={p}, df={df}")
+    y = beta_quantile(2 * p - 1, 0.5, df / 2)
+    return math.sqrt(df * y / (1 - y))
 
-    Bias correction :math:`z_0 = \\Phi^{-1}(\\#\\{\\bar x^* < \\bar x\\}/B)`, acceleration from the
-    jackknife means :math:`a = \\sum u_i^3 / (6 (\\sum u_i^2)^{3/2})` with
-    :math:`u_i = \\bar x_{(\\cdot)} - \\bar x_{(i)}`; the interval is the bootstrap quantiles at
-    :math:`\\Phi(z_0 + (z_0 + z_q) / (1 - a (z_0 + z_q)))`. Returns ``None`` below two values.
-    """
-    x = np.asarray(values, dtype=np.float64)
-    n = x.size
-    if n < 2:
+
+@lru_cache(maxsize=4096)
+def _clopper_pearson_cached(k: int, n: int, level: float) -> tuple[float, float]:
+    return clopper_pearson_ci(k, n, level=level)
+
+
+def _check_bounds(bounds: Bounds) -> tuple[float, float]:
+    try:
+        low, high = (float(b) for b in bounds)  # type: ignore[union-attr]
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"bounds must be a pair (low, high) of numbers, got {bounds!r}") from exc
+    if math.isnan(low) or math.isnan(high) or not low < high:
+        raise ValueError(f"bounds must satisfy low < high, got {bounds!r}")
+    return low, high
+
+
+def difference_bounds(bounds: Bounds) -> tuple[float, float] | None:
+    """The range of the difference of two values of a metric on ``[low, high]``:
+    ``[low - high, high - low]`` (``[-1, 1]`` for a 0-1 metric); ``None`` stays ``None``."""
+    if bounds is None:
         return None
-    if np.all(x == x[0]):
-        return float(x[0]), float(x[0])
-    return _bca_from_means(x, _boot_means(x, n_resamples, seed), level)
+    low, high = _check_bounds(bounds)
+    return low - high, high - low
 
 
-def _bca_from_means(x: np.ndarray, means: np.ndarray, level: float) -> tuple[float, float]:
-    from statistics import NormalDist  # the normal CDF and quantile (no scipy import for a summary)
+@dataclass(frozen=True)
+class Intervals:
+    """The intervals of the means of the rows of a matrix (:func:`mean_ci_rows`): per row ``low``,
+    ``high`` (NaN where no interval is defined), ``mean`` and ``method`` (``""`` where none)."""
 
-    ndtr, ndtri = NormalDist().cdf, NormalDist().inv_cdf
-    n = x.size
-    theta = float(x.mean())
-    prop = float(np.mean(means < theta))
-    z0 = float(ndtri(min(max(prop, 1e-9), 1 - 1e-9)))
-    jack = (theta * n - x) / (n - 1)
-    u = jack.mean() - jack
-    den = 6 * float((u ** 2).sum()) ** 1.5
-    acc = float((u ** 3).sum()) / den if den > 0 else 0.0
-    qs = []
-    for q in ((1 - level) / 2, 1 - (1 - level) / 2):
-        zq = ndtri(q)
-        qs.append(float(ndtr(z0 + (z0 + zq) / (1 - acc * (z0 + zq)))))
-    lo, hi = np.quantile(means, qs)
-    return float(lo), float(hi)
+    low: np.ndarray
+    high: np.ndarray
+    mean: np.ndarray
+    method: np.ndarray
 
 
-def t_ci(values: Sequence[float] | np.ndarray, *, level: float = 0.95) -> tuple[float, float] | None:
-    """Student's t interval of the mean, ``mean +- t_{n-1} * s / sqrt(n)``; ``None`` below two values."""
-    from scipy.special import stdtrit  # Student's t quantile
+def _effective_bounds(x: np.ndarray, bounds: Bounds) -> tuple[np.ndarray, np.ndarray]:
+    """Per row, the range the interval stays in: the declared one, widened to the values (a metric
+    that breaks its own range must not get an interval that excludes its mean), an infinite side
+    replaced by the observed extreme; without ``bounds``, [0, 1] for 0/1 rows, else ``[min, max]``."""
+    xmin, xmax = x.min(axis=1), x.max(axis=1)
+    if bounds is None:
+        binary = np.all((x == 0.0) | (x == 1.0), axis=1)
+        return np.where(binary, 0.0, xmin), np.where(binary, 1.0, xmax)
+    low, high = _check_bounds(bounds)
+    lo = np.minimum(xmin, low) if math.isfinite(low) else xmin
+    hi = np.maximum(xmax, high) if math.isfinite(high) else xmax
+    return lo, hi
 
-    x = np.asarray(values, dtype=np.float64)
-    n = x.size
-    if n < 2:
-        return None
-    h = float(stdtrit(n - 1, 1 - (1 - level) / 2)) * float(x.std(ddof=1)) / np.sqrt(n)
-    m = float(x.mean())
-    return float(m - h), float(m + h)
+
+def _quasi_score(y: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:
+    """The quasi-binomial score interval (module docstring) of the mean of each row of ``y``: rows
+    of values in [0, 1] that vary; the interval on the same 0-1 scale."""
+    n = y.shape[1]
+    m = y.mean(axis=1)
+    # moments of the deviations scaled by their largest size: no underflow for tiny spreads
+    z = y - m[:, None]
+    scale = np.abs(z).max(axis=1)
+    z /= np.where(scale > 0, scale, 1.0)[:, None]
+    z *= z
+    m2 = z.mean(axis=1)  # >= 1/n where scale > 0
+    z *= z
+    kurt = np.where(scale > 0, z.mean(axis=1) / np.where(scale > 0, m2 * m2, 1.0), 3.0)
+    nu = np.floor(np.clip(2.0 * n * (n - 1) / ((kurt - 1.0) * (n - 1) + 2.0), 1.0, n - 1.0))
+    p = 1 - (1 - level) / 2
+    uniq, inv = np.unique(nu, return_inverse=True)
+    q = np.array([t_quantile(p, float(v)) for v in uniq])[inv.ravel()]
+    # q^2 phi / n, phi = s^2 / (m (1 - m)) the quasi-binomial dispersion
+    den = m * (1 - m)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        phi = np.where(den > 0, scale * (scale / np.where(den > 0, den, 1.0)) * m2 * (n / (n - 1)), 0.0)
+    c = q * q * phi / n
+    r = np.sqrt(c * c + 4.0 * c * m * (1 - m))
+    # the roots of (1 + c) mu^2 - (2m + c) mu + m^2 = 0, each written where it does not cancel:
+    # their product is m^2 / (1 + c), and (1 - m)^2 / (1 + c) for 1 - mu
+    d_lo, d_hi = 2 * m + c + r, 2 * (1 - m) + c + r
+    low = np.where(d_lo > 0, 2 * m * m / np.where(d_lo > 0, d_lo, 1.0), m)
+    high = np.where(d_hi > 0, 1.0 - 2 * (1 - m) ** 2 / np.where(d_hi > 0, d_hi, 1.0), m)
+    return low, high
 
 
-def bootstrap_t_ci(values: Sequence[float] | np.ndarray, *, level: float = 0.95,
-                   n_resamples: int = N_BOOTSTRAP, seed: int = SEED) -> tuple[float, float] | None:
-    r"""Studentised (bootstrap-t) interval of the mean: the quantiles of
-    :math:`t^* = (\bar x^* - \bar x) / (s^* / \sqrt n)` over resamples replace Student's t quantiles,
-    :math:`[\bar x - t^*_{1-a/2} s/\sqrt n,\ \bar x - t^*_{a/2} s/\sqrt n]`. Resamples whose values
-    are all equal (``s* = 0``) are left out. ``None`` below two values.
-    """
-    x = np.asarray(values, dtype=np.float64)
-    n = x.size
-    if n < 2:
-        return None
-    s0 = float(x.std(ddof=1))
-    m0 = float(x.mean())
-    if s0 == 0:
-        return m0, m0
-    rng = np.random.default_rng(seed)
-    ts = np.empty(n_resamples)
-    block = max(1, min(n_resamples, 2_000_000 // n))
-    for i in range(0, n_resamples, block):
-        m = min(block, n_resamples - i)
-        xs = x[rng.integers(0, n, size=(m, n))]
-        sd = xs.std(axis=1, ddof=1)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ts[i:i + m] = np.where(sd > 0, (xs.mean(axis=1) - m0) / sd * np.sqrt(n), np.nan)
-    a = (1 - level) / 2
-    q_hi, q_lo = np.nanquantile(ts, [1 - a, a])
-    h = s0 / np.sqrt(n)
-    return m0 - float(q_hi) * h, m0 - float(q_lo) * h
+def mean_ci_rows(x: np.ndarray, *, level: float = 0.95, bounds: Bounds = None) -> Intervals:
+    """:func:`mean_ci` of every row of a 2-D array at once (vectorised: the coverage study calls it
+    on thousands of simulated data sets; a run's summary on one row per metric)."""
+    x = np.asarray(x, dtype=np.float64)
+    if x.ndim != 2:
+        raise ValueError(f"mean_ci_rows needs a 2-D array, got {x.ndim} dimension(s)")
+    if not 0 < level < 1:
+        raise ValueError(f"level must be in (0, 1), got {level}")
+    rows, n = x.shape
+    lo, hi = np.full(rows, np.nan), np.full(rows, np.nan)
+    method = np.full(rows, "", dtype=object)
+    if n == 0:
+        return Intervals(lo, hi, np.full(rows, np.nan), method)
+    if not np.all(np.isfinite(x)):
+        raise ValueError("mean_ci needs finite values (leave the values without a result out)")
+    mean = x.mean(axis=1)
+    low_b, high_b = _effective_bounds(x, bounds)
+    span = high_b - low_b
+    at_bounds = (span > 0) & np.all((x == low_b[:, None]) | (x == high_b[:, None]), axis=1)
+    vary = x.min(axis=1) < x.max(axis=1)
+    for i in np.flatnonzero(at_bounds):
+        k = int(np.count_nonzero(x[i] == high_b[i]))
+        cp_lo, cp_hi = _clopper_pearson_cached(k, n, level)
+        lo[i] = low_b[i] + span[i] * cp_lo if k > 0 else low_b[i]
+        hi[i] = low_b[i] + span[i] * cp_hi if k < n else high_b[i]
+    method[at_bounds] = "clopper_pearson"
+    if n >= 2:
+        constant = ~at_bounds & ~vary
+        # no value differs from v: the share of the population that does is below the
+        # Clopper-Pearson bound of 0 out of n, and the mean moves at most that share of the way
+        # from v to either bound (zero width when the range is the observed one)
+        share = _clopper_pearson_cached(0, n, level)[1]
+        lo[constant] = mean[constant] - share * (mean[constant] - low_b[constant])
+        hi[constant] = mean[constant] + share * (high_b[constant] - mean[constant])
+        method[constant] = "constant"
+        rest = ~at_bounds & vary
+        if rest.any():
+            y = (x[rest] - low_b[rest, None]) / span[rest, None]
+            ylo, yhi = _quasi_score(y, level)
+            lo[rest] = low_b[rest] + span[rest] * ylo
+            hi[rest] = low_b[rest] + span[rest] * yhi
+            method[rest] = "quasi_score"
+    # the guarantees, whatever the rounding: inside the range, around the mean, strictly around it
+    # when the values vary (and the mean is not at a bound)
+    mean = np.clip(mean, low_b, high_b)
+    lo = np.minimum(np.clip(lo, low_b, high_b), mean)
+    hi = np.maximum(np.clip(hi, low_b, high_b), mean)
+    nudge_lo = vary & (lo >= mean) & (mean > low_b)
+    lo[nudge_lo] = np.maximum(np.nextafter(mean[nudge_lo], -np.inf), low_b[nudge_lo])
+    nudge_hi = vary & (hi <= mean) & (mean < high_b)
+    hi[nudge_hi] = np.minimum(np.nextafter(mean[nudge_hi], np.inf), high_b[nudge_hi])
+    return Intervals(lo, hi, mean, method)
 
 
 def mean_ci(values: Sequence[float] | np.ndarray, *, level: float = 0.95,
-            n_resamples: int = N_BOOTSTRAP, seed: int = SEED) -> tuple[float, float] | None:
-    """Confidence interval of the mean with the method of :func:`choose_method`.
+            bounds: Bounds = None) -> tuple[float, float] | None:
+    """Confidence interval of the mean of ``values`` (method: :func:`choose_method`).
 
-    0/1 values: Clopper-Pearson (defined from one value on); otherwise ``None`` below two values,
-    a zero-width interval when every value is equal, bootstrap-t below :data:`BCA_MIN_N` values,
-    BCa above. Deterministic for a given ``seed``.
+    Args:
+        values: finite numbers (leave the values without a result out).
+        level: the confidence level.
+        bounds: ``(low, high)``, the range the metric's values can take (its registry ``range``;
+            a side may be infinite). ``None``: [0, 1] for 0/1 values, else the smallest and the
+            largest value observed.
+
+    Returns:
+        ``(low, high)`` inside the range with ``low <= mean <= high``, strictly when the values vary
+        (and the mean is not at a bound); ``None`` for no value, or one value not at a bound (a value
+        at a bound gets Clopper-Pearson, which is defined from one value on).
+
+    >>> [round(v, 3) for v in mean_ci([1.0] * 20, bounds=(0, 1))]
+    [0.832, 1.0]
+    >>> [round(v, 3) for v in mean_ci([0.2, 0.4, 0.9, 0.95, 1, 1, 1, 1, 1, 1], bounds=(0, 1))]
+    [0.544, 0.962]
     """
-    x = np.asarray(values, dtype=np.float64)
-    if x.size == 0:
+    x = np.asarray(values, dtype=np.float64).ravel()
+    res = mean_ci_rows(x[None, :], level=level, bounds=bounds)
+    if not res.method[0]:
         return None
-    method = choose_method(x)
-    if method == "clopper_pearson":
-        return clopper_pearson_ci(int(x.sum()), int(x.size), level=level)
-    if x.size < 2:
-        return None
-    if method == "constant":
-        return float(x[0]), float(x[0])
-    if method == "bootstrap_t":
-        return bootstrap_t_ci(x, level=level, n_resamples=n_resamples, seed=seed)
-    if method == "t":
-        return t_ci(x, level=level)
-    return bca_ci(x, level=level, n_resamples=n_resamples, seed=seed)
+    return float(res.low[0]), float(res.high[0])
 
 
-def aggregate(scores: Sequence[Score]) -> dict[str, Any]:
-    """Summary of one metric's scores: mean, std, CI (:func:`mean_ci`, method in ``ci_method``),
-    count with a value, count without and why."""
-    return aggregate_many({"_": scores})["_"]
+def choose_method(values: Sequence[float] | np.ndarray, *, bounds: Bounds = None) -> Method | None:
+    """The interval method :func:`mean_ci` uses for these values (module docstring): one of
+    ``clopper_pearson``, ``constant``, ``quasi_score``; ``None`` when no interval is defined."""
+    x = np.asarray(values, dtype=np.float64).ravel()
+    return mean_ci_rows(x[None, :], bounds=bounds).method[0] or None
+
+
+def aggregate(scores: Sequence[Score], *, level: float = 0.95, bounds: Bounds = None) -> dict[str, Any]:
+    """Summary of one metric's scores: mean, std, min, max, the CI of the mean (:func:`mean_ci`
+    within ``bounds``, the metric's range; its method in ``ci_method``), the count with a value and
+    the count without, with why."""
+    return aggregate_many({"_": scores}, level=level, bounds={"_": bounds})["_"]
 
 
 def aggregate_many(columns: Mapping[str, Sequence[Score] | tuple[np.ndarray, Sequence[str | None]]],
-                   *, level: float = 0.95) -> dict[str, dict[str, Any]]:
-    """:func:`aggregate` of several metrics at once; equal to calling it on each, faster: the BCa
-    columns of equal length share one set of bootstrap draws (:func:`boot_means_many`).
+                   *, level: float = 0.95, bounds: Mapping[str, Bounds] | None = None
+                   ) -> dict[str, dict[str, Any]]:
+    """:func:`aggregate` of several metrics.
 
     A column is a list of :class:`Score`, or ``(values, reasons)``: a float array with NaN where
-    there is no value, and the reasons of the missing ones."""
+    there is no value, and the reasons of the missing ones. ``bounds`` maps a column to its
+    metric's range (the registry's ``range``); a column without one gets :func:`mean_ci`'s rule for
+    no bounds."""
     out: dict[str, dict[str, Any]] = {}
-    bca: dict[int, list[tuple[str, np.ndarray]]] = {}
     for key, col in columns.items():
         if isinstance(col, tuple):
             vals_all, why = col
@@ -344,18 +408,10 @@ def aggregate_many(columns: Mapping[str, Sequence[Score] | tuple[np.ndarray, Seq
         if not vals.size:
             agg.update(mean=None, std=None, min=None, max=None, ci_low=None, ci_high=None, ci_method=None)
             continue
+        res = mean_ci_rows(vals[None, :], level=level, bounds=(bounds or {}).get(key))
+        method = res.method[0] or None
         agg.update(mean=float(vals.mean()), std=float(vals.std(ddof=1)) if vals.size > 1 else 0.0,
-                   min=float(vals.min()), max=float(vals.max()))
-        method = choose_method(vals)
-        if method == "bca":
-            bca.setdefault(vals.size, []).append((key, vals))
-            continue
-        ci = mean_ci(vals, level=level)
-        agg.update(ci_low=ci[0] if ci else None, ci_high=ci[1] if ci else None,
-                   ci_method=method if ci else None)
-    for group in bca.values():
-        means = boot_means_many(np.stack([v for _, v in group]))
-        for (key, vals), m in zip(group, means, strict=True):
-            lo, hi = _bca_from_means(vals, m, level)
-            out[key].update(ci_low=lo, ci_high=hi, ci_method="bca")
+                   min=float(vals.min()), max=float(vals.max()),
+                   ci_low=float(res.low[0]) if method else None,
+                   ci_high=float(res.high[0]) if method else None, ci_method=method)
     return out

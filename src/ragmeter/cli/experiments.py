@@ -271,7 +271,7 @@ def compare_cmd(
     db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
 ) -> None:
     """A/B comparison: paired by sample id, per metric both means, the difference with its 95%
-    paired-bootstrap CI, the paired permutation p-value (Holm-adjusted), Wilcoxon, win/tie/loss and
+    CI (inside [-1, 1] for a 0-1 metric), the paired permutation p-value (Holm-adjusted), Wilcoxon, win/tie/loss and
     a winner only when significant."""
     from ragmeter.experiments.compare import compare_runs
 

@@ -60,7 +60,7 @@ class Comparison:
 
     def _repr_html_(self) -> str:
         """The comparison as an HTML table in Jupyter: means, the paired difference with its 95%
-        bootstrap CI, adjusted p-value and the winner of every metric x pair."""
+        CI, adjusted p-value and the winner of every metric x pair."""
         from html import escape
 
         def f(v: float | None) -> str:
@@ -84,7 +84,7 @@ def compare_runs(runs: list[str | Any], *, metrics: list[str] | None = None, alp
 
     With two runs, ``b`` is compared with ``a``; with more, every run is compared with the first
     (``all_pairs=True``: every pair). For each metric and pair: both means, the mean paired
-    difference with its 95% paired-bootstrap CI, the two-sided paired permutation p-value (and
+    difference with its 95% CI (within ``[low - high, high - low]`` for a metric on ``[low, high]``), the two-sided paired permutation p-value (and
     Wilcoxon's where it fits), win/tie/loss counts. ``correction="holm"`` adjusts the p-values over
     all the tests reported (metrics x pairs) for multiple comparisons; a winner is declared only
     when the adjusted p-value is below ``alpha``.
@@ -120,7 +120,7 @@ def compare_runs(runs: list[str | Any], *, metrics: list[str] | None = None, alp
                                                  None, None, None, None, None, 0, 0, 0, direction,
                                                  note="no sample has a value in both runs"))
                 continue
-            c = compare_paired(xa, xb, n_resamples=n_resamples)
+            c = compare_paired(xa, xb, n_resamples=n_resamples, bounds=a.range_of(m) or b.range_of(m))
             out.rows.append(MetricComparison(
                 m, a.label, b.label, c.n, unpaired, c.mean_a, c.mean_b, c.diff, c.ci_low, c.ci_high,
                 c.pvalue, None, c.wilcoxon_pvalue, c.wilcoxon_note, c.wins, c.ties, c.losses, direction))

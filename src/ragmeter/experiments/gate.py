@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from ragmeter.errors import EXIT_CHECK_FAILED, EXIT_INCOMPLETE, EXIT_OK, ConfigError
 from ragmeter.experiments.runs import RunValues, load_runs, paired_arrays
-from ragmeter.experiments.statistics import adjust_pvalues, paired_bootstrap_ci, paired_permutation_test
+from ragmeter.experiments.statistics import adjust_pvalues, paired_mean_ci, paired_permutation_test
 
 
 @dataclass
@@ -20,8 +21,10 @@ class GateRow:
     metric of the gate (the correction ``compare`` and the report use); ``regressed`` =
     ``drop > max_drop`` and ``pvalue_adjusted < alpha`` (or, against a means-only baseline,
     ``drop > max_drop`` alone).
-    ``ci_low``/``ci_high``: 95% paired-bootstrap interval of ``change``; with ``relative=True`` of
-    the relative change ``change / |baseline mean|``, on the same scale as ``drop``.
+    ``ci_low``/``ci_high``: 95% interval of ``change`` (:func:`paired_mean_ci`, within
+    ``[low - high, high - low]`` for a metric on ``[low, high]``); with ``relative=True`` of the
+    relative change ``change / |baseline mean|``, on the same scale as ``drop``, and within the
+    range a relative change of the metric can take (:func:`relative_bounds`).
     """
 
     metric: str
@@ -173,10 +176,11 @@ def _row(m: str, cur: RunValues, base: RunValues, max_drop: float, alpha: float,
     drop = _scale(sign * change, b_mean, relative)
     alt = "less" if direction != "lower" else "greater"
     p = paired_permutation_test(xb, xc, alternative=alt, n_resamples=n_resamples).pvalue
-    ci = paired_bootstrap_ci(xb, xc)
+    bounds = base.range_of(m) or cur.range_of(m)
+    ci = paired_mean_ci(xb, xc, bounds=bounds)
     if relative and ci is not None:
         # the interval of the change on the scale of the drop beside it: relative to the baseline mean
-        ci = (ci[0] / abs(b_mean), ci[1] / abs(b_mean)) if b_mean else None
+        ci = _relative_ci(ci, b_mean, bounds) if b_mean else None
     bad = drop is not None and drop > max_drop and p < alpha
     if bad:
         status = "REGRESSED"
@@ -195,6 +199,23 @@ def p_improved(xb: Any, xc: Any, worse_alt: str, alpha: float, n_resamples: int)
     """Whether the current run is significantly *better* (the opposite one-sided test)."""
     alt = "greater" if worse_alt == "less" else "less"
     return paired_permutation_test(xb, xc, alternative=alt, n_resamples=n_resamples).pvalue < alpha  # type: ignore[arg-type]
+
+
+def relative_bounds(bounds: tuple[float, float] | None, base_mean: float) -> tuple[float, float]:
+    """The range of a relative change ``(c - b) / |b|`` of a metric on ``[low, high]`` whose
+    baseline mean is ``b``: ``[(low - b) / |b|, (high - b) / |b|]`` (from -100% for a metric that
+    cannot go below 0); without a range, the whole line."""
+    if bounds is None:
+        return -math.inf, math.inf
+    low, high = bounds
+    return (low - base_mean) / abs(base_mean), (high - base_mean) / abs(base_mean)
+
+
+def _relative_ci(ci: tuple[float, float], base_mean: float, bounds: tuple[float, float] | None
+                 ) -> tuple[float, float]:
+    lo, hi = relative_bounds(bounds, base_mean)
+    scale = abs(base_mean)
+    return min(max(ci[0] / scale, lo), hi), max(min(ci[1] / scale, hi), lo)
 
 
 def _scale(drop: float, base_mean: float | None, relative: bool) -> float | None:

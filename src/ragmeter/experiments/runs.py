@@ -28,6 +28,8 @@ class RunValues:
         means: ``{metric_key: mean}`` as stored (used when per-sample values are absent).
         directions: ``{metric_key: "higher" | "lower"}``.
         label: how to show it (name or id, or the file path).
+        ranges: ``{metric_key: (low, high)}``, the range of the metric's values (the registry's
+            ``range``, else the one recorded with the run); see :meth:`range_of`.
     """
 
     run_id: str
@@ -38,10 +40,16 @@ class RunValues:
     label: str = ""
     dataset_fingerprint: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    ranges: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     @property
     def metrics(self) -> list[str]:
         return list(dict.fromkeys([*self.values, *self.means]))
+
+    def range_of(self, metric: str) -> tuple[float, float] | None:
+        """The range of ``metric``'s values: the registry's (found when the run was loaded, by the
+        requested name), else the one recorded with the run, else ``None`` (unknown here)."""
+        return self.ranges.get(metric) or registry_range(metric)
 
     def higher_is_better(self, metric: str) -> bool:
         return self.directions.get(metric, "higher") != "lower"
@@ -62,9 +70,16 @@ def from_store(store: Any, ref: str) -> RunValues:
         if m not in summary:
             directions[m] = _registry_direction(m)
     means = {m: _mean(v) for m, v in values.items()}
+    names = {m.get("key"): m.get("name") for m in (run.metrics or []) if isinstance(m, dict)}
+    ranges = {}
+    for m in values:
+        rng = registry_range(names.get(m) or m) or _stored_range(summary.get(m))
+        if rng is not None:
+            ranges[m] = rng
     return RunValues(run_id=run.id, name=run.name, values=values, means=means, directions=directions,
                      label=f"{run.name} ({run.id})" if run.name else run.id,
-                     dataset_fingerprint=run.dataset_fingerprint, extra=dict(run.extra or {}))
+                     dataset_fingerprint=run.dataset_fingerprint, extra=dict(run.extra or {}),
+                     ranges=ranges)
 
 
 def from_result(result: Any) -> RunValues:
@@ -72,8 +87,36 @@ def from_result(result: Any) -> RunValues:
     ids = [s.id for s in result.samples]
     values = {m: {i: sc.value for i, sc in zip(ids, scores, strict=True)} for m, scores in result.scores.items()}
     directions = {m: str(result.summary.get(m, {}).get("direction", "higher")) for m in values}
+    ranges = {m: r for m in values if (r := _stored_range(result.summary.get(m))) is not None}
     return RunValues(run_id=result.run_id, values=values, means={m: _mean(v) for m, v in values.items()},
-                     directions=directions, label=result.run_id, extra=dict(result.extra or {}))
+                     directions=directions, label=result.run_id, extra=dict(result.extra or {}),
+                     ranges=ranges)
+
+
+def _stored_range(entry: Any) -> tuple[float, float] | None:
+    """The ``range`` recorded in a run summary's (or a baseline file's) metric entry, if valid."""
+    rng = entry.get("range") if isinstance(entry, dict) else None
+    if not isinstance(rng, list | tuple) or len(rng) != 2:
+        return None
+    try:
+        low, high = float(rng[0]), float(rng[1])
+    except (TypeError, ValueError):
+        return None
+    return (low, high) if low < high else None
+
+
+def registry_range(metric: str) -> tuple[float, float] | None:
+    """The registry's ``range`` of a metric key (``ndcg@10``, ``faithfulness(judge=...)`` resolve to
+    their metric); ``None`` for a name this process does not know."""
+    from ragmeter.metrics.base import resolve
+
+    for name in dict.fromkeys((metric, metric.split("(", 1)[0])):
+        try:
+            spec = resolve(name).spec
+        except (ConfigError, ImportError):
+            continue
+        return float(spec.range[0]), float(spec.range[1])
+    return None
 
 
 def _registry_direction(metric: str) -> str:
@@ -138,6 +181,7 @@ def save_baseline(values: RunValues, path: str | Path, *, metrics: list[str] | N
            "dataset_fingerprint": values.dataset_fingerprint,
            "metrics": {m: {"direction": values.directions.get(m, "higher"), "mean": values.means.get(m),
                            "n": sum(v is not None for v in values.values[m].values()),
+                           **({"range": list(r)} if (r := values.range_of(m)) is not None else {}),
                            "values": values.values[m]} for m in keys}}
     if "method" in values.extra:
         doc["method"] = values.extra["method"]
@@ -167,6 +211,7 @@ def load_baseline(path: str | Path) -> RunValues:
     values: dict[str, dict[str, float | None]] = {}
     means: dict[str, float | None] = {}
     directions: dict[str, str] = {}
+    ranges: dict[str, tuple[float, float]] = {}
     for m, entry in doc["metrics"].items():
         if isinstance(entry, int | float) and not isinstance(entry, bool):
             means[m] = float(entry)  # {"metrics": {name: mean}} style: mean only
@@ -175,6 +220,8 @@ def load_baseline(path: str | Path) -> RunValues:
         if not isinstance(entry, dict):
             raise ConfigError(f"{path}: metric {m!r} must be a number or a mapping")
         directions[m] = str(entry.get("direction") or _registry_direction(m))
+        if (rng := registry_range(m) or _stored_range(entry)) is not None:
+            ranges[m] = rng
         if entry.get("mean") is not None:
             means[m] = float(entry["mean"])
         raw = entry.get("values")
@@ -189,7 +236,7 @@ def load_baseline(path: str | Path) -> RunValues:
                 means[m] = _mean(vals)
     rid = str(doc.get("run_id") or path.stem)
     return RunValues(run_id=rid, name=doc.get("name"), values=values, means=means, directions=directions,
-                     label=str(path), dataset_fingerprint=doc.get("dataset_fingerprint"))
+                     label=str(path), dataset_fingerprint=doc.get("dataset_fingerprint"), ranges=ranges)
 
 
 def paired_arrays(a: RunValues, b: RunValues, metric: str) -> tuple[np.ndarray, np.ndarray, list[str], int]:

@@ -1,5 +1,5 @@
-"""Paired statistics for comparing two runs on the same samples: bootstrap CI of the mean
-difference, sign-flip permutation test, Wilcoxon signed-rank, Holm correction, sample size.
+"""Paired statistics for comparing two runs on the same samples: CI of the mean difference
+(:func:`paired_mean_ci`, within the range a difference can take), sign-flip permutation test, Wilcoxon signed-rank, Holm correction, sample size.
 
 Every function takes two aligned arrays ``a`` (the reference: run A, or the baseline) and ``b``
 (the challenger: run B, or the current run); differences are ``d = b - a``, so a positive mean
@@ -16,7 +16,7 @@ from typing import Literal
 import numpy as np
 
 from ragmeter.errors import MetricError
-from ragmeter.stats import SEED, bootstrap_ci
+from ragmeter.stats import SEED, Bounds, bootstrap_ci, difference_bounds, mean_ci
 
 Alternative = Literal["two-sided", "less", "greater"]
 ArrayLike = Sequence[float] | np.ndarray
@@ -63,6 +63,30 @@ def paired_bootstrap_ci(a: ArrayLike, b: ArrayLike, *, level: float = 0.95,
     if not 0 < level < 1:
         raise MetricError(f"level must be in (0, 1), got {level}")
     return bootstrap_ci(y - x, level=level, n_resamples=n_resamples, seed=seed)
+
+
+def paired_mean_ci(a: ArrayLike, b: ArrayLike, *, level: float = 0.95,
+                   bounds: Bounds = None) -> tuple[float, float] | None:
+    """Confidence interval of the mean paired difference ``mean(b - a)``: the interval of
+    :func:`ragmeter.stats.mean_ci` of the per-sample differences ``d_i = b_i - a_i``, which lie in
+    ``[low - high, high - low]`` for a metric on ``bounds = (low, high)`` (``[-1, 1]`` for a 0-1
+    metric; :func:`ragmeter.stats.difference_bounds`). Paired: the correlation between the runs is
+    kept, so the interval is usually much narrower than one built from two separate intervals.
+
+    Returns:
+        ``(low, high)`` inside the difference's range, around the mean difference (strictly when the
+        differences vary); ``None`` for fewer than two pairs.
+
+    Example:
+        >>> [round(v, 3) for v in paired_mean_ci([0, 0, 1, 1] * 5, [1, 1, 1, 1] * 5, bounds=(0, 1))]
+        [0.23, 0.698]
+    """
+    x, y = _pair(a, b)
+    if not 0 < level < 1:
+        raise MetricError(f"level must be in (0, 1), got {level}")
+    if x.size < 2:
+        return None
+    return mean_ci(y - x, level=level, bounds=difference_bounds(bounds))
 
 
 @dataclass(frozen=True)
@@ -316,14 +340,16 @@ class PairedComparison:
 
 
 def compare_paired(a: ArrayLike, b: ArrayLike, *, level: float = 0.95,
-                   n_resamples: int = N_PERMUTATIONS, seed: int = SEED) -> PairedComparison:
-    """Means, mean difference ``b - a`` with its paired-bootstrap CI, two-sided permutation and
-    Wilcoxon p-values, and win/tie/loss counts (``b`` vs ``a``) for two aligned score arrays."""
+                   n_resamples: int = N_PERMUTATIONS, seed: int = SEED,
+                   bounds: Bounds = None) -> PairedComparison:
+    """Means, mean difference ``b - a`` with its CI (:func:`paired_mean_ci`; ``bounds`` is the
+    metric's range), two-sided permutation and Wilcoxon p-values, and win/tie/loss counts (``b``
+    vs ``a``) for two aligned score arrays."""
     x, y = _pair(a, b)
     n = x.size
     if n == 0:
         raise MetricError("no paired samples to compare (no sample has a value in both runs)")
-    ci = paired_bootstrap_ci(x, y, level=level, seed=seed)
+    ci = paired_mean_ci(x, y, level=level, bounds=bounds)
     perm = paired_permutation_test(x, y, n_resamples=n_resamples, seed=seed)
     wil = wilcoxon_test(x, y)
     w, t, lo = win_tie_loss(x, y)

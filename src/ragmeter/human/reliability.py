@@ -87,8 +87,8 @@ def apply_human_scores(store: Store, task_ref: str, how: str = "mean") -> dict[s
             new.update(changed)
         details = {"source": "human", "task": task.id, "how": how, "scale": sc.name}
         store.add_scores(run.id, metric, list(new), [Score(v, details=details) for v in new.values()])
-        agg = aggregate([Score(v) for v in vals.values()])
-        agg.update(direction="higher", family="human")
+        agg = aggregate([Score(v) for v in vals.values()], bounds=(0.0, 1.0))  # normalised labels
+        agg.update(direction="higher", family="human", range=[0.0, 1.0])
         summary[metric] = agg
         done[metric] = len(vals)
     if not done:

@@ -329,6 +329,10 @@ def _from_values(comp: Composite, values: Mapping[str, float | None],
     return {"composite": comp.name, "value": value, "band": band(value), **info, "components": parts}
 
 
+#: a composite is a weighted mean (weights >= 0) of components on [0, 1] (:func:`_check_unit`)
+COMPOSITE_RANGE = (0.0, 1.0)
+
+
 def _check_unit(v: float, key: str) -> float:
     if math.isnan(v) or not -1e-9 <= v <= 1 + 1e-9:
         raise ConfigError(f"composite input {key!r} = {v} is not in [0, 1]")
@@ -438,7 +442,7 @@ def composite_scores(store: Any, run_id: str, preset: str | Mapping[str, Any] | 
         scores.append(Score(v, info.get("reason")))
         if per_sample:
             rows[sid] = {"value": v, "missing": info["missing"]}
-    agg = aggregate(scores)
+    agg = aggregate(scores, bounds=COMPOSITE_RANGE)
     means = {k: v.get("mean") for k, v in summary.items() if isinstance(v, Mapping)}
     if consistency_overall is not None:
         means["consistency"] = consistency_overall

@@ -19,7 +19,7 @@ from ragmeter.metrics.composite import bands_apply
 from ragmeter.redact import redact, redact_obj
 from ragmeter.report.bands import band, oriented
 from ragmeter.schema import FIELD_PRESENT, Sample, Score
-from ragmeter.stats import aggregate, bootstrap_ci
+from ragmeter.stats import aggregate, difference_bounds, mean_ci
 from ragmeter.store import Store
 from ragmeter.store.models import Run
 
@@ -80,6 +80,25 @@ def _spec_range(name: str | None) -> tuple[float, float] | None:
     return float(spec.range[0]), float(spec.range[1])
 
 
+def metric_range(run: Run, key: str, lo: float | None = None, hi: float | None = None
+                 ) -> tuple[float, float]:
+    """The range of metric ``key`` of ``run``: the registry's (by the requested name), else the one
+    stored in the run's summary, else (a metric not registered in this process) the house range
+    [0, 1] when the values ``lo .. hi`` fit it, else ``(lo, hi)``."""
+    req = next((m for m in (run.metrics or []) if m.get("key") == key), {})
+    rng = _spec_range(req.get("name") or key)
+    if rng is not None and rng[1] - rng[0] >= 1e9:  # a metric with no set range (an OpenAI python grader)
+        rng = None
+    if rng is None:
+        stored = ((run.summary or {}).get(key) or {}).get("range")
+        if isinstance(stored, list | tuple) and len(stored) == 2:
+            rng = (float(stored[0]), float(stored[1]))
+    if rng is None:
+        fits = lo is None or (lo >= 0 and hi is not None and hi <= 1)
+        rng = (0.0, 1.0) if fits else (float(lo), float(hi) if hi is not None else float(lo))
+    return rng
+
+
 def _spec_direction(name: str | None) -> str | None:
     from ragmeter.metrics.base import get_spec
 
@@ -100,14 +119,7 @@ def _metric_meta(run: Run, key: str, agg: Mapping[str, Any]) -> dict[str, Any]:
     name = req.get("name") or key
     stored = (run.summary or {}).get(key) or {}
     direction = agg.get("direction") or stored.get("direction") or _spec_direction(name) or "higher"
-    rng = _spec_range(name)
-    lo, hi = agg.get("min"), agg.get("max")
-    if rng is not None and rng[1] - rng[0] >= 1e9:  # a metric with no set range (an OpenAI python grader)
-        rng = None
-    if rng is None:
-        # not registered in this process: assume the house range [0, 1] when the values fit it
-        fits = lo is None or (lo >= 0 and hi is not None and hi <= 1)
-        rng = (0.0, 1.0) if fits else (float(lo), float(hi))
+    rng = metric_range(run, key, agg.get("min"), agg.get("max"))
     banded = rng == (0.0, 1.0)
     family = agg.get("family") or stored.get("family") or ""
     options = (run.config or {}).get("options") or {}
@@ -148,7 +160,9 @@ def metric_views(run: Run, samples: Sequence[Sample], table: Mapping[str, Mappin
         if key in summary and not live:
             agg = dict(summary[key])
         else:
-            agg = aggregate(present)
+            vals = [s.value for s in present if s.value is not None]
+            bounds = metric_range(run, key, min(vals, default=None), max(vals, default=None))
+            agg = aggregate(present, bounds=bounds)
         meta = _metric_meta(run, key, agg)
         values = [s.value for s in present if s.value is not None]
         lo, hi = meta["range"]
@@ -527,11 +541,14 @@ MAX_PAIRS_FOR_PVALUE = 20_000
 
 
 def paired_difference(a: Mapping[str, float | None], b: Mapping[str, float | None], *,
-                      higher_is_better: bool = True, level: float = 0.95) -> dict[str, Any]:
+                      higher_is_better: bool = True, level: float = 0.95,
+                      bounds: Sequence[float] | None = None) -> dict[str, Any]:
     """Paired comparison of one metric between two runs: samples paired by id.
 
-    ``diff = mean(b_i - a_i)`` over the ids where both runs have a value, with a percentile
-    paired-bootstrap confidence interval (resampling the per-sample differences). ``wins`` counts
+    ``diff = mean(b_i - a_i)`` over the ids where both runs have a value, with the confidence
+    interval of :func:`ragmeter.stats.mean_ci` of the per-sample differences, within
+    ``[low - high, high - low]`` for a metric on ``bounds = (low, high)`` (the interval of
+    ``ragmeter compare``). ``wins`` counts
     samples where ``b`` is better than ``a`` in the metric's direction, ``losses`` where it is
     worse, ``ties`` where equal. ``verdict`` is ``"better"`` or ``"worse"`` (``b`` relative to ``a``)
     when the permutation p-value, Holm-adjusted over the family of tests (one test here; every
@@ -556,11 +573,11 @@ def paired_difference(a: Mapping[str, float | None], b: Mapping[str, float | Non
     xa = np.array([a[k] for k in ids], dtype=np.float64)
     xb = np.array([b[k] for k in ids], dtype=np.float64)
     d = xb - xa
-    ci = bootstrap_ci(d, level=level)
+    ci = mean_ci(d, level=level, bounds=difference_bounds(bounds)) if d.size > 1 else None
     up, down = int((d > 1e-12).sum()), int((d < -1e-12).sum())
     stats = _experiments_statistics()
     if stats is not None and len(ids) <= MAX_PAIRS_FOR_PVALUE:
-        res = stats.compare_paired(xa, xb, level=level)
+        res = stats.compare_paired(xa, xb, level=level, bounds=bounds)
         ci = (res.ci_low, res.ci_high) if res.ci_low is not None else None
         out["p_value"] = float(res.pvalue)
         up, down = res.wins, res.losses
@@ -639,7 +656,7 @@ def compare_view(store: Store, refs: Sequence[str], *, max_samples: int | None =
         meta = next(pr["metas"][k] for pr in per_run if k in pr["metas"])
         metrics.append({
             "key": k, "direction": meta["direction"], "higher_is_better": meta["higher_is_better"],
-            "banded": meta["banded"], "family": meta["family"],
+            "banded": meta["banded"], "family": meta["family"], "range": meta["range"],
             "runs": [_run_metric_cell(pr["metas"].get(k)) for pr in per_run],
         })
     base = per_run[0]
@@ -650,7 +667,7 @@ def compare_view(store: Store, refs: Sequence[str], *, max_samples: int | None =
             if k not in base["values"] or k not in pr["values"]:
                 continue
             d = paired_difference(base["values"][k], pr["values"][k],
-                                  higher_is_better=m["higher_is_better"])
+                                  higher_is_better=m["higher_is_better"], bounds=m["range"])
             differences.append({"metric": k, "baseline": base["run"].id, "run": pr["run"].id,
                                 "run_label": pr["run"].name or pr["run"].id,
                                 "direction": m["direction"], **d, "higher_is_better": m["higher_is_better"]})

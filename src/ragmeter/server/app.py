@@ -111,7 +111,7 @@ def create_app(db: str | Store | None = None, *, allowed_hosts: Iterable[str] = 
         title="ragmeter dashboard", version=__version__,
         description="Read-only views of the runs in a ragmeter store: runs, a run's aggregates "
                     "and samples, one sample's verdicts, and comparisons of runs (paired by "
-                    "sample id, with bootstrap confidence intervals).",
+                    "sample id, with confidence intervals inside each metric's range).",
         openapi_tags=[{"name": "runs", "description": "Stored runs and their samples."},
                       {"name": "compare", "description": "Several runs side by side."},
                       {"name": "monitor", "description": "Production calls: ingest, aggregates, trends."}],

@@ -47,7 +47,8 @@ class MetricAggregate(BaseModel):
     std: float | None
     min: float | None
     max: float | None
-    ci_low: float | None = Field(description="95% bootstrap confidence interval of the mean.")
+    ci_low: float | None = Field(description="95% confidence interval of the mean, inside the metric's "
+                                             "range (docs/statistics.md).")
     ci_high: float | None
     n: int = Field(description="Samples with a value.")
     n_missing: int = Field(description="Samples without a value (see missing_reasons).")
@@ -161,7 +162,8 @@ class PairedDifference(BaseModel):
     mean_a: float | None = Field(description="Baseline mean over the paired samples.")
     mean_b: float | None = Field(description="This run's mean over the paired samples.")
     diff: float | None = Field(description="mean(run − baseline) over the pairs.")
-    ci_low: float | None = Field(description="95% paired-bootstrap CI of diff.")
+    ci_low: float | None = Field(description="95% CI of diff, inside [low - high, high - low] for a "
+                                             "metric on [low, high].")
     ci_high: float | None
     p_value: float | None = Field(default=None, description="Two-sided paired permutation test "
                                                             "(when ragmeter.experiments is installed).")

@@ -248,7 +248,7 @@ def _f(v: Any) -> str:
 
 
 def _log_ranking(ranking: dict[str, Any], log: Log, *, title: str, show: int = 5) -> None:
-    log(f"[bold]{title}[/bold] (95% bootstrap CI; p = paired permutation vs #1, Holm-adjusted)")
+    log(f"[bold]{title}[/bold] (95% CI; p = paired permutation vs #1, Holm-adjusted)")
     for row in ranking["rows"][:show]:
         p = "" if row["p_vs_winner_holm"] is None else f"  p={row['p_vs_winner_holm']:.3g}"
         log(f"  {row['rank']:>3}. {_f(row['mean'])} [{_f(row['ci_low'])}, {_f(row['ci_high'])}]  {row['name']}{p}")
