@@ -178,7 +178,9 @@ class JudgeService:
                               schema_json(req.schema), self.cfg.temperature,
                               req.max_tokens or self.cfg.max_tokens, req.template_version]
                              # a repeat draw asks again; draw 0 keeps the keys of existing caches
-                             + ([self.cfg.draw] if self.cfg.draw else []),
+                             + ([self.cfg.draw] if self.cfg.draw else [])
+                             # a request for token log-probabilities is another request
+                             + ([f"logprobs={req.logprobs}"] if req.logprobs else []),
                              ensure_ascii=False, separators=(",", ":"))
         return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
@@ -427,7 +429,8 @@ class JudgeService:
             self._cache_rows.append({
                 "key": res.key, "provider": self.cfg.provider, "model": self.cfg.model,
                 "response": {"data": res.value.model_dump(mode="json"), "raw": res.raw,
-                             "schema": req.schema.__name__},
+                             "schema": req.schema.__name__,
+                             **({"logprobs": res.logprobs} if res.logprobs is not None else {})},
                 "input_tokens": res.input_tokens, "output_tokens": res.output_tokens,
                 "cost_usd": res.cost_usd or 0.0})
 
@@ -463,7 +466,8 @@ class JudgeService:
                     except ReplyParseError:
                         continue  # a reply the current schema rejects is not a hit
                     out[row.key] = JudgeResult(OK, row.key, value=value, raw=(row.response or {}).get("raw"),
-                                               cached=True, cost_usd=0.0 if self.price else None)
+                                               cached=True, cost_usd=0.0 if self.price else None,
+                                               logprobs=(row.response or {}).get("logprobs"))
         return out
 
     def _plan_call(self, req: JudgeRequest, key: str) -> JudgeResult:
@@ -623,7 +627,8 @@ class JudgeService:
             ticket = await self._slots.acquire()
             try:
                 attempts += 1
-                reply = await self._client.complete(req.system, messages, req.schema, max_tokens)
+                extra = {"logprobs": req.logprobs} if req.logprobs else {}
+                reply = await self._client.complete(req.system, messages, req.schema, max_tokens, **extra)
             except asyncio.CancelledError:
                 self._slots.release()
                 await self._settle(est_cost, 0.0)
@@ -665,7 +670,7 @@ class JudgeService:
                                 {"role": "user", "content": _CORRECTION.format(error=why)}]
                     continue
                 return result(FAILED, reason="judge failure: invalid reply", error=why, raw=reply.raw)
-            return result(OK, value=value, raw=reply.raw)
+            return result(OK, value=value, raw=reply.raw, logprobs=reply.logprobs if req.logprobs else None)
 
 
 class _Runtime:
