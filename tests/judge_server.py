@@ -139,7 +139,7 @@ def verdict(schema: str, system: str, user: str) -> dict[str, Any]:
             return {"reason": "shares the input's words" if share >= 0.5 else "misses the input's words",
                     "score": int(share >= 0.5)}
         low, high = (int(x) for x in re.search(r"an integer between (\d+) and (\d+)", system).groups())
-        return {"reason": f"{len(qw & aw)} of the input's words in the output", "score": round(low + share * (high - low))}
+        return {"reason": f"{len(qw & aw)} input word(s) found in the output", "score": round(low + share * (high - low))}
     if schema == "RelevanceLabels":
         qw = words(q)
         return {"labels": [{"chunk": i, "reason": "rule", "grade": min(3, len(words(c) & qw))}
@@ -485,7 +485,7 @@ class JudgeServer:
 
 def token_logprobs(text: str, top: int) -> list[dict[str, Any]]:
     """Scripted ``logprobs.content`` for a reply: one token per run of digits, letters or other
-    characters; a number token gets its neighbours as alternatives (70% / 20% / 10%)."""
+    characters; a number token n gets n - 1 (n + 1 for 0) as the alternative (70% / 30%)."""
     import math
 
     out = []
@@ -493,7 +493,7 @@ def token_logprobs(text: str, top: int) -> list[dict[str, Any]]:
         alts = [(tok, 0.0)]
         if tok.isdecimal():
             v = int(tok)
-            alts = [(tok, math.log(0.7)), (str(v + 1), math.log(0.2)), (str(max(v - 1, 0)), math.log(0.1))]
+            alts = [(tok, math.log(0.7)), (str(v - 1 if v else 1), math.log(0.3))]
         out.append({"token": tok, "logprob": alts[0][1], "bytes": None,
                     "top_logprobs": [{"token": t, "logprob": lp, "bytes": None} for t, lp in alts[:max(1, top)]]})
     return out

@@ -168,7 +168,7 @@ def metrics_cmd(
     if as_json:
         typer.echo(json.dumps([s.info() for s in specs]))
         return
-    ranges = {f"{s.range[0]:g}-{s.range[1]:g}" for s in specs}
+    ranges = {_range_text(s.range) for s in specs}
     one_range = len(ranges) == 1
     # names, families and directions never wrap or shrink; only the field lists wrap, so the
     # table reads at 80 columns (definitions are too long for a column: --long prints them below)
@@ -186,7 +186,7 @@ def metrics_cmd(
         row = [s.name + (f"@{s.param}" if s.param else ""), s.family,
                "higher" if s.higher_is_better else "lower"]
         if not one_range:
-            row.append(f"{s.range[0]:g}-{s.range[1]:g}")
+            row.append(_range_text(s.range))
         row.append(", ".join([*s.requires, *uses]))
         t.add_row(*row)
     console.print(t)
@@ -194,12 +194,30 @@ def metrics_cmd(
         console.print("+emb: computes embeddings (offline default model); +judge: needs an LLM judge "
                       "(--judge). `ragmeter metrics --long` prints every definition.",
                       markup=False, highlight=False)
+    if any(s.equals for s in specs):
+        tools = sorted({(s.equals["tool"], s.equals["version"]) for s in specs if s.equals})
+        console.print(", ".join(f"{t}:* equal {TOOL_LABELS.get(t, t)} {v}'s numbers" for t, v in tools)
+                      + " given the same judge verdicts; `--long` says, for every judge metric, which "
+                      "tool's number it equals and where it differs.", markup=False, highlight=False)
     if long:
         for s in specs:
             head = Text(s.name + (f"@{s.param}" if s.param else ""), style="bold")
             console.print(head)
             console.print(Text(s.info()["description"]), style=None, soft_wrap=False,
                           markup=False, highlight=False)
+            if s.equals:
+                console.print(Text(f"equals: {TOOL_LABELS.get(s.equals['tool'], s.equals['tool'])} "
+                                   f"{s.equals['version']} {s.equals['metric']}, given the same verdicts"),
+                              soft_wrap=False, markup=False, highlight=False)
+            if s.parity_text():
+                console.print(Text("parity: " + s.parity_text()), soft_wrap=False, markup=False, highlight=False)
+
+
+TOOL_LABELS = {"ragas": "ragas", "deepeval": "DeepEval"}
+
+
+def _range_text(r: tuple[float, float]) -> str:
+    return f"{r[0]:g}-{r[1]:g}" if r[0] >= 0 else f"{r[0]:g} to {r[1]:g}"
 
 
 def show_cmd(
