@@ -169,10 +169,16 @@ def metrics_cmd(
         typer.echo(json.dumps([s.info() for s in specs]))
         return
     ranges = {_range_text(s.range) for s in specs}
-    one_range = len(ranges) == 1
+    # a few metrics off the common range are named in the title, so the table keeps its columns
+    common = max(ranges, key=lambda r: sum(_range_text(s.range) == r for s in specs))
+    odd = [s for s in specs if _range_text(s.range) != common]
+    one_range = len(odd) <= 4
+    title = f"{len(specs)} metrics" + (f", every score in {common}" if one_range else "")
+    if odd and one_range:
+        title += f" but {len(odd)} (below)"
     # names, families and directions never wrap or shrink; only the field lists wrap, so the
     # table reads at 80 columns (definitions are too long for a column: --long prints them below)
-    t = Table(title=f"{len(specs)} metrics" + (f", every score in {ranges.pop()}" if one_range else ""),
+    t = Table(title=title,
               box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True,
               title_justify="left")
     t.add_column("name", no_wrap=True)
@@ -190,6 +196,9 @@ def metrics_cmd(
         row.append(", ".join([*s.requires, *uses]))
         t.add_row(*row)
     console.print(t)
+    if odd and one_range:
+        console.print("Other ranges: " + ", ".join(f"{s.name} {_range_text(s.range)}" for s in odd)
+                      + ".", markup=False, highlight=False)
     if any(s.needs_embeddings or s.needs_llm for s in specs):
         console.print("+emb: computes embeddings (offline default model); +judge: needs an LLM judge "
                       "(--judge). `ragmeter metrics --long` prints every definition.",
