@@ -156,7 +156,8 @@ def test_eval_g_eval_with_option_criteria_scores_with_the_judge(server, data, db
                             *judge_args(server), "--db", db_url, "--no-progress", "--out", str(out)])
     assert r.exit_code == 0, r.output
     got = [json.loads(x) for x in out.read_text().splitlines()]
-    assert all(0 <= g["deepeval:g_eval"] <= 1 for g in got)
+    assert all(0 <= g["deepeval:g_eval"] <= 1 for g in got if g["id"] != "q4")
+    assert got[4]["deepeval:g_eval"] is None and "refuses" in got[4]["no_value_reasons"]["deepeval:g_eval"]
     store = open_store(db_url)
     scores = store.scores(store.list_runs()[0].id, "deepeval:g_eval")
     d = scores[0].details

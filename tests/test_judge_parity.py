@@ -443,6 +443,12 @@ def test_deepeval_g_eval(srv, clients, mode):
         if mode != "strict":
             weighted = pat["alternatives"] is not None and any(t.isdecimal() for t, _ in pat["alternatives"])
             assert sc.details["score_method"].startswith("probability-weighted" if weighted else "plain score")
+    empty = sample(srv.case("g_eval", score=5, alternatives=None), 99, answer="")  # DeepEval refuses it
+    (value, sc), = ours(srv, {"name": "deepeval:g_eval", "params": {"criteria": f"Correct. {empty.question}"}}, [empty])
+    metric = GEval(name="g", evaluation_params=[SingleTurnParams.INPUT, SingleTurnParams.ACTUAL_OUTPUT],
+                   model=clients["deepeval"], async_mode=False, criteria=f"Correct. {empty.question}")
+    assert deepeval_score(metric, input=empty.question, actual_output="") == (None, None)
+    assert value is None and "refuses" in sc.reason
 
 
 def test_g_eval_steps_are_generated_once_per_run(srv):

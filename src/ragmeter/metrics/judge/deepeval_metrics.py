@@ -419,7 +419,7 @@ for _flag, _what, _name, _cls, _doc in (
                        _opinion_score(_flag, _what), output_tokens=lambda s: estimate_items(s.answer or "", 40),
                        check_params=deepeval_params(_name))
     _bare = _name.split(":")[1]
-    _register(_jm, tool_class=_cls, requires=("answer",), description=f"""
+    _register(_jm, tool_class=_cls, requires=("question", "answer"), description=f"""
 DeepEval's {_bare}: the share of the answer's opinions that are not {_doc} (DeepEval 4.3.1
 ``{_cls}``; DeepEval 4 scores it so that 1 is a pass, higher is better).
 

@@ -254,6 +254,8 @@ class GEvalMetric:
                     missing = f"missing field for G-Eval's {p} (evaluation_params)"
                     break
                 blocks += context_blocks(value, label) if isinstance(value, list) else [(label, value)]
+            if missing is None and "actual_output" in cfg.params and s.answer == "":
+                missing = "empty answer: DeepEval refuses the test case ('actual_output' cannot be empty)"
             if missing is not None:
                 out.append(Score.missing(missing))
                 continue
