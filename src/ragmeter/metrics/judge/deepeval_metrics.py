@@ -211,7 +211,8 @@ def _precision_score(_s: Sample, v: ContextVerdicts, p: dict[str, Any], _ctx: An
     threshold = 1.0 if strict else float(p.get("threshold", 0.5))
     summary = precision_summary([bool(u) for u in useful], value)
     if strict and sum(useful) and value < threshold:
-        summary = f"strict mode: 0, as the {value:.3f} of the verdicts is below 1 ({summary})"
+        summary = (f"strict mode: 0, as the rank-weighted precision {value:.3f} is below 1 "
+                   f"({sum(useful)} useful, {len(useful)} retrieved)")
         value = 0.0
     return Score(value, details={"verdicts": [x.model_dump() for x in ordered], "useful": sum(useful),
                                  "total": len(useful), "summary": summary, "threshold": threshold,
