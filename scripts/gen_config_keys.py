@@ -30,6 +30,7 @@ def render() -> str:
     from ragmeter.config import KEY_HELP, KNOWN_KEYS
     from ragmeter.llm.config import config_from_options
     from ragmeter.metrics.base import GROUPS, all_metrics
+    from ragmeter.metrics.judge.geval import OPTION as geval_options
 
     lines = [
         "# Accepted config keys",
@@ -53,9 +54,11 @@ def render() -> str:
         "Accepted in `metrics`, `metric_types` and `--metrics`. An alias is stored under the metric's",
         "name. `name@value` sets the parameter in the `@` column (`ndcg@10`); other parameters go in",
         "`{\"name\": ..., \"params\": {...}}`. Values are in [0, 1] unless the range says otherwise.",
+        "`ragas:*` and `deepeval:*` names give the tool's own number from the same judge verdicts",
+        "(the `equals` column; docs/judge.md says where each bare name differs).",
         "",
-        "| name | aliases | family | `@` | parameters (default) | direction | needs |",
-        "|---|---|---|---|---|---|---|",
+        "| name | aliases | family | `@` | parameters (default) | direction | needs | equals |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     # ragmeter's own metrics only (a test or a plugin may have registered more in this process)
     for s in [m for m in all_metrics() if builtin(m)]:
@@ -63,8 +66,12 @@ def render() -> str:
                           + (["LLM judge"] if s.needs_llm else []))
         params = ", ".join(f"`{k}`={v!r}" for k, v in sorted(s.defaults.items()))
         aliases = ", ".join(f"`{a}`" for a in s.aliases)
+        equals = f"{s.equals['tool']} {s.equals['version']} `{s.equals['metric']}`" if s.equals else ""
+        direction = f"{'higher' if s.higher_is_better else 'lower'} is better"
+        if s.range != (0.0, 1.0):
+            direction += f", range [{s.range[0]:g}, {s.range[1]:g}]"
         lines.append(f"| `{s.name}` | {_cell(aliases)} | {s.family} | {f'`{s.param}`' if s.param else ''} | "
-                     f"{_cell(params)} | {'higher' if s.higher_is_better else 'lower'} is better | {_cell(needs)} |")
+                     f"{_cell(params)} | {direction} | {_cell(needs)} | {_cell(equals)} |")
     lines += [
         "",
         "## Group names",
@@ -83,6 +90,13 @@ def render() -> str:
         "Under `options` (or `--option key=value`); `judge` itself is `provider:model`. See docs/judge.md.",
         "",
         ", ".join(f"`{k}`" for k in ["judge", *judge_keys]),
+        "",
+        "## G-Eval options",
+        "",
+        "Under `options` (or `--option key=value`): the parameters of `deepeval:g_eval` when its entry",
+        "does not set them (`--option g_eval_criteria=\"...\"`). See docs/judge.md.",
+        "",
+        ", ".join(f"`{k}`" for k in geval_options.values()),
         "",
     ]
     return "\n".join(lines)

@@ -117,6 +117,29 @@ def verdict(schema: str, system: str, user: str) -> dict[str, Any]:
         names = [ln[2:].split(":", 1)[0].strip() for ln in section.splitlines() if ln.startswith("- ")]
         return {"dimensions": [{"name": n, "reasoning": f"{n} looks fine", "suggestions": [f"improve {n}"],
                                 "score": 0.8} for n in names]}
+    if schema == "RagasQuestions":
+        n = int(re.search(r"Write (\d+) questions", system).group(1))
+        first = sentences(answer)[0] if answer.strip() else "nothing"
+        noncommittal = "don't know" in answer.lower()
+        return {"questions": [{"question": f"{q or first}" if i == 0 else f"What is said in: {first}",
+                               "noncommittal": noncommittal} for i in range(n)]}
+    if schema == "ContextStatementVerdicts":
+        qw = words(q)
+        return {"contexts": [{"context": i, "statements": [
+            {"statement": s, "reason": "" if words(s) & qw else "off topic",
+             "verdict": "yes" if words(s) & qw else "no"} for s in (sentences(c) or [c])]}
+            for i, c in enumerate(_numbered(b, "CONTEXT"), 1)]}
+    if schema == "Steps":
+        return {"steps": ["Check that the Actual Output answers the Input.",
+                          "Check that the Actual Output is accurate and concise."]}
+    if schema == "ReasonScore":
+        qw, aw = words(b.get("INPUT", "")), words(b.get("ACTUAL OUTPUT", ""))
+        share = len(qw & aw) / len(qw) if qw else 0.0
+        if "STRICTLY EITHER 1" in system:
+            return {"reason": "shares the input's words" if share >= 0.5 else "misses the input's words",
+                    "score": int(share >= 0.5)}
+        low, high = (int(x) for x in re.search(r"an integer between (\d+) and (\d+)", system).groups())
+        return {"reason": f"{len(qw & aw)} input word(s) found in the output", "score": round(low + share * (high - low))}
     if schema == "RelevanceLabels":
         qw = words(q)
         return {"labels": [{"chunk": i, "reason": "rule", "grade": min(3, len(words(c) & qw))}
@@ -486,18 +509,39 @@ class JudgeServer:
             msg = f.message or f"scripted {f.status}"
             return f.status, f.headers, {"error": {"message": msg, "type": "scripted", "code": f.status}}
         if f.text is not None:
-            return 200, dict(f.headers), _render(wire, None, f.text, system, user, model)
+            return 200, dict(f.headers), _render(wire, None, f.text, system, user, model, body)
         data = verdict(_schema_name(system, named), system, user)
-        return 200, dict(f.headers), _render(wire, data, json.dumps(data), system, user, model)
+        return 200, dict(f.headers), _render(wire, data, json.dumps(data), system, user, model, body)
 
 
-def _render(wire: str, data: dict[str, Any] | None, text: str, system: str, user: str, model: str) -> Any:
-    """A reply in the wire format: the verdict as native structured output, or raw text."""
+def token_logprobs(text: str, top: int) -> list[dict[str, Any]]:
+    """Scripted ``logprobs.content`` for a reply: one token per run of digits, letters or other
+    characters; a number token n gets n - 1 (n + 1 for 0) as the alternative (70% / 30%)."""
+    import math
+
+    out = []
+    for tok in re.findall(r"\d+|[A-Za-z]+|[^\dA-Za-z]", text):
+        alts = [(tok, 0.0)]
+        if tok.isdecimal():
+            v = int(tok)
+            alts = [(tok, math.log(0.7)), (str(v - 1 if v else 1), math.log(0.3))]
+        out.append({"token": tok, "logprob": alts[0][1], "bytes": None,
+                    "top_logprobs": [{"token": t, "logprob": lp, "bytes": None} for t, lp in alts[:max(1, top)]]})
+    return out
+
+
+def _render(wire: str, data: dict[str, Any] | None, text: str, system: str, user: str, model: str,
+            body: dict[str, Any] | None = None) -> Any:
+    """A reply in the wire format: the verdict as native structured output, or raw text (with
+    token log-probabilities when an OpenAI-style request asks for them)."""
     tin, tout = _tokens(system, user), _tokens(text)
     if wire == "openai":
+        choice: dict[str, Any] = {"index": 0, "finish_reason": "stop",
+                                  "message": {"role": "assistant", "content": text}}
+        if body and body.get("logprobs"):
+            choice["logprobs"] = {"content": token_logprobs(text, int(body.get("top_logprobs") or 0))}
         return {"id": "chatcmpl-1", "object": "chat.completion", "created": int(time.time()),
-                "model": model, "choices": [{"index": 0, "finish_reason": "stop",
-                                             "message": {"role": "assistant", "content": text}}],
+                "model": model, "choices": [choice],
                 "usage": {"prompt_tokens": tin, "completion_tokens": tout, "total_tokens": tin + tout}}
     if wire == "anthropic":
         content = ([{"type": "tool_use", "id": "toolu_1", "name": "verdict", "input": data}]

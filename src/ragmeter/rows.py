@@ -14,19 +14,40 @@ INPUT_COLUMNS = ["id", "question", "answer", "reference", "contexts", "context_i
 PASS_SUFFIX = "__pass"
 
 
-def verdict_summary(details: Mapping[str, Any] | None) -> str | None:
-    """One line from a score's ``details``: the judge's reason, or its verdict counts."""
+#: what counts, per item list of stored ``details`` written before metrics stored their own summary
+_LEGACY_COUNTS: dict[str, tuple[set[str], str]] = {
+    "claims": ({"supported"}, "claims supported"),
+    "statements": ({"yes", "idk"}, "statements supported"),  # idk counts as relevant
+    "verdicts": ({"yes"}, "verdicts supported"),
+}
+
+
+def verdict_summary(details: Mapping[str, Any] | None, metric: str | None = None) -> str | None:
+    """One line from a score's ``details``: the summary the metric built from the same verdicts
+    as its score ("3 of 4 claims supported by the contexts", where 3/4 is the score of a
+    count-based metric), else the judge's reason, else -- for scores stored before metrics wrote
+    summaries -- counts of the verdicts read by the metric's rule (``metric``: the key, which
+    tells ``bias`` from ``toxicity`` and ``hallucination`` from ``faithfulness``)."""
     if not details:
         return None
-    for key in ("reason", "reasoning", "explanation", "note"):
+    for key in ("summary", "reason", "reasoning", "explanation", "note"):
         if isinstance(details.get(key), str) and details[key]:
             return details[key]
-    for key in ("verdicts", "claims", "statements", "opinions"):
+    name = (metric or "").split("(")[0].split("@")[0]
+    items = details.get("opinions")
+    if isinstance(items, list) and items:
+        flag = "toxic" if name.endswith("toxicity") else "biased"
+        k = sum(1 for x in items if isinstance(x, Mapping) and x.get(flag) is True)
+        if name.startswith("deepeval:"):
+            return f"{len(items) - k} of {len(items)} opinions not {flag}"
+        return f"{k} of {len(items)} opinions {flag}"
+    for key, (passing, label) in _LEGACY_COUNTS.items():
         items = details.get(key)
         if isinstance(items, list) and items:
-            yes = sum(1 for x in items if isinstance(x, Mapping)
-                      and str(x.get("verdict", x.get("supported", ""))).lower() in {"yes", "true", "1"})
-            return f"{yes} of {len(items)} {key} supported"
+            k = sum(1 for x in items if isinstance(x, Mapping) and str(x.get("verdict", "")).lower() in passing)
+            if key == "claims" and name == "hallucination":
+                return f"{len(items) - k} of {len(items)} claims contradicted or not found"
+            return f"{k} of {len(items)} {label}"
     return None
 
 
@@ -52,7 +73,7 @@ def result_rows(samples: Sequence[Sample], scores: Mapping[str, Sequence[Score |
                 reasons[key] = (sc.reason if sc is not None else None) or "not scored"
             if key in thr:
                 row[key + PASS_SUFFIX] = passes(value, thr[key], higher.get(key, True))
-            if sc is not None and (summary := verdict_summary(sc.details)):
+            if sc is not None and (summary := verdict_summary(sc.details, key)):
                 judge[key] = summary
         row["no_value_reasons"] = reasons
         row["judge"] = judge

@@ -182,17 +182,17 @@ def metrics_cmd(
     if as_json:
         typer.echo(json.dumps([s.info() for s in specs]))
         return
-    from collections import Counter
-
-    def range_text(lo: float, hi: float) -> str:
-        return "any number" if max(abs(lo), abs(hi)) >= 1e9 else f"{lo:g}-{hi:g}"
-
-    ranges = Counter(range_text(*s.range) for s in specs)
-    usual = ranges.most_common(1)[0][0] if ranges else "0-1"
+    ranges = {_range_text(s.range) for s in specs}
+    # a few metrics off the common range are named in the title, so the table keeps its columns
+    common = max(ranges, key=lambda r: sum(_range_text(s.range) == r for s in specs))
+    odd = [s for s in specs if _range_text(s.range) != common]
+    one_range = len(odd) <= 8
+    title = f"{len(specs)} metrics" + (f", every score in {common}" if one_range else "")
+    if odd and one_range:
+        title += f" but {len(odd)} (below)"
     # names, families and directions never wrap or shrink; only the field lists wrap, so the
-    # table reads at 80 columns (definitions are too long for a column: --long prints them below);
-    # a range other than the usual one is said in the needs column
-    t = Table(title=f"{len(specs)} metrics, every score in {usual}" + ("" if len(ranges) <= 1 else " unless noted"),
+    # table reads at 80 columns (definitions are too long for a column: --long prints them below)
+    t = Table(title=title,
               box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True,
               title_justify="left")
     t.add_column("name", no_wrap=True)
@@ -203,20 +203,44 @@ def metrics_cmd(
         uses = [x for x, f in (("+emb", s.needs_embeddings), ("+judge", s.needs_llm)) if f]
         row = [s.name + (f"@{s.param}" if s.param else ""), s.family,
                "higher" if s.higher_is_better else "lower"]
-        own = range_text(*s.range)
-        row.append(", ".join([*s.requires, *uses, *([f"({own})"] if own != usual else [])]))
+        if not one_range:
+            row.append(_range_text(s.range))
+        row.append(", ".join([*s.requires, *uses]))
         t.add_row(*row)
     console.print(t)
+    if odd and one_range:
+        console.print("Other ranges: " + ", ".join(f"{s.name} {_range_text(s.range)}" for s in odd)
+                      + ".", markup=False, highlight=False)
     if any(s.needs_embeddings or s.needs_llm for s in specs):
         console.print("+emb: computes embeddings (offline default model); +judge: needs an LLM judge "
                       "(--judge). `ragmeter metrics --long` prints every definition.",
                       markup=False, highlight=False)
+    if any(s.equals for s in specs):
+        tools = sorted({(s.equals["tool"], s.equals["version"]) for s in specs if s.equals})
+        console.print(", ".join(f"{t}:* equal {TOOL_LABELS.get(t, t)} {v}'s numbers" for t, v in tools)
+                      + " given the same judge verdicts; `--long` says, for every judge metric, which "
+                      "tool's number it equals and where it differs.", markup=False, highlight=False)
     if long:
         for s in specs:
             head = Text(s.name + (f"@{s.param}" if s.param else ""), style="bold")
             console.print(head)
             console.print(Text(s.info()["description"]), style=None, soft_wrap=False,
                           markup=False, highlight=False)
+            if s.equals:
+                console.print(Text(f"equals: {TOOL_LABELS.get(s.equals['tool'], s.equals['tool'])} "
+                                   f"{s.equals['version']} {s.equals['metric']}, given the same verdicts"),
+                              soft_wrap=False, markup=False, highlight=False)
+            if s.parity_text():
+                console.print(Text("parity: " + s.parity_text()), soft_wrap=False, markup=False, highlight=False)
+
+
+TOOL_LABELS = {"ragas": "ragas", "deepeval": "DeepEval"}
+
+
+def _range_text(r: tuple[float, float]) -> str:
+    if max(abs(r[0]), abs(r[1])) >= 1e9:  # no set range (an OpenAI python grader)
+        return "any number"
+    return f"{r[0]:g}-{r[1]:g}" if r[0] >= 0 else f"{r[0]:g} to {r[1]:g}"
 
 
 def show_cmd(

@@ -60,6 +60,8 @@ class Reply:
     finish_reason: str | None = None
     #: requests left in the provider's rate-limit window, from the reply's headers (``None``: not said)
     remaining: int | None = None
+    #: the reply's tokens with their log-probabilities, when asked for and given (OpenAI-compatible)
+    logprobs: list[dict[str, Any]] | None = None
 
     @property
     def raw(self) -> str:
@@ -100,7 +102,8 @@ class OpenAIClient:
     Asks for ``response_format={"type": "json_schema", ...}``; a server that rejects it is asked
     again with ``json_object``, then with plain text plus the schema in the prompt. Likewise a
     server that rejects ``max_tokens`` gets ``max_completion_tokens``, and one that rejects
-    ``temperature`` gets none. These adaptations are kept for the rest of the run.
+    ``temperature`` gets none, and one that rejects ``logprobs`` gets none (G-Eval then uses the
+    plain score). These adaptations are kept for the rest of the run.
     """
 
     provider = "openai"
@@ -110,6 +113,7 @@ class OpenAIClient:
         self.mode = cfg.response_format
         self.token_param = "max_tokens"
         self.send_temperature = True
+        self.send_logprobs = True
         self.adaptations: list[str] = []
         self.transport = "httpx"
         self._path = "/chat/completions"
@@ -140,9 +144,11 @@ class OpenAIClient:
                                               timeout=self.cfg.timeout, max_retries=0, http_client=http)
 
     def build(self, system: str, messages: list[dict[str, str]], schema: type[BaseModel],
-              max_tokens: int, sampling: dict[str, Any] | None = None) -> dict[str, Any]:
+              max_tokens: int, sampling: dict[str, Any] | None = None,
+              logprobs: int | None = None) -> dict[str, Any]:
         """The JSON body of the chat-completions request (``sampling``: a request's own
-        ``temperature``, ``top_p``, ``seed``, ``reasoning_effort``)."""
+        ``temperature``, ``top_p``, ``seed``, ``reasoning_effort``; ``logprobs``: ask for the tokens'
+        log-probabilities with that many alternatives each)."""
         if self.mode != "json_schema":
             system = system + SCHEMA_INSTRUCTION + schema_json(schema)
         body: dict[str, Any] = {
@@ -159,14 +165,18 @@ class OpenAIClient:
                 "name": schema.__name__, "schema": strict_schema(schema), "strict": True}}
         elif self.mode == "json_object":
             body["response_format"] = {"type": "json_object"}
+        if logprobs and self.send_logprobs:
+            body["logprobs"] = True
+            body["top_logprobs"] = logprobs
         return body
 
     async def complete(self, system: str, messages: list[dict[str, str]], schema: type[BaseModel],
-                       max_tokens: int, sampling: dict[str, Any] | None = None) -> Reply:
+                       max_tokens: int, sampling: dict[str, Any] | None = None,
+                       logprobs: int | None = None) -> Reply:
         import openai
 
         while True:
-            body = self.build(system, messages, schema, max_tokens, sampling)
+            body = self.build(system, messages, schema, max_tokens, sampling, logprobs)
             try:
                 # the SDK's documented request for any endpoint (``client.post``: same auth, base
                 # URL, headers and error classes as chat.completions.create) with the body already
@@ -197,12 +207,19 @@ class OpenAIClient:
         if not text and msg.get("refusal"):
             text = "REFUSAL: " + str(msg["refusal"])
         usage = data.get("usage") or {}
+        lp = choice.get("logprobs")
+        content = lp.get("content") if isinstance(lp, dict) else None
         return Reply(text=text, data=None, input_tokens=int(usage.get("prompt_tokens") or 0),
                      output_tokens=int(usage.get("completion_tokens") or 0),
-                     finish_reason=choice.get("finish_reason"))
+                     finish_reason=choice.get("finish_reason"),
+                     logprobs=_token_logprobs(content))
 
     def _adapt(self, message: str) -> bool:
         m = message.lower()
+        if "logprobs" in m and self.send_logprobs:
+            self.send_logprobs = False
+            self.adaptations.append("logprobs not sent")
+            return True
         if ("response_format" in m or "json_schema" in m or "json_object" in m) and self.mode != "text":
             self.mode = "json_object" if self.mode == "json_schema" else "text"
             self.adaptations.append(f"response_format -> {self.mode}")
@@ -267,7 +284,9 @@ class AnthropicClient:
         return body
 
     async def complete(self, system: str, messages: list[dict[str, str]], schema: type[BaseModel],
-                       max_tokens: int, sampling: dict[str, Any] | None = None) -> Reply:
+                       max_tokens: int, sampling: dict[str, Any] | None = None,
+                       logprobs: int | None = None) -> Reply:
+        """The verdict (``logprobs`` is ignored: the Messages API gives none)."""
         import anthropic
 
         while True:
@@ -353,7 +372,9 @@ class GoogleClient:
         return {"model": self.cfg.model, "contents": contents, "config": config}
 
     async def complete(self, system: str, messages: list[dict[str, str]], schema: type[BaseModel],
-                       max_tokens: int, sampling: dict[str, Any] | None = None) -> Reply:
+                       max_tokens: int, sampling: dict[str, Any] | None = None,
+                       logprobs: int | None = None) -> Reply:
+        """The verdict (``logprobs`` is not asked for: G-Eval uses the plain score)."""
         resp = await self._client.aio.models.generate_content(**self.build(system, messages, schema, max_tokens,
                                                                           sampling))
         return self.parse(resp)
@@ -382,6 +403,24 @@ class GoogleClient:
     async def close(self) -> None:
         if self._client is not None:
             await self._client.aio.aclose()
+
+
+def _token_logprobs(content: Any) -> list[dict[str, Any]] | None:
+    """``choices[0].logprobs.content`` of a chat-completions reply as plain
+    ``{"token", "logprob", "top_logprobs": [{"token", "logprob"}]}`` dicts (``None`` when absent)."""
+    if not isinstance(content, list):
+        return None
+    out = []
+    for t in content:
+        if not isinstance(t, dict) or not isinstance(t.get("token"), str):
+            continue
+        top = [{"token": x["token"], "logprob": float(x["logprob"])} for x in t.get("top_logprobs") or []
+               if isinstance(x, dict) and isinstance(x.get("token"), str)
+               and isinstance(x.get("logprob"), int | float)]
+        lp = t.get("logprob")
+        out.append({"token": t["token"], "logprob": float(lp) if isinstance(lp, int | float) else None,
+                    "top_logprobs": top})
+    return out
 
 
 def http_client(sdk: Any, cfg: JudgeConfig) -> Any:

@@ -35,6 +35,9 @@ class JudgeRequest:
             ``reasoning_effort``) as ``((name, value), ...)``; empty: the judge's settings.
         validate: extra checks on the parsed reply (e.g. one verdict per context); raise
             ``ValueError`` to reject it (it is then retried like a malformed reply).
+        logprobs: ask for the reply's token log-probabilities with this many alternatives per
+            token (``top_logprobs``; OpenAI-compatible judges only, e.g. for G-Eval's
+            probability-weighted score); ``None`` asks for none.
     """
 
     metric: str
@@ -48,6 +51,7 @@ class JudgeRequest:
     messages: tuple[dict[str, str], ...] = ()
     sampling: tuple[tuple[str, Any], ...] = ()
     validate: Callable[[Any], None] | None = field(default=None, compare=False)
+    logprobs: int | None = None
 
 
 @dataclass
@@ -55,7 +59,9 @@ class JudgeResult:
     """The outcome of a request: a parsed verdict, or why there is none.
 
     ``status`` is ``ok``, ``failed`` (after retries; ``raw`` holds the last reply), ``budget``
-    (``max_cost`` reached before the call) or ``dry_run`` (planned, not made).
+    (``max_cost`` reached before the call) or ``dry_run`` (planned, not made). ``logprobs`` holds
+    the reply's tokens with their log-probabilities (``[{"token", "logprob", "top_logprobs":
+    [{"token", "logprob"}, ...]}, ...]``) when the request asked for them and the judge gave them.
     """
 
     status: str
@@ -70,6 +76,7 @@ class JudgeResult:
     cost_usd: float | None = None
     attempts: int = 0
     latency_ms: float | None = None
+    logprobs: list[dict[str, Any]] | None = None
 
     @property
     def ok(self) -> bool:

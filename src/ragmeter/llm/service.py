@@ -181,6 +181,8 @@ class JudgeService:
                              + ([self.cfg.draw] if self.cfg.draw else [])
                              # a request's own conversation and sampling (empty: the keys stay as they were)
                              + ([list(req.messages), list(req.sampling)] if req.messages or req.sampling else []),
+                             # a request for token log-probabilities is another request
+                             + ([f"logprobs={req.logprobs}"] if req.logprobs else []),
                              ensure_ascii=False, separators=(",", ":"))
         return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
@@ -429,7 +431,8 @@ class JudgeService:
             self._cache_rows.append({
                 "key": res.key, "provider": self.cfg.provider, "model": self.cfg.model,
                 "response": {"data": res.value.model_dump(mode="json"), "raw": res.raw,
-                             "schema": req.schema.__name__},
+                             "schema": req.schema.__name__,
+                             **({"logprobs": res.logprobs} if res.logprobs is not None else {})},
                 "input_tokens": res.input_tokens, "output_tokens": res.output_tokens,
                 "cost_usd": res.cost_usd or 0.0})
 
@@ -465,7 +468,8 @@ class JudgeService:
                     except ReplyParseError:
                         continue  # a reply the current schema rejects is not a hit
                     out[row.key] = JudgeResult(OK, row.key, value=value, raw=(row.response or {}).get("raw"),
-                                               cached=True, cost_usd=0.0 if self.price else None)
+                                               cached=True, cost_usd=0.0 if self.price else None,
+                                               logprobs=(row.response or {}).get("logprobs"))
         return out
 
     def _plan_call(self, req: JudgeRequest, key: str) -> JudgeResult:
@@ -627,7 +631,8 @@ class JudgeService:
             ticket = await self._slots.acquire()
             try:
                 attempts += 1
-                reply = await self._client.complete(req.system, messages, req.schema, max_tokens, **sampling)
+                extra = {"logprobs": req.logprobs} if req.logprobs else {}
+                reply = await self._client.complete(req.system, messages, req.schema, max_tokens, **sampling, **extra)
             except asyncio.CancelledError:
                 self._slots.release()
                 await self._settle(est_cost, 0.0)
@@ -669,7 +674,7 @@ class JudgeService:
                                 {"role": "user", "content": _CORRECTION.format(error=why)}]
                     continue
                 return result(FAILED, reason="judge failure: invalid reply", error=why, raw=reply.raw)
-            return result(OK, value=value, raw=reply.raw)
+            return result(OK, value=value, raw=reply.raw, logprobs=reply.logprobs if req.logprobs else None)
 
 
 class _Runtime:

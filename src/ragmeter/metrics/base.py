@@ -41,6 +41,13 @@ class MetricSpec:
             run in this context (e.g. no judge configured), checked before any work starts.
         batch_size: the runner scores and stores this many samples at a time.
         description: one paragraph with the formula.
+        aliases: other names accepted for the metric (results are stored under ``name``).
+        equals: the exactness contract of a namespaced metric (``ragas:faithfulness``,
+            ``deepeval:bias`` ...): ``{"tool", "version", "metric"}`` -- given the same
+            intermediate judge verdicts its number equals that tool's (that version, that class),
+            which the differential tests check. ``None`` for ragmeter's own definitions.
+        parity: for a judge metric, which tool's number it equals and where it differs (one
+            paragraph; ``ragmeter metrics --long`` and ``--json`` show it).
     """
 
     name: str
@@ -58,6 +65,8 @@ class MetricSpec:
     batch_size: int = 2000
     description: str = ""
     aliases: tuple[str, ...] = ()
+    equals: dict[str, str] | None = None
+    parity: str = ""
 
     def info(self) -> dict[str, Any]:
         return {
@@ -72,7 +81,16 @@ class MetricSpec:
             "param": self.param,
             "aliases": list(self.aliases),
             "description": " ".join(inspect.cleandoc(self.description).split("\n\n")[0].split()),
+            "equals": dict(self.equals) if self.equals else None,
+            "parity": self.parity_text() or None,
         }
+
+    def parity_text(self) -> str:
+        """:attr:`parity` on one line; for a judge metric without one, that no tool computes it."""
+        text = " ".join(self.parity.split())
+        if not text and self.needs_llm:
+            text = "ragmeter's own definition: no ragas or DeepEval metric computes this number."
+        return text
 
 
 _REGISTRY: dict[str, MetricSpec] = {}
@@ -156,7 +174,7 @@ class MetricRequest:
     params: dict[str, Any]
 
 
-_SHORTHAND = re.compile(r"^(?P<name>[A-Za-z_][\w.]*?)@(?P<value>[^@]+)$")
+_SHORTHAND = re.compile(r"^(?P<name>[A-Za-z_][\w.:]*?)@(?P<value>[^@]+)$")
 
 
 def _coerce(value: str) -> Any:

@@ -76,7 +76,7 @@ def markdown(suite_name: str, run_id: str, rows: Sequence[Mapping[str, Any]],
              summary: Mapping[str, Mapping[str, Any]], rule_text: str, gate_rows: Sequence[Any] = (),
              max_failures: int = 20) -> str:
     """A Markdown summary: one line per metric (mean and 95% CI, pass rate and Wilson CI, status),
-    the regression gate, then the first failing samples."""
+    the regression gate, then the first failing samples with the judge's verdict summary."""
     out = [f"## ragmeter test: {suite_name}", "",
            f"Run `{run_id}`, {len(rows)} samples. Run rule: {rule_text}.", "",
            "| metric | mean [95% CI] | no value | threshold | pass rate [95% CI] | status |",
@@ -96,11 +96,12 @@ def markdown(suite_name: str, run_id: str, rows: Sequence[Mapping[str, Any]],
                 f"{'❌ regressed' if g.regressed else '✅ ok'} |" for g in gate_rows]
     fails = [(r, k) for k in summary for r in rows if r.get(k + PASS_SUFFIX) is False]
     if fails:
-        out += ["", f"### Failing samples ({len(fails)})", "", "| sample | metric | value | question |",
-                "|---|---|---|---|"]
+        out += ["", f"### Failing samples ({len(fails)})", "", "| sample | metric | value | judge | question |",
+                "|---|---|---|---|---|"]
         for r, k in fails[:max_failures]:
             q = str(r.get("question") or "").replace("|", "\\|")[:80]
-            out.append(f"| {r['id']} | {k} | {_num(r.get(k))} | {q} |")
+            judge = str((r.get("judge") or {}).get(k) or "").replace("|", "\\|").replace("\n", " ")[:160]
+            out.append(f"| {r['id']} | {k} | {_num(r.get(k))} | {judge} | {q} |")
         if len(fails) > max_failures:
             out.append(f"\n… and {len(fails) - max_failures} more (see the JUnit file or `ragmeter export`).")
     return "\n".join(out) + "\n"

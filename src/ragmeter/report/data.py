@@ -201,14 +201,19 @@ def dataset_summary(run: Run, samples: Sequence[Sample]) -> dict[str, Any]:
 
 # ---- samples ---------------------------------------------------------------------------------
 def reasoning_text(details: Mapping[str, Any] | None, limit: int | None = None) -> str | None:
-    """A judge's reasoning read from ``Score.details``: its reason-like strings, then its
-    per-claim verdicts as ``verdict: reason`` lines. ``None`` when the details hold none."""
+    """A judge's reasoning read from ``Score.details``: the metric's verdict summary, its
+    reason-like strings, then its per-claim verdicts as ``verdict: reason`` lines. ``None`` when
+    the details hold none."""
     if not isinstance(details, Mapping):
         return None
     parts: list[str] = []
+    summary = details.get("summary")
+    summary = summary.strip() if isinstance(summary, str) else ""
+    if summary:  # the metric's own summary, built from the same verdicts as the score
+        parts.append(summary)
     for k in _REASON_KEYS:
         v = details.get(k)
-        if isinstance(v, str) and v.strip():
+        if isinstance(v, str) and v.strip() and v.strip() not in summary:
             parts.append(v.strip())
     for k in _VERDICT_KEYS:
         v = details.get(k)

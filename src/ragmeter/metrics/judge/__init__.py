@@ -4,7 +4,16 @@ algorithm is in its docstring; the judge's intermediate verdicts are stored in `
 Importing this package registers the metrics and imports no LLM SDK.
 """
 
-from ragmeter.metrics.judge import contexts, correctness, generation, relevance, trajectory  # noqa: F401 - registers
+from ragmeter.metrics.judge import (  # noqa: F401 - registers
+                                    contexts,
+                                    correctness,
+                                    deepeval_metrics,
+                                    generation,
+                                    geval,
+                                    ragas_metrics,
+                                    relevance,
+                                    trajectory,
+)
 from ragmeter.metrics.judge._common import (
                                             DATA_NOTICE,
                                             JudgedMetric,

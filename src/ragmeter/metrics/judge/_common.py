@@ -108,17 +108,35 @@ def estimate_items(text: str, per_item: int, base: int = 40) -> int:
     return base + per_item * sentences
 
 
+#: the releases the namespaced metrics (``ragas:*``, ``deepeval:*``) are checked against, verdict
+#: pattern by verdict pattern (tests/test_judge_parity.py runs those releases themselves)
+TOOL_VERSIONS = {"ragas": "0.4.3", "deepeval": "4.3.1"}
+TOOL_LABELS = {"ragas": "ragas", "deepeval": "DeepEval"}
+
+
+def tool_equals(tool: str, metric: str) -> dict[str, str]:
+    """The ``equals`` record of a namespaced metric: tool, version, and the tool's metric."""
+    return {"tool": tool, "version": TOOL_VERSIONS[tool], "metric": metric}
+
+
+def count_summary(k: int, n: int, noun: str, what: str) -> str:
+    """The verdict summary of a count-based score ``k / n``: "3 of 4 claims supported"."""
+    return f"{k} of {n} {noun} {what}"
+
+
 def share_score(verdict: BaseModel, items: Sequence[Any], counts: dict[str, Callable[[Any], bool]],
-                empty_reason: str) -> Score:
+                empty_reason: str, noun: str, what: str) -> Score:
     """Share of ``items`` matching any of ``counts`` (disjoint predicates), with the verdict, each
-    count and the total in ``details``; no items is no value with ``empty_reason``, never 0."""
+    count, the total and the summary ("k of n <noun> <what>", k/n = the score) in ``details``; no
+    items is no value with ``empty_reason``, never 0."""
     details = verdict.model_dump()
     n = len(items)
     if n == 0:
         return Score.missing(empty_reason, details)
     hits = {name: sum(1 for x in items if pred(x)) for name, pred in counts.items()}
-    details.update(hits, total=n)
-    return Score(sum(hits.values()) / n, details=details)
+    k = sum(hits.values())
+    details.update(hits, total=n, summary=count_summary(k, n, noun, what))
+    return Score(k / n, details=details)
 
 
 def judge_check(ctx: Any, **_params: Any) -> str | None:
@@ -221,12 +239,16 @@ class JudgedMetric:
 def register_judged(jm: JudgedMetric, *, requires: Sequence[str], higher_is_better: bool = True,
                     aliases: Sequence[str] = (), defaults: dict[str, Any] | None = None,
                     param: str | None = None, needs_embeddings: bool = False,
-                    description: str, batch_size: int = 64) -> MetricSpec:
+                    description: str, batch_size: int = 64, parity: str = "",
+                    equals: dict[str, str] | None = None,
+                    value_range: tuple[float, float] = (0.0, 1.0)) -> MetricSpec:
     """Register a judged metric: ``needs_llm``, ``check`` saying how to configure a judge, a
-    ``prepare`` that queues the run's requests, and batches stored as they finish."""
+    ``prepare`` that queues the run's requests, and batches stored as they finish. ``parity``
+    says which tool's number it equals and where it differs; ``equals`` is the exactness contract
+    of a namespaced metric (:func:`tool_equals`)."""
     return register_metric(MetricSpec(
         name=jm.name, family="llm", fn=jm, requires=tuple(requires), higher_is_better=higher_is_better,
         needs_llm=True, needs_embeddings=needs_embeddings, defaults=dict(defaults or {}), param=param,
         prepare=jm.prepare, check=judge_check, batch_size=batch_size, description=description,
-        aliases=tuple(aliases)))
+        aliases=tuple(aliases), parity=parity, equals=equals, range=value_range))
 

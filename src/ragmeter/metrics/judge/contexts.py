@@ -13,6 +13,7 @@ from ragmeter.metrics.judge._common import (
     JudgedMetric,
     Verdict,
     context_blocks,
+    count_summary,
     estimate_items,
     register_judged,
     share_score,
@@ -89,12 +90,22 @@ def _precision_blocks(s: Sample, _p: dict[str, Any]) -> list[tuple[str, str]] | 
     return [("QUESTION", s.question or ""), *target, *context_blocks(s.context_texts)]
 
 
+def precision_summary(useful: list[bool], value: float) -> str:
+    """The verdict summary of a rank-weighted precision: the score and the ranks it comes from."""
+    ranks = [k for k, u in enumerate(useful, 1) if u]
+    if not ranks:
+        return f"no context judged useful ({len(useful)} retrieved): {value:g}"
+    where = ", ".join(map(str, ranks))
+    return (f"rank-weighted precision {value:.3f}: useful context(s) at rank {where} "
+            f"({len(ranks)} useful, {len(useful)} retrieved)")
+
+
 def _precision_score(_s: Sample, v: ContextVerdicts, _p: dict[str, Any], _ctx: Any) -> Score:
     ordered = _ordered(v)
     useful = [x.verdict == "yes" for x in ordered]
-    return Score(average_precision_of_verdicts(useful),
-                 details={"verdicts": [x.model_dump() for x in ordered], "useful": sum(useful),
-                          "total": len(useful)})
+    value = average_precision_of_verdicts(useful)
+    return Score(value, details={"verdicts": [x.model_dump() for x in ordered], "useful": sum(useful),
+                                 "total": len(useful), "summary": precision_summary(useful, value)})
 
 
 context_precision = JudgedMetric(
@@ -115,6 +126,12 @@ itself when the sample has no reference, as ragas' reference-free variant), with
 0 when no context is useful. Range [0, 1], higher is better; useful contexts ranked first score
 higher. No value without contexts. rag-experiment-accelerator's prose describes the plain share of relevant
 contexts: that is ``contextual_relevancy``; the ragas key follows the ragas implementation.
+""", parity="""
+Equals ragas 0.4.3 context_precision (``ragas:context_precision``; ragas divides by
+sum_k v_k + 1e-10, so its 1.0 is 0.9999999999) and DeepEval 4.3.1 ContextualPrecisionMetric
+(``deepeval:contextual_precision``) given the same verdicts when the sample has a reference.
+Differs at the edges: without a reference it judges against the answer (ragas'
+context_utilization); without contexts it has no value (DeepEval: 0; ragas refuses the sample).
 """)
 
 # ---- context recall ---------------------------------------------------------------------------------
@@ -124,14 +141,15 @@ def _recall_blocks(s: Sample, _p: dict[str, Any]) -> list[tuple[str, str]] | Sco
     if not (s.reference or "").strip():
         return Score.missing("empty reference: no statements to attribute")
     if not s.context_texts:
-        return Score(0.0, details={"statements": [], "note": "no contexts retrieved: nothing is attributable"})
+        return Score(0.0, details={"statements": [], "note": "no contexts retrieved: nothing is attributable",
+                                   "summary": "no contexts retrieved: nothing is attributable"})
     q = [("QUESTION", s.question)] if s.question else []
     return [*q, ("REFERENCE", s.reference or ""), *context_blocks(s.context_texts)]
 
 
 def _recall_score(_s: Sample, v: ReferenceAttribution, _p: dict[str, Any], _ctx: Any) -> Score:
     return share_score(v, v.statements, {"attributed": lambda x: x.verdict == "yes"},
-                       "no statements in the reference")
+                       "no statements in the reference", "reference statements", "attributable to the contexts")
 
 
 context_recall = JudgedMetric(
@@ -149,6 +167,11 @@ supporting context or what is missing as the reason.
 
 Range [0, 1], higher is better. No contexts retrieved scores 0 without a call; an empty reference,
 or one without statements, has no value.
+""", parity="""
+Equals ragas 0.4.3 context_recall (``ragas:context_recall``) and DeepEval 4.3.1
+ContextualRecallMetric (``deepeval:contextual_recall``) given the same verdicts, except at the
+edges: no contexts scores 0 here (ragas refuses the sample); a reference without statements has
+no value (ragas: NaN; DeepEval: 0).
 """)
 
 # ---- contextual relevancy ------------------------------------------------------------------------------
@@ -164,7 +187,9 @@ def _relevancy_score(_s: Sample, v: ContextVerdicts, _p: dict[str, Any], _ctx: A
     ordered = _ordered(v)
     rel = sum(x.verdict == "yes" for x in ordered)
     return Score(rel / len(ordered), details={"verdicts": [x.model_dump() for x in ordered],
-                                              "relevant": rel, "total": len(ordered)})
+                                              "relevant": rel, "total": len(ordered),
+                                              "summary": count_summary(rel, len(ordered), "contexts",
+                                                                       "relevant to the question")})
 
 
 contextual_relevancy = JudgedMetric(
@@ -172,12 +197,16 @@ contextual_relevancy = JudgedMetric(
     _relevancy_score, output_tokens=lambda s: 20 + 45 * len(s.contexts or []),
     validate=lambda s, p: one_verdict_per_context(len(s.contexts or [])))
 register_judged(contextual_relevancy, requires=("question", "context_texts"), description="""
-Share of the retrieved contexts relevant to the question (DeepEval contextual relevancy, judged
-per context).
+Share of the retrieved contexts relevant to the question (judged per context; DeepEval's
+contextual relevancy counts statements inside the contexts: ``deepeval:contextual_relevancy``).
 
 One judge call marks each context relevant or not to the question, with reasons.
 
     contextual_relevancy = |relevant contexts| / |contexts|
 
 Range [0, 1], higher is better. No value without contexts.
+""", parity="""
+Counts whole contexts. DeepEval 4.3.1 ContextualRelevancyMetric counts the relevant statements
+inside the contexts (``deepeval:contextual_relevancy``), so the two differ whenever contexts hold
+different numbers of statements, and DeepEval scores 0 without contexts (here: no value).
 """)

@@ -66,6 +66,9 @@ Whether the answer matches the reference answer, as judged by an LLM (datapizza'
 
 Range {0, 1}, higher is better; the mean over samples is the match rate. ``details`` holds the
 reasoning. A reply that does not parse is retried and then has no value -- never "not matching".
+""", parity="""
+datapizza's judge metric (no ragas or DeepEval metric computes it); datapizza records "not
+matching" when the judge fails, here that is no value.
 """)
 
 # ---- graded correctness ---------------------------------------------------------------------------------
@@ -87,6 +90,9 @@ completely incorrect or irrelevant. The grade is constrained to those values by 
 
 Range [0, 1], higher is better. Unlike the common snippet that returns 0.0 on any exception, a reply that
 cannot be parsed is retried and then recorded as "no value: judge failure", never as 0.
+""", parity="""
+ragmeter's own six-step scale (no ragas or DeepEval metric computes it); DeepEval's closest is
+``deepeval:g_eval`` with a correctness criterion.
 """)
 
 # ---- rubric ------------------------------------------------------------------------------------------------
@@ -220,4 +226,7 @@ keys of the same rubric share the one call. ``criteria`` is a list of ``{name, d
 weight}``. The question, contexts and reference are shown to the judge when the sample has them.
 Range [0, 1], higher is better. ``details`` holds every dimension's score, reasoning and
 suggestions.
+""", parity="""
+ragmeter's own rubric review (the agent-evaluation guide's judge). DeepEval's rubric metric is
+G-Eval: ``deepeval:g_eval`` with ``criteria`` or ``evaluation_steps`` and a ``rubric``.
 """)

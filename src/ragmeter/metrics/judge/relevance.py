@@ -56,7 +56,10 @@ def context_relevance_labels(samples: Sequence[Sample], ctx: Any, *, use_referen
         if why is not None:
             out.append(Score.missing(why, details))
         else:
-            out.append(Score(sum(lab.grade for lab in row if lab) / (3 * len(row)), details=details))
+            grades = [lab.grade for lab in row if lab]
+            details["summary"] = (f"mean grade {sum(grades) / len(grades):.2f} on the 0-3 scale over "
+                                  f"{len(grades)} chunk(s): {', '.join(map(str, grades))}")
+            out.append(Score(sum(grades) / (3 * len(row)), details=details))
     return out
 
 
@@ -64,7 +67,9 @@ register_metric(MetricSpec(
     name="context_relevance_labels", family="llm", fn=context_relevance_labels,
     requires=("question", "context_texts"), needs_llm=True, defaults={"use_reference": True},
     prepare=_prepare, check=judge_check, batch_size=64,
-    description=context_relevance_labels.__doc__ or ""))
+    description=context_relevance_labels.__doc__ or "",
+    parity="ragmeter's own graded labels (no ragas or DeepEval metric computes this number); "
+           "ragas' and DeepEval's per-context relevance verdicts are binary."))
 
 
 @dataclass
@@ -143,4 +148,6 @@ for _name, _target, _param, _defaults, _title, _kdoc in (
         requires=("question", "context_texts"), needs_llm=True, defaults=_defaults, param=_param,
         prepare=_prepare, check=judge_check, batch_size=64,
         description=_RANKING_DOC.format(title=_title, target=_target, kdoc=_kdoc,
-                                        min_grade=_defaults["min_grade"])))
+                                        min_grade=_defaults["min_grade"]),
+        parity=f"trec_eval's {_target} on LLM-labelled ground truth; no ragas or DeepEval metric "
+               "computes this number."))

@@ -134,4 +134,6 @@ def trajectory_judge(samples: Sequence[Sample], ctx: Any) -> list[Score]:
 
 register_metric(MetricSpec(name="trajectory_judge", family="agent", fn=trajectory_judge, requires=("trace",),
                            needs_llm=True, prepare=_judge_prepare, check=_judge_check, batch_size=64,
-                           description=trajectory_judge.__doc__ or ""))
+                           description=trajectory_judge.__doc__ or "",
+                           parity="agentevals' trajectory accuracy rubric; no ragas or DeepEval metric "
+                                  "computes this number."))
