@@ -17,6 +17,7 @@ import asyncio
 import math
 import os
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -39,7 +40,6 @@ NAMESPACED = {
     "deepeval:contextual_precision", "deepeval:contextual_recall", "deepeval:contextual_relevancy",
     "deepeval:hallucination", "deepeval:bias", "deepeval:toxicity", "deepeval:g_eval",
 }
-COVERED: set[str] = set()
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +75,6 @@ def ours(srv, entry, samples):
         out = req.spec.fn(samples, ctx, **req.params)
     finally:
         ctx.close()
-    COVERED.add(req.spec.name)
     return [(s.value, s) for s in out]
 
 
@@ -461,4 +460,12 @@ def test_g_eval_steps_are_generated_once_per_run(srv):
 
 
 def test_every_namespaced_metric_was_compared():
-    assert COVERED >= NAMESPACED, sorted(NAMESPACED - COVERED)
+    # read from this file's source, not from COVERED: under pytest-xdist the comparisons run in
+    # other worker processes, so a set filled at run time sees only this worker's share
+    import ast
+
+    tests = [n for n in ast.parse(Path(__file__).read_text(encoding="utf-8")).body
+             if isinstance(n, ast.FunctionDef) and n.name.startswith("test_")
+             and n.name != "test_every_namespaced_metric_was_compared"]
+    named = {c.value for t in tests for c in ast.walk(t) if isinstance(c, ast.Constant) and c.value in NAMESPACED}
+    assert named >= NAMESPACED, sorted(NAMESPACED - named)

@@ -180,7 +180,7 @@ class JudgeService:
                              # a repeat draw asks again; draw 0 keeps the keys of existing caches
                              + ([self.cfg.draw] if self.cfg.draw else [])
                              # a request's own conversation and sampling (empty: the keys stay as they were)
-                             + ([list(req.messages), list(req.sampling)] if req.messages or req.sampling else []),
+                             + ([list(req.messages), list(req.sampling)] if req.messages or req.sampling else [])
                              # a request for token log-probabilities is another request
                              + ([f"logprobs={req.logprobs}"] if req.logprobs else []),
                              ensure_ascii=False, separators=(",", ":"))
