@@ -359,3 +359,6 @@ def aggregate_many(columns: Mapping[str, Sequence[Score] | tuple[np.ndarray, Seq
             lo, hi = _bca_from_means(vals, m, level)
             out[key].update(ci_low=lo, ci_high=hi, ci_method="bca")
     return out
+
+
+from ragmeter.ppi import classical_mean_ci, ppi_lambda, ppi_mean_ci  # noqa: E402,F401  (PPI: ragmeter/ppi.py)
