@@ -48,6 +48,8 @@ def offline_metrics(samples: Sequence[Sample]) -> list[str]:
     for spec in all_metrics():
         if spec.needs_llm or not set(spec.requires) <= present:
             continue
+        if spec.name == "correct_semantic_dynamic" and "label" not in present:
+            continue  # it calibrates its threshold on the samples' 0/1 labels; without them, on itself
         if spec.needs_embeddings:
             fn_model = getattr(spec.fn, "keywords", {}).get("model")
             if not resolve_model(fn_model or spec.defaults.get("model")).local:
