@@ -469,6 +469,15 @@ def test_report_has_the_section_and_one_plot_per_metric(tmp_path):
     for i in range(3):
         assert f'id="r0-meta-{i}"' in html and f'"r0-meta-{i}"' in html
     assert "<script>x</script>" not in html
+    shown = invoke("show", out["run_id"], "--db", db)
+    assert shown.exit_code == 0 and "meta-evaluation" in shown.output and "human, rater vs rater" in shown.output
+    from fastapi.testclient import TestClient
+
+    from ragmeter.server import create_app
+    from ragmeter.store import open_store
+
+    page = TestClient(create_app(open_store(str(db))), base_url="http://127.0.0.1").get(f"/runs/{out['run_id']}")
+    assert page.status_code == 200 and "Agreement with human judgement" in page.text and "r0-meta-2" in page.text
 
 
 def test_library_call_and_offline_expansion(tmp_path):

@@ -16,6 +16,25 @@ from ragmeter.cli._common import DB_HELP, console, err_console, fmt, get_store
 def register(app: typer.Typer) -> None:
     app.command("meta-eval")(meta_eval_cmd)
     app.command("calibrate")(calibrate_cmd)
+    from ragmeter.cli import show_hooks
+
+    show_hooks.add(_show_section)
+
+
+def _show_section(store: Any, run: Any) -> dict[str, Any]:
+    """``ragmeter show`` of a meta-evaluation run: its ranking with the human ceiling."""
+    rec = (run.extra or {}).get("meta_eval")
+    if not isinstance(rec, dict) or not rec.get("metrics"):
+        return {}
+    stat = rec.get("sort", "kendall")
+    lines = [f"{rec['kind']}, {rec['n_items']} items, {len(rec['raters'])} rater(s), label {rec['label']!r}; "
+             f"{stat} with the human label ({rec['level']:.0%} CI):"]
+    lines += [f"  {k}: {_stat(rec['metrics'][k].get(stat))}" for k in rec["ranking"]]
+    c = rec.get("human_ceiling") or {}
+    for part, title in (("rater_vs_rater", "human, rater vs rater"), ("leave_one_out", "human, one vs the rest")):
+        if c.get(part):
+            lines.append(f"  {title}: {_stat(c[part].get(stat))}")
+    return {"meta-evaluation": "\n".join(lines)}
 
 
 def _errors_exit(fn: Any) -> Any:
@@ -45,11 +64,20 @@ def _split(values: list[str] | None) -> list[str]:
     return [x.strip() for v in values or [] for x in v.split(",") if x.strip()]
 
 
-def _stat(e: Any, digits: int = 3) -> str:
+def _stat(e: Any, digits: int = 3, sep: str = " ") -> str:
+    """``value [low, high]`` (``sep`` between them: a newline in the table)."""
     if not isinstance(e, dict) or e.get("value") is None:
         return "—"
-    ci = f" [{e['ci_low']:.{digits}f}, {e['ci_high']:.{digits}f}]" if e.get("ci_low") is not None else ""
+    ci = f"{sep}[{e['ci_low']:.{digits}f}, {e['ci_high']:.{digits}f}]" if e.get("ci_low") is not None else ""
     return f"{e['value']:.{digits}f}{ci}"
+
+
+def _cell(e: Any) -> str:
+    """A table cell: the value, and its interval (low–high) below it."""
+    if not isinstance(e, dict) or e.get("value") is None:
+        return "—"
+    ci = f"\n{e['ci_low']:.2f}–{e['ci_high']:.2f}" if e.get("ci_low") is not None else ""
+    return f"{e['value']:.3f}{ci}"
 
 
 def _print_record(rec: dict[str, Any]) -> None:
@@ -64,44 +92,44 @@ def _print_record(rec: dict[str, Any]) -> None:
     pairwise = rec["kind"] == "pairwise"
     binary = rec.get("binary")
     pct = f"{rec['level']:.0%}"
+    from rich import box
+
     t = Table(title=f"agreement with the human label, sorted by {rec['sort']} ({pct} bootstrap CIs over items)",
-              title_justify="left")
-    for col in ("metric", "n", "Pearson r", "Spearman rho", "Kendall tau-b"):
-        t.add_column(col, no_wrap=col == "metric", justify="left" if col == "metric" else "right")
-    if pairwise:
-        t.add_column("pairwise acc.", justify="right")
-        t.add_column("tie-calibrated", justify="right")
-    if binary:
-        t.add_column("AUROC", justify="right")
-        t.add_column("F1 (cv)", justify="right")
+              title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    cols = ["metric", "n", "Pearson", "Spearman", "Kendall"]
+    cols += ["pair acc", "tie-cal"] if pairwise else []
+    cols += ["AUROC", "F1 (cv)"] if binary else []
+    for col in cols:
+        t.add_column(col, no_wrap=col == "metric", justify="left" if col == "metric" else "right",
+                     min_width=9 if col not in ("metric", "n") else None)
     for key in rec["ranking"]:
         m = rec["metrics"][key]
         row = [key + (" ↓" if m["direction"] == "lower" else ""), str(m["n"]),
-               *(_stat(m[c]) for c in ("pearson", "spearman", "kendall"))]
+               *(_cell(m[c]) for c in ("pearson", "spearman", "kendall"))]
         if pairwise:
-            row += [_stat(m.get("pairwise_accuracy")), _stat(m.get("pairwise_accuracy_tie_calibrated"))]
+            row += [_cell(m.get("pairwise_accuracy")), _cell(m.get("pairwise_accuracy_tie_calibrated"))]
         if binary:
             f1 = m.get("f1") or {}
-            row += [_stat(m.get("auroc")),
-                    _stat(f1) + (f" @ {f1['threshold']:.3g}" if f1.get("threshold") is not None else "")]
+            row += [_cell(m.get("auroc")),
+                    _cell(f1) + (f"\nat {f1['threshold']:.3g}" if f1.get("threshold") is not None else "")]
         t.add_row(*row)
     ceiling = rec.get("human_ceiling")
     if ceiling:
-        for part, title in (("rater_vs_rater", "human: rater vs rater"), ("leave_one_out", "human: one vs rest")):
+        for part, title in (("rater_vs_rater", "human pairs"), ("leave_one_out", "human 1 vs rest")):
             c = ceiling.get(part)
             if not c:
                 continue
-            row = [title, str(ceiling["n_items"]), *(_stat(c[s]) for s in ("pearson", "spearman", "kendall"))]
+            row = [title, str(ceiling["n_items"]), *(_cell(c[s]) for s in ("pearson", "spearman", "kendall"))]
             if pairwise:
-                row += [_stat(c.get("pairwise_accuracy")), ""]
+                row += [_cell(c.get("pairwise_accuracy")), ""]
             if binary:
                 row += ["", ""]
             t.add_row(*row, style="italic")
     console.print(t)
     if ceiling:
-        console.print("human ceiling: the same statistics between people (each pair of raters; each rater "
-                      "against the mean of the others): a metric at or above them agrees with people as well as "
-                      "they agree with each other.", highlight=False, soft_wrap=True)
+        console.print("human ceiling: the same statistics between people; 'human pairs' = each pair of raters, "
+                      "'human 1 vs rest' = each rater against the mean of the others. A metric at or above them "
+                      "agrees with people as well as they agree with each other.", highlight=False, soft_wrap=True)
     else:
         console.print("one rater: no human ceiling (give two or more raters per item to have one)", highlight=False)
     for key in rec["ranking"]:
