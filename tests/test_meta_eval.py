@@ -500,3 +500,21 @@ def test_gzipped_files_read_everywhere(tmp_path):
     gz.write_bytes(gzip.compress("".join(json.dumps(r) + "\n" for r in rows).encode()))
     assert len(ragmeter.load(gz)) == 4
     assert read_labels(gz).human.tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.one_of(st.text(st.characters(blacklist_categories=("Cs",)), max_size=40),
+                          st.just('{"id": "a", "answer": "x", "human": 1}'),
+                          st.just('{"instance_id": 1, "model1": "x", "model2": "y", "overall_label": "A"}'),
+                          st.just("id,answer,human"), st.just("{]"), st.just('"')), min_size=1, max_size=5),
+       st.sampled_from(["jsonl", "csv", "json"]), st.booleans())
+def test_fuzzed_files_exit_cleanly_naming_the_file(tmp_path, lines, suffix, pairwise):
+    f = tmp_path / f"fz.{suffix}"
+    f.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    args = ["--pairwise"] if pairwise else []
+    r = runner.invoke(app, ["meta-eval", str(f), "--metrics", "token_f1", "--bootstrap", "10", "--json",
+                            "--db", str(tmp_path / "f.db"), *args])
+    assert r.exit_code in (0, 2, 3), r.output
+    assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
+    if r.exit_code == 2:
+        assert "fz." in r.output or "--" in r.output, r.output

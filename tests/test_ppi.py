@@ -9,6 +9,8 @@ import json
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 import ragmeter
@@ -216,3 +218,28 @@ def test_calibrate_from_an_annotation_task_and_the_reliability_card_shows_it(ser
     assert "calibrated mean" in runner.invoke(app, ["show", res.run_id, "--db", url]).output
     bad = runner.invoke(app, ["calibrate", res.run_id, "--task", task_id, "--metric", "faithfulness", "--db", url])
     assert bad.exit_code == 2 and "--scale" in bad.output
+
+
+@pytest.fixture(scope="module")
+def lexical_run(tmp_path_factory):
+    url = f"sqlite:///{tmp_path_factory.mktemp('cal') / 'c.db'}"
+    rows = [{"id": f"s{i}", "answer": "a b c"[: 1 + i % 5], "reference": "a b c"} for i in range(20)]
+    return url, ragmeter.evaluate(rows, metrics=["token_f1"], db=url).run_id
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.one_of(st.sampled_from([f"s{i}" for i in range(20)]), st.text(max_size=5)),
+                          st.one_of(st.floats(allow_nan=True), st.integers(-3, 3), st.text(max_size=5),
+                                    st.booleans())), max_size=8))
+def test_fuzzed_label_files_exit_0_or_2(tmp_path, lexical_run, rows):
+    url, run_id = lexical_run
+    f = tmp_path / "fz.jsonl"
+    f.write_text("".join(json.dumps({"sample_id": a, "label": b}, allow_nan=True) + "\n" for a, b in rows))
+    r = runner.invoke(app, ["calibrate", run_id, "--labels", str(f), "--metric", "token_f1", "--json", "--db", url])
+    assert r.exit_code in (0, 2), r.output
+    assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
+    if r.exit_code == 2:
+        assert "fz.jsonl" in r.output or "labels" in r.output
+    else:
+        out = json.loads(r.output)
+        assert out["calibrated"]["ci_low"] <= out["calibrated"]["value"] <= out["calibrated"]["ci_high"]
