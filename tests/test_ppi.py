@@ -8,6 +8,7 @@ import inspect
 import json
 
 import numpy as np
+import ppi_py
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -21,7 +22,6 @@ from ragmeter.ppi import classical_mean_ci, ppi_lambda
 from ragmeter.stats import ppi_mean_ci
 from ragmeter.store import Store
 
-ppi_py = pytest.importorskip("ppi_py")
 runner = CliRunner()
 judge_server_module, server = server_fixtures()
 
