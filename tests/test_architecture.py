@@ -20,7 +20,7 @@ PKG = SRC / "ragmeter"
 #: in the store, so the store sits low). docs/internals.md explains each layer.
 LAYERS: list[tuple[str, set[str]]] = [
     ("foundation", {"_version", "redact", "errors", "schema", "config", "context", "stats", "provenance", "language", "agreement",
-                    "thresholds", "rows", "safejson"}),
+                    "thresholds", "rows", "safejson", "ppi"}),
     ("store", {"store"}),
     ("load", {"io"}),
     ("services", {"retrieval", "embed", "llm"}),
@@ -32,7 +32,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("pipeline", {"pipeline"}),
     ("golden", {"golden"}),
     ("plan", {"runner", "estimate", "engines"}),
-    ("aggregate", {"experiments", "export"}),
+    ("aggregate", {"experiments", "export", "meta_eval"}),
     ("monitor", {"monitor"}),
     ("api", {"ragmeter"}),
     ("present", {"report", "server", "cli", "testing", "sinks", "pytest_plugin"}),

@@ -223,6 +223,7 @@ def reliability_card(store: Store, run_ref: str, metric: str, *, task: str | Non
             if diffs:
                 diff_ci = [float(x) for x in np.quantile(diffs, [0.025, 0.975])]
         human = {"task": t.id, "scale": sc.name, "n_items": len(items), "raters": raters,
+                 "calibrated": _calibrated(judge_scores, items, hnorm, lower),
                  "alpha_judge_human": None if math.isnan(jh) else jh,
                  "alpha_human_human": None if math.isnan(hh) else hh,
                  "difference_ci95": diff_ci,
@@ -240,6 +241,25 @@ def reliability_card(store: Store, run_ref: str, metric: str, *, task: str | Non
     card["cross_judge"] = _alpha_runs(store, [run.id, store.resolve_run(other_judge)], metric) \
         if other_judge else None
     return card
+
+
+def _calibrated(judge_scores: dict[str, Score], items: list[str], hnorm: np.ndarray,
+                lower: bool) -> dict[str, Any] | None:
+    """The metric's mean over the run calibrated by the human labels (PPI++, :mod:`ragmeter.ppi`):
+    the labelled items' raters' mean (on [0, 1], ``1 -`` it for a lower-is-better metric) against
+    the judge's score, and the judge's score alone on the other samples."""
+    from ragmeter.human.calibrated import calibrate_values
+
+    labelled = set(items)
+    y = 1.0 - hnorm if lower else hnorm
+    yhat = np.array([judge_scores[s].value for s in items], dtype=np.float64)
+    unl = np.array([sc.value for sid, sc in judge_scores.items() if sid not in labelled and sc.value is not None],
+                   dtype=np.float64)
+    if y.size < 2:
+        return None
+    est = calibrate_values(y, yhat, unl)
+    allv = np.concatenate([yhat, unl])
+    return {**est, "n_labeled": int(y.size), "n_unlabeled": int(unl.size), "metric_mean": float(allv.mean())}
 
 
 def _reading(h: dict[str, Any]) -> str:
@@ -286,6 +306,11 @@ def card_lines(card: dict[str, Any]) -> list[str]:
         lines.append(f"  {h['reading']}")
         sp = f"{h['spearman']:.2f}" if h["spearman"] is not None else "—"
         lines.append(f"  Spearman rho {sp}, mean absolute error {h['mae']:.3f} (on [0, 1])")
+        cal = h.get("calibrated")
+        if cal:
+            lines.append(f"  calibrated mean {cal['value']:.3f} [{cal['ci_low']:.3f}, {cal['ci_high']:.3f}] "
+                         f"({cal['method']}: {cal['n_labeled']} labelled + {cal['n_unlabeled']} judge-only samples) "
+                         f"vs the judge's own mean {cal['metric_mean']:.3f}")
         vals = h["confusion"]["values"]
         lines.append("  confusion (rows judge, columns raters' majority): " + " | ".join(
             f"{v}: {row}" for v, row in zip(vals, h["confusion"]["matrix"], strict=True)))

@@ -31,7 +31,7 @@ FIELD_ALIASES: dict[str, tuple[str, ...]] = {
                "predicted_answer", "actual_output", "predictions", "outputs"),
     "references": ("references", "reference", "expected", "ground_truth", "ground_truths",
                    "ground_truth_answer", "expected_answer", "expected_output", "reference_answer",
-                   "answers", "gold_answer", "target", "targets", "expected_response", "ideal"),
+                   "answers", "gold_answer", "gt_answer", "target", "targets", "expected_response", "ideal"),
     "negative_references": ("negative_references", "negative_reference", "negative_answers",
                             "wrong_answers"),
     "contexts": ("contexts", "context", "retrieved_contexts", "retrieval_context",
@@ -187,14 +187,15 @@ def example_path() -> Path:
     """Path of the bundled example dataset (``ragmeter/data/example/samples.jsonl``)."""
     return Path(str(resources.files("ragmeter") / "data" / "example" / "samples.jsonl"))
 
-
-#: bundled datasets by name: the English handbook example and its Portuguese twin
-BUNDLED = {"example": "example", "example-pt": "example_pt"}
+#: bundled datasets: the handbook example, its Portuguese twin, SQuALITY's human-rated answers
+BUNDLED = {"example": "example", "example-pt": "example_pt", "example-human": "example_human"}
 
 
 def bundled_path(name: str) -> Path:
-    """Path of a bundled dataset's ``samples.jsonl`` (``"example"``, ``"example-pt"``)."""
-    return Path(str(resources.files("ragmeter") / "data" / BUNDLED[name] / "samples.jsonl"))
+    """Path of a bundled dataset's ``samples.jsonl`` (or ``.jsonl.gz``): a name of :data:`BUNDLED`."""
+    folder = resources.files("ragmeter") / "data" / BUNDLED[name]
+    plain = Path(str(folder / "samples.jsonl"))
+    return plain if plain.exists() else Path(str(folder / "samples.jsonl.gz"))
 
 
 def load(data: Any, *, mapping: Mapping[str, str] | Iterable[str] | None = None,
@@ -226,11 +227,7 @@ def load(data: Any, *, mapping: Mapping[str, str] | Iterable[str] | None = None,
     if isinstance(data, str | Path):
         bundled = str(data) in BUNDLED and not Path(data).exists()
         path = bundled_path(str(data)) if bundled else Path(data)
-        if not path.exists():
-            raise DatasetError("file not found", file=str(path))
-        if path.is_dir():
-            raise DatasetError("is a directory, expected a dataset file", file=str(path))
-        rows, mode = _rows_from_file(path, fmt)
+        rows, mode = iter_rows(path, fmt)
         source = str(data) if bundled else str(path)
     else:
         records, source, mode = _records_in_memory(data)
@@ -265,8 +262,30 @@ def _records_in_memory(data: Any) -> tuple[list[Any], str, CellMode]:
                            "DataFrame, a datasets.Dataset or a list of dicts") from None
 
 
+def iter_rows(path: str | Path, fmt: str | None = None) -> tuple[Iterator[tuple[int, Any]], CellMode]:
+    """A dataset file's raw ``(line, row | DatasetError)`` pairs and how its string cells are read."""
+    path = Path(path)
+    if not path.exists():
+        raise DatasetError("file not found", file=str(path))
+    if path.is_dir():
+        raise DatasetError("is a directory, expected a dataset file", file=str(path))
+    return _rows_from_file(path, fmt)
+
+
+def _read_bytes(path: Path) -> bytes:
+    """The file's bytes, gunzipped for ``.gz`` files."""
+    if path.suffix.lower() != ".gz":
+        return path.read_bytes()
+    import gzip
+    try:
+        return gzip.decompress(path.read_bytes())
+    except (OSError, EOFError) as exc:
+        raise DatasetError(f"not a readable gzip file ({exc})", file=str(path)) from None
+
+
 def _rows_from_file(path: Path, fmt: str | None) -> tuple[Iterator[tuple[int, Any]], CellMode]:
-    kind = (fmt or path.suffix.lstrip(".")).lower()
+    suffix = Path(path.stem).suffix if path.suffix.lower() == ".gz" else path.suffix
+    kind = (fmt or suffix.lstrip(".")).lower()
     if kind in {"jsonl", "ndjson"}:
         return _jsonl_rows(path), "json"
     if kind == "json":
@@ -301,7 +320,7 @@ def _json_loads(text: str, path: Path, line: int | None, line_offset: int = 0) -
 
 
 def _jsonl_rows(path: Path) -> Iterator[tuple[int, Any]]:
-    with path.open("rb") as fh:
+    with (path.open("rb") if path.suffix.lower() != ".gz" else io.BytesIO(_read_bytes(path))) as fh:
         for lineno, raw in enumerate(fh, start=1):
             try:
                 line = _decode(raw, path, lineno)
@@ -315,9 +334,9 @@ def _jsonl_rows(path: Path) -> Iterator[tuple[int, Any]]:
 
 
 def _json_rows(path: Path) -> Iterator[tuple[int, Any]]:
-    obj = _json_loads(_decode(path.read_bytes(), path), path, None)
+    obj = _json_loads(_decode(_read_bytes(path), path), path, None)
     if isinstance(obj, dict):
-        for key in ("samples", "data", "test_cases", "examples", "records"):
+        for key in ("samples", "data", "test_cases", "examples", "records", "results"):
             if isinstance(obj.get(key), list):
                 obj = obj[key]
                 break
@@ -329,7 +348,7 @@ def _json_rows(path: Path) -> Iterator[tuple[int, Any]]:
 
 
 def _csv_rows(path: Path, delimiter: str) -> Iterator[tuple[int, Any]]:
-    text = _decode(path.read_bytes(), path).lstrip("\ufeff")
+    text = _decode(_read_bytes(path), path).lstrip("\ufeff")
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
     header: list[str] | None = None
     start = 1

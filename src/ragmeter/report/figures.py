@@ -216,7 +216,24 @@ def run_figures(view: Mapping[str, Any], prefix: str) -> dict[str, dict[str, Any
     for i, g in enumerate(view.get("grids") or []):
         if g["axes"] and any(v is not None for row in g["z"] for v in row):
             figs[f"{prefix}-grid-{i}"] = grid_heatmap(g)
+    me = view.get("meta_eval")
+    for i, p in enumerate(me["plots"] if me else []):
+        figs[f"{prefix}-meta-{i}"] = meta_eval_scatter(p, me["kind"] == "pairwise", me["label"])
     return figs
+
+
+def meta_eval_scatter(p: Mapping[str, Any], pairwise: bool, label: str) -> dict[str, Any]:
+    """A metric's score (pairwise: B - A) against the human label, one point per item
+    (``p``: a plot of :func:`ragmeter.report.meta_eval.meta_eval_view`)."""
+    note = ", ".join(f"{name} {v:.3f}" for name, v in (("r", p["pearson"]), ("τ-b", p["kendall"])) if v is not None)
+    title = f"{p['metric']}{' ↓' if p['direction'] == 'lower' else ''}" + (f" — {note}" if note else "")
+    return _figure(
+        [{"type": "scatter", "mode": "markers", "x": p["x"], "y": p["y"], "text": p["ids"],
+          "hovertemplate": "%{text}<br>human %{x:.3g}<br>metric %{y:.3g}<extra></extra>",
+          "marker": {"color": NEUTRAL, "size": 6, "opacity": 0.55}}],
+        _layout(height=260, margin={"l": 52, "r": 12, "t": 30, "b": 44}, title={"text": title, "font": {"size": 12}},
+                xaxis=_axis(title={"text": "human preference (B > 0)" if pairwise else f"human label ({label})"}),
+                yaxis=_axis(title={"text": "metric B − A" if pairwise else "metric"})))
 
 
 def compare_figures(view: Mapping[str, Any], prefix: str) -> dict[str, dict[str, Any]]:

@@ -338,6 +338,7 @@ def run_page(store: Store, ref: str, *, offset: int = 0, limit: int = 500) -> di
     view["samples_offset"] = offset
     # judge reliability cards change with labels collected after the run: read them per request
     view["reliability"] = data.reliability_for(store, c.run.id)
+    view["meta_eval"] = data.meta_eval_view(store, c.run)  # a meta-evaluation run's section
     return view
 
 
