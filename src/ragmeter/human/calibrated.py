@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 
 from ragmeter.errors import ConfigError, DatasetError
-from ragmeter.ppi import classical_mean_ci, ppi_lambda, ppi_mean_ci
+from ragmeter.ppi import ppi_lambda, ppi_mean_ci
+from ragmeter.stats import mean_ci
 from ragmeter.store import Store
 
 #: columns of a labels file: the sample id, then the label
@@ -98,6 +99,12 @@ def _label_value(v: Any, label_range: tuple[float, float] | None, file: str, lin
     return (x - lo) / (hi - lo)
 
 
+def _human_mean_ci(y: np.ndarray, level: float) -> tuple[float, float, float]:
+    """The labels' mean with ragmeter's interval on [0, 1] (the scale labels are mapped to)."""
+    lo, hi = mean_ci(y.tolist(), level=level, bounds=(0.0, 1.0))[:2]
+    return float(np.mean(y)), float(lo), float(hi)
+
+
 def calibrate_values(y: np.ndarray, yhat: np.ndarray, yhat_unlabeled: np.ndarray, *, level: float = 0.95,
                      lam: float | None = None) -> dict[str, Any]:
     """The PPI estimate of the mean of ``y`` from labels ``y`` and predictions ``yhat`` on the same
@@ -106,11 +113,13 @@ def calibrate_values(y: np.ndarray, yhat: np.ndarray, yhat_unlabeled: np.ndarray
     if y.size < 2:
         raise ConfigError(f"a calibrated estimate needs 2 or more labelled samples with a metric value, got {y.size}")
     if yhat_unlabeled.size == 0:
-        m, lo, hi = classical_mean_ci(y, level=level)
+        m, lo, hi = _human_mean_ci(y, level)
         return {"value": m, "ci_low": lo, "ci_high": hi, "lam": 0.0, "method": "labels only",
                 "note": "every sample with a metric value is labelled: the human mean is the estimate"}
     used = ppi_lambda(y, yhat, yhat_unlabeled) if lam is None else float(lam)
     est, lo, hi = ppi_mean_ci(y, yhat, yhat_unlabeled, level=level, lam=used)
+    # labels lie in [0, 1], so the mean does: intersecting the interval with [0, 1] keeps its coverage
+    est, lo, hi = (min(max(float(x), 0.0), 1.0) for x in (est, lo, hi))
     return {"value": est, "ci_low": lo, "ci_high": hi, "lam": used,
             "method": "PPI++ (power-tuned)" if lam is None else f"PPI, lambda = {used:g}"}
 
@@ -159,7 +168,7 @@ def calibrated_estimate(store: Store, run_ref: str, metric: str, labels: Mapping
     all_y = np.array(list(flat.values()), dtype=np.float64)
     if all_y.size < 2:
         raise ConfigError(f"{source}: a human mean needs 2 or more labels, got {all_y.size}")
-    hm, hlo, hhi = classical_mean_ci(all_y, level=level)
+    hm, hlo, hhi = _human_mean_ci(all_y, level)
     calibrated = calibrate_values(y, yhat, unl, level=level, lam=lam)
     bias = float(np.mean(yhat - y)) if y.size else None
     return {
@@ -168,7 +177,7 @@ def calibrated_estimate(store: Store, run_ref: str, metric: str, labels: Mapping
         "metric_mean": {"value": summ.get("mean"), "ci_low": summ.get("ci_low"), "ci_high": summ.get("ci_high"),
                         "n": summ.get("n", len(values)), "method": summ.get("ci_method") or "the run's interval"},
         "human_mean": {"value": hm, "ci_low": hlo, "ci_high": hhi, "n": int(all_y.size),
-                       "method": "CLT interval of the labels"},
+                       "method": "ragmeter.stats.mean_ci of the labels on [0, 1]"},
         "calibrated": calibrated,
         "n_labeled": int(y.size), "n_unlabeled": int(unl.size),
         "n_labeled_without_value": int(all_y.size - y.size),
