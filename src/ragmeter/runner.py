@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
+import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +20,7 @@ import ragmeter.thresholds as th
 from ragmeter._version import __version__
 from ragmeter.config import load_config
 from ragmeter.context import ScoringContext
+from ragmeter.engines.checks import checked_column, checked_scores
 from ragmeter.errors import (
     ConfigError,
     DatasetError,
@@ -289,7 +290,8 @@ def _evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None, *,
             raise ConfigError(f"run {run_id} was started with metrics "
                               f"{[r.key for r in requests]}; resume it without --metrics or with the same list")
         opts = {**run.config.get("options", {}), **opts}
-        unavailable = _preflight(requests, opts, store, skip_unavailable)
+        done = store.scored_pairs(run_id)
+        unavailable = _preflight(requests, opts, store, skip_unavailable, dataset.samples, done)
         if not store.acquire_lease(run_id):
             raise RunLeaseError(f"run {run_id} is still running (its writer {run.owner} beat "
                                 f"{run.heartbeat_at:%H:%M:%S} UTC); resume it after that process ends")
@@ -310,7 +312,7 @@ def _evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None, *,
         requests = resolve_all(entries)
         th.check_known(thr, [r.key for r in requests])
         _check_fields(dataset, requests)
-        unavailable = _preflight(requests, opts, store, skip_unavailable)
+        unavailable = _preflight(requests, opts, store, skip_unavailable, dataset.samples)
         if engine == "local":  # the worker scores while this process stores the samples
             plans = _plan(dataset.samples, requests, set(), unavailable)
             early = (plans, *_fork_second(plans, len(dataset.samples), opts))
@@ -416,6 +418,10 @@ def incomplete_reasons(n_samples: int, summary: Mapping[str, Mapping[str, Any]],
     return out
 
 
+_GC_LOCK = threading.Lock()
+_GC_STATE: list[Any] = [0, False]  # runs in progress, whether collection was enabled before the first
+
+
 @contextmanager
 def _gc_paused() -> Iterator[None]:
     """No cyclic garbage collection during a run: it allocates millions of small acyclic objects
@@ -426,17 +432,22 @@ def _gc_paused() -> Iterator[None]:
     otherwise the first collection after the run walks them all once more (80 ms at 30,000 samples)."""
     import gc
 
-    was = gc.isenabled()
-    gc.disable()
+    with _GC_LOCK:  # runs in several threads: the first pauses collection, the last restores it
+        if not _GC_STATE[0]:
+            _GC_STATE[1] = gc.isenabled()
+            gc.disable()
+        _GC_STATE[0] += 1
     try:
         yield
     finally:
-        if was:
-            import sys
+        with _GC_LOCK:
+            _GC_STATE[0] -= 1
+            if not _GC_STATE[0] and _GC_STATE[1]:
+                import sys
 
-            if getattr(sys.modules.get("ragmeter.cli"), "IN_ENTRY", False):  # the command's process
-                gc.freeze()
-            gc.enable()
+                if getattr(sys.modules.get("ragmeter.cli"), "IN_ENTRY", False):  # the command's process
+                    gc.freeze()
+                gc.enable()
 
 
 @contextmanager
@@ -479,10 +490,16 @@ def _check_fields(dataset: Dataset, requests: list[MetricRequest]) -> None:
 
 
 def _preflight(requests: list[MetricRequest], opts: dict[str, Any], store: Store,
-               skip_unavailable: bool) -> dict[str, str]:
-    """Ask every metric whether it can run here, before any run is created or work is done."""
+               skip_unavailable: bool, samples: Sequence[Sample] = (),
+               done: Collection[tuple[str, str]] = ()) -> dict[str, str]:
+    """Ask every metric whether it can run here, before any run is created or work is done. The
+    judge gets its pre-flight request only when scoring ``samples`` will send it something."""
+    from ragmeter.engines.judged import calls_needed
+
     ctx = ScoringContext(opts, store=store)
     try:
+        if any(r.spec.needs_llm for r in requests) and not calls_needed(requests, samples, done, ctx):
+            ctx.service("judge").nothing_to_send = True
         found = {r.key: msg for r in requests
                  if r.spec.check is not None and (msg := r.spec.check(ctx, **r.params))}
         if found and not skip_unavailable:
@@ -592,8 +609,8 @@ def _fork_second(plans: list[Plan], n_samples: int, options: dict[str, Any]
         if forked.is_pure(req) and not unavailable and len(eligible) >= forked.MIN_SAMPLES:
             cut = round(len(eligible) * MAIN_SHARE)
             halves[req.key] = (eligible[:cut], eligible[cut:])
-    if not halves:
-        return halves, None
+    if not halves or not forked.claim():  # no work for it, or another run's worker is running
+        return {}, None
     # one sample through each metric first: the imports and caches a metric makes on its first call
     # (Arrow, the stemmer, compiled expressions) are then made once, before the fork, and shared
     warm = ScoringContext(dict(options))
@@ -602,12 +619,15 @@ def _fork_second(plans: list[Plan], n_samples: int, options: dict[str, Any]
             if req.key in halves:
                 with contextlib.suppress(ConfigError, MetricError):
                     _run_metric(req, eligible[:1], warm)
+    except BaseException:
+        forked.release()
+        raise
     finally:
         warm.close()
     jobs = [(req, [halves[req.key][1][i:i + max(1, req.spec.batch_size)]
                    for i in range(0, len(halves[req.key][1]), max(1, req.spec.batch_size))])
             for req, *_ in plans if req.key in halves]
-    return halves, forked.SecondHalf(jobs, dict(options), _run_metric)
+    return halves, forked.SecondHalf(jobs, dict(options), _run_metric)  # releases the slot on failure
 
 
 def _score_all(samples: list[Sample], requests: list[MetricRequest], ctx: ScoringContext,
@@ -629,10 +649,11 @@ def _score_all(samples: list[Sample], requests: list[MetricRequest], ctx: Scorin
         if collected is not None:
             collected.setdefault(key, []).append((ids, col))
 
+    # metrics without a judge are scored and stored first, before the first judge call is made
+    judged = [p for p in plans if p[0].spec.needs_llm]
+    plans = [p for p in plans if not p[0].spec.needs_llm]
     t = time.perf_counter()
-    for req, eligible, _lacking, unavailable in plans:
-        if eligible and not unavailable and req.spec.prepare is not None:
-            req.spec.prepare(eligible, ctx, **req.params)
+    _prepare(plans, ctx)
     ctx.flush()
     timings["prepare_s"] = round(time.perf_counter() - t, 4)
 
@@ -662,8 +683,9 @@ def _score_all(samples: list[Sample], requests: list[MetricRequest], ctx: Scorin
                 writes.append((key, ids, scores))
                 advancers[key](len(rest))
             # the worker's scores go to the store on a thread while the corpus scores are computed
-            # (SQLite and numpy release the GIL); the run is finished only after they are written
-            if deferred is not None:
+            # (SQLite and numpy release the GIL); the run is finished only after they are written.
+            # Before a judge stage they are written at once: nothing computed waits on the judge
+            if deferred is not None and not judged:
                 deferred.append(lambda: [store.add_scores(run_id, *w) for w in writes])
             else:
                 for w in writes:
@@ -671,7 +693,25 @@ def _score_all(samples: list[Sample], requests: list[MetricRequest], ctx: Scorin
     finally:
         if second is not None:
             second.cancel()
+    if judged:
+        from ragmeter.engines.judged import stream_scores
+
+        t = time.perf_counter()
+        _prepare(judged, ctx)
+        # per-sample judge metrics are stored as their verdicts arrive (engines/judged.py)
+        streamed = stream_scores(judged, ctx, put, _run_metric, advancers)
+        ctx.flush()
+        timings["judge_s"] = round(time.perf_counter() - t, 4)
+        judged = [(req, [s for s in ok if s.id not in streamed.get(req.key, ())], lacking, unavailable)
+                  for req, ok, lacking, unavailable in judged]
+        _score_plans(judged, ctx, store, put, engine, timings, {}, advancers)
     return timings
+
+
+def _prepare(plans: list[Plan], ctx: ScoringContext) -> None:
+    for req, eligible, _lacking, unavailable in plans:
+        if eligible and not unavailable and req.spec.prepare is not None:
+            req.spec.prepare(eligible, ctx, **req.params)
 
 
 def _ray_pure_together(plans: list[Plan],
@@ -724,7 +764,7 @@ def _score_plans(plans: list[Plan],
         if unavailable:
             put(req.key, [s.id for s in eligible], [Score.missing(f"unavailable: {unavailable}")] * len(eligible))
             continue
-        advance = advancers[req.key] = ctx.progress(req.key, len(eligible) + rest)
+        advance = advancers.get(req.key) or advancers.setdefault(req.key, ctx.progress(req.key, len(eligible) + rest))
         bs = max(1, req.spec.batch_size)
         if engine[0] == "ray" and not req.spec.needs_llm and eligible:  # judge metrics stay on the driver
             from ragmeter.engines.ray_engine import score_blocks
@@ -754,40 +794,5 @@ def _run_metric(req: MetricRequest, chunk: list[Sample], ctx: ScoringContext) ->
     if len(scores) != len(chunk):
         raise MetricError(f"metric {req.spec.name} returned {len(scores)} scores for {len(chunk)} samples")
     if isinstance(scores, ScoreColumn):
-        return _checked_column(req, scores)
-    return ScoreColumn.of(_checked_scores(req, scores))
-
-
-def _checked_column(req: MetricRequest, col: ScoreColumn) -> ScoreColumn:
-    """A vectorised metric's column with the checks :func:`_checked_scores` makes per Score: NaN
-    without a reason becomes "metric returned NaN"; a value outside the metric's range is an error."""
-    import numpy as np
-
-    vals = np.asarray(col.values, dtype=np.float64)
-    nan = np.isnan(vals)
-    lo, hi = req.spec.range
-    bad = ~nan & ((vals < lo - 1e-9) | (vals > hi + 1e-9))
-    if bad.any():
-        v = float(vals[np.flatnonzero(bad)[0]])
-        raise MetricError(f"metric {req.spec.name} returned {v}, outside its range [{lo}, {hi}]")
-    reasons = col.reasons
-    if nan.any():
-        reasons = list(col.reasons) if col.reasons is not None else [None] * len(vals)
-        for i in np.flatnonzero(nan).tolist():
-            if reasons[i] is None:
-                reasons[i] = "metric returned NaN"
-    return ScoreColumn(vals, reasons, col.details)
-
-
-def _checked_scores(req: MetricRequest, scores: Sequence[Score]) -> list[Score]:
-    lo, hi = req.spec.range
-    out = []
-    for s in scores:
-        if s.value is not None:
-            v = float(s.value)
-            if math.isnan(v):
-                s = Score.missing("metric returned NaN", s.details)
-            elif not (lo - 1e-9 <= v <= hi + 1e-9):
-                raise MetricError(f"metric {req.spec.name} returned {v}, outside its range [{lo}, {hi}]")
-        out.append(s)
-    return out
+        return checked_column(req, scores)
+    return ScoreColumn.of(checked_scores(req, scores))
