@@ -334,9 +334,11 @@ def test_monitor_evaluate_scores_a_sample_and_check_reads_it(db_url):
     _seed_calls(db_url, n=200)
     out = cli("monitor", "evaluate", "--since", "1d", "--sample", "0.25", "--metrics", "correct_keyword,token_f1",
               "--json", "--no-progress", db=db_url)
-    # token_f1 needs references, which production calls do not have: no value on every sample
-    assert out.returncode in (0, 3), out.stderr
+    # token_f1 needs references, which production calls do not have: no value on every sample, so the
+    # run is incomplete (exit 3, as `ragmeter eval`)
+    assert out.returncode == 3, out.stderr
     rec = json.loads(out.stdout)
+    assert rec["status"] == "incomplete" and rec["incomplete"][0].startswith("token_f1: no value")
     assert rec["monitor"]["n_calls"] == 200 and 0 < rec["monitor"]["n_scored"] < 200
     assert rec["monitor"]["n_usable"] == 195  # 5 calls had an error
     run_id = rec["run_id"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # rich loads when a command prints with it, not at start-up
@@ -26,6 +28,70 @@ class _Console:
 console: Console = _Console()  # type: ignore[assignment]
 err_console: Console = _Console(stderr=True)  # type: ignore[assignment]
 
+def number(low: float | None = None, high: float | None = None, *, integer: bool = False,
+           low_open: bool = False, high_open: bool = False) -> Callable[[Any], Any]:
+    """A ``parser=`` for a numeric option: a finite number (an integer with ``integer``) within
+    ``[low, high]`` (open ends with ``low_open``/``high_open``). Anything else is a usage error
+    that names the option, e.g. ``Invalid value for '--bootstrap': expected an integer >= 0, got
+    '-1'`` (exit status 2), before the command does any work."""
+    kind = "an integer" if integer else "a number"
+    parts = []
+    if low is not None:
+        parts.append(f"{'>' if low_open else '>='} {_bound(low)}")
+    if high is not None:
+        parts.append(f"{'<' if high_open else '<='} {_bound(high)}")
+    wanted = f"{kind} {' and '.join(parts)}".strip()
+
+    def parse(value: Any) -> Any:
+        from pydantic_core import PydanticCustomError  # typer reports it as the option's error
+
+        def bad() -> PydanticCustomError:
+            return PydanticCustomError("ragmeter_number", "expected {wanted}, got {got}",
+                                       {"wanted": wanted, "got": repr(str(value))})
+
+        if isinstance(value, bool):
+            raise bad()
+        try:
+            if integer:
+                text = str(value).strip()
+                if len(text) > 30:  # int() of a 5,000-digit string is slow; no count needs that
+                    raise bad()
+                v: float = int(text) if isinstance(value, str) else int(value)
+            else:
+                v = float(value)
+        except (TypeError, ValueError):
+            raise bad() from None
+        if not math.isfinite(v) or (low is not None and (v <= low if low_open else v < low)) \
+                or (high is not None and (v >= high if high_open else v > high)):
+            raise bad()
+        return v
+
+    return parse
+
+
+def confirm(question: str, *, default: bool = False, err: bool = False) -> bool:
+    """Ask a yes/no question on the terminal. Without a terminal to answer it (standard input at its
+    end: a script, CI, a closed pipe) this is a usage error saying to pass ``--yes`` (exit 2), not an
+    abort (exit 130)."""
+    import sys
+
+    import typer
+
+    try:
+        return typer.confirm(question, default=default, err=err)
+    except typer.Abort:
+        if sys.stdin is not None and sys.stdin.isatty():
+            raise  # Ctrl-C at the prompt
+        from ragmeter.errors import ConfigError
+
+        raise ConfigError(f"{question} -- no answer on standard input; pass --yes to go ahead "
+                          "without asking") from None
+
+
+def _bound(v: float) -> str:
+    return f"{int(v):,}" if float(v).is_integer() else f"{v:g}"
+
+
 DB_HELP = "SQLAlchemy URL or SQLite path of the store (default: $RAGMETER_DB or .ragmeter/ragmeter.db)."
 
 
@@ -48,17 +114,20 @@ def fmt(v: Any, digits: int = 4) -> str:
 def summary_table(summary: dict[str, dict[str, Any]], title: str | None = None) -> Group:
     """Per-metric aggregates (mean, 95% CI, n, how many without a value) as a rich table, followed
     by why values are missing, one line per metric, so the reasons stay readable in narrow terminals."""
+    from rich import box
     from rich.console import Group
     from rich.table import Table
     from rich.text import Text
 
-    t = Table(title=title, show_lines=False)
-    t.add_column("metric", style="bold", no_wrap=True)
+    # figures never wrap; a metric key too long for the terminal folds onto a second line instead of
+    # squeezing the figures' columns to nothing (a long @model key at 80 columns)
+    t = Table(title=title, show_lines=False, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    t.add_column("metric", style="bold", overflow="fold", min_width=12)
     t.add_column("mean", justify="right", no_wrap=True)
     t.add_column("95% CI", justify="right", no_wrap=True)
-    t.add_column("n", justify="right")
-    t.add_column("no value", justify="right")
-    t.add_column("dir")
+    t.add_column("n", justify="right", no_wrap=True)
+    t.add_column("no value", justify="right", no_wrap=True)
+    t.add_column("dir", no_wrap=True)
     why = Text()
     corpus = Text()
     for m, a in summary.items():
@@ -88,7 +157,11 @@ def exit_if_incomplete(result: Any) -> None:
 
     if getattr(result, "status", "completed") != "incomplete":
         return
+    import re
+
     err_console.print(f"[yellow]run {result.run_id} is incomplete (exit 3):[/yellow]")
     for reason in getattr(result, "incomplete", []):
+        # the full no-value reason is in the summary ("why no value", or the JSON): once is enough
+        reason = re.sub(r" \(e\.g\. (.{60}).+\)$", r" (e.g. \1…)", reason)
         err_console.print(f"  {reason}", markup=False, highlight=False)
     raise typer.Exit(3)

@@ -63,8 +63,12 @@ _FALSE = {"0", "false", "no", "n", "incorrect", "wrong", "f"}
 _DEEPEVAL_KEYS = ("retrieval_context", "actual_output", "expected_output", "tools_called",
                   "expected_tools")
 #: columns kept in metadata on purpose (read by the agent metrics); never reported as unused.
+#: metadata columns that metrics and commands read by these names (so they are not reported as
+#: "not read"): agent expectations, ``keywords`` (correct_keyword's expected keywords), ``split``
+#: (semantic_dynamic's calibration split), ``latency_ms`` (agent-stats), DeepEval's extra fields
 _KNOWN_METADATA = {"expected_tools", "expected_trajectory", "expected_tool_calls", "tools_called",
-                   "task_type", "name", "tags", "comments", "additional_metadata"}
+                   "task_type", "name", "tags", "comments", "additional_metadata", "keywords", "split",
+                   "latency_ms"}
 #: common abbreviations -> field, to suggest a ``--map`` when no known column is found.
 _MAP_HINTS: dict[str, tuple[str, ...]] = {
     "question": ("q", "ques", "query_text", "user", "ask", "instruction", "text_in"),
@@ -298,6 +302,8 @@ def _json_loads(text: str, path: Path, line: int | None, line_offset: int = 0) -
                            file=str(path), line=at_line) from None
     except RecursionError:
         raise DatasetError("invalid JSON: nested too deeply", file=str(path), line=line) from None
+    except ValueError as exc:  # a number of more than 4,300 digits (int() refuses to parse it)
+        raise DatasetError(f"invalid JSON: {str(exc).split(';')[0]}", file=str(path), line=line) from None
 
 
 def _jsonl_rows(path: Path) -> Iterator[tuple[int, Any]]:
@@ -358,8 +364,8 @@ def _csv_rows(path: Path, delimiter: str) -> Iterator[tuple[int, Any]]:
                                      "quoting and the delimiter", file=str(path), line=line)
             continue
         yield line, {k: (None if v == "" else v) for k, v in zip(header, cells, strict=True)}
-    if header is None:
-        raise DatasetError("empty file (no header row)", file=str(path))
+    # an empty file (no header row either) has no samples, as an empty JSONL file: the run that reads
+    # it is incomplete (exit 3, docs/exit-codes.md), not an input error
 
 
 def _parquet_rows(path: Path) -> Iterator[tuple[int, Any]]:
@@ -380,7 +386,7 @@ def _json_cell(v: str) -> Any:
     if s[:1] in "[{":
         try:
             return json.loads(s)
-        except (json.JSONDecodeError, RecursionError):
+        except (ValueError, RecursionError):  # not JSON, a 5,000-digit number, nested too deeply
             return v
     return v
 
@@ -393,7 +399,7 @@ def _list_cell(v: str, mode: CellMode, err: Any) -> Any:
         return v
     try:
         return json.loads(s)
-    except (json.JSONDecodeError, RecursionError):
+    except (ValueError, RecursionError):
         pass
     try:
         return ast.literal_eval(s)

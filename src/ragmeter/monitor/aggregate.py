@@ -23,12 +23,21 @@ BUCKETS = {"minute": timedelta(minutes=1), "hour": timedelta(hours=1), "day": ti
 QUANTILES = (50, 95, 99)
 
 
+#: the longest duration a window may span (100 years: longer reaches before any logged call, and
+#: far longer overflows the date arithmetic)
+MAX_DURATION = timedelta(days=36_525)
+
+
 def parse_duration(text: str, *, option: str = "--window") -> timedelta:
-    """``"90s"``, ``"15m"``, ``"1h"``, ``"1d"``, ``"2w"`` as a :class:`timedelta`."""
-    m = _DURATION.match(str(text))
+    """``"90s"``, ``"15m"``, ``"1h"``, ``"1d"``, ``"2w"`` as a :class:`timedelta` (at most 100 years)."""
+    shown = repr(text) if len(str(text)) <= 40 else repr(str(text)[:37] + "...")
+    m = _DURATION.match(str(text)) if len(str(text)) <= 100 else None
     if not m or float(m.group(1)) <= 0:
-        raise ConfigError(f"{option} expects a duration such as 15m, 1h, 1d or 90d, got {text!r}")
-    return timedelta(seconds=float(m.group(1)) * _UNITS[m.group(2).lower()])
+        raise ConfigError(f"{option} expects a duration such as 15m, 1h, 1d or 90d, got {shown}")
+    seconds = float(m.group(1)) * _UNITS[m.group(2).lower()]
+    if seconds > MAX_DURATION.total_seconds():
+        raise ConfigError(f"{option} is at most {MAX_DURATION.days}d (100 years), got {shown}")
+    return timedelta(seconds=seconds)
 
 
 def now_utc() -> datetime:
