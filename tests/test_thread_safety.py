@@ -83,6 +83,20 @@ def test_two_threads_give_the_values_of_two_runs_one_after_the_other(tmp_path, m
     assert gc.isenabled()  # the last run to finish let the collector run again
 
 
+@pytest.mark.slow
+def test_threads_with_the_forked_worker_give_the_sequential_values(tmp_path, monkeypatch):
+    """Runs large enough for the forked worker (engines/forked.py): one run in the process gets it
+    at a time, the other scores alone; the values are those of the runs one after the other."""
+    monkeypatch.delenv("RAGMETER_WORKERS", raising=False)
+    data = {"a": _data(3, n=5000), "b": _data(4, n=5000)}
+    sequential = {}
+    for k, rows in data.items():
+        sequential[k] = _values(ragmeter.evaluate(rows, METRICS, db=str(tmp_path / f"seq-{k}.db"),
+                                                  progress=False))
+    _forget_caches()
+    assert _in_threads(data, tmp_path, 0) == sequential
+
+
 class _Yielding(dict):
     """A dict that lets other threads run inside each update, as a free-threaded interpreter (or a
     switch at the wrong instruction) would: a read-then-insert without a lock hands out one id twice."""

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import threading
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -21,6 +20,10 @@ from ragmeter._version import __version__
 from ragmeter.config import load_config
 from ragmeter.context import ScoringContext
 from ragmeter.engines.checks import checked_column, checked_scores
+from ragmeter.engines.lifecycle import gc_paused as _gc_paused
+from ragmeter.engines.lifecycle import heartbeat as _heartbeat
+from ragmeter.engines.lifecycle import in_background as _in_background
+from ragmeter.engines.lifecycle import join_writer as _join_writer
 from ragmeter.errors import (
     ConfigError,
     DatasetError,
@@ -418,61 +421,6 @@ def incomplete_reasons(n_samples: int, summary: Mapping[str, Mapping[str, Any]],
     return out
 
 
-_GC_LOCK = threading.Lock()
-_GC_STATE: list[Any] = [0, False]  # runs in progress, whether collection was enabled before the first
-
-
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """No cyclic garbage collection during a run: it allocates millions of small acyclic objects
-    (samples, chunks, scores, token lists), and each collection pass would walk all of them again
-    (reading 100,000 rows with ten chunk ids each: 14.8 s with collection, 8.0 s without).
-    Collection resumes, as it was, when the run ends. In the ``ragmeter`` command, whose process ends
-    with the run, the run's objects are first moved out of the collector's sight (``gc.freeze``):
-    otherwise the first collection after the run walks them all once more (80 ms at 30,000 samples)."""
-    import gc
-
-    with _GC_LOCK:  # runs in several threads: the first pauses collection, the last restores it
-        if not _GC_STATE[0]:
-            _GC_STATE[1] = gc.isenabled()
-            gc.disable()
-        _GC_STATE[0] += 1
-    try:
-        yield
-    finally:
-        with _GC_LOCK:
-            _GC_STATE[0] -= 1
-            if not _GC_STATE[0] and _GC_STATE[1]:
-                import sys
-
-                if getattr(sys.modules.get("ragmeter.cli"), "IN_ENTRY", False):  # the command's process
-                    gc.freeze()
-                gc.enable()
-
-
-@contextmanager
-def _heartbeat(store: Store, run_id: str, every_s: float = 10.0) -> Iterator[None]:
-    """Renew this process's lease on the run while it scores (see ``Store.acquire_lease``)."""
-    import threading
-
-    stop = threading.Event()
-
-    def beat() -> None:
-        while not stop.wait(every_s):
-            try:
-                store.heartbeat(run_id)
-            except Exception:  # noqa: BLE001 - a missed beat only makes the lease look older
-                continue
-
-    thread = threading.Thread(target=beat, name=f"ragmeter-lease-{run_id}", daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join()
-
-
 def _check_fields(dataset: Dataset, requests: list[MetricRequest]) -> None:
     """A metric none of whose fields any row gives is an input error (wrong column names), not a
     column of missing values; a row that lacks them among rows that have them is "no value"."""
@@ -549,24 +497,6 @@ Plan = tuple[MetricRequest, list[Sample], list[tuple[Sample, str]], str | None]
 #: process also stores the run's samples and every score, so it takes less (30,000 RAG pairs x 5 lexical
 #: metrics: both processes finish together at 0.38)
 MAIN_SHARE = 0.38
-
-
-def _in_background(fn: Callable[[], Any]) -> Any:
-    """``fn`` running on a thread: a future whose ``result()`` waits and re-raises its error."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragmeter-score-writer")
-    future = pool.submit(fn)
-    pool.shutdown(wait=False)  # the submitted call still runs to its end
-    return future
-
-
-def _join_writer(writer: Any, store: Store, run_id: str) -> None:
-    try:
-        writer.result()
-    except BaseException:
-        store.update_run(run_id, status="failed", heartbeat_at=None)
-        raise
 
 
 def _plan(samples: list[Sample], requests: list[MetricRequest], done: set[tuple[str, str]],

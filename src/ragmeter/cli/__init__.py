@@ -109,7 +109,7 @@ def entry() -> None:
     import os
 
     global IN_ENTRY
-    IN_ENTRY = True  # this process ends with the command (runner._gc_paused reads it)
+    IN_ENTRY = True  # this process ends with the command (engines.lifecycle.gc_paused reads it)
     if sys.argv[1:2] in (["eval"], ["trec"]):
         _keep_freed_memory()
     try:
