@@ -286,10 +286,16 @@ def _has_judge_preflight() -> bool:
                     reason="needs JudgeService.preflight() from the llm branch (the runner calls it when present)")
 def test_a_judge_at_a_closed_port_exits_2_and_stores_nothing(data, tmp_path):
     db = f"sqlite:///{tmp_path / 'j.db'}"
-    p = sub("eval", str(data["good"]), "-m", "faithfulness", *_judge_args(_closed_port()), "--no-progress",
-            db=db)
+    rows = tmp_path / "with_contexts.jsonl"  # faithfulness has something to judge: the pre-flight is sent
+    rows.write_text("".join(json.dumps({**json.loads(line), "contexts": ["Paris is the capital."]}) + "\n"
+                            for line in data["good"].read_text().splitlines()))
+    p = sub("eval", str(rows), "-m", "faithfulness", *_judge_args(_closed_port()), "--no-progress", db=db)
     assert p.returncode == 2, (p.stdout, p.stderr)
     assert "Traceback" not in p.stderr and _runs(db) == []
+    # without contexts nothing would be sent: no pre-flight, and the run is incomplete (no value, 3)
+    p = sub("eval", str(data["good"]), "-m", "faithfulness", *_judge_args(_closed_port()), "--no-progress",
+            db=db)
+    assert p.returncode == 3 and "missing field: context_texts" in p.stderr, (p.stdout, p.stderr)
 
 
 # ---- gate: 1 regression, 2 misconfigured, 3 incomplete --------------------------------------------
