@@ -9,7 +9,8 @@ from typing import Annotated, Any
 
 import typer
 
-from ragmeter.cli._common import DB_HELP, console, fmt, get_store, number
+from ragmeter.cli._common import DB_HELP, console, fmt, get_store
+from ragmeter.cli._params import number
 
 
 def register(app: typer.Typer) -> None:

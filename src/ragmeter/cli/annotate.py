@@ -8,7 +8,8 @@ from typing import Annotated
 
 import typer
 
-from ragmeter.cli._common import DB_HELP, console, err_console, fmt, get_store, number
+from ragmeter.cli._common import DB_HELP, console, err_console, fmt, get_store
+from ragmeter.cli._params import number
 
 annotate_app = typer.Typer(no_args_is_help=True, help="Human annotation tasks: create, links, "
                            "status, CSV export/import, agreement, labels back into evaluation.")

@@ -9,7 +9,8 @@ from typing import Annotated, Any
 
 import typer
 
-from ragmeter.cli._common import DB_HELP, console, err_console, fmt, get_store, number, summary_table
+from ragmeter.cli._common import DB_HELP, console, err_console, fmt, get_store, summary_table
+from ragmeter.cli._params import number
 from ragmeter.redact import redact_obj
 
 

@@ -8,7 +8,8 @@ from typing import Annotated, Any
 
 import typer
 
-from ragmeter.cli._common import DB_HELP, console, err_console, exit_if_incomplete, fmt, get_store, number
+from ragmeter.cli._common import DB_HELP, console, err_console, exit_if_incomplete, fmt, get_store
+from ragmeter.cli._params import number
 
 
 def _out() -> Any:

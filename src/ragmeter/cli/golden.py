@@ -9,7 +9,8 @@ from typing import Annotated, Any
 
 import typer
 
-from ragmeter.cli._common import DB_HELP, console, err_console, get_store, number
+from ragmeter.cli._common import DB_HELP, console, err_console, get_store
+from ragmeter.cli._params import number
 
 corpus_app = typer.Typer(name="corpus", no_args_is_help=True,
                          help="Documents for golden datasets: add txt/md/html/pdf files, list them.")

@@ -9,7 +9,8 @@ from typing import Annotated, Any
 
 import typer
 
-from ragmeter.cli._common import DB_HELP, console, err_console, fmt, number
+from ragmeter.cli._common import DB_HELP, console, err_console, fmt
+from ragmeter.cli._params import number
 
 
 def register(app: typer.Typer) -> None:

@@ -9,7 +9,8 @@ from typing import Annotated, Any
 
 import typer
 
-from ragmeter.cli._common import DB_HELP, confirm, console, err_console, fmt, get_store, number
+from ragmeter.cli._common import DB_HELP, console, err_console, fmt, get_store
+from ragmeter.cli._params import confirm, number
 
 monitor_app = typer.Typer(name="monitor", no_args_is_help=True,
                           help="Production calls: aggregates (p50/p95/p99, cost, errors, feedback), "

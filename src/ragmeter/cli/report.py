@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from ragmeter.cli._common import DB_HELP, console, err_console, get_store, number
+from ragmeter.cli._common import DB_HELP, console, err_console, get_store
+from ragmeter.cli._params import number
 
 
 def register(app: typer.Typer) -> None:

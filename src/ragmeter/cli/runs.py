@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from ragmeter.cli._common import DB_HELP, confirm, console, get_store, number
+from ragmeter.cli._common import DB_HELP, console, get_store
+from ragmeter.cli._params import confirm, number
 
 runs_app = typer.Typer(help="List stored runs (newest first); delete, rename or tag one.",
                        no_args_is_help=False)

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from ragmeter.cli._common import number
+from ragmeter.cli._params import number
 
 
 def register(app: typer.Typer) -> None:
