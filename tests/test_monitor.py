@@ -355,7 +355,7 @@ def test_monitor_evaluate_scores_a_sample_and_check_reads_it(db_url):
     # run is incomplete (exit 3, as `ragmeter eval`)
     assert out.returncode == 3, out.stderr
     rec = json.loads(out.stdout)
-    assert rec["status"] == "incomplete" and rec["incomplete"][0].startswith("token_f1: no value")
+    assert rec["status"] == "incomplete" and any(r.startswith("token_f1: no value") for r in rec["incomplete"])
     assert rec["monitor"]["n_calls"] == 200 and 0 < rec["monitor"]["n_scored"] < 200
     assert rec["monitor"]["n_usable"] == 195  # 5 calls had an error
     run_id = rec["run_id"]

@@ -26,12 +26,12 @@ def read_text(path: str | Path, what: str = "file") -> str:
     try:
         return p.read_text(encoding="utf-8-sig")
     except FileNotFoundError:
-        raise DatasetError(f"no such {what}", file=str(p)) from None
+        raise DatasetError(f"cannot read the {what}: no such file", file=str(p)) from None
     except IsADirectoryError:
-        raise DatasetError(f"is a folder, not a {what}", file=str(p)) from None
+        raise DatasetError(f"cannot read the {what}: it is a folder", file=str(p)) from None
     except UnicodeDecodeError as exc:
-        raise DatasetError(f"not UTF-8 text ({exc.reason} at byte {exc.start}); save the {what} as "
-                           "UTF-8", file=str(p)) from None
+        raise DatasetError(f"cannot read the {what}: not UTF-8 text ({exc.reason} at byte {exc.start}); "
+                           "save it as UTF-8", file=str(p)) from None
     except OSError as exc:
         raise DatasetError(f"cannot read the {what}: {exc.strerror or exc}", file=str(p)) from None
 

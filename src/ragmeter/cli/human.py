@@ -64,6 +64,7 @@ def agreement_cmd(
     so (exit 3), never printed as 0.
     """
     from ragmeter.agreement import agreement, interpret, read_ratings
+    from ragmeter.errors import RagmeterError
 
     methods = ["alpha", "kappa", "fleiss", "percent"] if method == "all" else [method]
     if any(m not in ("alpha", "kappa", "fleiss", "percent") for m in methods):
@@ -76,7 +77,7 @@ def agreement_cmd(
             methods.remove("kappa")
         results = [agreement(ratings, m, level=level, weights=w, raters=sel, n_bootstrap=bootstrap,
                              confidence=confidence, seed=seed) for m in methods]
-    except (ValueError, ImportError) as exc:
+    except (ValueError, ImportError, RagmeterError) as exc:  # RagmeterError: the file cannot be read
         raise _fail(str(exc)) from None
     if as_json:
         out = [r.to_dict() for r in results]
