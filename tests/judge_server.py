@@ -279,6 +279,8 @@ class JudgeServer:
         self.delay = delay
         self.forced: deque[Forced] = deque()
         self.requests: list[dict[str, Any]] = []
+        #: the bodies of the verdict requests answered so far, in the order their replies were sent
+        self.answered: list[dict[str, Any]] = []
         #: pre-flight requests (plain prompts without a verdict schema, model look-ups), kept
         #: apart from ``requests``; ``force_ping`` scripts their answers
         self.pings: list[dict[str, Any]] = []
@@ -308,6 +310,7 @@ class JudgeServer:
         with self.lock:
             self.forced.clear()
             self.requests.clear()
+            self.answered.clear()
             self.pings.clear()
             self.ping_forced.clear()
             self.max_inflight = 0
@@ -511,6 +514,8 @@ class JudgeServer:
         if f.text is not None:
             return 200, dict(f.headers), _render(wire, None, f.text, system, user, model, body)
         data = verdict(_schema_name(system, named), system, user)
+        with self.lock:
+            self.answered.append({"wire": wire, "body": body})
         return 200, dict(f.headers), _render(wire, data, json.dumps(data), system, user, model, body)
 
 

@@ -187,7 +187,13 @@ def test_seed_worked_examples_exactly():
 
 
 def test_openai_log_file_evaluates_without_conversion(tmp_path, db_url):
-    """Must-show: an OpenAI tool-calling log file evaluates with no conversion step."""
+    """Must-show: an OpenAI tool-calling log file evaluates with no conversion step; the command of
+    docs/agent.md (its own config) completes."""
+    documented = CliRunner().invoke(app, ["eval", str(EXAMPLE / "openai_traces.jsonl"), "--config",
+                                          str(EXAMPLE / "openai_expectations.yaml"), "--db", db_url,
+                                          "--no-progress", "--json"])
+    assert documented.exit_code == 0, documented.output
+    assert json.loads(documented.stdout.splitlines()[0])["status"] == "completed"
     out = tmp_path / "rows.jsonl"
     r = CliRunner().invoke(app, ["eval", str(EXAMPLE / "openai_traces.jsonl"), "--config",
                                  str(EXAMPLE / "expectations.yaml"), "--db", db_url, "--no-progress",

@@ -20,7 +20,7 @@ PKG = SRC / "ragmeter"
 #: in the store, so the store sits low). docs/internals.md explains each layer.
 LAYERS: list[tuple[str, set[str]]] = [
     ("foundation", {"_version", "redact", "errors", "schema", "config", "context", "stats", "provenance", "language", "agreement",
-                    "thresholds", "rows", "safejson", "ppi"}),
+                    "thresholds", "rows", "safejson", "ppi", "files"}),
     ("store", {"store"}),
     ("load", {"io"}),
     ("services", {"retrieval", "embed", "llm"}),

@@ -228,3 +228,56 @@ def test_review_api_guards(server, db_url):
     assert bad.status_code == 422 and "outside" in bad.json()["detail"]
     doc = client.get("/api/corpora/handbook/documents/safety.md").json()
     assert doc["text"] == (CORPUS / "safety.md").read_text(encoding="utf-8")
+
+
+# ---- the same judge checks and pre-flight as eval ---------------------------------------------------
+def test_dry_run_of_a_million_questions_plans_a_sample_and_scales(db_url, monkeypatch):
+    import ragmeter.golden.generation as generation
+    from ragmeter.golden import DRY_RUN_SAMPLE, generate
+
+    store = Store(db_url)
+    add_documents(store, "handbook", [CORPUS])
+    asked: list[int] = []
+    plan_tasks = generation.plan_tasks
+    monkeypatch.setattr(generation, "plan_tasks", lambda docs, n, **kw: asked.append(n) or plan_tasks(docs, n, **kw))
+    res = generate(store, corpus="handbook", n=1_000_000, name="big", judge="openai:gpt-4o-mini", dry_run=True)
+    assert asked == [DRY_RUN_SAMPLE]  # not a million planned tasks and prompts
+    assert res.generated == 1_000_000 and res.plan["planned_calls"] == 1_000_000
+    assert res.plan["sampled"] == {"planned": DRY_RUN_SAMPLE, "asked": 1_000_000}
+    assert res.plan["est_input_tokens"] > 100_000_000 and "scaled to 1,000,000" in res.plan["note"]
+    assert cli("dataset", "list", db=db_url).stdout.startswith("no dataset")  # nothing stored
+
+
+def test_unreachable_generator_exits_2_at_the_pre_flight(db_url, tmp_path):
+    import socket
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()  # nothing listens there
+    assert cli("corpus", "add", str(CORPUS), "--name", "handbook", db=db_url).returncode == 0
+    p = cli("golden", "generate", "--corpus", "handbook", "--n", "5", "--name", "g", "--judge", "openai:m",
+            "--judge-base-url", f"http://127.0.0.1:{port}/v1", db=db_url)
+    assert p.returncode == 2, p.stderr  # not 3 after every request's retries
+    assert "pre-flight" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_golden_and_eval_need_the_same_packages(server, db_url, monkeypatch, tmp_path):
+    """One client path: without the openai package a dry run of either command works (it calls
+    nothing) and a real run of either stops with the same message (exit 2)."""
+    import sys
+
+    from cli_runner import run_main
+
+    monkeypatch.setitem(sys.modules, "openai", None)  # as if it were not installed
+    monkeypatch.setenv("RAGMETER_TEST_JUDGE_KEY", "test-key")
+    store = Store(db_url)
+    add_documents(store, "handbook", [CORPUS])
+    judge = judge_args(server)
+    golden = ["golden", "generate", "--corpus", "handbook", "--n", "3", "--name", "g", *judge, "--db", db_url]
+    evaluate = ["eval", "example", "-m", "faithfulness", *judge, "--db", db_url, "--no-progress"]
+    for args in (golden, evaluate):
+        code, out, err = run_main(*args, "--dry-run")
+        assert code == 0, (args, out, err)
+        code, out, err = run_main(*args)
+        assert code == 2 and "needs the openai package" in err, (args, err)

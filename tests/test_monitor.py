@@ -329,14 +329,33 @@ def test_import_otlp_json_and_console_exporter_files(tmp_path, db_url):
     assert bad.returncode == 2 and "broken.json:1:" in bad.stderr and "Traceback" not in bad.stderr
 
 
+def test_import_of_a_good_and_a_bad_file_stores_nothing(tmp_path, db_url):
+    """Every file is checked before any is stored: exit 2 means nothing was stored."""
+    span = {"traceId": "4bf92f3577b34da6a3ce929d0e0e4736", "spanId": "00f067aa0ba902b7", "name": "rag",
+            "startTimeUnixNano": "1700000000000000000", "endTimeUnixNano": "1700000000250000000",
+            "attributes": [{"key": "input.value", "value": {"stringValue": "q?"}},
+                           {"key": "output.value", "value": {"stringValue": "a."}}]}
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}))
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"resourceSpans": 5}))
+    out = cli("monitor", "import", str(good), str(bad), db=db_url)
+    assert out.returncode == 2 and "bad.json" in out.stderr and "Traceback" not in out.stderr, out.stderr
+    assert count_calls(Store(db_url)) == 0
+    both = cli("monitor", "import", str(good), str(good), db=db_url)
+    assert both.returncode == 0 and count_calls(Store(db_url)) == 1
+
+
 # ---- quality over time -----------------------------------------------------------------------
 def test_monitor_evaluate_scores_a_sample_and_check_reads_it(db_url):
     _seed_calls(db_url, n=200)
     out = cli("monitor", "evaluate", "--since", "1d", "--sample", "0.25", "--metrics", "correct_keyword,token_f1",
               "--json", "--no-progress", db=db_url)
-    # token_f1 needs references, which production calls do not have: no value on every sample
-    assert out.returncode in (0, 3), out.stderr
+    # token_f1 needs references, which production calls do not have: no value on every sample, so the
+    # run is incomplete (exit 3, as `ragmeter eval`)
+    assert out.returncode == 3, out.stderr
     rec = json.loads(out.stdout)
+    assert rec["status"] == "incomplete" and any(r.startswith("token_f1: no value") for r in rec["incomplete"])
     assert rec["monitor"]["n_calls"] == 200 and 0 < rec["monitor"]["n_scored"] < 200
     assert rec["monitor"]["n_usable"] == 195  # 5 calls had an error
     run_id = rec["run_id"]

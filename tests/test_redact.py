@@ -202,3 +202,44 @@ def test_report_and_dashboard_redact_reasons_stored_before_redaction(tmp_path):
     assert "LEAKEDLEAKED" not in view and "judge failure: HTTP 400" in view
     body = TestClient(create_app(store), base_url="http://127.0.0.1").get(f"/runs/{res.run_id}").text
     assert "LEAKEDLEAKED" not in body
+
+
+TOKEN_URL = "http://ZZTOKEN123@127.0.0.1:9/v1"
+
+
+def test_a_token_in_a_urls_user_part_is_masked_and_prose_is_kept():
+    assert redact(TOKEN_URL) == "http://***@127.0.0.1:9/v1"
+    assert redact("postgresql://u:pw123@h/db") == "postgresql://u:***@h/db"
+    text = "no Google credentials: set RAGMETER_SHEETS_CREDENTIALS (or GOOGLE_APPLICATION_CREDENTIALS)"
+    assert redact(text) == text
+    assert redact("token: abcdef") == "token: ***" and redact("password: hunter2 then") == "password: *** then"
+    assert list(find_secrets({"judge_base_url": TOKEN_URL})) == ["judge_base_url"]
+
+
+def test_a_judge_url_with_a_token_is_refused_and_shown_nowhere(tmp_path):
+    """``--judge-base-url http://TOKEN@host/v1``: refused (exit 2) before anything is stored; the token
+    is in no output and nowhere in the store; a URL like it in another option is stored masked, and
+    ``show --json``, the report and the dashboard show it masked."""
+    from ragmeter.server import create_app
+
+    db = tmp_path / "t.db"
+    for args in (["eval", "example", "-m", "faithfulness"], ["eval", "example", "-m", "faithfulness", "--dry-run"],
+                 ["golden", "generate", "--corpus", "c", "--n", "2", "--name", "g"]):
+        p = _cli(*args, "--judge", "openai:m", "--judge-base-url", TOKEN_URL, "--db", str(db), cwd=tmp_path,
+                 env={"OPENAI_API_KEY": "sk-test"})
+        assert p.returncode == 2, (args, p.stderr)
+        assert "ZZTOKEN123" not in p.stdout + p.stderr and "judge_base_url" in p.stderr
+    ok = _cli("eval", "example", "-m", "token_f1", "--option", f"callback={TOKEN_URL}", "--json", "--db", str(db),
+              cwd=tmp_path)
+    assert ok.returncode == 0, ok.stderr
+    run_id = json.loads(ok.stdout)["run_id"]
+    shown = _cli("show", run_id, "--json", "--db", str(db), cwd=tmp_path)
+    report = _cli("report", run_id, "-o", str(tmp_path / "r.html"), "--db", str(db), cwd=tmp_path)
+    assert shown.returncode == 0 and report.returncode == 0
+    assert "http://***@127.0.0.1:9/v1" in shown.stdout
+    client = TestClient(create_app(Store(str(db))), base_url="http://127.0.0.1")
+    pages = [client.get(u).text for u in ("/", f"/runs/{run_id}", "/api/runs", f"/api/runs/{run_id}")]
+    for text in [shown.stdout, (tmp_path / "r.html").read_text(), *pages]:
+        assert "ZZTOKEN123" not in text
+    for f in tmp_path.glob("t.db*"):  # the database and its write-ahead log
+        assert b"ZZTOKEN123" not in f.read_bytes(), f

@@ -18,7 +18,6 @@ and the ratio is 0/0): the functions return ``nan`` for it, and :func:`agreement
 
 from __future__ import annotations
 
-import csv
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -302,14 +301,13 @@ def read_ratings(path: str | Path, order: Sequence[str] | None = None) -> Rating
         order: the categories in order, for text labels on an ordinal scale (numbers need none).
 
     Raises:
+        DatasetError: the file cannot be read (missing, a folder, not UTF-8, not CSV).
         ValueError: with the file and line, when the file cannot be read as ratings.
     """
+    from ragmeter.files import csv_rows, read_text
+
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8-sig")
-    except OSError as exc:
-        raise ValueError(f"{p}: cannot read: {exc.strerror or exc}") from None
-    reader = csv.reader(text.splitlines())
+    reader = csv_rows(read_text(p, "ratings file"), p)
     try:
         header = [h.strip() for h in next(reader)]
     except StopIteration:

@@ -63,7 +63,9 @@ def load_config(source: str | Path | dict[str, Any] | None) -> dict[str, Any]:
         where = str(path)
         if not path.exists():
             raise ConfigError(f"config file not found: {path}")
-        text = path.read_text(encoding="utf-8")
+        from ragmeter.files import read_text
+
+        text = read_text(path, "config file")
         try:
             if path.suffix.lower() in {".yaml", ".yml"}:
                 import yaml

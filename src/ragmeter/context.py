@@ -8,7 +8,7 @@ and ``close()``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from ragmeter.errors import ConfigError
@@ -60,9 +60,10 @@ class ScoringContext:
     def has_service(self, name: str) -> bool:
         return name in self._services
 
-    def flush(self) -> None:
-        for svc in list(self._services.values()):
-            if hasattr(svc, "flush"):
+    def flush(self, skip: Collection[str] = ()) -> None:
+        """Run every service's collected work (``skip``: services left for later)."""
+        for name, svc in list(self._services.items()):
+            if name not in skip and hasattr(svc, "flush"):
                 svc.flush()
 
     def stats(self) -> dict[str, Any]:

@@ -30,15 +30,20 @@ def run_rows(store: Store, run_id: str) -> tuple[list[str], list[dict[str, Any]]
 EXPORT_FORMATS = ("csv", "parquet", "jsonl", "excel")
 
 
+#: other names of the formats (``-f xlsx`` is ``-f excel``)
+FORMAT_ALIASES = {"xlsx": "excel"}
+
+
 def check_format(fmt: str) -> str:
-    """``fmt`` when ragmeter can export to it.
+    """The format ``fmt`` names (an alias such as ``xlsx`` gives ``excel``) when ragmeter can export
+    to it.
 
     Raises:
         ConfigError: an unknown format, listing the ones there are.
     """
+    fmt = FORMAT_ALIASES.get(fmt.lower(), fmt.lower())
     if fmt not in EXPORT_FORMATS:
-        hint = "; an Excel workbook (.xlsx) is -f excel" if fmt in ("xlsx", "xls") else ""
-        raise ConfigError(f"cannot export to {fmt!r}: use one of {', '.join(EXPORT_FORMATS)}{hint}")
+        raise ConfigError(f"cannot export to {fmt!r}: use one of {', '.join(EXPORT_FORMATS)} (xlsx = excel)")
     return fmt
 
 
@@ -49,7 +54,7 @@ def _flat(v: Any) -> Any:
 def export_run(store: Store, run_id: str, fmt: str, path: Path, columns: Sequence[str] | None = None) -> Path:
     """Write the run's rows to ``path`` in ``fmt`` (csv, parquet, jsonl, excel); ``columns`` chooses
     and orders the columns (lists and mappings become JSON text in the tabular formats)."""
-    check_format(fmt)
+    fmt = check_format(fmt)
     _, rows = run_rows(store, run_id)
     rows = select_columns(rows, columns)
     path.parent.mkdir(parents=True, exist_ok=True)

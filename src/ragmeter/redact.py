@@ -3,13 +3,15 @@ configurations, no-value reasons, judge error bodies, reports and dashboard resp
 
 It masks what looks like a credential and keeps the rest readable:
 
-- the password of a URL (``postgresql://user:***@host/db``);
+- the password of a URL (``postgresql://user:***@host/db``), or its user info when it has no
+  password (``https://***@host/v1``: a bare token is a credential as often as a name);
 - secret query parameters (``?key=***``, ``api_key=``, ``access_token=``, ``sig=`` ...);
 - ``Authorization`` values and bearer tokens (``Bearer ***``);
 - well-known key formats (OpenAI ``sk-``, Anthropic ``sk-ant-``, Google ``AIza``, GitHub ``ghp_``,
   Hugging Face ``hf_``, Slack ``xox?-``, AWS ``AKIA``, JWTs);
 - ``name: value`` / ``name=value`` pairs whose name says secret (``api_key``, ``password``, ``token``,
-  ``secret`` ...), and in mappings every value under such a name.
+  ``secret`` ...), and in mappings every value under such a name. A lower-case word after
+  ``name: `` that a sentence goes on from is prose and stays ("credentials: set VAR to a file").
 
 Names that only *point at* a secret (``api_key_env``, ``credentials_file``) are kept.
 """
@@ -47,6 +49,8 @@ _KEY_FORMATS = re.compile(
     r"|eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"
     r")")
 _URL_PASSWORD = re.compile(r"(?P<head>\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s/:@'\"<>]*:)(?P<pw>[^\s@'\"<>]+)(?=@)")
+# user info without a password (``https://TOKEN@host``): a bare token is a credential as often as a name
+_URL_USER = re.compile(r"(?P<head>\b[a-zA-Z][a-zA-Z0-9+.\-]*://)(?P<user>[^\s/:@'\"<>]+)(?=@)")
 # a bearer token outside an ``Authorization`` pair; it must look like one (a digit or punctuation),
 # so prose such as "a bearer token" stays readable
 _AUTH_SCHEME = re.compile(r"(?i)\b(?P<scheme>bearer)(?P<sep>\s+)(?=[A-Za-z0-9._~+/=\-]*[0-9._~+/=\-])"
@@ -74,8 +78,19 @@ def _secret_param(name: str) -> bool:
     return name.lower() in _SECRET_PARAMS or is_secret_name(name)
 
 
+#: a lower-case word after ``name: `` that the sentence goes on from ("needs credentials: set
+#: RAGMETER_SHEETS_CREDENTIALS to ...") is prose, not a value
+_PROSE_WORD = re.compile(r"[a-z]{1,12}")
+_PROSE_NEXT = re.compile(r" +[A-Za-z$`'\"(]")
+
+
+def _prose(m: re.Match[str]) -> bool:
+    return (m.group("sep").strip() == ":" and m.group("sep") != ":" and _PROSE_WORD.fullmatch(m.group("val"))
+            is not None and _PROSE_NEXT.match(m.string, m.end()) is not None)
+
+
 def _mask_pair(m: re.Match[str]) -> str:
-    if not is_secret_name(m.group("name")) or m.group("val").startswith(MASK):
+    if not is_secret_name(m.group("name")) or m.group("val").startswith(MASK) or _prose(m):
         return m.group(0)
     val = m.group("val")
     scheme = re.match(r"(?i)(bearer|basic|token)\s+", val)
@@ -98,6 +113,7 @@ def _redact_cached(s: str) -> str:
 
 def _redact(s: str) -> str:
     s = _URL_PASSWORD.sub(lambda m: m.group("head") + MASK, s)
+    s = _URL_USER.sub(lambda m: m.group("head") + MASK, s)
     s = _QUERY_PARAM.sub(lambda m: m.group("head") + MASK if _secret_param(m.group("name")) else m.group(0), s)
     s = _AUTH_SCHEME.sub(lambda m: m.group("scheme") + m.group("sep") + MASK, s)
     s = _KEY_FORMATS.sub(MASK, s)

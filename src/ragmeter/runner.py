@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +19,11 @@ import ragmeter.thresholds as th
 from ragmeter._version import __version__
 from ragmeter.config import load_config
 from ragmeter.context import ScoringContext
+from ragmeter.engines.checks import checked_column, checked_scores
+from ragmeter.engines.lifecycle import gc_paused as _gc_paused
+from ragmeter.engines.lifecycle import heartbeat as _heartbeat
+from ragmeter.engines.lifecycle import in_background as _in_background
+from ragmeter.engines.lifecycle import join_writer as _join_writer
 from ragmeter.errors import (
     ConfigError,
     DatasetError,
@@ -298,7 +302,8 @@ def _evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None, *,
             raise ConfigError(f"run {run_id} was started with metrics "
                               f"{[r.key for r in requests]}; resume it without --metrics or with the same list")
         opts = {**run.config.get("options", {}), **opts}
-        unavailable = _preflight(requests, opts, store, skip_unavailable)
+        done = store.scored_pairs(run_id)
+        unavailable = _preflight(requests, opts, store, skip_unavailable, dataset.samples, done)
         if not store.acquire_lease(run_id):
             raise RunLeaseError(f"run {run_id} is still running (its writer {run.owner} beat "
                                 f"{run.heartbeat_at:%H:%M:%S} UTC); resume it after that process ends")
@@ -319,7 +324,7 @@ def _evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None, *,
         requests = resolve_all(entries)
         th.check_known(thr, [r.key for r in requests])
         _check_fields(dataset, requests)
-        unavailable = _preflight(requests, opts, store, skip_unavailable)
+        unavailable = _preflight(requests, opts, store, skip_unavailable, dataset.samples)
         if engine == "local":  # the worker scores while this process stores the samples
             plans = _plan(dataset.samples, requests, set(), unavailable)
             early = (plans, *_fork_second(plans, len(dataset.samples), opts))
@@ -423,52 +428,6 @@ def incomplete_reasons(n_samples: int, summary: Mapping[str, Mapping[str, Any]],
     return out
 
 
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """No cyclic garbage collection during a run: it allocates millions of small acyclic objects
-    (samples, chunks, scores, token lists), and each collection pass would walk all of them again
-    (reading 100,000 rows with ten chunk ids each: 14.8 s with collection, 8.0 s without).
-    Collection resumes, as it was, when the run ends. In the ``ragmeter`` command, whose process ends
-    with the run, the run's objects are first moved out of the collector's sight (``gc.freeze``):
-    otherwise the first collection after the run walks them all once more (80 ms at 30,000 samples)."""
-    import gc
-
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            import sys
-
-            if getattr(sys.modules.get("ragmeter.cli"), "IN_ENTRY", False):  # the command's process
-                gc.freeze()
-            gc.enable()
-
-
-@contextmanager
-def _heartbeat(store: Store, run_id: str, every_s: float = 10.0) -> Iterator[None]:
-    """Renew this process's lease on the run while it scores (see ``Store.acquire_lease``)."""
-    import threading
-
-    stop = threading.Event()
-
-    def beat() -> None:
-        while not stop.wait(every_s):
-            try:
-                store.heartbeat(run_id)
-            except Exception:  # noqa: BLE001 - a missed beat only makes the lease look older
-                continue
-
-    thread = threading.Thread(target=beat, name=f"ragmeter-lease-{run_id}", daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join()
-
-
 def _check_fields(dataset: Dataset, requests: list[MetricRequest]) -> None:
     """A metric none of whose fields any row gives is an input error (wrong column names), not a
     column of missing values; a row that lacks them among rows that have them is "no value"."""
@@ -486,10 +445,16 @@ def _check_fields(dataset: Dataset, requests: list[MetricRequest]) -> None:
 
 
 def _preflight(requests: list[MetricRequest], opts: dict[str, Any], store: Store,
-               skip_unavailable: bool) -> dict[str, str]:
-    """Ask every metric whether it can run here, before any run is created or work is done."""
+               skip_unavailable: bool, samples: Sequence[Sample] = (),
+               done: Collection[tuple[str, str]] = ()) -> dict[str, str]:
+    """Ask every metric whether it can run here, before any run is created or work is done. The
+    judge gets its pre-flight request only when scoring ``samples`` will send it something."""
+    from ragmeter.engines.judged import calls_needed
+
     ctx = ScoringContext(opts, store=store)
     try:
+        if any(r.spec.needs_llm for r in requests) and not calls_needed(requests, samples, done, ctx):
+            ctx.service("judge").nothing_to_send = True
         found = {r.key: msg for r in requests
                  if r.spec.check is not None and (msg := r.spec.check(ctx, **r.params))}
         if found and not skip_unavailable:
@@ -541,24 +506,6 @@ Plan = tuple[MetricRequest, list[Sample], list[tuple[Sample, str]], str | None]
 MAIN_SHARE = 0.38
 
 
-def _in_background(fn: Callable[[], Any]) -> Any:
-    """``fn`` running on a thread: a future whose ``result()`` waits and re-raises its error."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragmeter-score-writer")
-    future = pool.submit(fn)
-    pool.shutdown(wait=False)  # the submitted call still runs to its end
-    return future
-
-
-def _join_writer(writer: Any, store: Store, run_id: str) -> None:
-    try:
-        writer.result()
-    except BaseException:
-        store.update_run(run_id, status="failed", heartbeat_at=None)
-        raise
-
-
 def _plan(samples: list[Sample], requests: list[MetricRequest], done: set[tuple[str, str]],
           unavailable_by_key: dict[str, str]) -> list[Plan]:
     """Per metric: (request, samples to score, samples lacking a field and why, why it is unavailable)."""
@@ -599,8 +546,8 @@ def _fork_second(plans: list[Plan], n_samples: int, options: dict[str, Any]
         if forked.is_pure(req) and not unavailable and len(eligible) >= forked.MIN_SAMPLES:
             cut = round(len(eligible) * MAIN_SHARE)
             halves[req.key] = (eligible[:cut], eligible[cut:])
-    if not halves:
-        return halves, None
+    if not halves or not forked.claim():  # no work for it, or another run's worker is running
+        return {}, None
     # one sample through each metric first: the imports and caches a metric makes on its first call
     # (Arrow, the stemmer, compiled expressions) are then made once, before the fork, and shared
     warm = ScoringContext(dict(options))
@@ -609,12 +556,15 @@ def _fork_second(plans: list[Plan], n_samples: int, options: dict[str, Any]
             if req.key in halves:
                 with contextlib.suppress(ConfigError, MetricError):
                     _run_metric(req, eligible[:1], warm)
+    except BaseException:
+        forked.release()
+        raise
     finally:
         warm.close()
     jobs = [(req, [halves[req.key][1][i:i + max(1, req.spec.batch_size)]
                    for i in range(0, len(halves[req.key][1]), max(1, req.spec.batch_size))])
             for req, *_ in plans if req.key in halves]
-    return halves, forked.SecondHalf(jobs, dict(options), _run_metric)
+    return halves, forked.SecondHalf(jobs, dict(options), _run_metric)  # releases the slot on failure
 
 
 def _score_all(samples: list[Sample], requests: list[MetricRequest], ctx: ScoringContext,
@@ -636,10 +586,11 @@ def _score_all(samples: list[Sample], requests: list[MetricRequest], ctx: Scorin
         if collected is not None:
             collected.setdefault(key, []).append((ids, col))
 
+    # metrics without a judge are scored and stored first, before the first judge call is made
+    judged = [p for p in plans if p[0].spec.needs_llm]
+    plans = [p for p in plans if not p[0].spec.needs_llm]
     t = time.perf_counter()
-    for req, eligible, _lacking, unavailable in plans:
-        if eligible and not unavailable and req.spec.prepare is not None:
-            req.spec.prepare(eligible, ctx, **req.params)
+    _prepare(plans, ctx)
     ctx.flush()
     timings["prepare_s"] = round(time.perf_counter() - t, 4)
 
@@ -669,8 +620,9 @@ def _score_all(samples: list[Sample], requests: list[MetricRequest], ctx: Scorin
                 writes.append((key, ids, scores))
                 advancers[key](len(rest))
             # the worker's scores go to the store on a thread while the corpus scores are computed
-            # (SQLite and numpy release the GIL); the run is finished only after they are written
-            if deferred is not None:
+            # (SQLite and numpy release the GIL); the run is finished only after they are written.
+            # Before a judge stage they are written at once: nothing computed waits on the judge
+            if deferred is not None and not judged:
                 deferred.append(lambda: [store.add_scores(run_id, *w) for w in writes])
             else:
                 for w in writes:
@@ -678,7 +630,25 @@ def _score_all(samples: list[Sample], requests: list[MetricRequest], ctx: Scorin
     finally:
         if second is not None:
             second.cancel()
+    if judged:
+        from ragmeter.engines.judged import stream_scores
+
+        t = time.perf_counter()
+        _prepare(judged, ctx)
+        # per-sample judge metrics are stored as their verdicts arrive (engines/judged.py)
+        streamed = stream_scores(judged, ctx, put, _run_metric, advancers)
+        ctx.flush()
+        timings["judge_s"] = round(time.perf_counter() - t, 4)
+        judged = [(req, [s for s in ok if s.id not in streamed.get(req.key, ())], lacking, unavailable)
+                  for req, ok, lacking, unavailable in judged]
+        _score_plans(judged, ctx, store, put, engine, timings, {}, advancers)
     return timings
+
+
+def _prepare(plans: list[Plan], ctx: ScoringContext) -> None:
+    for req, eligible, _lacking, unavailable in plans:
+        if eligible and not unavailable and req.spec.prepare is not None:
+            req.spec.prepare(eligible, ctx, **req.params)
 
 
 def _ray_pure_together(plans: list[Plan],
@@ -731,7 +701,7 @@ def _score_plans(plans: list[Plan],
         if unavailable:
             put(req.key, [s.id for s in eligible], [Score.missing(f"unavailable: {unavailable}")] * len(eligible))
             continue
-        advance = advancers[req.key] = ctx.progress(req.key, len(eligible) + rest)
+        advance = advancers.get(req.key) or advancers.setdefault(req.key, ctx.progress(req.key, len(eligible) + rest))
         bs = max(1, req.spec.batch_size)
         if engine[0] == "ray" and not req.spec.needs_llm and eligible:  # judge metrics stay on the driver
             from ragmeter.engines.ray_engine import score_blocks
@@ -761,40 +731,5 @@ def _run_metric(req: MetricRequest, chunk: list[Sample], ctx: ScoringContext) ->
     if len(scores) != len(chunk):
         raise MetricError(f"metric {req.spec.name} returned {len(scores)} scores for {len(chunk)} samples")
     if isinstance(scores, ScoreColumn):
-        return _checked_column(req, scores)
-    return ScoreColumn.of(_checked_scores(req, scores))
-
-
-def _checked_column(req: MetricRequest, col: ScoreColumn) -> ScoreColumn:
-    """A vectorised metric's column with the checks :func:`_checked_scores` makes per Score: NaN
-    without a reason becomes "metric returned NaN"; a value outside the metric's range is an error."""
-    import numpy as np
-
-    vals = np.asarray(col.values, dtype=np.float64)
-    nan = np.isnan(vals)
-    lo, hi = req.spec.range
-    bad = ~nan & ((vals < lo - 1e-9) | (vals > hi + 1e-9))
-    if bad.any():
-        v = float(vals[np.flatnonzero(bad)[0]])
-        raise MetricError(f"metric {req.spec.name} returned {v}, outside its range [{lo}, {hi}]")
-    reasons = col.reasons
-    if nan.any():
-        reasons = list(col.reasons) if col.reasons is not None else [None] * len(vals)
-        for i in np.flatnonzero(nan).tolist():
-            if reasons[i] is None:
-                reasons[i] = "metric returned NaN"
-    return ScoreColumn(vals, reasons, col.details)
-
-
-def _checked_scores(req: MetricRequest, scores: Sequence[Score]) -> list[Score]:
-    lo, hi = req.spec.range
-    out = []
-    for s in scores:
-        if s.value is not None:
-            v = float(s.value)
-            if math.isnan(v):
-                s = Score.missing("metric returned NaN", s.details)
-            elif not (lo - 1e-9 <= v <= hi + 1e-9):
-                raise MetricError(f"metric {req.spec.name} returned {v}, outside its range [{lo}, {hi}]")
-        out.append(s)
-    return out
+        return checked_column(req, scores)
+    return ScoreColumn.of(checked_scores(req, scores))

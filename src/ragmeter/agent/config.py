@@ -148,7 +148,9 @@ def load_preset(name_or_path: str) -> dict[str, Any]:
     if path.suffix.lower() in {".yaml", ".yml", ".json"} or path.exists():
         if not path.exists():
             raise ConfigError(f"agent preset file not found: {path}")
-        text = path.read_text(encoding="utf-8")
+        from ragmeter.files import read_text
+
+        text = read_text(path, "agent preset")
         where = str(path)
     else:
         res = resources.files("ragmeter") / "data" / "presets" / f"{name_or_path}.yaml"

@@ -109,7 +109,7 @@ def entry() -> None:
     import os
 
     global IN_ENTRY
-    IN_ENTRY = True  # this process ends with the command (runner._gc_paused reads it)
+    IN_ENTRY = True  # this process ends with the command (engines.lifecycle.gc_paused reads it)
     if sys.argv[1:2] in (["eval"], ["trec"]):
         _keep_freed_memory()
     try:
@@ -164,6 +164,15 @@ def main(argv: list[str] | None = None) -> None:
     except (typer.Abort, KeyboardInterrupt):
         typer.echo("aborted", err=True)
         raise SystemExit(130) from None
+    except OSError as exc:
+        # a path the command was given cannot be read or written (missing, a folder, a file in the
+        # way of a folder, no permission, a name too long): the caller's input, status 2
+        if exc.filename is None:
+            raise
+        from ragmeter.redact import redact
+
+        typer.secho(f"error: {redact(str(exc.filename))}: {exc.strerror or exc}", fg="red", err=True)
+        raise SystemExit(EXIT_USAGE) from None
     except typer.TyperException as exc:
         # typer >= 0.29 vendors click: its UsageError/BadParameter/NoSuchOption ... derive from
         # TyperException, carry the exit status (2 for usage errors) and the failing command

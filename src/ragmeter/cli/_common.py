@@ -50,17 +50,20 @@ def fmt(v: Any, digits: int = 4) -> str:
 def summary_table(summary: dict[str, dict[str, Any]], title: str | None = None) -> Group:
     """Per-metric aggregates (mean, 95% CI, n, how many without a value) as a rich table, followed
     by why values are missing, one line per metric, so the reasons stay readable in narrow terminals."""
+    from rich import box
     from rich.console import Group
     from rich.table import Table
     from rich.text import Text
 
-    t = Table(title=title, show_lines=False)
-    t.add_column("metric", style="bold", no_wrap=True)
+    # figures never wrap; a metric key too long for the terminal folds onto a second line instead of
+    # squeezing the figures' columns to nothing (a long @model key at 80 columns)
+    t = Table(title=title, show_lines=False, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    t.add_column("metric", style="bold", overflow="fold", min_width=12)
     t.add_column("mean", justify="right", no_wrap=True)
     t.add_column("95% CI", justify="right", no_wrap=True)
-    t.add_column("n", justify="right")
-    t.add_column("no value", justify="right")
-    t.add_column("dir")
+    t.add_column("n", justify="right", no_wrap=True)
+    t.add_column("no value", justify="right", no_wrap=True)
+    t.add_column("dir", no_wrap=True)
     why = Text()
     corpus = Text()
     for m, a in summary.items():
@@ -90,7 +93,11 @@ def exit_if_incomplete(result: Any) -> None:
 
     if getattr(result, "status", "completed") != "incomplete":
         return
+    import re
+
     err_console.print(f"[yellow]run {result.run_id} is incomplete (exit 3):[/yellow]")
     for reason in getattr(result, "incomplete", []):
+        # the full no-value reason is in the summary ("why no value", or the JSON): once is enough
+        reason = re.sub(r" \(e\.g\. (.{60}).+\)$", r" (e.g. \1…)", reason)
         err_console.print(f"  {reason}", markup=False, highlight=False)
     raise typer.Exit(3)

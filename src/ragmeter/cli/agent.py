@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from ragmeter.cli._common import DB_HELP, console, fmt, get_store
+from ragmeter.cli._params import number
 
 
 def register(app: typer.Typer) -> None:
@@ -153,7 +154,7 @@ def composite_cmd(
     preset: Annotated[list[str] | None, typer.Option("--preset", "-p", help="deepeval, openevals, accuracy, unified, or a YAML/JSON file (repeatable). Default: every preset that applies.")] = None,
     value: Annotated[list[str] | None, typer.Option("--value", help="metric=value to combine without a run (repeatable).")] = None,
     missing: Annotated[str | None, typer.Option(help="A missing component: 'renormalise' over the present ones (default) or 'none' (no value).")] = None,
-    min_coverage: Annotated[float | None, typer.Option(help="With renormalise: no value when the present components weigh less than this share (default 0.5).")] = None,
+    min_coverage: Annotated[float | None, typer.Option(help="With renormalise: no value when the present components weigh less than this share (default 0.5).", parser=number(0, 1))] = None,
     per_sample: Annotated[bool, typer.Option("--per-sample", help="Include each sample's composite (with --json).")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
@@ -223,6 +224,13 @@ def _composite_line(name: str, value: float | None, band: str | None, missing: A
     return s
 
 
+def _short(v: float | None) -> str:
+    """A figure in at most 8 characters: two decimals below 1,000, whole numbers above."""
+    if v is None:
+        return "—"
+    return f"{v:.2f}" if abs(v) < 1000 else f"{v:.0f}"
+
+
 def agent_stats_cmd(
     run: Annotated[str, typer.Argument(help="Run id (or prefix, name, 'latest').")] = "latest",
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
@@ -240,12 +248,17 @@ def agent_stats_cmd(
     if as_json:
         typer.echo(json.dumps({"run_id": rid, **stats}))
         return
-    t = Table(title=f"run {rid} — {stats['n_traces']} agent traces")
+    from rich import box
+
+    # no borders, and figures with as many decimals as they need: every name and number reads whole
+    # at 80 columns (latencies in ms are large numbers)
+    t = Table(title=f"run {rid} — {stats['n_traces']} agent traces", box=box.SIMPLE_HEAD, show_edge=False,
+              pad_edge=False, title_justify="left")
     for c in ("figure", "n", "mean", "p50", "p95", "p99", "min", "max"):
-        t.add_column(c, justify="left" if c == "figure" else "right")
+        t.add_column(c, justify="left" if c == "figure" else "right", no_wrap=True)
     for name in STAT_FIGURES:
         d = stats[name]
-        t.add_row(name, str(d["n"]), *[fmt(d[k], 2) for k in ("mean", "p50", "p95", "p99", "min", "max")])
+        t.add_row(name, str(d["n"]), *[_short(d[k]) for k in ("mean", "p50", "p95", "p99", "min", "max")])
     console.print(t)
     rate = stats["tool_error_rate"]
     console.print(f"tool errors: {stats['tool_errors']}" + (f" ({rate:.1%} of calls)" if rate is not None else ""))

@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from ragmeter.cli._common import DB_HELP, DEFAULT_PORT, console, err_console, fmt, get_store
+from ragmeter.cli._params import number
 
 annotate_app = typer.Typer(no_args_is_help=True, help="Human annotation tasks: create, links, "
                            "status, CSV export/import, agreement, labels back into evaluation.")
@@ -36,14 +37,14 @@ def create_cmd(
     scales: Annotated[str, typer.Option("--scales", help="Comma-separated scales: NAME (1-5), "
                                         "NAME:1-3, NAME:binary, NAME:a|b|c (categorical).")] =
         "faithfulness,relevance,correctness,overall",
-    n: Annotated[int, typer.Option("--n", help="Samples to annotate (all if the run has fewer).")] = 50,
+    n: Annotated[int, typer.Option("--n", help="Samples to annotate (all if the run has fewer).", parser=number(1, integer=True))] = 50,
     stratify: Annotated[str | None, typer.Option("--stratify", help="Metric of the run: sample "
                                                  "evenly across its quantile bins.")] = None,
-    strata: Annotated[int, typer.Option("--strata", help="Bins for --stratify.")] = 4,
+    strata: Annotated[int, typer.Option("--strata", help="Bins for --stratify.", parser=number(1, 1000, integer=True))] = 4,
     rubric: Annotated[Path | None, typer.Option("--rubric", help="Text file with the rubric shown "
                                                 "to raters (default: one line per scale).")] = None,
     name: Annotated[str | None, typer.Option("--name", help="A name for the task.")] = None,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of sampling and rater orders.")] = 0,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of sampling and rater orders.", parser=number(0, integer=True))] = 0,
     base_url: Annotated[str, typer.Option("--base-url", help="Dashboard address for the links "
                                           "(`ragmeter serve`).")] = DEFAULT_BASE,
     as_json: Annotated[bool, typer.Option("--json", help="JSON object with the task id and links.")] = False,
@@ -51,12 +52,10 @@ def create_cmd(
 ) -> None:
     """Create an annotation task over a run's samples and print each rater's personal link."""
     from ragmeter.errors import RagmeterError
+    from ragmeter.files import read_text
     from ragmeter.human.tasks import create_task, parse_scales
 
-    try:
-        text = rubric.read_text(encoding="utf-8") if rubric else None
-    except OSError as exc:
-        raise _fail(f"{rubric}: cannot read: {exc.strerror or exc}") from None
+    text = read_text(rubric, "rubric") if rubric else None
     try:
         task_id, tokens = create_task(get_store(db), run, raters=raters.split(","),
                                       scales=parse_scales(scales), n=n, rubric=text,
@@ -148,11 +147,9 @@ def rubric_cmd(task: Annotated[str, typer.Argument(help="Task id, prefix or name
             console.print(f"task {t.id}, version {t.version}:", highlight=False)
             console.print(t.rubric, markup=False, highlight=False)
             return
-        try:
-            text = file.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise _fail(f"{file}: cannot read: {exc.strerror or exc}") from None
-        version = update_rubric(store, task, text)
+        from ragmeter.files import read_text
+
+        version = update_rubric(store, task, read_text(file, "rubric"))
     except RagmeterError as exc:
         raise _fail(str(exc)) from None
     console.print(f"rubric updated; task version {version}")
@@ -214,7 +211,7 @@ def agreement_cmd(
     scale: Annotated[str | None, typer.Option("--scale", help="One scale (default: every scale).")] = None,
     level: Annotated[str, typer.Option("--level", help="Alpha's level (default ordinal for numeric "
                                        "scales, nominal for categorical).")] = "",
-    bootstrap: Annotated[int, typer.Option("--bootstrap")] = 1000,
+    bootstrap: Annotated[int, typer.Option("--bootstrap", parser=number(0, 1_000_000, integer=True))] = 1000,
     as_json: Annotated[bool, typer.Option("--json")] = False,
     db: Db = None,
 ) -> None:
@@ -223,6 +220,8 @@ def agreement_cmd(
     from ragmeter.errors import RagmeterError
     from ragmeter.human.reliability import task_agreement
 
+    if level not in ("", "nominal", "ordinal", "interval", "ratio"):
+        raise typer.BadParameter(f"use nominal, ordinal, interval or ratio, got {level!r}", param_hint="'--level'")
     store = get_store(db)
     try:
         out = task_agreement(store, task, [scale] if scale else None, level=level or None,
@@ -251,7 +250,7 @@ def labels_cmd(
     how: Annotated[str, typer.Option("--how", help="Combine raters: majority (ties -> lower value), "
                                      "mean or median.")] = "majority",
     threshold: Annotated[float | None, typer.Option("--threshold", help="Binarise: label 1 when the "
-                                                    "[0,1]-normalised value >= this.")] = None,
+                                                    "[0,1]-normalised value >= this.", parser=number(0, 1))] = None,
     output: Annotated[Path, typer.Option("--output", "-o", help="Dataset file (.jsonl/.csv/.parquet).")] =
         Path("labelled.jsonl"),
     db: Db = None,

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from ragmeter.cli._common import DB_HELP, console, err_console, fmt, get_store, summary_table
+from ragmeter.cli._params import number
 from ragmeter.redact import redact_obj
 
 
@@ -52,9 +53,9 @@ def eval_cmd(
     judge_base_url: Annotated[str | None, typer.Option("--judge-base-url", help="Endpoint of an OpenAI-compatible judge (vLLM, Ollama, llama.cpp, LM Studio, Azure ...).")] = None,
     judge_api_key_env: Annotated[str | None, typer.Option("--judge-api-key-env", help="Name of the environment variable that holds the judge's API key.")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the judge calls and estimated cost; call nothing, store nothing.")] = False,
-    max_cost: Annotated[float | None, typer.Option("--max-cost", help="Stop judging once this many USD are spent.")] = None,
-    concurrency: Annotated[int | None, typer.Option("--concurrency", help="Judge requests in flight at most (default 16; lowered while the judge answers 429).")] = None,
-    rpm: Annotated[float | None, typer.Option("--rpm", help="Judge requests per minute (default: no limit).")] = None,
+    max_cost: Annotated[float | None, typer.Option("--max-cost", help="Stop judging once this many USD are spent.", parser=number(0))] = None,
+    concurrency: Annotated[int | None, typer.Option("--concurrency", help="Judge requests in flight at most (default 16; lowered while the judge answers 429).", parser=number(1, 10_000, integer=True))] = None,
+    rpm: Annotated[float | None, typer.Option("--rpm", help="Judge requests per minute (default: no limit).", parser=number(0, low_open=True))] = None,
     where: Annotated[list[str] | None, typer.Option("--where", help="Only samples whose metadata match field=value (repeatable), e.g. type=multi_hop.")] = None,
     method: Annotated[str | None, typer.Option("--method", help="Answer correctness method: keyword, semantic_fixed, semantic_dynamic, semantic_guarded, llm_judge, hybrid (adds metric correct_<method>).")] = None,
     max_missing: Annotated[float | None, typer.Option("--max-missing", help="Share of samples (0-1) a metric may lack a value on before the run is incomplete (exit 3). Default: incomplete only when a metric has no value at all.")] = None,
@@ -148,7 +149,7 @@ def eval_cmd(
 def _parse_value(v: str) -> Any:
     try:
         return json.loads(v)
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):  # not JSON (or a 5,000-digit number): the text itself
         return v
 
 
@@ -280,7 +281,7 @@ def show_cmd(
 
 def export_cmd(
     run: Annotated[str, typer.Argument(help="Run id (or prefix, name, 'latest').")],
-    format: Annotated[str, typer.Option("--format", "-f", help="csv, parquet, jsonl or excel (an .xlsx workbook).")] = "csv",
+    format: Annotated[str, typer.Option("--format", "-f", help="csv, parquet, jsonl, or excel (also: xlsx) for an .xlsx workbook.")] = "csv",
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Output file (default RUN.FORMAT).")] = None,
     columns: Annotated[str | None, typer.Option(
         "--columns", help="Comma-separated columns to keep, in order (default: all).")] = None,
@@ -294,7 +295,7 @@ def export_cmd(
     or send the run to MLflow or Google Sheets (--to)."""
     from ragmeter.export import check_format, export_run
 
-    check_format(format)
+    format = check_format(format)
     store = get_store(db, must_exist=True)
     rid = store.resolve_run(run)
     if to is not None:

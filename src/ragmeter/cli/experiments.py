@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from ragmeter.cli._common import DB_HELP, console, err_console, exit_if_incomplete, fmt, get_store
+from ragmeter.cli._params import number
 
 
 def _out() -> Any:
@@ -43,12 +44,12 @@ def register(app: typer.Typer) -> None:
 def _kv(items: list[str] | None, what: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for item in items or []:
-        if "=" not in item:
-            raise typer.BadParameter(f"{what} expects key=value, got {item!r}")
         k, _, v = item.partition("=")
+        if "=" not in item or not k.strip():
+            raise typer.BadParameter(f"{what} expects key=value, got {item!r}")
         try:
             out[k.strip()] = json.loads(v)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):
             out[k.strip()] = v
     return out
 
@@ -68,12 +69,12 @@ def _metrics(values: list[str] | None) -> list[str]:
 def grid_cmd(
     config: Annotated[Path, typer.Argument(help="Grid config (YAML/JSON): dataset, pipeline, grid, method, metrics, experiment.")],
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Accept the judge cost estimate without asking (CI).")] = False,
-    top_n: Annotated[int | None, typer.Option("--top-n", help="Configurations re-ranked by the LLM judge (default 5; 0 = none).")] = None,
+    top_n: Annotated[int | None, typer.Option("--top-n", help="Configurations re-ranked by the LLM judge (default 5; 0 = none).", parser=number(0, 1000, integer=True))] = None,
     judge: Annotated[str | None, typer.Option("--judge", help="LLM judge as provider:model for the top-N phase.")] = None,
     judge_base_url: Annotated[str | None, typer.Option("--judge-base-url", help="Endpoint of an OpenAI-compatible judge.")] = None,
     method: Annotated[str | None, typer.Option("--method", help="Correctness method (overrides the config).")] = None,
     set_: Annotated[list[str] | None, typer.Option("--set", help="param=value fixed for every configuration (removes it from the grid; repeatable).")] = None,
-    workers: Annotated[int | None, typer.Option("--workers", help="Threads running the pipeline.")] = None,
+    workers: Annotated[int | None, typer.Option("--workers", help="Threads running the pipeline.", parser=number(1, 1024, integer=True))] = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Run the pipeline even for cached (configuration, question) pairs.")] = False,
     halving: Annotated[bool, typer.Option("--halving", help="Successive halving (eta 3) unless the config sets it.")] = False,
     option: Annotated[list[str] | None, typer.Option("--option", help="key=value run option, e.g. judge_api_key_env=MY_KEY (repeatable).")] = None,
@@ -263,7 +264,7 @@ def _print_curve(cal: dict[str, Any]) -> None:
 
 def compare_cmd(
     runs: Annotated[list[str], typer.Argument(help="Two or more runs (id, prefix, name) or baseline files; the first is the reference.")],
-    alpha: Annotated[float, typer.Option("--alpha", help="Significance level.")] = 0.05,
+    alpha: Annotated[float, typer.Option("--alpha", help="Significance level.", parser=number(0, 1, low_open=True, high_open=True))] = 0.05,
     metric: Annotated[list[str] | None, typer.Option("--metric", "-m", help="Only these metrics (comma-separated or repeated).")] = None,
     all_pairs: Annotated[bool, typer.Option("--all-pairs", help="Compare every pair, not only each run with the first.")] = False,
     correction: Annotated[str, typer.Option("--correction", help="holm (default) or none.")] = "holm",
@@ -316,11 +317,11 @@ def compare_cmd(
 def power_cmd(
     run: Annotated[str, typer.Argument(help="A stored run (or baseline file) whose per-sample values set the variance.")],
     metric: Annotated[str, typer.Option("--metric", "-m", help="The metric.")],
-    drop: Annotated[float, typer.Option("--drop", help="The drop to detect (absolute, in the metric's units).")],
+    drop: Annotated[float, typer.Option("--drop", help="The drop to detect (absolute, in the metric's units).", parser=number(0, low_open=True))],
     against: Annotated[str | None, typer.Option("--against", help="A second run on the same samples: use the observed paired differences.")] = None,
-    rho: Annotated[float, typer.Option("--rho", help="Assumed correlation between versions (without --against).")] = 0.5,
-    alpha: Annotated[float, typer.Option("--alpha", help="Significance level.")] = 0.05,
-    power: Annotated[float, typer.Option("--power", help="Wanted power.")] = 0.8,
+    rho: Annotated[float, typer.Option("--rho", help="Assumed correlation between versions (without --against).", parser=number(-1, 1))] = 0.5,
+    alpha: Annotated[float, typer.Option("--alpha", help="Significance level.", parser=number(0, 1, low_open=True, high_open=True))] = 0.05,
+    power: Annotated[float, typer.Option("--power", help="Wanted power.", parser=number(0, 1, low_open=True, high_open=True))] = 0.8,
     two_sided: Annotated[bool, typer.Option("--two-sided", help="Two-sided test (default one-sided: 'did it drop?').")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="JSON object.")] = False,
     db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
@@ -348,9 +349,9 @@ def power_cmd(
 def gate_cmd(
     run: Annotated[str, typer.Argument(help="The run to check (id, prefix, name, 'latest').")],
     baseline: Annotated[str, typer.Option("--baseline", "-b", help="Baseline run or baseline JSON file.")],
-    max_drop: Annotated[float, typer.Option("--max-drop", help="Tolerated drop (absolute; relative with --relative).")] = 0.05,
+    max_drop: Annotated[float, typer.Option("--max-drop", help="Tolerated drop (absolute; relative with --relative).", parser=number(0))] = 0.05,
     metric: Annotated[list[str] | None, typer.Option("--metric", "-m", help="Only these metrics (default: all in both).")] = None,
-    alpha: Annotated[float, typer.Option("--alpha", help="Significance level of the one-sided paired test.")] = 0.05,
+    alpha: Annotated[float, typer.Option("--alpha", help="Significance level of the one-sided paired test.", parser=number(0, 1, low_open=True, high_open=True))] = 0.05,
     relative: Annotated[bool, typer.Option("--relative", help="--max-drop is a fraction of the baseline mean (e.g. 0.05 = 5% worse).")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="JSON object.")] = False,
     db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from ragmeter.cli._common import DB_HELP, console, err_console, get_store
+from ragmeter.cli._params import number
 
 corpus_app = typer.Typer(name="corpus", no_args_is_help=True,
                          help="Documents for golden datasets: add txt/md/html/pdf files, list them.")
@@ -67,27 +68,27 @@ def corpus_list(
 @golden_app.command("generate")
 def golden_generate(
     corpus: Annotated[str, typer.Option("--corpus", help="The corpus to generate from (ragmeter corpus add).")],
-    n: Annotated[int, typer.Option("--n", help="Questions to generate (before filtering).")],
+    n: Annotated[int, typer.Option("--n", help="Questions to generate (before filtering).", parser=number(1, 10_000_000, integer=True))],
     name: Annotated[str, typer.Option("--name", help="Dataset name; a new version if it exists.")],
     judge: Annotated[str, typer.Option("--judge", help="Generator model as provider:model (openai:..., anthropic:..., google:..., ollama:...).")],
     judge_base_url: Annotated[str | None, typer.Option("--judge-base-url", help="Endpoint of an OpenAI-compatible model.")] = None,
     judge_api_key_env: Annotated[str | None, typer.Option("--judge-api-key-env", help="Environment variable that holds the API key.")] = None,
     types: Annotated[str | None, typer.Option("--types", help="Mix, e.g. single_hop=0.5,multi_hop=0.2,comparison=0.1,summary=0.1,unanswerable=0.1 (the default).")] = None,
     chunker: Annotated[str, typer.Option(help="fixed, sentence, paragraph or markdown.")] = "paragraph",
-    chunk_size: Annotated[int, typer.Option(help="Characters per passage at most.")] = 800,
+    chunk_size: Annotated[int, typer.Option(help="Characters per passage at most.", parser=number(20, 10_000_000, integer=True))] = 800,
     complexity: Annotated[str, typer.Option(help="simple, moderate or hard.")] = "moderate",
     style: Annotated[str, typer.Option(help="natural, formal, casual, keywords or misspelled.")] = "natural",
     persona: Annotated[str | None, typer.Option(help="Who asks, e.g. 'a first-time passenger'.")] = None,
     language: Annotated[str | None, typer.Option(help="Language code of the questions (e.g. pt).")] = None,
     examples: Annotated[Path | None, typer.Option(help="JSONL of example questions (question, answer) to imitate.")] = None,
-    references: Annotated[int, typer.Option(help="Alternative correct answers per question.")] = 1,
-    negatives: Annotated[int, typer.Option(help="Plausible wrong answers per question.")] = 1,
+    references: Annotated[int, typer.Option(help="Alternative correct answers per question.", parser=number(0, 20, integer=True))] = 1,
+    negatives: Annotated[int, typer.Option(help="Plausible wrong answers per question.", parser=number(0, 20, integer=True))] = 1,
     verify: Annotated[bool, typer.Option("--verify/--no-verify", help="Judge checks: spans support the answer; answerable from the spans alone.")] = True,
-    seed: Annotated[int, typer.Option(help="Seed of the passage and type draw.")] = 0,
+    seed: Annotated[int, typer.Option(help="Seed of the passage and type draw.", parser=number(0, integer=True))] = 0,
     tag: Annotated[str | None, typer.Option(help="Tag the new version.")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the planned calls and cost; call nothing, store nothing.")] = False,
-    max_cost: Annotated[float | None, typer.Option("--max-cost", help="Stop generating once this many USD are spent.")] = None,
-    concurrency: Annotated[int | None, typer.Option(help="Requests in flight at once.")] = None,
+    max_cost: Annotated[float | None, typer.Option("--max-cost", help="Stop generating once this many USD are spent.", parser=number(0))] = None,
+    concurrency: Annotated[int | None, typer.Option(help="Requests in flight at once.", parser=number(1, 10_000, integer=True))] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
 ) -> None:

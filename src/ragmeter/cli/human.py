@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from ragmeter.cli._common import DB_HELP, console, err_console, fmt
+from ragmeter.cli._params import number
 
 
 def register(app: typer.Typer) -> None:
@@ -48,11 +49,11 @@ def agreement_cmd(
     categories: Annotated[str | None, typer.Option("--categories", help="Text labels in order, "
                                                    "comma-separated (ordinal scales of words).")] = None,
     bootstrap: Annotated[int, typer.Option("--bootstrap", help="Bootstrap resamples over items for "
-                                           "the interval (0: none).")] = 1000,
-    confidence: Annotated[float, typer.Option("--confidence", help="Interval level.")] = 0.95,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the resampling.")] = 0,
+                                           "the interval (0: none).", parser=number(0, 1_000_000, integer=True))] = 1000,
+    confidence: Annotated[float, typer.Option("--confidence", help="Interval level.", parser=number(0, 1, low_open=True, high_open=True))] = 0.95,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the resampling.", parser=number(0, integer=True))] = 0,
     minimum: Annotated[float | None, typer.Option("--min", help="Exit 1 when the coefficient is "
-                                                  "below this.")] = None,
+                                                  "below this.", parser=number(-1, 1))] = None,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object (a list for --method all).")] = False,
 ) -> None:
     """Inter-rater agreement of a CSV of ratings, with a bootstrap interval over items.
@@ -63,6 +64,7 @@ def agreement_cmd(
     so (exit 3), never printed as 0.
     """
     from ragmeter.agreement import agreement, interpret, read_ratings
+    from ragmeter.errors import RagmeterError
 
     methods = ["alpha", "kappa", "fleiss", "percent"] if method == "all" else [method]
     if any(m not in ("alpha", "kappa", "fleiss", "percent") for m in methods):
@@ -75,7 +77,7 @@ def agreement_cmd(
             methods.remove("kappa")
         results = [agreement(ratings, m, level=level, weights=w, raters=sel, n_bootstrap=bootstrap,
                              confidence=confidence, seed=seed) for m in methods]
-    except (ValueError, ImportError) as exc:
+    except (ValueError, ImportError, RagmeterError) as exc:  # RagmeterError: the file cannot be read
         raise _fail(str(exc)) from None
     if as_json:
         out = [r.to_dict() for r in results]

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from ragmeter.cli._common import DB_HELP, console, err_console, fmt, get_store
+from ragmeter.cli._params import confirm, number
 
 monitor_app = typer.Typer(name="monitor", no_args_is_help=True,
                           help="Production calls: aggregates (p50/p95/p99, cost, errors, feedback), "
@@ -75,14 +76,14 @@ def _print_stats(out: dict[str, Any]) -> None:
 def evaluate_cmd(
     metrics: Annotated[list[str], typer.Option("--metrics", "-m", help="Comma-separated metrics to score.")],
     since: Annotated[str, typer.Option("--since", help="The window: calls of the last 1h, 1d, 7d ...")] = "1d",
-    sample: Annotated[float, typer.Option("--sample", help="Share of the calls to score, in (0, 1].")] = 1.0,
-    max_calls: Annotated[int | None, typer.Option("--max-calls", help="Score at most this many calls.")] = None,
-    seed: Annotated[int, typer.Option(help="Seed of the random sample.")] = 0,
+    sample: Annotated[float, typer.Option("--sample", help="Share of the calls to score, in (0, 1].", parser=number(0, 1, low_open=True))] = 1.0,
+    max_calls: Annotated[int | None, typer.Option("--max-calls", help="Score at most this many calls.", parser=number(1, integer=True))] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the random sample.", parser=number(0, integer=True))] = 0,
     name: Annotated[str | None, typer.Option(help="A name for the run.")] = None,
     judge: Annotated[str | None, typer.Option("--judge", help="LLM judge as provider:model.")] = None,
     judge_base_url: Annotated[str | None, typer.Option("--judge-base-url", help="Endpoint of an OpenAI-compatible judge.")] = None,
     judge_api_key_env: Annotated[str | None, typer.Option("--judge-api-key-env", help="Environment variable holding the judge's key.")] = None,
-    max_cost: Annotated[float | None, typer.Option("--max-cost", help="Stop judging once this many USD are spent.")] = None,
+    max_cost: Annotated[float | None, typer.Option("--max-cost", help="Stop judging once this many USD are spent.", parser=number(0))] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the run summary as JSON.")] = False,
     no_progress: Annotated[bool, typer.Option("--no-progress", help="Hide progress bars.")] = False,
     db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
@@ -90,8 +91,10 @@ def evaluate_cmd(
     ray_address: Annotated[str | None, typer.Option("--ray-address", help="ray://HOST:10001 of a Ray cluster (default: a local Ray runtime).")] = None,
 ) -> None:
     """Score a random sample of the calls logged in the window with any metrics (judge metrics
-    stay under --max-cost, on this machine) and store it as a run linked to its window."""
-    from ragmeter.cli._common import summary_table
+    stay under --max-cost, on this machine) and store it as a run linked to its window. Exits 3
+    when the run is incomplete (a metric without any value, e.g. token_f1 on calls without a
+    reference)."""
+    from ragmeter.cli._common import exit_if_incomplete, summary_table
     from ragmeter.monitor.aggregate import parse_duration
     from ragmeter.monitor.online import evaluate_window
 
@@ -105,23 +108,24 @@ def evaluate_cmd(
                              progress=not no_progress and not as_json, engine=engine, ray_address=ray_address)
     rec = store.get_run(result.run_id).extra.get("monitor", {})
     if as_json:
-        typer.echo(json.dumps({"run_id": result.run_id, "monitor": rec, "summary": result.summary},
-                              default=str))
-        return
-    console.print(f"run {result.run_id}: {rec.get('n_scored')} of {rec.get('n_calls')} calls scored "
-                  f"({rec.get('start', '')[:16]} – {rec.get('end', '')[:16]} UTC)")
-    console.print(summary_table(result.summary))
+        typer.echo(json.dumps({"run_id": result.run_id, "monitor": rec, "summary": result.summary,
+                               "status": result.status, "incomplete": result.incomplete}, default=str))
+    else:
+        console.print(f"run {result.run_id}: {rec.get('n_scored')} of {rec.get('n_calls')} calls scored "
+                      f"({rec.get('start', '')[:16]} – {rec.get('end', '')[:16]} UTC)")
+        console.print(summary_table(result.summary))
+    exit_if_incomplete(result)
 
 
 @monitor_app.command("check")
 def check_cmd(
     window: Annotated[str, typer.Option("--window", "-w", help="The calls of the last 15m, 1h, 1d ...")] = "1h",
-    max_p95_ms: Annotated[float | None, typer.Option("--max-p95-ms", help="Fail when p95 latency is above this.")] = None,
-    max_p99_ms: Annotated[float | None, typer.Option("--max-p99-ms", help="Fail when p99 latency is above this.")] = None,
-    max_error_rate: Annotated[float | None, typer.Option("--max-error-rate", help="Fail when the error rate is above this.")] = None,
-    max_cost_per_query: Annotated[float | None, typer.Option("--max-cost-per-query", help="Fail when the mean cost per call (USD) is above this.")] = None,
+    max_p95_ms: Annotated[float | None, typer.Option("--max-p95-ms", help="Fail when p95 latency is above this.", parser=number(0))] = None,
+    max_p99_ms: Annotated[float | None, typer.Option("--max-p99-ms", help="Fail when p99 latency is above this.", parser=number(0))] = None,
+    max_error_rate: Annotated[float | None, typer.Option("--max-error-rate", help="Fail when the error rate is above this.", parser=number(0, 1))] = None,
+    max_cost_per_query: Annotated[float | None, typer.Option("--max-cost-per-query", help="Fail when the mean cost per call (USD) is above this.", parser=number(0))] = None,
     min_metric: Annotated[list[str] | None, typer.Option("--min-metric", help="metric=value: fail when the newest online evaluation in the window has a lower mean (repeatable).")] = None,
-    min_calls: Annotated[int, typer.Option("--min-calls", help="Fewer calls than this in the window: exit 3 (nothing to check).")] = 1,
+    min_calls: Annotated[int, typer.Option("--min-calls", help="Fewer calls than this in the window: exit 3 (nothing to check).", parser=number(0, integer=True))] = 1,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
 ) -> None:
@@ -196,21 +200,35 @@ def import_cmd(
     db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
 ) -> None:
     """Import OpenTelemetry traces (GenAI semantic conventions or OpenInference) as logged calls:
-    one call per trace; importing a file twice stores its traces once."""
+    one call per trace; importing a file twice stores its traces once. Every file is read and
+    checked before anything is stored: a bad file stores nothing (exit 2)."""
+    from ragmeter.errors import DatasetError
     from ragmeter.monitor.calls import insert_calls, normalise_call
     from ragmeter.monitor.otel import calls_from_spans, read_spans
 
-    store = get_store(db)
-    total = 0
+    read: list[tuple[Path, int, list[dict[str, Any]], int]] = []
     for f in files:
-        spans = read_spans(f)
-        calls, leftover = calls_from_spans(spans)
-        rows = [normalise_call(c, where=f"{f}: trace {c['call_id']}", source="otlp") for c in calls]
-        insert_calls(store, rows)
-        total += len(rows)
-        note = f" ({len({s.trace_id for s in leftover})} traces without a root span skipped)" if leftover else ""
-        console.print(f"{f}: {len(spans)} spans → {len(rows)} calls{note}")
-    if total == 0:
+        try:
+            spans = read_spans(f)
+            nameless = next((s for s in spans if not s.trace_id or not s.span_id), None)
+            if nameless is not None:  # its call would be stored under the id "otel:"
+                raise DatasetError(f"{f}: span {nameless.name or '(no name)'!r} has no "
+                                   f"{'trace id' if not nameless.trace_id else 'span id'}")
+            calls, leftover = calls_from_spans(spans)
+            rows = [normalise_call(c, where=f"{f}: trace {c['call_id']}", source="otlp") for c in calls]
+        except DatasetError as exc:
+            raise DatasetError(str(exc) if str(f) in str(exc) else f"{f}: {exc}") from None
+        except (TypeError, ValueError, AttributeError, KeyError, OverflowError, RecursionError) as exc:
+            # the file parsed as JSON but a span's values have shapes no span has
+            raise DatasetError(f"{f}: not OpenTelemetry spans ({type(exc).__name__}: {exc})") from None
+        read.append((f, len(spans), rows, len({s.trace_id for s in leftover})))
+    rows = [r for _, _, file_rows, _ in read for r in file_rows]
+    if rows:
+        insert_calls(get_store(db), rows)  # one transaction for every file
+    for f, n_spans, file_rows, skipped in read:
+        note = f" ({skipped} traces without a root span skipped)" if skipped else ""
+        console.print(f"{f}: {n_spans} spans → {len(file_rows)} calls{note}")
+    if not rows:
         err_console.print("no complete trace found: nothing imported")
         raise typer.Exit(3)
 
@@ -231,7 +249,7 @@ def prune_cmd(
     if n == 0:
         console.print("no call older than that")
         return
-    if not yes and not typer.confirm(f"delete {n} calls logged before {now_utc() - span:%Y-%m-%d %H:%M} UTC?"):
+    if not yes and not confirm(f"delete {n} calls logged before {now_utc() - span:%Y-%m-%d %H:%M} UTC?"):
         raise typer.Exit(1)
     deleted = prune_calls(store, span)
     console.print(f"deleted {deleted} calls")
@@ -241,8 +259,8 @@ def trend_cmd(
     metric: Annotated[str, typer.Argument(help="A metric key as stored in runs (e.g. mrr, faithfulness).")],
     name: Annotated[str | None, typer.Option(help="Only runs whose name starts with this.")] = None,
     dataset: Annotated[str | None, typer.Option(help="Only runs whose dataset fingerprint starts with this.")] = None,
-    limit: Annotated[int, typer.Option(help="The newest N runs.")] = 50,
-    max_drop: Annotated[float, typer.Option("--max-drop", help="Tolerated drop before a significant change counts as a regression.")] = 0.0,
+    limit: Annotated[int, typer.Option(help="The newest N runs.", parser=number(2, 100_000, integer=True))] = 50,
+    max_drop: Annotated[float, typer.Option("--max-drop", help="Tolerated drop before a significant change counts as a regression.", parser=number(0))] = 0.0,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
     db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
 ) -> None:

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from ragmeter.cli._common import DB_HELP, DEFAULT_PORT, console, err_console, get_store
+from ragmeter.cli._params import number
 
 
 def register(app: typer.Typer) -> None:
@@ -31,7 +32,7 @@ def report_cmd(
                                                    "Two or more: a comparison, the first run as baseline.")],
     output: Annotated[Path, typer.Option("--output", "-o", help="HTML file to write.")] = Path("report.html"),
     max_samples: Annotated[int, typer.Option(help="Rows of each per-sample table (worst first); 0 = all, "
-                                                  "capped at 20,000 with a warning unless --all-rows.")] = 1000,
+                                                  "capped at 20,000 with a warning unless --all-rows.", parser=number(0, integer=True))] = 1000,
     all_rows: Annotated[bool, typer.Option("--all-rows", help="With --max-samples 0: really every row, "
                                                               "however large the file gets.")] = False,
     title: Annotated[str | None, typer.Option(help="Page title.")] = None,
@@ -66,7 +67,7 @@ def report_cmd(
 def serve_cmd(
     host: Annotated[str, typer.Option(help="Interface to listen on. Keep 127.0.0.1 unless others "
                                            "must reach the dashboard (it has no login).")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port to listen on.")] = DEFAULT_PORT,
+    port: Annotated[int, typer.Option(help="Port to listen on.", parser=number(0, 65_535, integer=True))] = DEFAULT_PORT,
     db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
     allow_host: Annotated[list[str] | None, typer.Option(
         "--allow-host", help="Another name clients may use in the Host header (repeatable). "
@@ -94,4 +95,11 @@ def serve_cmd(
     # build the newest runs' cached views in the background, so their first page is fast
     threading.Thread(target=warm, args=(store,), daemon=True, name="ragmeter-warm").start()
     console.print(f"ragmeter dashboard on http://{host}:{port}/ (Ctrl+C to stop)")
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    try:
+        uvicorn.run(app, host=host, port=port, log_level="warning")
+    except SystemExit as exc:
+        if exc.code != 3:  # uvicorn's "startup failed": the host does not resolve, the port is taken
+            raise
+        from ragmeter.errors import ConfigError
+
+        raise ConfigError(f"cannot listen on {host}:{port} (the reason is printed above)") from None

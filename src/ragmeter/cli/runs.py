@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from ragmeter.cli._common import DB_HELP, console, get_store
+from ragmeter.cli._params import confirm, number
 
 runs_app = typer.Typer(help="List stored runs (newest first); delete, rename or tag one.",
                        no_args_is_help=False)
@@ -18,7 +19,7 @@ RUN_HELP = "Run id (or unique id prefix, name, 'latest')."
 @runs_app.callback(invoke_without_command=True)
 def runs_cmd(
     ctx: typer.Context,
-    limit: Annotated[int, typer.Option(help="Show at most this many.")] = 50,
+    limit: Annotated[int, typer.Option(help="Show at most this many.", parser=number(1, 1_000_000_000, integer=True))] = 50,
     tag: Annotated[str | None, typer.Option("--tag", help="Only runs carrying this tag.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="JSON list, newest first.")] = False,
     db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
@@ -78,7 +79,7 @@ def delete_cmd(
     """Delete a run with its samples and scores. The embedding and judge caches are kept."""
     store = get_store(_db(ctx, db), must_exist=True)
     r = store.get_run(run)
-    if not yes and not typer.confirm(f"delete run {r.id} ({r.name or 'no name'}, {r.n_samples} samples)?"):
+    if not yes and not confirm(f"delete run {r.id} ({r.name or 'no name'}, {r.n_samples} samples)?"):
         console.print("nothing deleted")
         raise typer.Exit(1)
     store.delete_run(r.id)

@@ -9,6 +9,8 @@ from typing import Annotated
 
 import typer
 
+from ragmeter.cli._params import number
+
 
 def register(app: typer.Typer) -> None:
     app.command("trec", context_settings={"help_option_names": ["-h", "--help"]})(trec_cmd)
@@ -25,12 +27,12 @@ def trec_cmd(
     query: Annotated[bool, typer.Option("--query_eval_wanted", "-q",
                                         help="Also print every query's values.")] = False,
     level: Annotated[int, typer.Option("--level_for_rel", "-l",
-                                       help="Minimum relevance grade of a relevant document.")] = 1,
+                                       help="Minimum relevance grade of a relevant document.", parser=number(-2**31, 2**31 - 1, integer=True))] = 1,
     complete: Annotated[bool, typer.Option(
         "--complete_rel_info_wanted", "-c",
         help="Average over every qrels query; queries without results score 0 and, with -q, get their own lines (as trec_eval 10.0).")] = False,
     max_docs: Annotated[int | None, typer.Option(
-        "--Max_retrieved_per_topic", "-M", help="Evaluate only the top N documents of each query.")] = None,
+        "--Max_retrieved_per_topic", "-M", help="Evaluate only the top N documents of each query.", parser=number(0, 2**31 - 1, integer=True))] = None,
     no_summary: Annotated[bool, typer.Option("--nosummary", "-n", help="Do not print the 'all' lines.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead.")] = False,
 ) -> None:

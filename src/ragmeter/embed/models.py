@@ -170,9 +170,7 @@ def unavailable_message(ref: ModelRef, detail: str = "") -> str:
         head = f"embedding model {ref.name!r}: no loadable sentence-transformers model in {ref.location}"
         head += f" ({detail})" if detail else ""
     else:
-        head = (f"embedding model {ref.location!r} is not available locally (not a local folder, not in "
-                "the Hugging Face cache; ragmeter never downloads models)")
-    return (head + f"; provide it with --option embedding_model_paths='{{\"{ref.location}\": \"/path/to/model\"}}', "
-            "or pass a local model folder as the model, or pre-populate the Hugging Face cache "
-            f"(SentenceTransformer('{ref.location}') once on a machine with network, then copy "
-            "~/.cache/huggingface)")
+        head = f"embedding model {ref.location!r} is not available locally (ragmeter never downloads)"
+    # one short, actionable sentence: it is repeated as the no-value reason of every sample
+    return (head + f": give its folder with --option embedding_model_paths='{{\"{ref.location}\": "
+            "\"/path\"}', or copy it into the Hugging Face cache")

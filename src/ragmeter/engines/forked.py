@@ -11,11 +11,18 @@ The store is written by this process only.
 
 Used when the run is local, has at least :data:`MIN_SAMPLES` samples, the machine more than one CPU,
 and ``RAGMETER_WORKERS`` is not ``1``.
+
+The worker never outlives this process: on Linux the kernel kills it when the thread that forked it
+ends (``PR_SET_PDEATHSIG``); on every platform a thread in the worker reads a pipe whose only write
+end this process holds, and ends the worker at end-of-file, which the kernel delivers however this
+process ends (``kill -9`` and OOM kills included).
 """
 
 from __future__ import annotations
 
 import os
+import sys
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -23,6 +30,9 @@ from typing import Any
 MIN_SAMPLES = 4000
 PURE_FAMILIES = frozenset({"lexical", "retrieval"})
 
+#: one forked worker per process at a time: runs in several threads of one process share the CPUs
+#: already, and the worker reads its jobs from the module state below, copied at the fork
+_SLOT = threading.Lock()
 _JOBS: list[tuple[Any, list[list[Any]]]] = []
 _OPTIONS: dict[str, Any] = {}
 _RUN: list[Callable[..., list[Any]]] = []
@@ -47,6 +57,53 @@ def usable(n_samples: int) -> bool:
     return cpus > 1 and n_samples >= MIN_SAMPLES
 
 
+def claim() -> bool:
+    """Take the process's one worker slot (``False``: another run's worker is running); a
+    :class:`SecondHalf` gives it back when it is collected or cancelled."""
+    return _SLOT.acquire(blocking=False)
+
+
+def release() -> None:
+    """Give the worker slot back (when no :class:`SecondHalf` was made after :func:`claim`)."""
+    _SLOT.release()
+
+
+def _die_with_parent(parent: int, watch_fd: int, write_fd: int) -> None:
+    """The worker's initializer: end this process as soon as ``parent`` is gone.
+
+    Args:
+        parent: the pid of the process that forked this one.
+        watch_fd: the read end of a pipe whose write end only the parent holds open.
+        write_fd: that write end, inherited by the fork: closed here, so end-of-file on
+            ``watch_fd`` means the parent is gone.
+    """
+    os.close(write_fd)
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
+        except (OSError, AttributeError):  # not glibc/musl: the pipe below still ends the worker
+            pass
+    if os.getppid() != parent:  # the parent died between the fork and the prctl call
+        os._exit(1)
+
+    def watch() -> None:
+        while True:
+            try:
+                if not os.read(watch_fd, 1):
+                    break
+            except InterruptedError:
+                continue
+            except OSError:
+                break
+        os._exit(1)
+
+    threading.Thread(target=watch, name="ragmeter-parent-watch", daemon=True).start()
+
+
 def _work() -> tuple[dict[str, Any], dict[Any, Any]]:
     from ragmeter.context import ScoringContext
     from ragmeter.metrics import _lexical_mt
@@ -63,7 +120,8 @@ def _work() -> tuple[dict[str, Any], dict[Any, Any]]:
 
 
 class SecondHalf:
-    """The worker's share of a run: started at construction, collected by :meth:`result`.
+    """The worker's share of a run: started at construction, collected by :meth:`result`. Made only
+    after :func:`claim`; it releases the slot when collected or cancelled.
 
     Args:
         jobs: ``(metric request, batches of samples)`` for the worker to score.
@@ -80,8 +138,29 @@ class SecondHalf:
         _OPTIONS.clear()
         _OPTIONS.update(options)
         _RUN[:] = [run_metric]
-        self._pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("fork"))
-        self._future = self._pool.submit(_work)
+        self._alive_fd = -1
+        try:
+            read_fd, self._alive_fd = os.pipe()
+        except OSError:
+            release()
+            raise
+        try:
+            self._pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("fork"),
+                                             initializer=_die_with_parent,
+                                             initargs=(os.getpid(), read_fd, self._alive_fd))
+            self._future = self._pool.submit(_work)  # forks the worker (fork start method)
+        except BaseException:
+            self._release()
+            raise
+        finally:
+            os.close(read_fd)  # the worker's copy stays open in the worker
+
+    def _release(self) -> None:
+        """Close the pipe end that keeps the worker alive (it ends at end-of-file)."""
+        fd, self._alive_fd = self._alive_fd, -1
+        if fd >= 0:
+            os.close(fd)
+            release()
 
     def result(self) -> dict[str, Any]:
         """The worker's scores per metric key (a :class:`~ragmeter.schema.ScoreColumn`, in the order of
@@ -92,6 +171,7 @@ class SecondHalf:
             scores, memo = self._future.result()
         finally:
             self._pool.shutdown(wait=True, cancel_futures=True)
+            self._release()
             _JOBS.clear()
         _lexical_mt.merge_memo(memo)
         return scores
@@ -99,4 +179,5 @@ class SecondHalf:
     def cancel(self) -> None:
         self._future.cancel()
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self._release()  # a worker still scoring ends at once instead of finishing unwanted work
         _JOBS.clear()

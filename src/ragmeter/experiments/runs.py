@@ -202,10 +202,13 @@ def load_baseline(path: str | Path) -> RunValues:
     path = Path(path)
     if not path.is_file():
         raise StoreError(f"baseline file not found: {path}")
+    from ragmeter.files import read_text
+
+    text = read_text(path, "baseline file")
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read baseline: {exc}") from exc
+        doc = json.loads(text)
+    except (ValueError, RecursionError) as exc:  # not JSON, a 5,000-digit number, nested too deeply
+        raise ConfigError(f"{path}: cannot read baseline: {str(exc)[:200]}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("metrics"), dict):
         raise ConfigError(f"{path}: a baseline needs a 'metrics' mapping")
     values: dict[str, dict[str, float | None]] = {}

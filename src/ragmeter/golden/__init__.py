@@ -44,6 +44,26 @@ class GenerationResult:
     plan: dict[str, Any] | None = None
 
 
+#: a dry run plans at most this many questions and scales the estimate to the number asked
+DRY_RUN_SAMPLE = 2000
+
+
+def _scaled(plan: dict[str, Any], n: int, planned: int) -> dict[str, Any]:
+    """A dry-run plan of ``planned`` questions scaled to ``n`` (counts, tokens and cost)."""
+    if planned >= n:
+        return plan
+    f = n / planned
+    out = dict(plan)
+    for k in ("planned_calls", "est_input_tokens", "est_output_tokens"):
+        out[k] = round(plan[k] * f)
+    if plan.get("est_cost_usd") is not None:
+        out["est_cost_usd"] = round(plan["est_cost_usd"] * f, 6)
+    out["per_metric"] = {m: {k: round(v * f) for k, v in c.items()} for m, c in plan.get("per_metric", {}).items()}
+    out["sampled"] = {"planned": planned, "asked": n}
+    out["note"] = f"estimated from a plan of {planned:,} questions (the same mix), scaled to {n:,}; "
+    return out
+
+
 def generate(store: Any, *, corpus: str, n: int, name: str, judge: str, judge_options: dict[str, Any] | None = None,
              types: str | None = None, chunker: str = "paragraph", chunk_size: int = 800,
              complexity: str = "moderate", style: str = "natural", persona: str | None = None,
@@ -70,29 +90,39 @@ def generate(store: Any, *, corpus: str, n: int, name: str, judge: str, judge_op
         to_candidate,
     )
     from ragmeter.llm import get_judge
+    from ragmeter.llm.config import JudgeConfigError, problem
 
-    mix = parse_mix(types)
-    docs = corpus_documents(store, corpus)
-    tasks = plan_tasks(docs, n, mix=mix, chunker=chunker, chunk_size=chunk_size, seed=seed)
-    requests = [build_request(t, complexity=complexity, style=style, persona=persona, language=language,
-                              examples=examples or (), n_alternatives=n_alternatives,
-                              n_negatives=n_negatives) for t in tasks]
     opts = dict(judge_options or {})
     if dry_run:
         opts["dry_run"] = True
+    # the same checks and client as a judge of `ragmeter eval` (llm.config.problem)
+    why = problem({"judge": judge, **{f"judge_{k}": v for k, v in opts.items()}})
+    if why is not None:
+        raise JudgeConfigError(why)
+    mix = parse_mix(types)
+    docs = corpus_documents(store, corpus)
+    # a dry run of many questions estimates from a sample of the plan, scaled (the plan of a
+    # million questions would take a minute and gigabytes only to be counted)
+    planned = min(n, DRY_RUN_SAMPLE) if dry_run else n
+    tasks = plan_tasks(docs, planned, mix=mix, chunker=chunker, chunk_size=chunk_size, seed=seed)
+    requests = [build_request(t, complexity=complexity, style=style, persona=persona, language=language,
+                              examples=examples or (), n_alternatives=n_alternatives,
+                              n_negatives=n_negatives) for t in tasks]
     svc = get_judge(judge, store=None if dry_run else store, **opts)
     if progress is not None:
         svc.progress = progress
     try:
+        if not dry_run and not svc.all_cached(requests):
+            svc.preflight()  # an unreachable model stops here, in seconds (exit 2), not after retries
         svc.prefetch(requests)  # flush() runs them concurrently with a progress bar
         svc.flush()
         results = svc.submit(requests)
         if dry_run:
-            plan = svc.plan()
+            plan = _scaled(svc.plan(), n, planned)
             if verify:
-                plan["note"] = ("plus up to 2 check calls per kept sample (support, answerability); "
-                                "--no-verify skips them")
-            return GenerationResult(None, len(tasks), 0, plan=plan, judge=svc.stats())
+                plan["note"] = ((plan.get("note") or "") + "plus up to 2 check calls per kept sample "
+                                "(support, answerability); --no-verify skips them")
+            return GenerationResult(None, n, 0, plan=plan, judge=svc.stats())
         texts = {d.path: d.text for d in docs}
         cands = [to_candidate(t, r, texts) for t, r in zip(tasks, results, strict=True)]
         kept, reports = run_filters(cands, judge=svc, verify=verify)

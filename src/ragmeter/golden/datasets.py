@@ -64,13 +64,19 @@ def _check_name(name: str) -> None:
 
 def save_dataset(store: Any, name: str, samples: Sequence[Mapping[str, Any]], *, info: dict[str, Any] | None = None,
                  tag: str | None = None) -> DatasetVersion:
-    """Store ``samples`` as the next final version of ``name``."""
+    """Store ``samples`` as the next final version of ``name``.
+
+    Raises:
+        DatasetError: no samples (an empty file: nothing is stored), or a sample that is not valid.
+    """
     from sqlalchemy import func, select
 
     from ragmeter.schema import Sample
     from ragmeter.store.models import DatasetRow, DatasetSampleRow
 
     _check_name(name)
+    if not samples:
+        raise DatasetError(f"dataset {name}: no samples to store (the input is empty); nothing stored")
     clean = []
     seen: set[str] = set()
     for i, s in enumerate(samples):
@@ -336,44 +342,63 @@ def review_csv(store: Any, name: str) -> str:
 
 
 def apply_review_csv(store: Any, name: str, path: str | Path) -> dict[str, int]:
-    """Apply a filled-in review sheet: the ``review`` column (accepted / rejected / pending) and
-    any edited field. Returns counts per action."""
+    """Apply a filled-in review sheet: the ``review`` column and any edited field. Every row is
+    checked before any is applied, so a bad row changes nothing. Returns counts per action.
+
+    The ``review`` column takes one of :data:`REVIEW_STATES`: ``accepted`` (keep the sample),
+    ``rejected`` (leave it out of the final version), ``edited`` (keep it; the edited cells are
+    applied, as they are for ``accepted``) or ``pending`` (not reviewed yet), in any letter case.
+
+    Raises:
+        DatasetError: naming the file, line and field of the first bad row.
+    """
+    from ragmeter.files import csv_rows, read_text
+
     counts = {"accepted": 0, "edited": 0, "rejected": 0, "pending": 0, "unchanged": 0}
     current = {d["id"]: d for d in samples_of(store, name, include_rejected=True)}
-    with open(path, encoding="utf-8-sig", newline="") as f:
-        reader = csv.DictReader(f)
-        missing = [c for c in ("id", "review") if c not in (reader.fieldnames or [])]
-        if missing:
-            raise DatasetError(f"{path}: missing column(s) {missing}; expected {', '.join(REVIEW_COLUMNS)}")
-        for line, row in enumerate(reader, start=2):
-            sid = row["id"]
-            if sid not in current:
-                raise DatasetError(f"{path}:{line}: field 'id': no sample {sid!r} in {name}")
-            before = current[sid]
-            changes: dict[str, Any] = {}
-            if row.get("question") is not None and row["question"] != before.get("question", ""):
-                changes["question"] = row["question"]
-            for fld in ("references", "negative_references", "relevant"):
-                if row.get(fld) in (None, ""):
-                    continue
-                try:
-                    value = json.loads(row[fld])
-                except json.JSONDecodeError as exc:
-                    raise DatasetError(f"{path}:{line}: field '{fld}': not a JSON list ({exc.msg})") from None
-                if value != before.get(fld, []):
-                    changes[fld] = value
-            state = (row.get("review") or "").strip().lower()
-            if state not in REVIEW_STATES:
-                raise DatasetError(f"{path}:{line}: field 'review': {state!r} is not one of {', '.join(REVIEW_STATES)}")
-            if changes and state != "rejected":
-                review(store, name, sid, "edit", changes)
-                counts["edited"] += 1
-            elif state != before["_review"]:
-                action = {"accepted": "accept", "rejected": "reject", "pending": "reset", "edited": "accept"}[state]
-                review(store, name, sid, action)
-                counts[state if state != "edited" else "accepted"] += 1
-            else:
-                counts["unchanged"] += 1
+    rows = csv_rows(read_text(path, "review sheet"), path)
+    header = next(rows, [])
+    missing = [c for c in ("id", "review") if c not in header]
+    if missing:
+        raise DatasetError(f"{path}: missing column(s) {missing}; expected {', '.join(REVIEW_COLUMNS)}")
+    planned: list[tuple[str, str, dict[str, Any]]] = []
+    for line, cells in enumerate(rows, start=2):
+        if not any(c.strip() for c in cells):
+            continue
+        row = {h: (cells[i] if i < len(cells) else None) for i, h in enumerate(header)}
+        sid = row["id"]
+        if sid not in current:
+            raise DatasetError(f"{path}:{line}: field 'id': no sample {sid!r} in {name}")
+        before = current[sid]
+        changes: dict[str, Any] = {}
+        if row.get("question") is not None and row["question"] != before.get("question", ""):
+            changes["question"] = row["question"]
+        for fld in ("references", "negative_references", "relevant"):
+            if row.get(fld) in (None, ""):
+                continue
+            try:
+                value = json.loads(row[fld])
+            except (ValueError, RecursionError) as exc:  # JSONDecodeError, a 5,000-digit number, deep nesting
+                raise DatasetError(f"{path}:{line}: field '{fld}': not a JSON list "
+                                   f"({getattr(exc, 'msg', None) or type(exc).__name__})") from None
+            if not isinstance(value, list):
+                raise DatasetError(f"{path}:{line}: field '{fld}': not a JSON list (got {type(value).__name__})")
+            if value != before.get(fld, []):
+                changes[fld] = value
+        state = (row.get("review") or "").strip().lower()
+        if state not in REVIEW_STATES:
+            raise DatasetError(f"{path}:{line}: field 'review': {state!r} is not one of {', '.join(REVIEW_STATES)}")
+        planned.append((sid, state, changes))
+    for sid, state, changes in planned:
+        if changes and state != "rejected":
+            review(store, name, sid, "edit", changes)
+            counts["edited"] += 1
+        elif state != current[sid]["_review"]:
+            action = {"accepted": "accept", "rejected": "reject", "pending": "reset", "edited": "accept"}[state]
+            review(store, name, sid, action)
+            counts[state if state != "edited" else "accepted"] += 1
+        else:
+            counts["unchanged"] += 1
     return counts
 
 

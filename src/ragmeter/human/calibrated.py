@@ -39,7 +39,7 @@ def read_labels_file(path: str | Path, *, label_range: tuple[float, float] | Non
         DatasetError: naming the file, line and field of a missing column, an id given twice, a
             label that is not a number or is outside its range.
     """
-    from ragmeter.io.readers import iter_rows
+    from ragmeter.io.formats import iter_rows
 
     rows, _ = iter_rows(path)
     out: dict[str, tuple[float, int]] = {}

@@ -412,13 +412,12 @@ def import_csv(store: Store, task_ref: str, path: str | Path, rater: str | None 
         DatasetError: naming the file and line of the first bad row.
     """
     task = get_task(store, task_ref)
+    from ragmeter.files import csv_rows, read_text
+
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8-sig")
-    except OSError as exc:
-        raise DatasetError(f"cannot read: {exc.strerror or exc}", file=str(p)) from None
-    reader = csv.DictReader(io.StringIO(text))
-    fields = {f.strip().lower(): f for f in reader.fieldnames or []}
+    table = csv_rows(read_text(p, "labels CSV"), p)
+    header = next(table, [])
+    fields = {f.strip().lower(): f for f in header}
     need = ["item", "scale", "label"] + ([] if rater else ["rater"])
     miss = [f for f in need if f not in fields]
     if miss:
@@ -428,7 +427,8 @@ def import_csv(store: Store, task_ref: str, path: str | Path, rater: str | None 
     items = {it.sample_id for it in task_items(store, task.id)}
     known = {r.name for r in task_raters(store, task.id)}
     rows: list[tuple[str, str, str, str]] = []
-    for line, row in enumerate(reader, start=2):
+    for line, cells in enumerate(table, start=2):
+        row = dict(zip(header, cells, strict=False))
         value = (row.get(fields["label"]) or "").strip()
         if not value:
             continue

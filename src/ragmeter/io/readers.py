@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import ast
-import csv
 import functools
 import hashlib
-import io
 import json
 import logging
 import re
@@ -20,6 +18,7 @@ from pydantic import ValidationError
 
 from ragmeter.errors import DatasetError
 from ragmeter.io._cells import _check_text, _is_missing, _plain
+from ragmeter.io.formats import CellMode, _json_cell, _json_loads, _rows_from_file, iter_rows  # noqa: F401
 from ragmeter.schema import Chunk, Sample
 
 #: canonical field -> accepted column names (first match wins, in this order).
@@ -62,9 +61,11 @@ _FALSE = {"0", "false", "no", "n", "incorrect", "wrong", "f"}
 #: ``retrieval_context``; these keys mark a row as DeepEval-shaped.
 _DEEPEVAL_KEYS = ("retrieval_context", "actual_output", "expected_output", "tools_called",
                   "expected_tools")
-#: columns kept in metadata on purpose (read by the agent metrics); never reported as unused.
+#: metadata columns read by name (never reported as "not read"): agent expectations, ``keywords``
+#: (correct_keyword), ``split`` (semantic_dynamic), ``latency_ms`` (agent-stats), DeepEval's extras
 _KNOWN_METADATA = {"expected_tools", "expected_trajectory", "expected_tool_calls", "tools_called",
-                   "task_type", "name", "tags", "comments", "additional_metadata"}
+                   "task_type", "name", "tags", "comments", "additional_metadata", "keywords", "split",
+                   "latency_ms"}
 #: common abbreviations -> field, to suggest a ``--map`` when no known column is found.
 _MAP_HINTS: dict[str, tuple[str, ...]] = {
     "question": ("q", "ques", "query_text", "user", "ask", "instruction", "text_in"),
@@ -85,7 +86,6 @@ _LOG = logging.getLogger("ragmeter.io")
 OnError = Literal["raise", "skip"]
 #: how string cells are read: ``csv`` (text file: list cells must parse), ``frame`` (a pandas
 #: DataFrame: list-looking strings are parsed when they parse), ``json`` (strings stay strings).
-CellMode = Literal["csv", "frame", "json"]
 
 
 @dataclass
@@ -262,148 +262,6 @@ def _records_in_memory(data: Any) -> tuple[list[Any], str, CellMode]:
                            "DataFrame, a datasets.Dataset or a list of dicts") from None
 
 
-def iter_rows(path: str | Path, fmt: str | None = None) -> tuple[Iterator[tuple[int, Any]], CellMode]:
-    """A dataset file's raw ``(line, row | DatasetError)`` pairs and how its string cells are read."""
-    path = Path(path)
-    if not path.exists():
-        raise DatasetError("file not found", file=str(path))
-    if path.is_dir():
-        raise DatasetError("is a directory, expected a dataset file", file=str(path))
-    return _rows_from_file(path, fmt)
-
-
-def _read_bytes(path: Path) -> bytes:
-    """The file's bytes, gunzipped for ``.gz`` files."""
-    if path.suffix.lower() != ".gz":
-        return path.read_bytes()
-    import gzip
-    try:
-        return gzip.decompress(path.read_bytes())
-    except (OSError, EOFError) as exc:
-        raise DatasetError(f"not a readable gzip file ({exc})", file=str(path)) from None
-
-
-def _rows_from_file(path: Path, fmt: str | None) -> tuple[Iterator[tuple[int, Any]], CellMode]:
-    suffix = Path(path.stem).suffix if path.suffix.lower() == ".gz" else path.suffix
-    kind = (fmt or suffix.lstrip(".")).lower()
-    if kind in {"jsonl", "ndjson"}:
-        return _jsonl_rows(path), "json"
-    if kind == "json":
-        return _json_rows(path), "json"
-    if kind in {"csv", "tsv"}:
-        return _csv_rows(path, "\t" if kind == "tsv" else ","), "csv"
-    if kind in {"parquet", "pq"}:
-        return _parquet_rows(path), "json"
-    raise DatasetError(f"unknown dataset format {kind!r} (use .jsonl, .json, .csv, .tsv or .parquet)",
-                       file=str(path))
-
-
-def _decode(raw: bytes, path: Path, first_line: int = 1) -> str:
-    try:
-        return raw.decode("utf-8-sig" if first_line == 1 else "utf-8")
-    except UnicodeDecodeError as exc:
-        line = first_line + raw[:exc.start].count(b"\n")
-        col = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
-        raise DatasetError(f"not UTF-8 text (byte 0x{raw[exc.start]:02x} at column {col}); "
-                           "re-save the file as UTF-8", file=str(path), line=line) from None
-
-
-def _json_loads(text: str, path: Path, line: int | None, line_offset: int = 0) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        at_line = (line if line is not None else exc.lineno + line_offset)
-        raise DatasetError(f"invalid JSON: {exc.msg} at column {exc.colno}",
-                           file=str(path), line=at_line) from None
-    except RecursionError:
-        raise DatasetError("invalid JSON: nested too deeply", file=str(path), line=line) from None
-
-
-def _jsonl_rows(path: Path) -> Iterator[tuple[int, Any]]:
-    with (path.open("rb") if path.suffix.lower() != ".gz" else io.BytesIO(_read_bytes(path))) as fh:
-        for lineno, raw in enumerate(fh, start=1):
-            try:
-                line = _decode(raw, path, lineno)
-                if lineno == 1:
-                    line = line.lstrip("\ufeff")
-                if not line.strip():
-                    continue
-                yield lineno, _json_loads(line, path, lineno)
-            except DatasetError as exc:
-                yield lineno, exc
-
-
-def _json_rows(path: Path) -> Iterator[tuple[int, Any]]:
-    obj = _json_loads(_decode(_read_bytes(path), path), path, None)
-    if isinstance(obj, dict):
-        for key in ("samples", "data", "test_cases", "examples", "records", "results"):
-            if isinstance(obj.get(key), list):
-                obj = obj[key]
-                break
-        else:
-            obj = [obj]
-    if not isinstance(obj, list):
-        raise DatasetError(f"expected a list of objects, got {type(obj).__name__}", file=str(path))
-    return ((i + 1, r) for i, r in enumerate(obj))
-
-
-def _csv_rows(path: Path, delimiter: str) -> Iterator[tuple[int, Any]]:
-    text = _decode(_read_bytes(path), path).lstrip("\ufeff")
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
-    header: list[str] | None = None
-    start = 1
-    while True:
-        try:
-            cells = next(reader)
-        except StopIteration:
-            break
-        except csv.Error as exc:
-            msg = str(exc)
-            if "end of data" in msg or "EOF" in msg:
-                msg = ("unbalanced quote: the quoted cell that starts here never closes, so the rest "
-                       "of the file would be read as one cell")
-            raise DatasetError(f"CSV parse error: {msg}", file=str(path), line=start) from None
-        line, start = start, reader.line_num + 1
-        if header is None:
-            header = [c.strip() for c in cells]
-            dup = sorted({c for c in header if header.count(c) > 1 and c})
-            if dup:
-                raise DatasetError(f"duplicate column name(s) {dup} in the header", file=str(path), line=line)
-            continue
-        if not cells or all(c == "" for c in cells) and len(cells) <= 1:
-            continue  # blank line
-        if len(cells) != len(header):
-            yield line, DatasetError(f"row has {len(cells)} cells, the header has {len(header)}; check the "
-                                     "quoting and the delimiter", file=str(path), line=line)
-            continue
-        yield line, {k: (None if v == "" else v) for k, v in zip(header, cells, strict=True)}
-    if header is None:
-        raise DatasetError("empty file (no header row)", file=str(path))
-
-
-def _parquet_rows(path: Path) -> Iterator[tuple[int, Any]]:
-    import pyarrow.parquet as pq
-
-    try:
-        table = pq.read_table(path)
-    except Exception as exc:  # noqa: BLE001 - pyarrow raises ArrowInvalid, OSError ... for a bad file
-        raise DatasetError(f"not a readable Parquet file ({type(exc).__name__}: {str(exc)[:120]})",
-                           file=str(path)) from None
-    for i, row in enumerate(table.to_pylist(), start=1):
-        # list/dict fields may be stored as JSON text (as ragmeter's writer does)
-        yield i, {k: (_json_cell(v) if isinstance(v, str) else v) for k, v in row.items()}
-
-
-def _json_cell(v: str) -> Any:
-    s = v.strip()
-    if s[:1] in "[{":
-        try:
-            return json.loads(s)
-        except (json.JSONDecodeError, RecursionError):
-            return v
-    return v
-
-
 def _list_cell(v: str, mode: CellMode, err: Any) -> Any:
     """A list written into a text cell: JSON (``["a", "b"]``) or a Python literal (``['a', 'b']``,
     as ``pandas.DataFrame.to_csv`` writes), parsed safely with ``ast.literal_eval``."""
@@ -412,7 +270,7 @@ def _list_cell(v: str, mode: CellMode, err: Any) -> Any:
         return v
     try:
         return json.loads(s)
-    except (json.JSONDecodeError, RecursionError):
+    except (ValueError, RecursionError):
         pass
     try:
         return ast.literal_eval(s)

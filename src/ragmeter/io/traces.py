@@ -78,8 +78,8 @@ def parse_trace(value: Any) -> AgentTrace:
     if isinstance(value, str):
         try:
             value = json.loads(value)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"a trace given as text must be JSON ({exc.msg})") from exc
+        except (ValueError, RecursionError) as exc:  # JSONDecodeError, a 5,000-digit number, deep nesting
+            raise ValueError(f"a trace given as text must be JSON ({getattr(exc, 'msg', type(exc).__name__)})") from None
     if isinstance(value, list):
         fields = _from_messages(value)
     elif isinstance(value, Mapping):
@@ -164,7 +164,7 @@ def _parse_arguments(raw: Any) -> tuple[dict[str, Any], str | None]:
     if isinstance(raw, str):
         try:
             obj = json.loads(raw)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):
             return {}, raw
         return (dict(obj), None) if isinstance(obj, dict) else ({}, raw)
     return {}, json.dumps(raw, default=str)
@@ -228,7 +228,7 @@ def _json_object(text: str) -> dict[str, Any] | None:
         return None
     try:
         obj = json.loads(s)
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):
         return None
     return obj if isinstance(obj, dict) else None
 
@@ -238,7 +238,7 @@ def _result_value(content: Any) -> Any:
     if isinstance(text, str) and text.strip()[:1] in ("{", "["):
         try:
             return json.loads(text)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):
             return text
     return text
 

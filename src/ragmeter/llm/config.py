@@ -246,8 +246,10 @@ def config_from_options(options: dict[str, Any]) -> JudgeConfig:
 def problem(options: dict[str, Any]) -> str | None:
     """Why a judge cannot be used with these options, or ``None`` when it can.
 
-    Checks that a judge is named, the spec parses, the provider's SDK is installed, the key
-    variable is set (not needed for a dry run or a local server), and that a budget has a price.
+    Checks that a judge is named, the spec parses, the provider's SDK is installed and the key
+    variable is set (neither is needed for a dry run, which calls nothing; nor is a key for a local
+    server), and that a budget has a price. Every command that uses a judge (``eval``, ``golden
+    generate``, ``correctness`` ...) goes through this check, then the same client.
     """
     if not judge_configured(options):
         return HOW_TO_CONFIGURE
@@ -255,7 +257,7 @@ def problem(options: dict[str, Any]) -> str | None:
         cfg = config_from_options(options)
     except JudgeConfigError as exc:
         return str(exc)
-    if importlib.util.find_spec(cfg.sdk_module.split(".")[0]) is None or (
+    if not cfg.dry_run and importlib.util.find_spec(cfg.sdk_module.split(".")[0]) is None or (
             cfg.sdk_module == "google.genai" and importlib.util.find_spec("google.genai") is None):
         return (f"the {cfg.provider} judge needs the {cfg.sdk_module} package: "
                 f"pip install 'ragmeter-eval[{cfg.extra_name}]'")

@@ -113,7 +113,9 @@ def read_price_file(path: str | Path) -> dict[str, tuple[float, float]]:
     p = Path(path)
     if not p.exists():
         raise ConfigError(f"judge price file not found: {p}")
-    text = p.read_text(encoding="utf-8")
+    from ragmeter.files import read_text
+
+    text = read_text(p, "price file")
     try:
         if p.suffix.lower() in {".yaml", ".yml"}:
             import yaml

@@ -22,7 +22,7 @@ import random
 import threading
 import time
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from typing import Any
 
@@ -41,8 +41,6 @@ PREFLIGHT_TIMEOUT = 10.0
 _PREFLIGHT_FAILURE_TTL = 30.0
 _PREFLIGHT: dict[tuple[Any, ...], tuple[str | None, float]] = {}
 _PREFLIGHT_LOCK = threading.Lock()
-_WRITE_EVERY = 200  # rows buffered before a bulk write
-_WRITE_INTERVAL = 1.0  # seconds
 
 
 async def _sleep(seconds: float) -> None:
@@ -163,6 +161,8 @@ class JudgeService:
         # estimated vs real prompt tokens of this run's single-attempt calls (token calibration)
         self._calibration = [0, 0, 0]  # estimated, real, calls
         self._ratio: tuple[float, int] | None = None
+        #: set by the runner when every verdict the run needs is cached: no pre-flight request
+        self.nothing_to_send = False
 
     @classmethod
     def from_context(cls, ctx: Any) -> JudgeService:
@@ -193,21 +193,61 @@ class JudgeService:
 
     def flush(self) -> None:
         """Run every queued request concurrently; results wait for the metrics that asked."""
+        for _ in self.flush_stream():
+            pass
+
+    def flush_stream(self) -> Iterator[set[tuple[str, str | None]]]:
+        """:meth:`flush`, reporting as it goes: yields the ``(metric, sample_id)`` pairs whose queued
+        requests have all been answered since the last yield (cache hits at once, then calls as
+        their replies arrive, every 0.1 s at most). Their results wait for the metrics that asked,
+        so the runner can score and store those samples while the other calls are still running.
+        Verdicts are in the store's judge cache before their pair is yielded."""
         if not self._pending:
             return
         reqs, self._pending = self._pending, []
-        for r, res in zip(reqs, self._submit(reqs, "judge"), strict=True):
-            self._claims[(r.metric, r.sample_id, res.key)] = res
+        waiting = Counter((r.metric, r.sample_id) for r in reqs)
+        results: list[JudgeResult | None] = [None] * len(reqs)
+        for finished in self._submit_stream(reqs, "judge", results):
+            ready: set[tuple[str, str | None]] = set()
+            for i in finished:
+                r, res = reqs[i], results[i]
+                assert res is not None
+                self._claims[(r.metric, r.sample_id, res.key)] = res
+                waiting[(r.metric, r.sample_id)] -= 1
+                if not waiting[(r.metric, r.sample_id)]:
+                    ready.add((r.metric, r.sample_id))
+            if ready:
+                yield ready
+
+    def all_cached(self, requests: Sequence[JudgeRequest]) -> bool:
+        """Whether every request's verdict is already known (this service's memory or the store's
+        judge cache): a run of them would send nothing."""
+        wanted: dict[str, JudgeRequest] = {}
+        for r in requests:
+            k = self.key(r)
+            if k not in self._memory:
+                wanted[k] = r
+            if len(wanted) == 500:  # a first run misses at once: stop at the first slice with a miss
+                if len(self._store_lookup(wanted)) < len(wanted):
+                    return False
+                wanted = {}
+        return not wanted or len(self._store_lookup(wanted)) == len(wanted)
 
     def submit(self, requests: Sequence[JudgeRequest]) -> list[JudgeResult]:
         """Resolve requests (cache, then concurrent calls); one result per request, in order."""
-        return self._submit(list(requests), None)
-
-    def _submit(self, requests: list[JudgeRequest], progress_desc: str | None) -> list[JudgeResult]:
-        keys = [self.key(r) for r in requests]
         results: list[JudgeResult | None] = [None] * len(requests)
+        for _ in self._submit_stream(list(requests), None, results):
+            pass
+        return results  # type: ignore[return-value]  # every slot is filled by the stream
+
+    def _submit_stream(self, requests: list[JudgeRequest], progress_desc: str | None,
+                       results: list[JudgeResult | None]) -> Iterator[list[int]]:
+        """Fill ``results`` (one per request): claims and caches first, then concurrent calls;
+        yields the indices filled since the last yield, after their accounting rows are written."""
+        keys = [self.key(r) for r in requests]
         lookup: list[int] = []
         claimed_at: set[int] = set()
+        now: list[int] = []
         for i, (r, k) in enumerate(zip(requests, keys, strict=True)):
             claimed = self._claims.pop((r.metric, r.sample_id, k), None)
             if claimed is not None:
@@ -220,40 +260,47 @@ class JudgeService:
                 results[i] = self._served(r, self._failed[k].as_cached())
             else:
                 lookup.append(i)
+                continue
+            now.append(i)
         found = self._store_lookup({keys[i]: requests[i] for i in lookup})
-        misses: list[int] = []
+        first: dict[str, int] = {}
+        dups: dict[int, list[int]] = {}
         for i in lookup:
             hit = found.get(keys[i])
             if hit is not None:
                 self._remember(hit)
                 results[i] = self._served(requests[i], hit)
-            else:
-                misses.append(i)
-        first: dict[str, int] = {}
-        dups: list[int] = []
-        for i in misses:
-            if keys[i] in first:
-                dups.append(i)
+                now.append(i)
+            elif keys[i] in first:
+                dups.setdefault(first[keys[i]], []).append(i)
             else:
                 first[keys[i]] = i
         unique = list(first.values())
+
+        def with_dups(done: list[int]) -> list[int]:
+            out = list(done)
+            for i in done:
+                base = results[i]
+                assert base is not None
+                for d in dups.get(i, ()):
+                    results[d] = base if base.status in {DRY_RUN, BUDGET} else self._served(requests[d], base.as_cached())
+                    out.append(d)
+            for i in out:
+                if results[i].status == BUDGET and i not in claimed_at:  # type: ignore[union-attr]
+                    self._unscored[requests[i].metric] += 1
+            self._write_rows()
+            return out
+
         if self.cfg.dry_run:
             for i in unique:
                 results[i] = self._plan_call(requests[i], keys[i])
-        elif unique:
-            self._call_all(requests, keys, unique, results, progress_desc)
-        for i in dups:
-            base = results[first[keys[i]]]
-            assert base is not None
-            results[i] = base if base.status in {DRY_RUN, BUDGET} else self._served(requests[i], base.as_cached())
-        self._write_rows()
-        out: list[JudgeResult] = []
-        for i, (r, res) in enumerate(zip(requests, results, strict=True)):
-            assert res is not None
-            if res.status == BUDGET and i not in claimed_at:
-                self._unscored[r.metric] += 1
-            out.append(res)
-        return out
+            now += unique
+            unique = []
+        if now:
+            yield with_dups(now)
+        if unique:
+            for done in self._call_stream(requests, keys, unique, results, progress_desc):
+                yield with_dups(done)
 
     def stats(self) -> dict[str, Any]:
         """Figures for the run summary: calls, cache hits, failures, tokens, cost (and the plan in
@@ -315,14 +362,14 @@ class JudgeService:
     def preflight(self) -> None:
         """Check, before a run starts, that the judge answers: one request (a 1-token completion;
         Gemini: a model lookup), one try, at most ``PREFLIGHT_TIMEOUT`` seconds. A dry run makes
-        no call. The outcome is kept per configuration (and key) for the process, so calling it
+        no call, nor does a run whose verdicts are all cached (``nothing_to_send``). The outcome is kept per configuration (and key) for the process, so calling it
         again is free; a failure is tried again after 30 seconds.
 
         Raises:
             JudgeConfigError: the endpoint cannot be reached, rejects the key, does not know the
                 model, or answers with something that is not an API reply (an HTML page).
         """
-        if self.cfg.dry_run:
+        if self.cfg.dry_run or self.nothing_to_send:
             return
         ident = (self.cfg, hashlib.sha256((self.cfg.api_key() or "").encode()).hexdigest())
         with _PREFLIGHT_LOCK:
@@ -496,8 +543,10 @@ class JudgeService:
         self._limiter = RateLimiter(self.cfg.rpm)
         self._budget = asyncio.Condition()
 
-    def _call_all(self, requests: list[JudgeRequest], keys: list[str], todo: list[int],
-                  results: list[JudgeResult | None], progress_desc: str | None) -> None:
+    def _call_stream(self, requests: list[JudgeRequest], keys: list[str], todo: list[int],
+                     results: list[JudgeResult | None], progress_desc: str | None) -> Iterator[list[int]]:
+        """Make the calls ``todo`` (indices) concurrently on the event loop; fill ``results`` and
+        yield the indices answered since the last yield (every 0.1 s at most), accounted."""
         loop = self._ensure_loop()
         done: list[tuple[int, JudgeResult]] = []
         wake = threading.Event()
@@ -522,7 +571,6 @@ class JudgeService:
         fut: Future[None] = asyncio.run_coroutine_threadsafe(run_all(), loop)
         advance = self.progress(progress_desc or "judge", len(todo)) if progress_desc else (lambda n: None)
         received = 0
-        last_write = time.monotonic()
         # collect in slices rather than per result: waking this thread for every reply would
         # fight the event loop thread for the GIL
         try:
@@ -537,13 +585,12 @@ class JudgeService:
                 received += len(new)
                 if new:
                     advance(len(new))
-                if len(self._call_rows) >= _WRITE_EVERY or time.monotonic() - last_write > _WRITE_INTERVAL:
-                    self._write_rows()
-                    last_write = time.monotonic()
+                    yield [i for i, _ in new]
             fut.result()
         except BaseException:
-            # interrupted (Ctrl-C) or a configuration error: stop the calls still in flight, so
-            # nothing keeps spending in the background, and keep the accounting of those made
+            # interrupted (Ctrl-C, the caller stopped reading) or a configuration error: stop the
+            # calls still in flight, so nothing keeps spending in the background, and keep the
+            # accounting and verdicts of those made
             fut.cancel()
             for i, res in done[received:]:
                 self._account(requests[i], res)

@@ -204,17 +204,21 @@ def normalize_answers(texts: Sequence[str]) -> list[str]:
     and whitespace, as the ends of a text are, so each text comes out as on its own). Results are
     remembered (bounded), so exact_match and token_f1 of one run normalise each text once."""
     memo = _NORMALIZED
-    todo = [t for t in dict.fromkeys(texts) if t not in memo]
+    # looked up once into a local mapping: another thread (a second run) may clear the shared memo
+    found = {t: memo.get(t) for t in dict.fromkeys(texts)}
+    todo = [t for t, v in found.items() if v is None]
     if todo:
-        if len(memo) + len(todo) > _NORMALIZED_MAX:
-            memo.clear()
         joined = "\n".join(t.replace("\n", " ") for t in todo).lower()
         for ch in string.punctuation:
             if ch in joined:
                 joined = joined.replace(ch, "")
         joined = _ARTICLES.sub(" ", joined)
-        memo.update(zip(todo, [" ".join(part.split()) for part in joined.split("\n")], strict=True))
-    return [memo[t] for t in texts]
+        new = dict(zip(todo, [" ".join(part.split()) for part in joined.split("\n")], strict=True))
+        if len(memo) + len(todo) > _NORMALIZED_MAX:
+            memo.clear()
+        memo.update(new)
+        found.update(new)
+    return [found[t] for t in texts]  # type: ignore[misc]
 
 
 _SQUAD_IDS: dict[tuple[str, ...], tuple[np.ndarray, np.ndarray]] = {}  # the last columns' token ids
@@ -230,10 +234,11 @@ def squad_token_ids(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     key = tuple(texts)
     got = _SQUAD_IDS.get(key)
     if got is None:
-        if len(_SQUAD_IDS) >= 4:
-            _SQUAD_IDS.pop(next(iter(_SQUAD_IDS)))
-        got = _SQUAD_IDS[key] = B.column_ids(texts, B.squad_words, B.covered_squad,
-                                             lambda ts: [x.split() for x in normalize_answers(ts)])
+        got = B.column_ids(texts, B.squad_words, B.covered_squad,
+                           lambda ts: [x.split() for x in normalize_answers(ts)])
+        while len(_SQUAD_IDS) >= 4:  # another thread may drop the same entry: tolerate it
+            _SQUAD_IDS.pop(next(iter(_SQUAD_IDS.copy()), None), None)
+        _SQUAD_IDS[key] = got
     return got
 
 

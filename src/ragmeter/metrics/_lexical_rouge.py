@@ -20,7 +20,10 @@ stemmer (none when it has no stemmer).
 
 from __future__ import annotations
 
+import os
 import re
+import threading
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -41,6 +44,10 @@ _MAX_WORDS = 1 << 20  # vocabulary size after which the caches start afresh (bou
 class RougeTokenizer:
     """rouge-score's ``DefaultTokenizer`` producing interned token ids, with a stem cache.
 
+    Safe to share between threads (two runs scoring at once): a new token gets its id under a
+    lock, so two tokens never share an id; the caches are never cleared in place (see
+    :func:`tokenizer`), so the ids a batch holds stay valid while it is scored.
+
     Args:
         use_stemmer: Porter-stem tokens longer than 3 characters, as rouge-score does.
     """
@@ -51,33 +58,36 @@ class RougeTokenizer:
         self._word_ids: dict[str, int] = {}   # raw word -> token id, -1 when the token is dropped
         self._token_ids: dict[str, int] = {}  # final (stemmed) token -> id
         self._stemmer: Any = None
+        self._lock = threading.Lock()
+        _ALL.add(self)
 
-    def reset_if_large(self) -> None:
-        """Forget the caches when they grew past their bound (call between batches only: ids
-        of tokens handed out earlier are not comparable with ids handed out afterwards)."""
-        if len(self._word_ids) > _MAX_WORDS or len(self._token_ids) > _MAX_WORDS:
-            self._word_ids.clear()
-            self._token_ids.clear()
+    @property
+    def large(self) -> bool:
+        """Whether the caches grew past their bound (:func:`tokenizer` then starts a new one)."""
+        return len(self._word_ids) > _MAX_WORDS or len(self._token_ids) > _MAX_WORDS
 
-    def _intern(self, word: str) -> int:
-        token = word
+    def _stem(self, word: str) -> str:
         if self.language != "en":
             from ragmeter.language import stem
 
-            token = stem(word, self.language) if self.use_stemmer and len(word) > 3 else word
-            tid = self._token_ids.setdefault(token, len(self._token_ids))
-            self._word_ids[word] = tid
-            return tid
+            return stem(word, self.language) if self.use_stemmer and len(word) > 3 else word
         if self.use_stemmer and len(word) > 3:
             if self._stemmer is None:
                 import ragmeter.language as lang
 
                 self._stemmer = lang.porter_stemmer()
-            token = self._stemmer.stem(word)
-        if not _VALID_TOKEN.match(token):
+            return self._stemmer.stem(word)
+        return word
+
+    def _intern(self, word: str) -> int:
+        token = self._stem(word)  # outside the lock: the slow part, and the same in every thread
+        if self.language == "en" and not _VALID_TOKEN.match(token):
             tid = -1
         else:
-            tid = self._token_ids.setdefault(token, len(self._token_ids))
+            with self._lock:  # the id is the count of tokens so far: read and add in one step
+                tid = self._token_ids.get(token)
+                if tid is None:
+                    tid = self._token_ids[token] = len(self._token_ids)
         self._word_ids[word] = tid
         return tid
 
@@ -137,11 +147,26 @@ _TOKENIZERS: dict[tuple[bool, str], RougeTokenizer] = {}
 
 def tokenizer(use_stemmer: bool, language: str = "en") -> RougeTokenizer:
     """The process-wide tokenizer for this stemming mode and language (its stem cache is shared by
-    all runs)."""
+    all runs). Once its caches grew past their bound a new one takes its place; a batch keeps the
+    one it started with, so its ids stay comparable (never cleared under a running batch)."""
     tok = _TOKENIZERS.get((use_stemmer, language))
-    if tok is None:
+    if tok is None or tok.large:
         tok = _TOKENIZERS[(use_stemmer, language)] = RougeTokenizer(use_stemmer, language)
     return tok
+
+
+#: every tokenizer, so a forked worker can give each a fresh lock (another thread of the parent may
+#: have held one at the moment of the fork)
+_ALL: weakref.WeakSet[RougeTokenizer] = weakref.WeakSet()
+
+
+def _after_fork() -> None:
+    for tok in list(_ALL):
+        tok._lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
 
 
 def _overlap_counts(pred: list[list[int]], target: list[list[int]], bigrams: bool = True) -> np.ndarray:
@@ -220,7 +245,6 @@ def rouge_pairs(predictions: Sequence[str], targets: Sequence[str], use_stemmer:
         ``(n, 9)`` float64 array, columns in :data:`ROUGE_KEYS` order.
     """
     tok = tokenizer(use_stemmer, language)
-    tok.reset_if_large()
     uniq = list(dict.fromkeys([*predictions, *targets]))
     if language == "en":
         c = _overlap_counts_en(tok, uniq, predictions, targets, bigrams)

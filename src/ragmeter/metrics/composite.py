@@ -116,7 +116,9 @@ class Composite:
 
 
 def _load_file(path: Path) -> dict[str, Any]:
-    text = path.read_text(encoding="utf-8")
+    from ragmeter.files import read_text
+
+    text = read_text(path, "composite definition")
     try:
         if path.suffix.lower() in {".yaml", ".yml"}:
             import yaml

@@ -498,7 +498,8 @@ def inputs_from_file(path: str | Path, *, by: str = "run", run_column: str = "ru
     Raises:
         DatasetError: a row without the group column, a bad row, or an id twice in one group.
     """
-    from ragmeter.io.readers import _rows_from_file, sample_from_dict
+    from ragmeter.io.formats import _rows_from_file
+    from ragmeter.io.readers import sample_from_dict
 
     if by not in ("run", "model"):
         raise ConfigError(f"--by must be run or model, got {by!r}")

@@ -122,6 +122,9 @@ def _objects_in_text(text: str, source: str) -> Iterator[tuple[int, Any]]:
             line = text.count("\n", 0, exc.pos) + 1
             col = exc.pos - (text.rfind("\n", 0, exc.pos) + 1) + 1
             raise DatasetError(f"{source}:{line}:{col}: not valid JSON ({exc.msg})") from None
+        except (ValueError, RecursionError) as exc:  # a number of 5,000 digits, arrays nested 100,000 deep
+            line = text.count("\n", 0, i) + 1
+            raise DatasetError(f"{source}:{line}: not usable JSON ({exc})"[:300]) from None
         yield text.count("\n", 0, i) + 1, obj
         i = end
 
@@ -142,13 +145,18 @@ def read_spans(path: str | Path) -> list[SpanRecord]:
         for item in items:
             if not isinstance(item, Mapping):
                 raise DatasetError(f"{p}:{line}: expected an OTLP request or a span object")
-            if "resourceSpans" in item or "resource_spans" in item:
-                spans.extend(spans_from_otlp_json(item))
-            elif "context" in item and "start_time" in item:
-                spans.append(spans_from_console_json(item))
-            else:
-                raise DatasetError(f"{p}:{line}: neither OTLP/JSON (resourceSpans) nor a "
-                                   f"ConsoleSpanExporter span (context, start_time)")
+            try:
+                if "resourceSpans" in item or "resource_spans" in item:
+                    spans.extend(spans_from_otlp_json(item))
+                elif "context" in item and "start_time" in item:
+                    spans.append(spans_from_console_json(item))
+                else:
+                    raise DatasetError(f"{p}:{line}: neither OTLP/JSON (resourceSpans) nor a "
+                                       f"ConsoleSpanExporter span (context, start_time)")
+            except (TypeError, ValueError, AttributeError, KeyError, OverflowError) as exc:
+                # JSON, but a value has a shape or type no span field takes (a number for a list,
+                # a date that is not ISO 8601): the file's error, named with its line
+                raise DatasetError(f"{p}:{line}: not a valid span ({type(exc).__name__}: {exc})"[:300]) from None
     return spans
 
 

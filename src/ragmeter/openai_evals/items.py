@@ -166,7 +166,7 @@ def load_items(path: str | Path, *, sample_column: str | None = None,
     Raises:
         DatasetError: the file is missing or unreadable, or a row is bad (``on_error="raise"``).
     """
-    from ragmeter.io.readers import _rows_from_file
+    from ragmeter.io.formats import _rows_from_file
 
     p = Path(path)
     if not p.is_file():

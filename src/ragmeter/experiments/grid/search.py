@@ -171,6 +171,12 @@ def run_grid(config: str | Path | dict[str, Any] | GridConfig, *, db: str | Any 
         raise ConfigError("the grid has no configuration")
     for p in configs:
         accepts(fn, {**cfg.fixed, **p})
+    if cfg.options.get("judge") and (cfg.top_n > 0 or cfg.method in ("llm_judge", "hybrid")):
+        from ragmeter.llm import problem
+
+        why = problem(cfg.options)  # a judge that cannot be used stops the grid before any run is stored
+        if why:
+            raise ConfigError(f"the LLM judge cannot be used: {why}")
     grid_id = f"{_slug(cfg.name)}-{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}-{hashlib.sha1(str(time.time_ns()).encode()).hexdigest()[:4]}"
     log(f"grid [bold]{grid_id}[/bold]: {len(configs)} configurations x {len(questions)} questions, "
         f"method {cfg.method}, pipeline {cfg.pipeline}" + (", metrics on Ray" if cfg.engine == "ray" else ""))

@@ -1,0 +1,120 @@
+"""Child processes never outlive their parent: ``kill -9`` of a running ``ragmeter eval`` leaves no
+process of the run behind (its forked scoring worker ends with it, engines/forked.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+SRC = str(Path(__file__).resolve().parents[1] / "src")
+WORDS = ("ferry harbour ticket island morning evening timetable fare route captain passenger deck "
+         "weather storm calm season summer winter crossing port north south").split()
+
+
+def _rows(path: Path, n: int) -> None:
+    rng = random.Random(7)
+
+    def text(k: int) -> str:
+        return " ".join(rng.choice(WORDS) for _ in range(k)).capitalize() + "."
+
+    with path.open("w") as fh:
+        for i in range(n):
+            fh.write(json.dumps({"id": f"s{i}", "question": text(8), "answer": text(40),
+                                 "reference": text(40)}) + "\n")
+
+
+def _stored_scores(db: Path) -> int:
+    if not db.exists():
+        return 0
+    try:
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1)
+        try:
+            return con.execute("SELECT count(*) FROM scores").fetchone()[0]
+        finally:
+            con.close()
+    except sqlite3.Error:  # the table is not created yet, or the file is being set up
+        return 0
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``ps`` still lists ``pid`` as a live process (a zombie waiting to be reaped is dead)."""
+    out = subprocess.run(["ps", "-o", "stat=", "-p", str(pid)], capture_output=True, text=True)
+    return out.returncode == 0 and bool(out.stdout.strip()) and not out.stdout.strip().startswith("Z")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux") or (os.cpu_count() or 1) < 2,
+                    reason="the forked worker runs on Linux with two CPUs or more")
+def test_kill_9_of_eval_leaves_no_worker_behind(tmp_path):
+    data, db = tmp_path / "rows.jsonl", tmp_path / "store.db"
+    _rows(data, 40_000)
+    env = {**os.environ, "PYTHONPATH": SRC, "HF_HUB_OFFLINE": "1"}
+    env.pop("RAGMETER_WORKERS", None)
+    proc = subprocess.Popen([sys.executable, "-c", "from ragmeter.cli import entry; entry()", "eval", str(data),
+                             "-m", "token_f1,rouge1_fmeasure,rougeL_fmeasure,bleu,chrf,exact_match",
+                             "--db", str(db), "--no-progress", "--json"],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 600
+        while _stored_scores(db) == 0:
+            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+            assert time.monotonic() < deadline, "no score was stored in 10 minutes"
+            time.sleep(0.05)
+        workers = psutil.Process(proc.pid).children(recursive=True)
+        assert workers, "the run has no forked worker to check (it finished its share already)"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+        gone_by = time.monotonic() + 5
+        while any(_alive(w.pid) for w in workers) and time.monotonic() < gone_by:
+            time.sleep(0.05)
+        left = [w.pid for w in workers if _alive(w.pid)]
+        assert not left, f"processes of the killed run still alive 5 s later: {left}"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_worker_ends_when_its_parent_is_killed():
+    """The same guarantee in small: a process that starts a forked worker (SecondHalf) and is
+    killed with SIGKILL takes the worker with it within 5 s, on the pipe or PR_SET_PDEATHSIG."""
+    code = """
+import os, sys, time
+from ragmeter.engines import forked
+def slow(req, chunk, ctx):
+    time.sleep(600)
+assert forked.claim()
+half = forked.SecondHalf([(None, [[1]])], {}, slow)
+for _ in range(200):
+    kids = __import__("psutil").Process().children()
+    if kids:
+        break
+    time.sleep(0.05)
+print(kids[0].pid, flush=True)
+time.sleep(600)
+"""
+    env = {**os.environ, "PYTHONPATH": SRC}
+    proc = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        worker = int(proc.stdout.readline())
+        assert _alive(worker)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+        gone_by = time.monotonic() + 5
+        while _alive(worker) and time.monotonic() < gone_by:
+            time.sleep(0.05)
+        assert not _alive(worker)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
