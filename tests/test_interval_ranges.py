@@ -228,7 +228,7 @@ def test_issue_examples_through_eval_and_show(values, tmp_path):
     code, out, err = run_main("eval", str(data), "--metrics", "token_f1", "--db", url)
     assert code == 0, err
     row = next(line for line in out.splitlines() if "token_f1" in line and "[" in line)
-    mean, lo, hi = (float(v) for v in re.search(r"([\d.]+)\s*\S*\s*\[([\d.]+), ([\d.]+)\]", row).groups())
+    mean, lo, hi = (float(v) for v in re.search(r"token_f1\s+([\d.]+)\s.*?\[([\d.]+), ([\d.]+)\]", row).groups())
     expected = float(np.mean([5 / 6 if v == 0.833 else v for v in values]))
     assert mean == pytest.approx(expected, abs=1e-4)
     assert 0 <= lo < mean < hi <= 1, row

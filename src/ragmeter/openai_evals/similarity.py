@@ -85,9 +85,8 @@ def meteor(inputs: Sequence[str], refs: Sequence[str], wordnet: Any = None) -> l
 def _rouge_ids(texts: Sequence[str]) -> list[list[int]]:
     from ragmeter.metrics._lexical_rouge import tokenizer
 
-    tok = tokenizer(False)
-    tok.reset_if_large()
-    return tok.ids_many(list(texts))
+    # one tokenizer for the whole batch (a new one replaces it once its caches are large)
+    return tokenizer(False).ids_many(list(texts))
 
 
 def _f(overlap: int, n_pred: int, n_ref: int) -> float:
