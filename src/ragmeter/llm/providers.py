@@ -439,9 +439,10 @@ def http_client(sdk: Any, cfg: JudgeConfig) -> Any:
         return None
     try:
         return sdk.DefaultAioHttpClient(timeout=cfg.timeout)
-    except RuntimeError:  # the SDK's vendored transport could not load
+    except RuntimeError as exc:  # the SDK's transport package (httpx-aiohttp for openai 1.x) is missing
         if cfg.http_client == "aiohttp":
-            raise
+            raise JudgeConfigError(
+                f"judge_http_client=aiohttp: {exc}; pip install '{sdk.__name__}[aiohttp]'") from exc
         return None
 
 
