@@ -170,12 +170,12 @@ def corpus_documents(store: Any, corpus: str) -> list[Document]:
 
 
 def list_corpora(store: Any) -> list[str]:
-    from sqlalchemy import distinct, select
+    from sqlalchemy import select
 
     from ragmeter.store.models import CorpusDocumentRow as Row
 
     with store.session() as s:
-        return sorted(s.scalars(select(distinct(Row.corpus))).all())
+        return sorted(s.scalars(select(Row.corpus).distinct()).all())
 
 
 # ---- chunkers ---------------------------------------------------------------------------------
