@@ -20,3 +20,14 @@ def db_url(tmp_path):
 def _isolated_default_store(tmp_path, monkeypatch):
     # never write to the developer's .ragmeter/ from tests
     monkeypatch.setenv("RAGMETER_DB", f"sqlite:///{tmp_path / 'default.db'}")
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Print how many registered metrics tests/test_common_metrics.py checked (the count travels as
+    a user property of its report, so it is printed with and without xdist)."""
+    for report in terminalreporter.stats.get("passed", []):
+        for key, value in getattr(report, "user_properties", ()):
+            if key == "common_metrics_checked":
+                terminalreporter.write_line(
+                    f"test_common_metrics: checked {value} registered metrics (range, determinism, "
+                    "batch splitting, order, missing fields)")

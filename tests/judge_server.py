@@ -144,6 +144,11 @@ def verdict(schema: str, system: str, user: str) -> dict[str, Any]:
         qw = words(q)
         return {"labels": [{"chunk": i, "reason": "rule", "grade": min(3, len(words(c) & qw))}
                            for i, c in enumerate(_numbered(b, "CHUNK"), 1)]}
+    if schema == "TrajectoryVerdict":  # one fifth per tool call, a fifth off per failed call
+        steps = b.get("AGENT TRAJECTORY", "")
+        calls = len(re.findall(r"^\d+\. ", steps, re.M))
+        failed = len(re.findall(r"^ +error: ", steps, re.M))
+        return {"reasoning": f"{calls} call(s), {failed} failed", "score": max(0.0, min(calls, 5) - failed) / 5}
     if schema in ("GoldenItem", "SupportVerdict", "SpanAnswer"):
         return golden_reply(schema, system, b)
     if schema in ("ScoreModelOutput", "LabelModelOutput"):

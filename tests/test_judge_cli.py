@@ -199,3 +199,17 @@ def test_judge_prices_command(tmp_path):
     listed = json.loads(invoke("judge-prices", "--prices", f, "--json").output)
     assert listed["openai:llama3.1"] == {"input": 0.0, "output": 0.0} and "gpt-4o" in listed
     assert "no price" in invoke("judge-prices", "--model", "ollama:mystery").output
+
+
+def test_judge_prices_lists_genai_prices_and_its_tiers(tmp_path):
+    listed = json.loads(invoke("judge-prices", "--json").output)
+    assert listed["o1-mini"] == {"input": 1.1, "output": 4.4}
+    assert listed["gemini-2.5-pro"]["tiers"] == {"input": [[200000, 2.5]], "output": [[200000, 15.0]]}
+    f = tmp_path / "p.json"
+    f.write_text(json.dumps({"gpt-4o": {"input": 9, "output": 9}}))
+    assert json.loads(invoke("judge-prices", "--prices", f, "--json").output)["gpt-4o"] == {"input": 9.0, "output": 9.0}
+    r = invoke("judge-prices", "--model", "google:gemini-2.5-pro")
+    assert "$1.25 input, $10 output per 1M tokens (input $2.5 above 200,000 input tokens" in " ".join(r.output.split())
+    table = invoke("judge-prices").output
+    assert "genai-prices" in table and "claude-haiku-4-5" in table
+    assert json.loads(invoke("judge-prices", "--model", "ollama:mystery", "--json").output)["input"] is None

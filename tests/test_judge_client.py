@@ -165,26 +165,90 @@ def test_problem_says_how_to_configure(monkeypatch, prices):
 # ---- prices ----------------------------------------------------------------------------------------
 
 
-def test_price_table_matches_snapshots_not_siblings(tmp_path):
+KNOWN = [("openai", "gpt-4o-mini"), ("openai", "gpt-4o-mini-2024-07-18"), ("openai", "gpt-4o-2024-08-06"),
+         ("openai", "o1-mini"), ("openai", "o3"), ("azure", "gpt-4o"), ("anthropic", "claude-3-5-haiku-latest"),
+         ("anthropic", "claude-sonnet-4-0"), ("google", "gemini-2.0-flash"), ("google", "gemini-2.5-pro")]
+
+
+def _genai_cost(provider, model, tin, tout):
+    import genai_prices
+
+    calc = genai_prices.calc_price(genai_prices.Usage(input_tokens=tin, output_tokens=tout), model, provider_id=provider)
+    return float(calc.total_price)
+
+
+@pytest.mark.parametrize("provider, model", KNOWN)
+def test_known_models_are_priced_as_genai_prices_says(provider, model):
+    p = PriceTable.load().get(provider, model)
+    assert p is not None
+    for tin, tout in [(1_000_000, 0), (0, 1_000_000), (1234, 56), (250_000, 900)]:  # 250k: past a tier
+        assert p.cost(tin, tout) == pytest.approx(_genai_cost(provider, model, tin, tout), rel=1e-12, abs=1e-15)
+
+
+def test_price_table_matches_snapshots_not_siblings():
     t = PriceTable.load()
     assert t.get("openai", "gpt-4o-mini-2024-07-18") == t.get("openai", "gpt-4o-mini")
     assert t.get("openai", "gpt-4o-2024-08-06") == t.get("openai", "gpt-4o")
     assert t.get("openai", "gpt-4o-mini") != t.get("openai", "gpt-4o")
-    assert t.get("anthropic", "claude-3-5-haiku-latest") is not None
-    assert t.get("openai", "o1-mini") is None and t.get("openai", "llama3") is None
+    assert t.get("openai", "o1-mini") != t.get("openai", "o1")  # a sibling, not a snapshot of o1
     assert t.get("openai", "gpt-4o-mini").cost(1_000_000, 1_000_000) == pytest.approx(0.75)
+    tiered = t.get("google", "gemini-2.5-pro")  # a long prompt pays the higher rate on all its tokens
+    assert tiered.input_tiers and tiered.cost(300_000, 0) > 300_000 / 1_000 ** 2 * tiered.input
+
+
+def test_unknown_model_has_no_price():
+    t = PriceTable.load()
+    assert t.get("openai", "llama3") is None and t.get("openai", "test-model") is None
+    assert t.get("mystery-provider", "gpt-4o") is None
+    # a local OpenAI-compatible server: only a price file prices its models
+    assert t.get("openai", "llama3.1:8b", "http://127.0.0.1:11434/v1") is None
+
+
+def test_a_known_api_host_prices_its_own_models():
+    import genai_prices
+
+    url = "https://api.groq.com/openai/v1"
+    groq = PriceTable.load().get("openai", "llama-3.1-8b-instant", url)
+    assert groq is not None
+    usage = genai_prices.Usage(input_tokens=1000, output_tokens=100)
+    expected = genai_prices.calc_price(usage, "llama-3.1-8b-instant", provider_api_url=url).total_price
+    assert groq.cost(1000, 100) == pytest.approx(float(expected))
+
+
+def test_price_file_extends_and_wins(tmp_path):
     f = tmp_path / "p.yaml"
-    f.write_text("openai:llama3.1: {input: 0, output: 0}\ngpt-4o-mini: [1, 2]\n")
+    f.write_text("openai:llama3.1: {input: 0, output: 0}\ngpt-4o-mini: [1, 2]\ngemini-2.5-pro: [9, 9]\n")
     t2 = PriceTable.load(f)
     assert t2.get("openai", "llama3.1:8b").cost(10, 10) == 0
     assert t2.get("anthropic", "llama3.1") is None
-    assert t2.get("openai", "gpt-4o-mini").input == 1.0
+    assert t2.get("openai", "gpt-4o-mini").input == 1.0  # the file wins over genai-prices
+    assert t2.get("openai", "gpt-4o-mini-2024-07-18").output == 2.0  # ... for its snapshots too
+    assert t2.get("openai", "gpt-4o") == PriceTable.load().get("openai", "gpt-4o")  # not its siblings
+    assert t2.get("google", "gemini-2.5-pro").cost(300_000, 0) == pytest.approx(2.7)  # no library tier
     bad = tmp_path / "bad.json"
     bad.write_text('{"m": {"input": "cheap"}}')
     with pytest.raises(ConfigError, match="'m'"):
         PriceTable.load(bad)
     with pytest.raises(ConfigError, match="not found"):
         PriceTable.load(tmp_path / "missing.json")
+
+
+def test_prices_never_touch_the_network(monkeypatch):
+    """genai-prices' bundled data only: no price update is started, no socket opened."""
+    import socket
+
+    import genai_prices
+    from genai_prices import data_snapshot
+
+    def refuse(*a, **k):
+        raise AssertionError("a price lookup tried the network")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.setattr(genai_prices.UpdatePrices, "start", refuse)
+    t = PriceTable.load()
+    assert t.get("openai", "gpt-4o-mini") is not None and t.rows()
+    assert data_snapshot._custom_snapshot is None
 
 
 # ---- providers against the local server ----------------------------------------------------------------

@@ -106,3 +106,42 @@ def test_resume_refuses_a_live_run_and_finishes_a_dead_one(tmp_path):
     assert store.get_run(res.run_id).status == "completed"
     assert store.count_scores(res.run_id) == len(res.samples)
     store.close()
+
+
+def test_a_local_lease_holder_is_dead_once_its_process_is_gone(tmp_path):
+    """The liveness check asks psutil (``os.kill(pid, 0)`` would stop the process on Windows): a
+    process of this machine that exited holds no lease, even with a fresh heartbeat; a live one
+    or one of another host does."""
+    import socket
+    import time
+
+    import psutil
+
+    from ragmeter.store.store import _dead_local_owner
+
+    host = socket.gethostname()
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    assert not _dead_local_owner(f"{host}:{os.getpid()}")
+    child.wait()  # exited and reaped: the pid names no process
+    assert _dead_local_owner(f"{host}:{child.pid}")
+    assert not _dead_local_owner(f"another-host:{child.pid}")
+    assert not _dead_local_owner(f"{host}:not-a-pid")
+    zombie = subprocess.Popen([sys.executable, "-c", "pass"])
+    try:  # exited but not yet reaped by its parent (this process): dead too
+        proc = psutil.Process(zombie.pid)
+        for _ in range(1500):
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                break
+            time.sleep(0.02)
+        assert _dead_local_owner(f"{host}:{zombie.pid}")
+    finally:
+        zombie.wait()
+
+    url = f"sqlite:///{tmp_path / 'lease.db'}"
+    res = evaluate("example", ["token_f1"], db=url)
+    store = open_store(url)
+    with store.engine.begin() as conn:  # a writer of this machine that died seconds ago
+        conn.execute(update(Run).where(Run.id == res.run_id)
+                     .values(status="running", owner=f"{host}:{child.pid}", heartbeat_at=utcnow()))
+    assert store.acquire_lease(res.run_id)
+    store.close()

@@ -449,8 +449,8 @@ register_metric(MetricSpec(
     requires=("answer", "reference"),
     defaults={"threshold": None, "objective": "accuracy", "val_fraction": 0.5, "seed": 0, "grid": "fine",
               "use_proxy": True, "model": None},
-    param="objective", batch_size=WHOLE_RUN, description=correct_semantic_dynamic.__doc__ or "",
-    **_SEMANTIC))
+    param="objective", batch_size=WHOLE_RUN, per_sample=False,  # the threshold is fitted on the batch
+    description=correct_semantic_dynamic.__doc__ or "", **_SEMANTIC))
 register_metric(MetricSpec(
     name="correct_semantic_guarded", family=FAMILY, fn=correct_semantic_guarded,
     requires=("answer", "reference"),

@@ -40,9 +40,10 @@ _RUN: list[Callable[..., list[Any]]] = []
 
 def is_pure(req: Any) -> bool:
     """Whether a metric request's values can be computed in a forked worker (see the module
-    docstring). Retrieval metrics are, unless they match chunks by embedding similarity."""
+    docstring). Retrieval metrics are, unless they match chunks by embedding similarity; a metric
+    fitted on its whole batch (``per_sample=False``) never is."""
     spec = req.spec
-    if spec.family not in PURE_FAMILIES or spec.needs_llm or spec.needs_embeddings:
+    if spec.family not in PURE_FAMILIES or spec.needs_llm or spec.needs_embeddings or not spec.per_sample:
         return False
     if spec.family == "retrieval":
         return req.params.get("match") != "similarity"

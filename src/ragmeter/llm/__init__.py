@@ -19,13 +19,13 @@ from ragmeter.llm.config import (
     parse_judge,
     problem,
 )
-from ragmeter.llm.prices import BUILTIN_PRICES, Price, PriceTable
+from ragmeter.llm.prices import Price, PriceTable
 from ragmeter.llm.request import JudgeRequest, JudgeResult
 from ragmeter.llm.service import JudgeService, estimate_tokens
 from ragmeter.llm.structured import ReplyParseError, parse_reply, strict_schema
 
 __all__ = [
-    "BUILTIN_PRICES", "HOW_TO_CONFIGURE", "JudgeConfig", "JudgeConfigError", "JudgeRequest",
+    "HOW_TO_CONFIGURE", "JudgeConfig", "JudgeConfigError", "JudgeRequest",
     "JudgeResult", "JudgeService", "Price", "PriceTable", "ReplyParseError", "config_from_options",
     "estimate_tokens", "get_judge", "judge_configured", "parse_judge", "parse_reply", "problem",
     "strict_schema",

@@ -79,7 +79,7 @@ class JudgeConfig:
         dry_run: plan and estimate, make no call.
         temperature: sampling temperature (0 by default).
         max_tokens: output token cap per request.
-        prices_file: a user price table (JSON/YAML) extending the built-in one.
+        prices_file: a user price table (JSON/YAML) extending or overriding genai-prices.
         api_version: Azure OpenAI API version.
         response_format: ``json_schema`` (native structured output, default), ``json_object`` or
             ``text`` for OpenAI-compatible servers that lack it (it also falls back by itself).
@@ -270,7 +270,7 @@ def problem(options: dict[str, Any]) -> str | None:
         prices = PriceTable.load(cfg.prices_file)
     except ConfigError as exc:
         return str(exc)
-    if cfg.max_cost is not None and prices.get(cfg.provider, cfg.model) is None:
+    if cfg.max_cost is not None and prices.get(cfg.provider, cfg.model, cfg.base_url) is None:
         return (f"--max-cost needs a price for {cfg.label}: add it to a price file and pass "
                 "--option judge_prices=FILE (see `ragmeter judge-prices`)")
     return None

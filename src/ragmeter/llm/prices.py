@@ -1,99 +1,100 @@
-"""Judge price table: USD per million input/output tokens, built in and extensible by a user file.
+"""Judge prices: USD per million input/output tokens, from genai-prices, overridden by a user file.
 
-Prices change; the built-in figures are list prices at the time of writing. A user file (JSON or
-YAML) adds or overrides entries::
+The figures come from `genai-prices <https://github.com/pydantic/genai-prices>`_ (Pydantic's
+maintained price data: list prices per provider, dated price changes, long-context tiers), read
+from the snapshot the installed package ships: nothing is fetched, so pricing and the
+``--dry-run`` estimate work offline (upgrade the package for newer prices). A model is looked up
+as genai-prices matches names (``gpt-4o-mini-2024-07-18`` is gpt-4o-mini, ``o1-mini`` is not
+``o1``); a judge behind a known API host (``--judge-base-url https://api.groq.com/openai/v1``)
+is priced as that host's model, an Azure deployment as its OpenAI model.
+
+A user file (JSON or YAML) adds or overrides entries, and wins over genai-prices::
 
     {"gpt-4o-mini": {"input": 0.15, "output": 0.60},
      "openai:llama3.1": {"input": 0, "output": 0}}
 
-A key is ``model`` or ``provider:model``; a model matches the longest key that is a prefix of its
-name, so ``gpt-4o-mini-2024-07-18`` is priced as ``gpt-4o-mini``.
+A key is ``model`` or ``provider:model``; a model matches its exact key, or the longest key its
+name extends with a date/version suffix (``gpt-4o`` prices ``gpt-4o-2024-08-06``, not
+``gpt-4o-mini``).
 """
 
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from ragmeter.errors import ConfigError
 
-#: USD per 1M tokens (input, output)
-BUILTIN_PRICES: dict[str, tuple[float, float]] = {
-    "gpt-4o-mini": (0.15, 0.60),
-    "gpt-4o": (2.50, 10.00),
-    "gpt-4.1": (2.00, 8.00),
-    "gpt-4.1-mini": (0.40, 1.60),
-    "gpt-4.1-nano": (0.10, 0.40),
-    "gpt-4-turbo": (10.00, 30.00),
-    "gpt-4": (30.00, 60.00),
-    "gpt-3.5-turbo": (0.50, 1.50),
-    "gpt-5": (1.25, 10.00),
-    "gpt-5-mini": (0.25, 2.00),
-    "gpt-5-nano": (0.05, 0.40),
-    "o1": (15.00, 60.00),
-    "o3": (2.00, 8.00),
-    "o3-mini": (1.10, 4.40),
-    "o4-mini": (1.10, 4.40),
-    "claude-3-haiku": (0.25, 1.25),
-    "claude-3-5-haiku": (0.80, 4.00),
-    "claude-haiku-4-5": (1.00, 5.00),
-    "claude-3-5-sonnet": (3.00, 15.00),
-    "claude-3-7-sonnet": (3.00, 15.00),
-    "claude-sonnet-4": (3.00, 15.00),
-    "claude-opus-4": (15.00, 75.00),
-    "gemini-1.5-flash": (0.075, 0.30),
-    "gemini-1.5-pro": (1.25, 5.00),
-    "gemini-2.0-flash": (0.10, 0.40),
-    "gemini-2.0-flash-lite": (0.075, 0.30),
-    "gemini-2.5-flash": (0.30, 2.50),
-    "gemini-2.5-flash-lite": (0.10, 0.40),
-    "gemini-2.5-pro": (1.25, 10.00),
-}
+#: ragmeter's judge providers -> genai-prices provider ids (an Azure deployment falls back to
+#: OpenAI's models in genai-prices itself); the listing shows these providers' models
+PROVIDER_IDS = {"openai": "openai", "azure": "azure", "anthropic": "anthropic", "google": "google"}
+_LISTED = ("openai", "anthropic", "google")
+
+#: a suffix after a user key that still names the same model: a date, ``-latest``, a version, a tag
+_SAME_MODEL_SUFFIX = ("-20", "-latest", "-0", "-1", "@", ":")
 
 
 @dataclass(frozen=True)
 class Price:
-    """USD per million tokens."""
+    """USD per million tokens; ``*_tiers`` are ``(input tokens above, USD per 1M)`` steps: a request
+    whose input crosses a step pays that step's rate on all its tokens (genai-prices' tiers)."""
 
     input: float
     output: float
+    input_tiers: tuple[tuple[int, float], ...] = ()
+    output_tiers: tuple[tuple[int, float], ...] = ()
 
     def cost(self, input_tokens: int, output_tokens: int) -> float:
-        return (input_tokens * self.input + output_tokens * self.output) / 1_000_000
+        """USD for one request of ``input_tokens`` in and ``output_tokens`` out."""
+        return (input_tokens * _rate(self.input, self.input_tiers, input_tokens)
+                + output_tokens * _rate(self.output, self.output_tiers, input_tokens)) / 1_000_000
+
+
+def _rate(base: float, tiers: tuple[tuple[int, float], ...], input_tokens: int) -> float:
+    for start, rate in reversed(tiers):
+        if input_tokens > start:
+            return rate
+    return base
 
 
 class PriceTable:
-    """Looks up a :class:`Price` for a (provider, model)."""
+    """Looks up a :class:`Price` for a (provider, model): the user's entries, then genai-prices."""
 
-    def __init__(self, entries: dict[str, tuple[float, float]], source: str | None = None) -> None:
-        self.entries = {k.lower(): Price(*v) for k, v in entries.items()}
+    def __init__(self, entries: dict[str, tuple[float, float]] | None = None, source: str | None = None) -> None:
+        self.entries = {k.lower(): Price(*v) for k, v in (entries or {}).items()}
         self.source = source
 
     @classmethod
     def load(cls, path: str | Path | None = None) -> PriceTable:
-        """The built-in table, extended/overridden by the user file ``path`` (JSON or YAML).
+        """genai-prices, extended/overridden by the user file ``path`` (JSON or YAML).
 
         Raises:
             ConfigError: the file is missing, unreadable, or an entry is malformed.
         """
-        entries = dict(BUILTIN_PRICES)
-        if path:
-            entries.update(read_price_file(path))
-        return cls(entries, str(path) if path else None)
+        return cls(read_price_file(path) if path else None, str(path) if path else None)
 
-    def get(self, provider: str, model: str) -> Price | None:
-        """The price for ``model``: exact ``provider:model`` or ``model`` key, else the longest
-        key that prefixes the name; ``None`` when unknown."""
-        m = model.lower()
-        for key in (f"{provider.lower()}:{m}", m):
+    def get(self, provider: str, model: str, base_url: str | None = None) -> Price | None:
+        """The price for ``model``: a user entry (exact ``provider:model`` or ``model`` key, else
+        the longest key the name extends with a date/version suffix), else genai-prices' price
+        for the provider at ``base_url`` (when genai-prices knows that host) or ``provider``;
+        ``None`` when neither knows the model."""
+        return self._user_price(provider, model) or _library_price(provider, model, base_url)
+
+    def _user_price(self, provider: str, model: str) -> Price | None:
+        m, prov = model.lower(), provider.lower()
+        for key in (f"{prov}:{m}", m):
             if key in self.entries:
                 return self.entries[key]
-        best = None
+        best: tuple[str, str] | None = None
         for key in self.entries:
-            bare = key.split(":", 1)[1] if ":" in key and key.split(":", 1)[0] == provider.lower() else key
-            if ":" in bare:
+            scope, _, rest = key.partition(":")
+            bare = rest if rest and scope == prov else key
+            if ":" in bare:  # another provider's entry, or a tagged name (exact match only)
                 continue
             if m.startswith(bare) and (best is None or len(bare) > len(best[0])):
                 best = (bare, key)
@@ -101,12 +102,70 @@ class PriceTable:
         # but "gpt-4o" must not price "gpt-4o-mini": the rest of the name must start a suffix
         if best is not None:
             rest = m[len(best[0]):]
-            if rest == "" or rest.startswith(("-20", "-latest", "-0", "-1", "@", ":")):
+            if rest == "" or rest.startswith(_SAME_MODEL_SUFFIX):
                 return self.entries[best[1]]
         return None
 
-    def rows(self) -> list[tuple[str, float, float]]:
-        return sorted((k, p.input, p.output) for k, p in self.entries.items())
+    def rows(self) -> list[tuple[str, Price]]:
+        """Every price by key: genai-prices' models of the OpenAI, Anthropic and Google APIs (today's
+        price), then the user's entries over them."""
+        out = dict(_library_rows())
+        out.update(self.entries)
+        return sorted(out.items())
+
+
+def _snapshot() -> Any:
+    """genai-prices' data: the snapshot bundled with the package (or one the application itself
+    installed with ``genai_prices.UpdatePrices``); ragmeter never starts an update."""
+    from genai_prices import data_snapshot
+
+    return data_snapshot.get_snapshot()
+
+
+def _library_price(provider: str, model: str, base_url: str | None) -> Price | None:
+    snapshot = _snapshot()
+    tries: list[tuple[str | None, str | None]] = []
+    if base_url and re.match(r"https?://", base_url):
+        tries.append((None, base_url))
+    if provider.lower() in PROVIDER_IDS:
+        tries.append((PROVIDER_IDS[provider.lower()], None))
+    for provider_id, api_url in tries:
+        try:
+            _, info = snapshot.find_provider_model(model, None, provider_id, api_url)
+        except LookupError:
+            continue
+        return _price(info)
+    return None
+
+
+def _library_rows() -> Iterator[tuple[str, Price]]:
+    seen: set[str] = set()
+    for prov in _snapshot().providers:
+        if prov.id not in _LISTED:
+            continue
+        for info in prov.models:
+            price = _price(info)
+            if price is not None and info.id not in seen:
+                seen.add(info.id)
+                yield info.id, price
+
+
+def _price(info: Any) -> Price | None:
+    """Today's input/output price of a genai-prices model (``None``: it has no token prices, e.g. an
+    embedding or speech model)."""
+    mp = info.get_prices(datetime.now(tz=UTC))
+    inp, out = getattr(mp, "input_mtok", None), getattr(mp, "output_mtok", None)
+    if inp is None or out is None:
+        return None
+    (i, i_tiers), (o, o_tiers) = _split(inp), _split(out)
+    return Price(i, o, i_tiers, o_tiers)
+
+
+def _split(value: Any) -> tuple[float, tuple[tuple[int, float], ...]]:
+    tiers = getattr(value, "tiers", None)
+    if tiers is None:
+        return float(value), ()
+    return float(value.base), tuple((int(t.start), float(t.price)) for t in tiers)
 
 
 def read_price_file(path: str | Path) -> dict[str, tuple[float, float]]:

@@ -496,17 +496,58 @@ def make_client(cfg: JudgeConfig) -> OpenAIClient | AnthropicClient | GoogleClie
     raise JudgeConfigError(f"unknown judge provider {cfg.provider!r}")
 
 
-#: exception types (anywhere in the cause chain) that mean "the connection failed or dropped"
-_CONNECTION_NAMES = {"ConnectError", "ReadError", "WriteError", "CloseError", "RemoteProtocolError",
-                     "ServerDisconnectedError", "ClientConnectorError", "ClientOSError", "ClientPayloadError",
-                     "ConnectionResetError", "ConnectionRefusedError", "ConnectionAbortedError",
-                     "BrokenPipeError", "IncompleteReadError", "ConnectionError"}
-#: ... and "no answer in time"
-_TIMEOUT_NAMES = {"ReadTimeout", "ConnectTimeout", "WriteTimeout", "PoolTimeout", "TimeoutError",
-                  "TimeoutException", "ServerTimeoutError", "SocketTimeoutError", "ConnectionTimeoutError"}
+#: the exception types classify() reads, by the module that defines them: HTTP transports (their
+#: connection-failure and timeout bases), provider SDKs (their wrappers and status errors)
+_TRANSPORTS = ("httpx", "httpx2", "httpcore", "httpcore2")
+_SDKS = ("openai", "anthropic")
+_GOOGLE = "google.genai.errors"
+#: message fragments of a dropped connection that a transport reports under another type
 _CONNECTION_TEXT = ("connect call failed", "cannot connect to host", "connection refused", "connection reset",
                     "server disconnected", "peer closed", "remote end closed", "connection aborted",
                     "broken pipe", "incomplete chunked read", "connection was closed")
+
+
+@dataclass(frozen=True)
+class _ErrorTypes:
+    connection: tuple[type[BaseException], ...]  # the connection failed or dropped (transport level)
+    timeout: tuple[type[BaseException], ...]  # no answer in time (transport or SDK)
+    unreachable: tuple[type[BaseException], ...]  # an SDK's "could not reach the API" wrapper
+    status: tuple[tuple[type[BaseException], str], ...]  # an HTTP error reply, and its status attribute
+
+
+def _error_types() -> _ErrorTypes:
+    """The typed exceptions of the transports and SDKs this process has loaded: one that is not
+    imported cannot have raised, so classifying imports nothing, and a missing optional SDK leaves
+    the others' classification intact."""
+    return _error_types_of(tuple(m for m in (*_TRANSPORTS, "aiohttp", *_SDKS, _GOOGLE) if m in sys.modules))
+
+
+@functools.lru_cache(maxsize=16)
+def _error_types_of(loaded: tuple[str, ...]) -> _ErrorTypes:
+    import asyncio
+    import importlib
+
+    mods = {name: importlib.import_module(name) for name in loaded}
+    connection: list[type[BaseException]] = [ConnectionError, asyncio.IncompleteReadError]
+    timeout: list[type[BaseException]] = [TimeoutError]  # asyncio's and aiohttp's timeouts too
+    unreachable: list[type[BaseException]] = []
+    status: list[tuple[type[BaseException], str]] = []
+    for name in _TRANSPORTS:
+        if name in mods:
+            connection += [mods[name].NetworkError, mods[name].RemoteProtocolError]
+            timeout.append(mods[name].TimeoutException)
+    if "aiohttp" in mods:  # not ClientConnectionError: aiohttp's ServerTimeoutError is one too
+        aio = mods["aiohttp"]
+        connection += [aio.ServerDisconnectedError, aio.ClientOSError, aio.ClientPayloadError]
+    for name in _SDKS:
+        if name in mods:
+            sdk = mods[name]
+            timeout.append(sdk.APITimeoutError)
+            unreachable.append(sdk.APIConnectionError)
+            status.append((sdk.APIStatusError, "status_code"))
+    if _GOOGLE in mods:
+        status.append((mods[_GOOGLE].APIError, "code"))
+    return _ErrorTypes(tuple(connection), tuple(timeout), tuple(unreachable), tuple(status))
 
 
 def _chain(exc: BaseException) -> list[BaseException]:
@@ -518,32 +559,45 @@ def _chain(exc: BaseException) -> list[BaseException]:
     return out
 
 
+def _http_status(exc: BaseException, types: _ErrorTypes) -> int | None:
+    """The HTTP status of an error reply: the SDKs' status errors (``openai.APIStatusError``,
+    ``anthropic.APIStatusError``: ``status_code``; google-genai ``errors.APIError``: ``code``), or
+    what another client's exception carries as ``status_code`` or an integer ``code``."""
+    for cls, attr in types.status:
+        if isinstance(exc, cls):
+            value = getattr(exc, attr, None)
+            return value if isinstance(value, int) else None
+    value = getattr(exc, "status_code", None)
+    if isinstance(value, int):
+        return value
+    code = getattr(exc, "code", None)
+    return code if isinstance(code, int) else None
+
+
 def classify(exc: BaseException) -> Problem:
     """Sort an SDK/transport exception into retry / stop-the-run / give-up-on-this-request.
 
-    The SDKs wrap transport errors (``APIConnectionError``, ``APITimeoutError``), and their aiohttp
-    transport reports some dropped connections as timeouts, so the whole cause chain is read: a
-    refused, reset or dropped connection is a "connection error", only a real wait is a "timeout".
-    Messages pass through the redaction layer (a server may echo the key it was sent).
+    By the SDKs' and transports' exception types: the SDKs wrap transport errors
+    (``APIConnectionError``, ``APITimeoutError``), and their aiohttp transport reports some dropped
+    connections as timeouts, so the whole cause chain is read: a refused, reset or dropped
+    connection is a "connection error", only a real wait is a "timeout". An HTTP error reply is
+    retried on 408, 429 and 5xx, stops the run on 401/403/404, and is final otherwise. Messages
+    pass through the redaction layer (a server may echo the key it was sent).
     """
     chain = _chain(exc)
     msg = redact(f"{type(exc).__name__}: {exc}"[:500])
     if isinstance(exc, NonJSONReply):
         return Problem("transient", "non-JSON reply", msg)
-    names = {c.__name__ for c in type(exc).__mro__}
-    inner = {type(e).__name__ for e in chain[1:]}
+    types = _error_types()
     texts = [str(e).lower() for e in chain]
     detail = redact(" | ".join(dict.fromkeys(str(e) for e in chain[1:] if str(e)))[:300])
     full = msg + (f" | {detail}" if detail else "")
-    if inner & _CONNECTION_NAMES or any(m in t for t in texts for m in _CONNECTION_TEXT):
+    if any(isinstance(e, types.connection) for e in chain[1:]) or any(m in t for t in texts for m in _CONNECTION_TEXT):
         return Problem("transient", "connection error", full)
-    if names & _TIMEOUT_NAMES or inner & _TIMEOUT_NAMES or "APITimeoutError" in names:
+    if any(isinstance(e, types.timeout) for e in chain):
         return Problem("transient", "timeout", full)
-    status = getattr(exc, "status_code", None)
-    if status is None:
-        code = getattr(exc, "code", None)
-        status = code if isinstance(code, int) else None
-    if status is None and (names & _CONNECTION_NAMES or "APIConnectionError" in names):
+    status = _http_status(exc, types)
+    if status is None and isinstance(exc, types.connection + types.unreachable):
         return Problem("transient", "connection error", full)
     if status is None:
         return Problem("final", type(exc).__name__, msg)

