@@ -589,6 +589,10 @@ def _score_all(samples: list[Sample], requests: list[MetricRequest], ctx: Scorin
     # metrics without a judge are scored and stored first, before the first judge call is made
     judged = [p for p in plans if p[0].spec.needs_llm]
     plans = [p for p in plans if not p[0].spec.needs_llm]
+    if engine[0] == "ray":  # embeddings encoded and judge calls sent on the cluster too
+        from ragmeter.engines.ray_embed import attach
+
+        attach(ctx, engine[1])
     t = time.perf_counter()
     _prepare(plans, ctx)
     ctx.flush()
