@@ -109,3 +109,89 @@ def test_embeddings_encoded_on_ray_workers(ray_runtime, tmp_path, monkeypatch):
     again = _eval(data, ray_db, "--engine", "ray")
     assert driver == [] and ray_spy.calls(str(SPY_DIR))[len(before) + len(calls):] == []
     assert open_store(ray_db).get_run(again["run_id"]).extra["embeddings"]["cached"] == len(distinct)
+
+
+# ---- judge calls from Ray workers ------------------------------------------------------------------
+from judge_server import server_fixtures  # noqa: E402
+
+judge_server_module, server = server_fixtures()
+#: set only after the module's Ray runtime started: a worker gets it from ragmeter or not at all
+JUDGE_KEY = "sk-ray-d41d8cd98f00b204e980"
+
+
+def _judge_rows(n: int) -> list[dict]:
+    return [{"id": f"q{i}", "question": "What is the capital of France?",
+             "answer": f"Paris is the capital of France. Fact number {i} is invented.",
+             "contexts": ["Paris is the capital of France.", f"Unrelated text {i}."]} for i in range(n)]
+
+
+def _judge_eval(server, data: Path, db: str, *extra: str) -> tuple[int, dict, str]:
+    code, out, err = run_main("eval", str(data), "--metrics", "faithfulness", "--judge", "openai:test-model",
+                              "--judge-base-url", f"{server.url}/v1", "--concurrency", "8", "--db", db,
+                              "--json", "--no-progress", *extra)
+    return code, (json.loads(out) if out.strip() else {}), err
+
+
+def test_judge_calls_from_ray_workers_under_one_limit(ray_runtime, server, tmp_path, monkeypatch):
+    from ragmeter.llm.service import JudgeService
+
+    monkeypatch.setenv("OPENAI_API_KEY", JUDGE_KEY)
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"test-model": {"input": 0.5, "output": 1.5}}))
+    data = tmp_path / "j.jsonl"
+    n = 64
+    data.write_text("".join(json.dumps(r) + "\n" for r in _judge_rows(n)), encoding="utf-8")
+    on_driver: list[str] = []
+    real = JudgeService._call
+
+    async def spy(self, req, key):
+        on_driver.append(key)
+        return await real(self, req, key)
+
+    monkeypatch.setattr(JudgeService, "_call", spy)
+    server.delay = 0.1
+    ray_db, local_db = f"sqlite:///{tmp_path / 'ray.db'}", f"sqlite:///{tmp_path / 'local.db'}"
+    code, out, err = _judge_eval(server, data, ray_db, "--engine", "ray", "--option", f"judge_prices={prices}")
+    assert code == 0, err
+    assert on_driver == []  # every call was made by a Ray worker
+    assert server.n_requests == n and 1 < server.max_inflight <= 8  # one limit across all workers
+    assert out["judge"]["ray"]["callers"] >= 2 and out["judge"]["ray"]["peak_in_flight"] <= 8
+    assert server.authorizations <= {f"Bearer {JUDGE_KEY}"}  # the workers had the key
+    assert out["metrics"]["faithfulness"]["n"] == n
+    # the same values as the local engine
+    server.reset()
+    code, local, err = _judge_eval(server, data, local_db, "--engine", "local")
+    assert code == 0, err
+    assert _values(local_db, local["run_id"]) == _values(ray_db, out["run_id"])
+    # a re-run is served from the judge cache: no request at all (not even a pre-flight)
+    server.reset()
+    code, again, err = _judge_eval(server, data, ray_db, "--engine", "ray")
+    assert code == 0, err
+    assert server.n_requests == 0 and server.pings == [] and again["judge"]["calls"] == 0
+    assert _values(ray_db, again["run_id"]) == _values(ray_db, out["run_id"])
+    # --max-cost: the run stops spending; what is left is "no value" with the reason
+    server.reset()
+    budget_db = f"sqlite:///{tmp_path / 'budget.db'}"
+    code, capped, err = _judge_eval(server, data, budget_db, "--engine", "ray", "--option", f"judge_prices={prices}",
+                                    "--max-cost", "0.002")
+    assert code == 0, err
+    f, judge = capped["metrics"]["faithfulness"], capped["judge"]
+    left = f["missing_reasons"].get("budget exhausted (max_cost=0.002)", 0)
+    assert left > 0 and f["n"] > 0 and judge["left_unscored"] == {"faithfulness": left}
+    assert judge["budget_exhausted"] is True and judge["cost_usd"] <= 0.002
+    assert server.n_requests == f["n"] < n
+    # a judge failure is no value with its reason
+    server.reset()
+    from judge_server import Forced
+
+    server.force(*[Forced(status=400, message="scripted bad request")] * 3)
+    fail_db = f"sqlite:///{tmp_path / 'fail.db'}"
+    code, failed, err = _judge_eval(server, data, fail_db, "--engine", "ray")
+    assert code in (0, 3), err
+    reasons = failed["metrics"]["faithfulness"]["missing_reasons"]
+    assert sum(reasons.values()) == 3 and all(r.startswith("judge failure") for r in reasons)
+    # the key never reaches Ray's logs
+    node = ray_runtime._private.worker._global_node
+    for p in Path(node.get_session_dir_path(), "logs").rglob("*"):
+        if p.is_file():
+            assert JUDGE_KEY not in p.read_text(errors="replace"), p

@@ -146,5 +146,8 @@ def attach(ctx: Any, address: str | None) -> None:
     ``engine`` set) sends its calls from Ray workers (:mod:`ragmeter.engines.ray_judge`)."""
     import functools
 
+    from ragmeter.engines.ray_judge import service_for
+
     ctx.engine = ("ray", address)
     ctx.remote_embed = functools.partial(encode_on_ray, address=address)
+    ctx.remote_judge = service_for(address)
