@@ -173,10 +173,13 @@ class _WorkerJudge(JudgeService):
         self._limiter = _Rate(limits)  # type: ignore[assignment]
 
     async def _reserve(self, amount: float) -> bool:
+        if self.cfg.max_cost is None:  # no budget: no round trip (the driver sums the costs)
+            return True
         return await self._limits.reserve.remote(amount)
 
     async def _settle(self, reserved: float, actual: float) -> None:
-        await self._limits.settle.remote(reserved, actual)
+        if self.cfg.max_cost is not None:
+            await self._limits.settle.remote(reserved, actual)
 
 
 class JudgeCaller:
@@ -271,12 +274,15 @@ class RayJudgeService(JudgeService):
                     for i, res in self._chunk_results(ray, ref, idx, keys, pids):
                         results[i] = res
                         self._account(requests[i], res)
+                        if self.cfg.max_cost is None:  # else the limits actor keeps the cost so far
+                            self._spent += res.cost_usd or 0.0
                         finished.append(i)
                 if finished:
                     advance(len(finished))
                     yield finished
             state = ray.get(limits.state.remote())
-            self._spent = state["spent"]
+            if self.cfg.max_cost is not None:
+                self._spent = state["spent"]
             self._exhausted = self._exhausted or state["exhausted"]
             self._slots = _Done(state["summary"])  # type: ignore[assignment]
             self.ray_stats = {"callers": len(pids), "requests": int(state["requests"]) + self.ray_stats.get(
