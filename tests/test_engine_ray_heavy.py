@@ -65,6 +65,7 @@ def _eval(data: Path, db: str, *extra: str) -> dict:
     return json.loads(out.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_embeddings_encoded_on_ray_workers(ray_runtime, tmp_path, monkeypatch):
     from ragmeter.embed.encoders import SentenceTransformerEncoder
 
@@ -132,6 +133,7 @@ def _judge_eval(server, data: Path, db: str, *extra: str) -> tuple[int, dict, st
     return code, (json.loads(out) if out.strip() else {}), err
 
 
+@pytest.mark.slow
 def test_judge_calls_from_ray_workers_under_one_limit(ray_runtime, server, tmp_path, monkeypatch):
     from ragmeter.llm.service import JudgeService
 
@@ -195,3 +197,37 @@ def test_judge_calls_from_ray_workers_under_one_limit(ray_runtime, server, tmp_p
     for p in Path(node.get_session_dir_path(), "logs").rglob("*"):
         if p.is_file():
             assert JUDGE_KEY not in p.read_text(errors="replace"), p
+
+
+# ---- how the encoder actors are planned (no Ray runtime needed) ------------------------------------
+class _FakeRay:
+    def __init__(self, resources: dict) -> None:
+        self.resources = resources
+
+    def cluster_resources(self) -> dict:
+        return self.resources
+
+
+def test_encoder_actors_ask_for_gpus_only_where_the_cluster_has_them():
+    from ragmeter.engines.ray_embed import actor_plan
+
+    assert actor_plan(_FakeRay({"CPU": 8.0}), 100, None) == (8, {"num_cpus": 1})
+    assert actor_plan(_FakeRay({"CPU": 8.0}), 3, None) == (3, {"num_cpus": 1})  # never more actors than calls
+    assert actor_plan(_FakeRay({"CPU": 8.0, "GPU": 2.0}), 100, None) == (2, {"num_gpus": 1, "num_cpus": 1})
+    assert actor_plan(_FakeRay({"CPU": 8.0, "GPU": 2.0}), 100, "cuda:0") == (2, {"num_gpus": 1, "num_cpus": 1})
+    assert actor_plan(_FakeRay({"CPU": 8.0, "GPU": 2.0}), 100, "cpu") == (8, {"num_cpus": 1})
+
+
+@pytest.mark.parametrize(("gpu_ids", "option", "device"), [([0], None, "cuda"), ([], None, None), ([], "cpu", "cpu")])
+def test_each_encoder_actor_chooses_its_device(monkeypatch, gpu_ids, option, device):
+    import ray
+
+    from ragmeter.embed import resolve_model
+    from ragmeter.engines import ray_embed
+
+    loaded: list = []
+    monkeypatch.setattr(ray, "get_gpu_ids", lambda: gpu_ids)
+    monkeypatch.setattr(ray, "get_runtime_context", lambda: type("C", (), {"get_node_id": lambda self: "n1"})())
+    monkeypatch.setattr("ragmeter.embed.encoders.load_encoder", lambda ref, device=None: loaded.append(device))
+    worker = ray_embed.EmbedWorker(resolve_model(None), option)
+    assert loaded == [device] and worker.device == device
