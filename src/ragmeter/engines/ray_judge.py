@@ -13,8 +13,8 @@ go to the cluster:
   (``--max-cost``: the cost so far and what calls in flight have reserved). A worker asks it for a
   slot before each request and gives the slot back when the reply is in, so the provider never
   sees more than ``--concurrency`` requests at once from the whole cluster;
-- :class:`JudgeCaller` actors (one per CPU of the cluster, spread over its nodes) make the calls
-  with the provider's SDK, retried and parsed exactly as on the driver
+- :class:`JudgeCaller` actors (one per CPU of the cluster, at most ``--concurrency``, spread over
+  its nodes) make the calls with the provider's SDK, retried and parsed exactly as on the driver
   (:meth:`JudgeService._call`); they run many requests at once on their event loop, each waiting
   for its slot;
 - replies come back as each chunk of requests finishes; a worker lost on the way makes its
@@ -190,6 +190,9 @@ class JudgeCaller:
             os.environ[cfg.api_key_env] = key  # the provider's own variable, in this process only
         self.cfg, self.price, self.limits = cfg, price, limits
         self.judge: _WorkerJudge | None = None
+        # requests of this caller waiting for a slot at once, at most: each waits in the limits
+        # actor as one of its concurrent tasks, which must leave room for the releases
+        self._waiting: asyncio.Semaphore | None = None
 
     async def _ready(self) -> _WorkerJudge:
         if self.judge is None:
@@ -203,7 +206,15 @@ class JudgeCaller:
     async def call(self, chunk: list[tuple[int, JudgeRequest, str]]) -> tuple[list[tuple[int, JudgeResult]], int]:
         """Send a chunk of ``(index, request, cache key)``; returns ``[(index, result)]`` and this pid."""
         judge = await self._ready()
-        results = await asyncio.gather(*(judge._call(req, key) for _, req, key in chunk))
+        if self._waiting is None:
+            self._waiting = asyncio.Semaphore(max(1, self.cfg.concurrency))
+        waiting = self._waiting
+
+        async def one(req: JudgeRequest, key: str) -> JudgeResult:
+            async with waiting:
+                return await judge._call(req, key)
+
+        results = await asyncio.gather(*(one(req, key) for _, req, key in chunk))
         return [(i, res) for (i, _, _), res in zip(chunk, results, strict=True)], os.getpid()
 
     async def close(self) -> None:
@@ -250,10 +261,15 @@ class RayJudgeService(JudgeService):
 
         ray = init(self.address)
         cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
-        n_callers = max(1, min(cpus, math.ceil(len(todo) / 8)))
+        # no more callers than CPUs, than slots (a caller waits on the network), or than chunks of 8
+        n_callers = max(1, min(cpus, self.cfg.concurrency, math.ceil(len(todo) / 8)))
         size = max(1, min(MAX_CHUNK, math.ceil(len(todo) / (n_callers * CHUNKS_PER_CALLER))))
-        limits = ray.remote(num_cpus=0)(JudgeLimits).remote(self.cfg.concurrency, self.cfg.rpm, self.cfg.max_cost,
-                                                            self._spent, self._exhausted)
+        # room for every caller's waiting requests (at most --concurrency each) and their releases:
+        # an async actor runs at most max_concurrency tasks, and a release queued behind waiting
+        # acquires would never run
+        room = 2 * n_callers * max(1, self.cfg.concurrency) + 64
+        limits = ray.remote(num_cpus=0, max_concurrency=room)(JudgeLimits).remote(
+            self.cfg.concurrency, self.cfg.rpm, self.cfg.max_cost, self._spent, self._exhausted)
         key_ref = ray.put(self.cfg.api_key())  # in the object store, never in a runtime_env (logged)
         caller = ray.remote(num_cpus=0.1, scheduling_strategy="SPREAD")(JudgeCaller)
         callers = [caller.remote(self.cfg, self.price, limits, key_ref) for _ in range(n_callers)]
