@@ -231,3 +231,28 @@ def test_each_encoder_actor_chooses_its_device(monkeypatch, gpu_ids, option, dev
     monkeypatch.setattr("ragmeter.embed.encoders.load_encoder", lambda ref, device=None: loaded.append(device))
     worker = ray_embed.EmbedWorker(resolve_model(None), option)
     assert loaded == [device] and worker.device == device
+
+
+def test_only_the_runs_texts_go_to_the_cluster(db_url):
+    """flush() (the texts every metric asked for in prepare) is encoded remotely; the few texts a
+    judge metric embeds while scoring (questions it generated) are encoded here, without starting
+    an actor pool per sample."""
+    from ragmeter.embed import EmbeddingService, get_encoder
+
+    sent: list[list[str]] = []
+    enc = get_encoder()
+
+    def remote(ref, items, *, batch_size, batches_per_call, device):
+        sent.append([t for t, _ in items])
+        yield list(items), enc.encode([t for t, _ in items], batch_size=batch_size), {"pid": 1, "node": "n",
+                                                                                       "device": "cpu"}
+
+    svc = EmbeddingService(store=open_store(db_url))
+    svc.remote = remote
+    svc.request(["refund policy", "ferry timetable", "refund policy", "  "])
+    svc.flush()
+    assert sent == [["ferry timetable", "refund policy"]]  # distinct, not blank, longest first
+    m = svc.matrix(["refund policy", "a question the judge generated"])
+    assert sent == [["ferry timetable", "refund policy"]] and m.shape == (2, 384)
+    assert abs(float(m[0] @ enc.encode(["refund policy"])[0]) - 1.0) < 1e-6
+    assert svc.stats()["ray"] == {"texts": 2, "actors": 1, "devices": ["cpu"]}

@@ -120,7 +120,7 @@ class EmbeddingService:
         remembered; :meth:`matrix` then raises its reason."""
         pending, self._pending = self._pending, {}
         for ref, bucket in pending.values():
-            self._ensure(ref, bucket)
+            self._ensure(ref, bucket, bulk=True)
 
     def matrix(self, texts: Sequence[str], model: str | None = None) -> np.ndarray:
         """Rows for ``texts`` (embedding any not seen yet): ``(len(texts), dim)`` float32.
@@ -181,7 +181,7 @@ class EmbeddingService:
             self._dims[mid] = enc.dim or enc.encode(["dimension probe"]).shape[1]
         return self._dims[mid]
 
-    def _ensure(self, ref: ModelRef, texts: Iterable[str]) -> None:
+    def _ensure(self, ref: ModelRef, texts: Iterable[str], bulk: bool = False) -> None:
         mid = ref.model_id
         if mid in self._failed:
             return
@@ -205,7 +205,9 @@ class EmbeddingService:
             rest = list(zip(todo, hashes, strict=True))
         if not rest:
             return
-        if self.remote is not None and ref.backend != "openai":  # endpoints are called from here
+        # the run's texts (flush) go to the cluster; the few a judge metric embeds while scoring
+        # (questions it generated) are encoded here, and endpoints are always called from here
+        if bulk and self.remote is not None and ref.backend != "openai":
             self._embed_remote(ref, rest, vecs)
             return
         try:
