@@ -256,3 +256,24 @@ def test_only_the_runs_texts_go_to_the_cluster(db_url):
     assert sent == [["ferry timetable", "refund policy"]] and m.shape == (2, 384)
     assert abs(float(m[0] @ enc.encode(["refund policy"])[0]) - 1.0) < 1e-6
     assert svc.stats()["ray"] == {"texts": 2, "actors": 1, "devices": ["cpu"]}
+
+
+@pytest.mark.slow
+def test_more_requests_than_an_async_actor_runs_at_once(ray_runtime, server, db_url):
+    """1,100 judge requests (more than the 1,000 tasks an async Ray actor runs at once by default):
+    a release must never queue behind waiting requests, or the run would hang."""
+    import threading
+
+    from judge_server import judge_options
+    from ragmeter.runner import evaluate
+
+    done: list = []
+    rows = _judge_rows(1100)
+    t = threading.Thread(target=lambda: done.append(evaluate(rows, ["faithfulness"], db=db_url, engine="ray",
+                                                             options=judge_options(server, judge_concurrency=4))),
+                         daemon=True)
+    t.start()
+    t.join(600)
+    assert done, "the run did not finish"
+    assert server.n_requests == 1100 and server.max_inflight <= 4
+    assert done[0].summary["faithfulness"]["n"] == 1100
