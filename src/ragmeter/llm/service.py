@@ -166,10 +166,8 @@ class JudgeService:
 
     @classmethod
     def from_context(cls, ctx: Any) -> JudgeService:
-        if getattr(ctx, "remote_judge", None) is not None:  # a Ray run: calls from Ray workers (engines/ray_judge.py)
-            return ctx.remote_judge(ctx)
-        return cls(config_from_options(ctx.options), store=ctx.store, run_id=ctx.run_id,
-                   progress=ctx.progress)
+        return (ctx.remote_judge(ctx) if getattr(ctx, "remote_judge", None) is not None  # Ray: engines/ray_judge.py
+                else cls(config_from_options(ctx.options), store=ctx.store, run_id=ctx.run_id, progress=ctx.progress))
 
     # ---- keys ---------------------------------------------------------------------------------
     def key(self, req: JudgeRequest) -> str:
