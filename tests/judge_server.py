@@ -296,6 +296,8 @@ class JudgeServer:
         self.capacity: int | None = None
         self.capacity_retry_ms: float | None = None
         self.rejected = 0
+        #: the Authorization headers the server received (which key the clients sent)
+        self.authorizations: set[str | None] = set()
         self.lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -322,6 +324,7 @@ class JudgeServer:
             self.capacity = None
             self.capacity_retry_ms = None
             self.rejected = 0
+            self.authorizations.clear()
 
     def wait_idle(self, timeout: float = 10.0) -> None:
         """Wait until no request is being handled (e.g. slow replies a client gave up on), then
@@ -393,6 +396,7 @@ class JudgeServer:
                     if ":" in ln:
                         k, v = ln.split(":", 1)
                         headers[k.strip().lower()] = v.strip()
+                self.authorizations.add(headers.get("authorization"))
                 if headers.get("transfer-encoding", "").lower() == "chunked":
                     body = b""
                     while True:

@@ -231,8 +231,10 @@ def evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None = None, *
             for it and go on instead of failing before any work.
         where: keep only samples whose metadata match, e.g. ``{"type": "multi_hop"}`` or
             ``["type=multi_hop"]``.
-        engine: ``"local"`` (this process) or ``"ray"``: non-judge metrics scored in blocks on a Ray
-            runtime (:mod:`ragmeter.engines.ray_engine`), same values, same store and resume.
+        engine: ``"local"`` (this process) or ``"ray"``: metrics scored in blocks, embeddings encoded
+            and judge calls sent (under one limit and budget) on a Ray runtime
+            (:mod:`ragmeter.engines.ray_engine`, ``ray_embed``, ``ray_judge``), same values, same
+            store, caches and resume.
         ray_address: ``ray://HOST:PORT`` of a Ray cluster (default: a local Ray runtime).
         thresholds: per-metric thresholds, ``{"token_f1": 0.3, "hallucination": "<=0.2"}`` or
             ``["faithfulness=0.7"]``; stored in ``Run.extra["thresholds"]`` (pass/fail is derived
@@ -589,6 +591,10 @@ def _score_all(samples: list[Sample], requests: list[MetricRequest], ctx: Scorin
     # metrics without a judge are scored and stored first, before the first judge call is made
     judged = [p for p in plans if p[0].spec.needs_llm]
     plans = [p for p in plans if not p[0].spec.needs_llm]
+    if engine[0] == "ray":  # embeddings encoded and judge calls sent on the cluster too
+        from ragmeter.engines.ray_embed import attach
+
+        attach(ctx, engine[1])
     t = time.perf_counter()
     _prepare(plans, ctx)
     ctx.flush()
@@ -703,7 +709,7 @@ def _score_plans(plans: list[Plan],
             continue
         advance = advancers.get(req.key) or advancers.setdefault(req.key, ctx.progress(req.key, len(eligible) + rest))
         bs = max(1, req.spec.batch_size)
-        if engine[0] == "ray" and not req.spec.needs_llm and eligible:  # judge metrics stay on the driver
+        if engine[0] == "ray" and not req.spec.needs_llm and eligible:  # judge metrics: calls on Ray, scores here
             from ragmeter.engines.ray_engine import score_blocks
 
             for chunk, scores in score_blocks(req, eligible, bs, dict(ctx.options), store.url, _run_metric,

@@ -60,7 +60,7 @@ def eval_cmd(
     method: Annotated[str | None, typer.Option("--method", help="Answer correctness method: keyword, semantic_fixed, semantic_dynamic, semantic_guarded, llm_judge, hybrid (adds metric correct_<method>).")] = None,
     max_missing: Annotated[float | None, typer.Option("--max-missing", help="Share of samples (0-1) a metric may lack a value on before the run is incomplete (exit 3). Default: incomplete only when a metric has no value at all.")] = None,
     language: Annotated[str | None, typer.Option("--language", help="Language of the texts (ISO code: en, pt, el, zh ...): tokenisation, stemming, stopwords and negation cues of lexical and correctness metrics. A sample's own `language` field wins.")] = None,
-    engine: Annotated[str, typer.Option("--engine", help="local, or ray: score non-judge metrics in blocks on a Ray runtime (pip install 'ragmeter-eval[ray]').")] = "local",
+    engine: Annotated[str, typer.Option("--engine", help="local, or ray: score metrics in blocks, encode embeddings and send judge calls (under one limit and budget) on a Ray runtime (pip install 'ragmeter-eval[ray]').")] = "local",
     ray_address: Annotated[str | None, typer.Option("--ray-address", help="ray://HOST:10001 of a Ray cluster (default: a local Ray runtime).")] = None,
     threshold: Annotated[list[str] | None, typer.Option("--threshold", "-t", help="METRIC=VALUE, METRIC>=VALUE or METRIC<=VALUE per-sample threshold (repeatable); exit 1 when one fails (docs/ci.md).")] = None,
     pass_rule: Annotated[str | None, typer.Option("--pass-rule", help="With --threshold: 'all' samples (default) or a pass-rate target for the Wilson lower bound, e.g. 0.9.")] = None,

@@ -80,7 +80,7 @@ def grid_cmd(
     option: Annotated[list[str] | None, typer.Option("--option", help="key=value run option, e.g. judge_api_key_env=MY_KEY (repeatable).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the stored grid record as JSON.")] = False,
     db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
-    engine: Annotated[str | None, typer.Option("--engine", help="local, or ray: score non-judge metrics in blocks on a Ray runtime (pip install 'ragmeter-eval[ray]'). Default: the config's experiment.engine, else local.")] = None,
+    engine: Annotated[str | None, typer.Option("--engine", help="local, or ray: score metrics in blocks, encode embeddings and send judge calls (under one limit and budget) on a Ray runtime (pip install 'ragmeter-eval[ray]'). Default: the config's experiment.engine, else local.")] = None,
     ray_address: Annotated[str | None, typer.Option("--ray-address", help="ray://HOST:10001 of a Ray cluster (default: a local Ray runtime).")] = None,
 ) -> None:
     """Grid search: run the pipeline for every configuration, score, rank with CIs, re-rank the top N with the judge."""

@@ -87,7 +87,7 @@ def evaluate_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print the run summary as JSON.")] = False,
     no_progress: Annotated[bool, typer.Option("--no-progress", help="Hide progress bars.")] = False,
     db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
-    engine: Annotated[str, typer.Option("--engine", help="local, or ray: score non-judge metrics in blocks on a Ray runtime (pip install 'ragmeter-eval[ray]').")] = "local",
+    engine: Annotated[str, typer.Option("--engine", help="local, or ray: score metrics in blocks, encode embeddings and send judge calls (under one limit and budget) on a Ray runtime (pip install 'ragmeter-eval[ray]').")] = "local",
     ray_address: Annotated[str | None, typer.Option("--ray-address", help="ray://HOST:10001 of a Ray cluster (default: a local Ray runtime).")] = None,
 ) -> None:
     """Score a random sample of the calls logged in the window with any metrics (judge metrics

@@ -77,11 +77,18 @@ class EmbeddingService:
         self._computed: Counter[str] = Counter()
         self._cached: Counter[str] = Counter()
         self._encode_s = 0.0
+        #: encodes texts elsewhere (``(ref, items, batch_size=, batches_per_call=, device=)`` yielding
+        #: ``(part, vectors, where)``): set for a run on Ray (:mod:`ragmeter.engines.ray_embed`)
+        self.remote: Callable[..., Iterable[tuple[list[tuple[str, str]], np.ndarray, dict[str, Any]]]] | None = None
+        self._remote_seen: Counter[tuple[str, str, str]] = Counter()
 
     @classmethod
     def from_context(cls, ctx: Any) -> EmbeddingService:
-        """The service for a :class:`ragmeter.context.ScoringContext` (its store, options, progress)."""
-        return cls(store=ctx.store, options=ctx.options, progress=ctx.progress)
+        """The service for a :class:`ragmeter.context.ScoringContext` (its store, options, progress;
+        a context of a Ray run sets ``remote_embed``: texts are then encoded on the cluster)."""
+        svc = cls(store=ctx.store, options=ctx.options, progress=ctx.progress)
+        svc.remote = getattr(ctx, "remote_embed", None)
+        return svc
 
     # ---- names -----------------------------------------------------------------------------
 
@@ -113,7 +120,7 @@ class EmbeddingService:
         remembered; :meth:`matrix` then raises its reason."""
         pending, self._pending = self._pending, {}
         for ref, bucket in pending.values():
-            self._ensure(ref, bucket)
+            self._ensure(ref, bucket, bulk=True)
 
     def matrix(self, texts: Sequence[str], model: str | None = None) -> np.ndarray:
         """Rows for ``texts`` (embedding any not seen yet): ``(len(texts), dim)`` float32.
@@ -155,6 +162,10 @@ class EmbeddingService:
             out["by_model"] = {m: {"computed": self._computed[m], "cached": self._cached[m]} for m in models}
         if self._failed:
             out["unavailable"] = {m: str(e) for m, e in self._failed.items()}
+        if self._remote_seen:
+            out["ray"] = {"texts": int(sum(self._remote_seen.values())),
+                          "actors": len({(n, p) for n, p, _ in self._remote_seen}),
+                          "devices": sorted({d for _, _, d in self._remote_seen})}
         return out
 
     # ---- internals ---------------------------------------------------------------------------
@@ -170,7 +181,7 @@ class EmbeddingService:
             self._dims[mid] = enc.dim or enc.encode(["dimension probe"]).shape[1]
         return self._dims[mid]
 
-    def _ensure(self, ref: ModelRef, texts: Iterable[str]) -> None:
+    def _ensure(self, ref: ModelRef, texts: Iterable[str], bulk: bool = False) -> None:
         mid = ref.model_id
         if mid in self._failed:
             return
@@ -193,6 +204,11 @@ class EmbeddingService:
         else:
             rest = list(zip(todo, hashes, strict=True))
         if not rest:
+            return
+        # the run's texts (flush) go to the cluster; the few a judge metric embeds while scoring
+        # (questions it generated) are encoded here, and endpoints are always called from here
+        if bulk and self.remote is not None and ref.backend != "openai":
+            self._embed_remote(ref, rest, vecs)
             return
         try:
             enc = self._encoder(ref)
@@ -228,6 +244,41 @@ class EmbeddingService:
                                                 for i, (_, h) in enumerate(part)}, dim=x.shape[1])
             self._computed[mid] += len(part)
             advance(len(part))
+
+    def _embed_remote(self, ref: ModelRef, rest: list[tuple[str, str]], vecs: dict[str, np.ndarray]) -> None:
+        """:meth:`_embed` on the cluster (:attr:`remote`): the same calls, each text encoded once by
+        one worker; vectors written to the store's cache as calls finish, and kept here only without
+        a store (the workers scoring the run read them from the cache)."""
+        assert self.remote is not None
+        mid = ref.model_id
+        rest.sort(key=lambda th: len(th[0]), reverse=True)
+        advance = self.progress(f"embedding on Ray ({_short(mid)})", len(rest))
+        size = self.batch_size or DEFAULT_BATCH_SIZE
+        t0 = time.perf_counter()
+        try:
+            for part, x, where in self.remote(ref, rest, batch_size=size, batches_per_call=BLOCK_BATCHES,
+                                              device=self.device):
+                if x.shape[0] != len(part):
+                    raise EmbeddingError(f"encoder {mid} returned {x.shape[0]} rows for {len(part)} texts")
+                self._dims.setdefault(mid, x.shape[1])
+                if self.store is not None:
+                    self.store.put_embeddings(mid, {h: x[i].astype("<f4", copy=False).tobytes()
+                                                    for i, (_, h) in enumerate(part)}, dim=x.shape[1])
+                else:
+                    for (t, _), row in zip(part, x, strict=True):
+                        vecs[t] = row
+                self._computed[mid] += len(part)
+                self._remote_seen[(str(where.get("node")), str(where.get("pid")), str(where.get("device")))] += len(part)
+                advance(len(part))
+        except EmbeddingError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a worker that cannot load or run the model: no value, with why
+            cause = getattr(exc, "cause", None) or exc
+            self._failed[mid] = (cause if isinstance(cause, ModelUnavailableError) else EmbeddingError(
+                f"embedding with {mid} on Ray failed after {self._computed[mid]} texts: "
+                f"{type(cause).__name__}: {str(cause).strip().splitlines()[-1] if str(cause).strip() else ''}"))
+        finally:
+            self._encode_s += time.perf_counter() - t0
 
 
 def plan_calls(items: list[tuple[str, str]], batch_size: int, batches_per_call: int, *,

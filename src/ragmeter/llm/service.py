@@ -166,8 +166,8 @@ class JudgeService:
 
     @classmethod
     def from_context(cls, ctx: Any) -> JudgeService:
-        return cls(config_from_options(ctx.options), store=ctx.store, run_id=ctx.run_id,
-                   progress=ctx.progress)
+        return (ctx.remote_judge(ctx) if getattr(ctx, "remote_judge", None) is not None  # Ray: engines/ray_judge.py
+                else cls(config_from_options(ctx.options), store=ctx.store, run_id=ctx.run_id, progress=ctx.progress))
 
     # ---- keys ---------------------------------------------------------------------------------
     def key(self, req: JudgeRequest) -> str:
