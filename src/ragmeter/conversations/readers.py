@@ -109,6 +109,10 @@ def _build(obj: Mapping[str, Any], turns: list[Turn], default_id: str, err: _Err
     if not isinstance(meta, Mapping):
         raise err("metadata", f"expected an object, got {type(meta).__name__}")
     topics = obj.get("reference_topics")
+    if topics is None and isinstance(meta, Mapping) and meta.get("reference_topics") is not None:
+        # DeepEval has no field for them: its metadata carries them (writers.to_deepeval)
+        topics = meta["reference_topics"]
+        meta = {k: v for k, v in meta.items() if k != "reference_topics"}
     if topics is not None and not (isinstance(topics, list) and all(isinstance(x, str) for x in topics)):
         raise err("reference_topics", "expected a list of texts")
     fields = {"chatbot_role": role, "scenario": obj.get("scenario"),
