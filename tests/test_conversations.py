@@ -177,6 +177,13 @@ def test_eval_example_chat_cli_then_show_json_has_a_value_per_conversation_and_p
     assert ra["chat-pirate"] == pytest.approx(2 / 3) and ra["chat-wifi"] == 1.0
 
 
+def real(sid: str, convs: list[Conversation]) -> str:
+    """A bare message list has no id: the n-th line is conversation-n."""
+    rename = {f"conversation-{i}": c.id for i, c in enumerate(convs, 1)}
+    head, sep, tail = sid.partition("#")
+    return rename.get(head, head) + sep + tail
+
+
 def test_the_same_conversations_in_every_format_give_identical_values(server, tmp_path):
     convs = example_conversations()[:6]
     tables = []
@@ -189,14 +196,7 @@ def test_the_same_conversations_in_every_format_give_identical_values(server, tm
         metrics = [*CONV_METRICS, "token_f1", "faithfulness", *(["topic_adherence"] if name != "openai" else [])]
         res = evaluate(str(p), metrics, db=db, options=judge_options(server))
         assert res.status == "completed", res.incomplete
-        # a bare message list has no id: the n-th line is conversation-n
-        rename = {f"conversation-{i}": c.id for i, c in enumerate(convs, 1)}
-
-        def real(sid: str) -> str:
-            head, sep, tail = sid.partition("#")
-            return rename.get(head, head) + sep + tail
-
-        tables.append({k: {real(sid): sc.value for sid, sc in col.items()}
+        tables.append({k: {real(sid, convs): sc.value for sid, sc in col.items()}
                        for k, col in open_store(db).score_table(res.run_id).items()})
     assert all(t == tables[0] for t in tables[1:3])
     assert tables[3] == {k: v for k, v in tables[0].items() if k != "topic_adherence"}
