@@ -10,16 +10,19 @@ from ragmeter.conversations.model import CONVERSATION_ID, CONVERSATION_KEY, TURN
 
 
 def _score(sc: Any) -> dict[str, Any]:
-    d: dict[str, Any] = {"value": sc.value}
-    if sc.reason:
-        d["reason"] = sc.reason
     det = sc.details or {}
-    if det.get("summary"):
-        d["summary"] = det["summary"]
+    d: dict[str, Any] = {"value": sc.value, "reason": sc.reason or None, "summary": det.get("summary")}
     for k in ("verdicts", "out_of_character", "forgetting", "intentions", "topics", "turns", "reasoning"):
         if det.get(k):
             d[k] = det[k]
     return d
+
+
+def has_conversations(store: Any, run_id: str) -> bool:
+    """Whether a run holds conversations, from its first stored sample only (a conversation
+    dataset starts with a conversation sample), so other runs are not read."""
+    first = next(iter(store.iter_sample_rows(run_id, chunk=1)), None)
+    return first is not None and isinstance(((first[3] or {}).get("metadata") or {}).get(CONVERSATION_KEY), dict)
 
 
 def threads(store: Any, run_id: str, only: str | None = None) -> list[dict[str, Any]]:
@@ -27,6 +30,8 @@ def threads(store: Any, run_id: str, only: str | None = None) -> list[dict[str, 
     "turns": [{"turn", "role", "content", "reference", "contexts", "tool_calls", "scores"}]}]``
     (turn numbers are 1-based positions); empty when the run holds no conversation. ``only``: one
     conversation id."""
+    if not has_conversations(store, run_id):
+        return []
     samples = store.run_samples(run_id)
     convs = [s for s in samples if isinstance(s.metadata.get(CONVERSATION_KEY), dict)
              and (only is None or s.id == only)]
