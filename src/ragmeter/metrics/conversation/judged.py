@@ -148,22 +148,38 @@ def _relevancy_items(conv: Conversation, params: dict[str, Any]) -> list[Item] |
         raise MetricError(f"conversation_relevancy: window_size must be a whole number >= 1, got {w!r}")
     if (miss := _no_assistant(conv)) is not None:
         return miss
-    turns = dialogue(conv)
-    # unit interactions: a run of user turns and the assistant turns answering them (DeepEval)
+    items = [Item(f"turn {win[-1][0] + 1}", [("CONVERSATION WINDOW", numbered(win))], data=win[-1][0] + 1)
+             for win in sliding_windows(dialogue(conv), w)]
+    return items or Score.missing("no user message answered by the assistant: no window to judge")
+
+
+def unit_interactions(turns: list[tuple[int, Any]]) -> list[list[tuple[int, Any]]]:
+    """DeepEval's ``get_unit_interactions`` (deepeval/metrics/utils/turns.py): a new unit starts at
+    a user turn that follows an assistant turn once a user turn has been seen; the last unit is
+    kept only when it ends with an assistant turn and holds a user turn."""
     units: list[list[tuple[int, Any]]] = []
-    for pos, t in turns:
-        if t.role == "user" and units and units[-1][-1][1].role == "assistant":
-            units.append([])
-        if not units:
-            units.append([])
-        units[-1].append((pos, t))
-    items = []
-    for k, u in enumerate(units):
-        if u[-1][1].role != "assistant":
+    current: list[tuple[int, Any]] = []
+    has_user = False
+    for pt in turns:
+        role = pt[1].role
+        if current and current[-1][1].role == "assistant" and role == "user" and has_user:
+            units.append(current)
+            current = [pt]
+            has_user = True
             continue
-        window = [x for unit in units[max(0, k - w + 1):k + 1] for x in unit]
-        items.append(Item(f"turn {u[-1][0] + 1}", [("CONVERSATION WINDOW", numbered(window))], data=u[-1][0] + 1))
-    return items
+        current.append(pt)
+        if role == "user":
+            has_user = True
+    if current and len(current) > 1 and current[-1][1].role == "assistant" and has_user:
+        units.append(current)
+    return units
+
+
+def sliding_windows(turns: list[tuple[int, Any]], window_size: int) -> list[list[tuple[int, Any]]]:
+    """DeepEval's turn-relevancy windows: for each unit interaction, the turns of it and of the
+    ``window_size - 1`` units before it."""
+    units = unit_interactions(turns)
+    return [[pt for u in units[max(0, i - window_size + 1):i + 1] for pt in u] for i in range(len(units))]
 
 
 def _relevancy_score(conv: Conversation, items: list[Item], verdicts: list[Any], params: dict[str, Any]) -> Score:

@@ -11,7 +11,10 @@ from ragmeter.schema import Sample, Score
 
 
 @metric("turn_tool_correctness", family="conversation", requires=("conversation",),
-        defaults={"ordered": False})
+        defaults={"ordered": False},
+        parity="DeepEval 4.3.1 ToolCorrectnessMetric per turn (names only; should_consider_ordering = "
+               "ordered), except that DeepEval keeps matched calls in a set of value-equal ToolCall objects, "
+               "so two calls of one tool match one expected call there and two here.")
 def turn_tool_correctness(samples: Sequence[Sample], ctx: Any, ordered: bool = False) -> list[Score]:
     """Per-turn tool correctness of an agent (DeepEval's ToolCorrectnessMetric, per assistant
     turn): for each assistant turn with ``expected_tools``, the share of the expected tool names the
