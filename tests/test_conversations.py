@@ -267,3 +267,34 @@ def test_cluster_robust_interval_matches_the_sandwich_formula():
     t = stats.t.ppf(0.975, g - 1)
     assert got["ci_low"] == pytest.approx(m - t * se) and got["ci_high"] == pytest.approx(m + t * se)
     assert cluster_ci(x, ["one"] * 40) is None
+
+
+def test_compare_and_gate_on_conversation_metrics(server, tmp_path, db_url):
+    from cli_runner import run_main
+
+    convs = example_conversations()
+    worse = []
+    for i, c in enumerate(convs):
+        c = c.model_copy(deep=True)
+        if i % 2 == 0:  # half the conversations break the role in every assistant turn
+            c.turns = [t.model_copy(update={"content": t.content + " Arr, I am a pirate now."})
+                       if t.role == "assistant" else t for t in c.turns]
+        worse.append(c)
+    p = tmp_path / "worse.jsonl"
+    p.write_text("".join(json.dumps(c.model_dump(mode="json")) + "\n" for c in worse))
+    metrics = ["role_adherence", "token_f1"]
+    base = evaluate("example-chat", metrics, db=db_url, options=judge_options(server), name="base")
+    cand = evaluate(str(p), metrics, db=db_url, options=judge_options(server), name="cand")
+    code, out, err = run_main("compare", base.run_id, cand.run_id, "--json", "--db", db_url)
+    assert code == 0, err
+    rows = {r["metric"]: r for r in json.loads(out)["comparisons"]}
+    n_turns = sum(len(c.assistant_positions()) for c in convs)
+    # conversation metrics pair conversation by conversation, per-turn metrics turn by turn
+    assert rows["role_adherence"]["n"] == len(convs) and rows["token_f1"]["n"] == n_turns
+    assert rows["role_adherence"]["diff"] < 0 and rows["role_adherence"]["winner"] == "a"
+    code, out, err = run_main("gate", cand.run_id, "--baseline", base.run_id, "--metric", "role_adherence",
+                              "--max-drop", "0.05", "--db", db_url)
+    assert code == 1, out + err
+    code, out, err = run_main("gate", cand.run_id, "--baseline", base.run_id, "--metric", "token_f1",
+                              "--max-drop", "0.5", "--db", db_url)
+    assert code == 0, out + err
