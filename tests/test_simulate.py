@@ -193,3 +193,22 @@ def test_no_judge_or_an_unreachable_target_exit_2_and_store_nothing(server, scen
     from ragmeter.golden.datasets import list_datasets
 
     assert list_datasets(open_store(db_url)) == []
+
+
+def test_simulated_users_from_a_golden_datasets_samples(server, tmp_path, db_url):
+    from ragmeter.golden.datasets import save_dataset
+
+    save_dataset(open_store(db_url), "gold", [
+        {"id": "q 1", "question": "How long is the crossing to Halden Isle?", "references": ["55 minutes."]},
+        {"id": "q2", "question": "Can I bring a dog?"}])
+    r = invoke("simulate", "--target", f"{server.url}/v1", "--target-model", "M", "--from-dataset", "gold",
+               "--turns", 1, "--name", "fromgold", *judge_args(server), "--db", db_url, "--json")
+    assert r.exit_code == 0, r.output
+    rows = samples_of(open_store(db_url), "fromgold")
+    convs = {r["id"]: r["metadata"]["conversation"] for r in rows if "conversation" in r["metadata"]}
+    assert set(convs) == {"fromgold-q-1", "fromgold-q2"}
+    assert convs["fromgold-q-1"]["expected_outcome"] == "55 minutes."
+    assert convs["fromgold-q-1"]["turns"][0]["content"] == "How long is the crossing to Halden Isle?"
+    code, out = main("simulate", "--target", f"{server.url}/v1", "--target-model", "M", "--name", "x",
+                     *judge_args(server), "--db", db_url)
+    assert code == 2 and "--from-dataset" in out

@@ -19,8 +19,10 @@ def register(app: typer.Typer) -> None:
 
 def simulate_cmd(
     target: Annotated[str, typer.Option("--target", help="The system under test: an OpenAI-compatible base URL (http://HOST:PORT/v1), an HTTP endpoint with --target-kind http (POST {messages, model} -> {content}), or python:MODULE:FUNCTION (FUNCTION(messages) -> text).")],
-    scenarios: Annotated[Path, typer.Option("--scenarios", help="YAML/JSON file with a list under 'scenarios:', each with persona, goal, expected_outcome (optional id, max_turns, stop, chatbot_role).")],
     name: Annotated[str, typer.Option("--name", help="Dataset name the conversations are stored under (evaluate them with `ragmeter eval dataset:NAME`).")],
+    scenarios: Annotated[Path | None, typer.Option("--scenarios", help="YAML/JSON file with a list under 'scenarios:', each with persona, goal, expected_outcome (optional id, max_turns, stop, chatbot_role).")] = None,
+    from_dataset: Annotated[str | None, typer.Option("--from-dataset", help="Instead of --scenarios: a stored dataset (NAME, NAME@VERSION): one simulated user per sample, its question the goal, its reference the expected outcome.")] = None,
+    persona: Annotated[str | None, typer.Option("--persona", help="With --from-dataset: the simulated users' persona.")] = None,
     target_model: Annotated[str | None, typer.Option("--target-model", help="Model name sent to the target (required for an OpenAI-compatible target).")] = None,
     target_kind: Annotated[str, typer.Option("--target-kind", help="openai (chat completions) or http (POST {messages, model} -> {content}).")] = "openai",
     target_api_key_env: Annotated[str | None, typer.Option("--target-api-key-env", help="Environment variable with the target's API key (sent as a Bearer token).")] = None,
@@ -49,13 +51,24 @@ def simulate_cmd(
     from ragmeter.simulate.targets import make_target
 
     _check_name(name)
-    items = read_scenarios(scenarios)
+    if (scenarios is None) == (from_dataset is None):
+        raise typer.BadParameter("give either --scenarios FILE or --from-dataset NAME", param_hint="'--scenarios'")
+    store = None
+    if scenarios is not None:
+        items = read_scenarios(scenarios)
+    else:
+        from ragmeter.golden.datasets import samples_of
+
+        store = get_store(db, must_exist=True)
+        from ragmeter.simulate.scenarios import scenarios_from_samples
+
+        items = scenarios_from_samples(samples_of(store, str(from_dataset)), persona, source=f"dataset:{from_dataset}")
     if not judge:
         raise ConfigError("simulate needs an LLM for the simulated user: --judge provider:model "
                           "(and --judge-base-url for an OpenAI-compatible server)")
     send, close = make_target(target, kind=target_kind, model=target_model, api_key_env=target_api_key_env,
                               timeout=timeout)
-    store = get_store(db)
+    store = store or get_store(db)
     opts: dict[str, Any] = {k: v for k, v in {"base_url": judge_base_url, "api_key_env": judge_api_key_env}.items()
                             if v is not None}
     svc = get_judge(judge, store=store, **opts)
@@ -73,7 +86,7 @@ def simulate_cmd(
     if not done:
         raise ConfigError("no conversation could be held: " + "; ".join(f"{i}: {e}" for i, e in failed[:5]))
     info = {"kind": "simulation", "target": redact(target), "target_kind": target_kind, "target_model": target_model,
-            "scenarios": str(scenarios), "turns": turns, "judge": judge}
+            "scenarios": str(scenarios) if scenarios else f"dataset:{from_dataset}", "turns": turns, "judge": judge}
     version = store_conversations(store, name, done, info)
     summary = {"dataset": f"dataset:{version.ref}", "conversations": len(done),
                "turns": sum(len(c.turns) for c in done), "failed": dict(failed),

@@ -99,3 +99,35 @@ def parse_scenarios(doc: Any, file: str = "<scenarios>") -> list[Scenario]:
                             expected_outcome=item["expected_outcome"], max_turns=mt, stop=item.get("stop"),
                             chatbot_role=item.get("chatbot_role")))
     return out
+
+
+#: the persona of scenarios built from a dataset's samples when none is given
+DEFAULT_PERSONA = "A user of the system who wants a correct, complete answer to their question."
+
+
+def scenarios_from_samples(samples: list[dict[str, Any]], persona: str | None = None,
+                           source: str = "dataset") -> list[Scenario]:
+    """One scenario per sample of a golden dataset: its question is the goal, its (first)
+    reference the expected outcome.
+
+    Raises:
+        DatasetError: a sample without a question, or no sample at all.
+    """
+    out: list[Scenario] = []
+    seen: set[str] = set()
+    for i, s in enumerate(samples):
+        q = s.get("question")
+        if not isinstance(q, str) or not q.strip():
+            raise DatasetError("a sample without a question cannot be a simulated user's goal",
+                               file=source, field=f"samples[{i}].question")
+        refs = s.get("references") or []
+        sid = re.sub(r"[^A-Za-z0-9_.-]+", "-", str(s.get("id") or f"sample-{i + 1}"))[:100].strip("-") or f"sample-{i + 1}"
+        while sid in seen:
+            sid = f"{sid}-{i + 1}"
+        seen.add(sid)
+        out.append(Scenario(id=sid, persona=persona or DEFAULT_PERSONA, goal=q,
+                            expected_outcome=refs[0] if refs and isinstance(refs[0], str) else
+                            "A correct answer to the question."))
+    if not out:
+        raise DatasetError("the dataset has no samples", file=source)
+    return out
