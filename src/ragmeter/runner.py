@@ -519,10 +519,13 @@ def _plan(samples: list[Sample], requests: list[MetricRequest], done: set[tuple[
     plans: list[Plan] = []
     lacks: dict[tuple[tuple[str, ...], bool], tuple[list[Sample], dict[int, str]]] = {}  # same fields
     everything = samples
-    pools = {kind: for_metric(FAMILY if kind else "", everything) for kind in (False, True)}
+    pools: dict[bool, list[Sample]] = {}
     for req in requests:
         # a conversation run: conversation metrics score conversations, the others assistant turns
-        samples = pools[req.spec.family == FAMILY]
+        kind = req.spec.family == FAMILY
+        if kind not in pools:
+            pools[kind] = for_metric(FAMILY if kind else "", everything)
+        samples = pools[kind]
         need = tuple(req.spec.requires)
         cache = (need, req.spec.family == FAMILY)
         if cache not in lacks:

@@ -51,11 +51,11 @@ def conversation_view(store: Store, run_ref: str, conversation_id: str) -> dict[
         StoreError: no such run, or no such conversation in it.
     """
     from ragmeter.errors import StoreError
-    from ragmeter.report.data import run_header
 
     run = store.get_run(run_ref)
     got = threads(store, run.id, only=conversation_id)
     if not got:
         raise StoreError(f"run {run.id} has no conversation {conversation_id!r}")
     _notes(got[0])
-    return {"run": run_header(run), "thread": got[0]}
+    header = {"id": run.id, "name": run.name, "label": run.name or run.id, "status": run.status}
+    return {"run": header, "thread": got[0]}
