@@ -122,7 +122,8 @@ _msg = st.fixed_dictionaries({"role": st.sampled_from(["user", "assistant", "too
                              optional={"content": _json, "tool_calls": _json, "metadata": _json, "type": _json})
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=int(__import__("os").environ.get("FUZZ_EXAMPLES", "300")), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
 @given(row=st.one_of(_json, st.lists(_msg, max_size=5),
                      st.fixed_dictionaries({"turns": st.lists(_msg | _json, max_size=4)}, optional={"id": _json}),
                      st.fixed_dictionaries({"user_input": st.lists(_msg | _json, max_size=4)}),

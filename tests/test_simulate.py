@@ -9,6 +9,8 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from cli_runner import run_main
@@ -212,3 +214,25 @@ def test_simulated_users_from_a_golden_datasets_samples(server, tmp_path, db_url
     code, out = main("simulate", "--target", f"{server.url}/v1", "--target-model", "M", "--name", "x",
                      *judge_args(server), "--db", db_url)
     assert code == 2 and "--from-dataset" in out
+
+
+_json = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=8),
+                     lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=8), c, max_size=4),
+                     max_leaves=20)
+_scenario = st.fixed_dictionaries({}, optional={k: _json | st.text(max_size=5) for k in
+                                                ("id", "persona", "goal", "expected_outcome", "max_turns", "stop",
+                                                 "chatbot_role", "extra")})
+
+
+@settings(max_examples=400, deadline=None)
+@given(doc=st.one_of(_json, st.fixed_dictionaries({"scenarios": st.lists(_scenario | _json, max_size=4)})))
+def test_fuzz_scenarios_give_scenarios_or_a_dataset_error(doc):
+    from ragmeter.errors import DatasetError
+    from ragmeter.simulate.scenarios import parse_scenarios
+
+    try:
+        got = parse_scenarios(doc, "f.yaml")
+    except DatasetError as exc:
+        assert "f.yaml" in str(exc)
+        return
+    assert got and all(s.persona.strip() and s.goal.strip() and s.expected_outcome.strip() for s in got)

@@ -325,7 +325,7 @@ def _ragas(msgs: list[Any], err: _Err) -> list[Turn]:
         if kind == "tool":
             _attach_result(turns, None, content)
             continue
-        if kind not in _RAGAS_ROLE:
+        if not isinstance(kind, str) or kind not in _RAGAS_ROLE:
             raise err(f"{w}.type", f"expected human, ai or tool, got {kind!r}")
         fields, meta = _turn_extras(m.get("metadata"), err, w)
         tc = m.get("tool_calls") or []
