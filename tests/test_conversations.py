@@ -299,3 +299,13 @@ def test_compare_and_gate_on_conversation_metrics(server, tmp_path, db_url):
     code, out, err = run_main("gate", cand.run_id, "--baseline", base.run_id, "--metric", "token_f1",
                               "--max-drop", "0.5", "--db", db_url)
     assert code == 0, out + err
+
+
+def test_python_api_takes_conversation_objects(db_url):
+    convs = example_conversations()[:3]
+    res = evaluate(convs, ["token_f1", "turn_tool_correctness"], db=db_url, skip_unavailable=True)
+    n_turns = sum(len(c.assistant_positions()) for c in convs)
+    assert res.summary["token_f1"]["n"] == n_turns
+    # no turn states expected tools: no value for each conversation, with the reason, never 0
+    assert res.summary["turn_tool_correctness"]["n"] == 0 and res.summary["turn_tool_correctness"]["n_missing"] == 3
+    assert res.status == "incomplete"

@@ -41,6 +41,15 @@ def has_conversations(samples: Sequence[Sample]) -> bool:
     return any(_kind(s) == "conversation" for s in samples)
 
 
+def describe(samples: Sequence[Sample]) -> str:
+    """``"N samples"``, or for a conversation run ``"C conversations, T assistant turns"``."""
+    kinds = [_kind(s) for s in samples]
+    n_conv = kinds.count("conversation")
+    if not n_conv:
+        return f"{len(samples)} samples"
+    return f"{n_conv} conversations, {len(samples) - n_conv} assistant turns"
+
+
 def for_metric(family: str, samples: list[Sample]) -> list[Sample]:
     """The samples a metric of ``family`` scores (all of them when the run has no conversations)."""
     if family == FAMILY:
