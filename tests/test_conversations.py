@@ -309,3 +309,12 @@ def test_python_api_takes_conversation_objects(db_url):
     # no turn states expected tools: no value for each conversation, with the reason, never 0
     assert res.summary["turn_tool_correctness"]["n"] == 0 and res.summary["turn_tool_correctness"]["n_missing"] == 3
     assert res.status == "incomplete"
+
+
+def test_a_json_file_holding_one_message_list_is_one_conversation(tmp_path):
+    conv = example_conversations()[0]
+    p = tmp_path / "one.json"
+    p.write_text(json.dumps(to_openai(conv)))
+    ds = load(p)
+    assert [s.id for s in ds.samples][:2] == ["conversation-1", "conversation-1#t1"]
+    assert len(ds.samples) == 1 + len(conv.assistant_positions())

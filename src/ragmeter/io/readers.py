@@ -257,7 +257,10 @@ def _conversations(rows: Iterator[tuple[int, Any]] | Any, source: str, on_error:
         return iter(()), None
     rows = itertools.chain([first], rows)
     row = first[1]
-    if isinstance(row, conv_model.Conversation):
+    if isinstance(row, Mapping) and isinstance(row.get("role"), str) and ("content" in row or "tool_calls" in row):
+        # a .json file holding one message list: the whole file is one conversation
+        rows = iter([(first[0], [r for _, r in rows])])
+    elif isinstance(row, conv_model.Conversation):
         rows = ((n, r.model_dump(mode="json") if isinstance(r, conv_model.Conversation) else r) for n, r in rows)
     elif not looks_like_conversation(row):
         return rows, None
