@@ -149,11 +149,82 @@ def verdict(schema: str, system: str, user: str) -> dict[str, Any]:
         calls = len(re.findall(r"^\d+\. ", steps, re.M))
         failed = len(re.findall(r"^ +error: ", steps, re.M))
         return {"reasoning": f"{calls} call(s), {failed} failed", "score": max(0.0, min(calls, 5) - failed) / 5}
+    if schema in CONVERSATION_SCHEMAS:
+        return conversation_reply(schema, b)
     if schema in ("GoldenItem", "SupportVerdict", "SpanAnswer"):
         return golden_reply(schema, system, b)
     if schema in ("ScoreModelOutput", "LabelModelOutput"):
         return grader_reply(schema, system, user)
     raise ValueError(f"scripted judge: unknown schema {schema!r}")
+
+
+CONVERSATION_SCHEMAS = ("RetentionVerdict", "RoleVerdicts", "TurnRelevanceVerdict", "CompletenessVerdicts",
+                        "TopicVerdicts", "SimulatedUserTurn")
+#: an assistant turn with one of these words is out of character (role adherence)
+OUT_OF_ROLE = ("pirate", "crypto", "lol", "no rules", "financial adviser")
+_TURN_LINE = re.compile(r"^Turn (\d+) \((user|assistant)\): (.*)$", re.M)
+
+
+def _turn_lines(text: str) -> list[tuple[int, str, str]]:
+    return [(int(n), role, body) for n, role, body in _TURN_LINE.findall(text)]
+
+
+def conversation_reply(schema: str, b: dict[str, str]) -> dict[str, Any]:
+    """The scripted judge of the conversation metrics and the simulated user:
+    - knowledge retention: an assistant message asking a question ("?") forgot what it was told;
+    - role adherence: assistant turns with a word of :data:`OUT_OF_ROLE` are out of character;
+    - turn relevancy: the last assistant turn shares a word with the last user turn;
+    - completeness: one intention per user turn, met when the next assistant turn shares a word
+      with it and asks nothing back;
+    - topic adherence: one topic per user turn, answered unless the reply says "cannot", on a
+      reference topic unless the user asks about shares, capitals or homework;
+    - simulated user: first the goal, then follow-ups; the goal is reached when the last
+      assistant turn says DONE."""
+    conv = _turn_lines(b.get("CONVERSATION", b.get("CONVERSATION WINDOW", b.get("CONVERSATION SO FAR", ""))))
+    if schema == "RetentionVerdict":
+        forgot = "?" in b.get("ASSISTANT MESSAGE", "")
+        return {"reason": "asks again" if forgot else "consistent", "verdict": "yes" if forgot else "no"}
+    if schema == "RoleVerdicts":
+        return {"verdicts": [{"turn": n, "reason": "out of role"} for n, role, body in conv
+                             if role == "assistant" and any(w in body.lower() for w in OUT_OF_ROLE)]}
+    if schema == "TurnRelevanceVerdict":
+        last_user = next((body for _, role, body in reversed(conv) if role == "user"), "")
+        last = conv[-1][2] if conv else ""
+        ok = bool(words(last) & words(last_user))
+        return {"reason": "shares words" if ok else "off topic", "verdict": "yes" if ok else "no"}
+    if schema == "CompletenessVerdicts":
+        out = []
+        for k, (_, role, body) in enumerate(conv):
+            if role != "user":
+                continue
+            reply = next((x[2] for x in conv[k + 1:] if x[1] == "assistant"), "")
+            ok = bool(words(reply) & words(body)) and "?" not in reply
+            out.append({"intention": body, "reason": "answered" if ok else "not answered", "verdict": "yes" if ok else "no"})
+        return {"intentions": out}
+    if schema == "TopicVerdicts":
+        out = []
+        for k, (_, role, body) in enumerate(conv):
+            if role != "user":
+                continue
+            reply = next((x[2] for x in conv[k + 1:] if x[1] == "assistant"), "")
+            out.append({"topic": body, "answered": bool(reply) and "cannot" not in reply.lower(),
+                        "on_reference_topic": not any(w in body.lower() for w in ("shares", "capital", "homework")),
+                        "reason": "rule"})
+        return {"topics": out}
+    if schema == "SimulatedUserTurn":
+        goal = b.get("GOAL", "")
+        users = [body for _, role, body in conv if role == "user"]
+        last = conv[-1][2] if conv and conv[-1][1] == "assistant" else ""
+        msg = goal if not users else f"Follow-up {len(users)}: tell me more about {goal}"
+        return {"message": msg, "goal_reached": "DONE" in last}
+    raise ValueError(schema)
+
+
+def target_reply(messages: list[dict[str, Any]]) -> str:
+    """What the scripted server answers as a system under test (a chat without a verdict schema
+    that is not a pre-flight ping): it repeats the last user message."""
+    last = next((m.get("content") or "" for m in reversed(messages) if m.get("role") == "user"), "")
+    return f"Here is what I know about that: {last}"
 
 
 def grader_reply(schema: str, system: str, user: str) -> dict[str, Any]:
@@ -289,6 +360,8 @@ class JudgeServer:
         #: pre-flight requests (plain prompts without a verdict schema, model look-ups), kept
         #: apart from ``requests``; ``force_ping`` scripts their answers
         self.pings: list[dict[str, Any]] = []
+        #: chats answered as a system under test (``ragmeter simulate``'s target)
+        self.chats: list[dict[str, Any]] = []
         self.ping_forced: deque[Forced] = deque()
         self.inflight = 0
         self.max_inflight = 0
@@ -319,6 +392,7 @@ class JudgeServer:
             self.requests.clear()
             self.answered.clear()
             self.pings.clear()
+            self.chats.clear()
             self.ping_forced.clear()
             self.max_inflight = 0
             self.capacity = None
@@ -492,7 +566,12 @@ class JudgeServer:
                         named: str | None, model: str) -> tuple[int, dict[str, str], Any]:
         try:
             _schema_name(system, named)
-        except ValueError:  # no verdict schema: a pre-flight ping
+        except ValueError:  # no verdict schema: a pre-flight ping, or a chat with a system under test
+            msgs = body.get("messages") or []
+            if wire == "openai" and not (len(msgs) == 1 and body.get("max_tokens") == 1):
+                with self.lock:
+                    self.chats.append(body)
+                return 200, {}, _render(wire, None, target_reply(msgs), system, user, model, body)
             return await self._ping(wire, body, _render(wire, None, "ok", system, user, model))
         with self.lock:
             self.requests.append({"wire": wire, "body": body})

@@ -374,7 +374,12 @@ def _evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None, *,
     if collected is None:
         collected = {k: [(list(t), ScoreColumn.of(list(t.values())))] for k, t in store.score_table(run_id).items()}
     scores = ScoreColumns(samples, {r.key: collected.get(r.key, []) for r in requests})
-    summary = summarise(scores.for_aggregate(), requests)
+    from ragmeter.conversations import scope as conv_scope
+
+    families = {r.key: r.spec.family for r in requests}
+    summary = summarise(conv_scope.restrict(scores.for_aggregate(), families, samples), requests)
+    conv_scope.cluster_intervals(summary, scores.for_aggregate(), families,
+                                 {r.key: r.spec.range for r in requests}, samples)
     from ragmeter.metrics._lexical_corpus import add_corpus_scores
 
     if writes is not None:
@@ -511,18 +516,28 @@ MAIN_SHARE = 0.38
 def _plan(samples: list[Sample], requests: list[MetricRequest], done: set[tuple[str, str]],
           unavailable_by_key: dict[str, str]) -> list[Plan]:
     """Per metric: (request, samples to score, samples lacking a field and why, why it is unavailable)."""
+    from ragmeter.conversations.scope import FAMILY, for_metric
+
     plans: list[Plan] = []
-    lacks: dict[tuple[str, ...], tuple[list[Sample], dict[int, str]]] = {}  # metrics that need the same fields
+    lacks: dict[tuple[tuple[str, ...], bool], tuple[list[Sample], dict[int, str]]] = {}  # same fields
+    everything = samples
+    pools: dict[bool, list[Sample]] = {}
     for req in requests:
+        # a conversation run: conversation metrics score conversations, the others assistant turns
+        kind = req.spec.family == FAMILY
+        if kind not in pools:
+            pools[kind] = for_metric(FAMILY if kind else "", everything)
+        samples = pools[kind]
         need = tuple(req.spec.requires)
-        if need not in lacks:
+        cache = (need, req.spec.family == FAMILY)
+        if cache not in lacks:
             why = {}
             for i, s in enumerate(samples):
                 miss = missing_fields(s, need)
                 if miss:
                     why[i] = "missing field: " + ", ".join(miss)
-            lacks[need] = ([s for i, s in enumerate(samples) if i not in why] if why else samples, why)
-        ok, why = lacks[need]
+            lacks[cache] = ([s for i, s in enumerate(samples) if i not in why] if why else samples, why)
+        ok, why = lacks[cache]
         if done:
             ok = [s for s in ok if (s.id, req.key) not in done]
             lacking = [(samples[i], r) for i, r in why.items() if (samples[i].id, req.key) not in done]

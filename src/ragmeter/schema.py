@@ -134,6 +134,8 @@ FIELD_PRESENT = {
     "relevant": lambda s: s.relevant is not None,
     "label": lambda s: s.label is not None,
     "trace": lambda s: s.trace is not None,
+    # a conversation sample (ragmeter.conversations.model.to_samples) carries its conversation here
+    "conversation": lambda s: isinstance(s.metadata.get("conversation"), dict),
 }
 
 

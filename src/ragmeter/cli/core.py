@@ -129,7 +129,9 @@ def eval_cmd(
     if as_json:
         typer.echo(json.dumps(result.to_dict(), default=str))
     else:
-        console.print(summary_table(result.summary, title=f"run {result.run_id} — {len(result.samples)} samples"))
+        from ragmeter.conversations.scope import describe
+
+        console.print(summary_table(result.summary, title=f"run {result.run_id} — {describe(result.samples)}"))
         _print_extra(result.extra)
         if out:
             console.print(f"per-sample results: {out}")

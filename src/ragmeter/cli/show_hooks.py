@@ -28,6 +28,10 @@ def collect(store: Any, run: Any) -> dict[str, Any]:
 
     if judge_section not in _HOOKS:
         _HOOKS.insert(0, judge_section)
+    from ragmeter.conversations.view import show_section as conversation_section
+
+    if conversation_section not in _HOOKS:
+        _HOOKS.append(conversation_section)
     out: dict[str, Any] = {}
     for h in _HOOKS:
         out.update(h(store, run) or {})

@@ -188,7 +188,8 @@ def example_path() -> Path:
     return Path(str(resources.files("ragmeter") / "data" / "example" / "samples.jsonl"))
 
 #: bundled datasets: the handbook example, its Portuguese twin, SQuALITY's human-rated answers
-BUNDLED = {"example": "example", "example-pt": "example_pt", "example-human": "example_human"}
+BUNDLED = {"example": "example", "example-pt": "example_pt", "example-human": "example_human",
+           "example-chat": "example_chat"}
 
 
 def bundled_path(name: str) -> Path:
@@ -234,7 +235,37 @@ def load(data: Any, *, mapping: Mapping[str, str] | Iterable[str] | None = None,
         if records and all(isinstance(x, Sample) for x in records):
             return Dataset(list(records), lines=list(range(1, len(records) + 1)))
         rows = ((i + 1, r) for i, r in enumerate(records))
+    if mode == "json":  # conversations (ragmeter, DeepEval, ragas, OpenAI/Anthropic messages)
+        rows, conv = _conversations(rows, source, on_error)
+        if conv is not None:
+            return conv
     return _build(rows, source, mp, on_error, mode)
+
+
+def _conversations(rows: Iterator[tuple[int, Any]] | Any, source: str, on_error: OnError
+                   ) -> tuple[Iterator[tuple[int, Any]], Dataset | None]:
+    """A dataset of conversation samples when the first row is a conversation
+    (:mod:`ragmeter.conversations.readers`); else the rows, untouched."""
+    import itertools
+
+    from ragmeter.conversations import model as conv_model
+    from ragmeter.conversations.readers import conversation_samples, looks_like_conversation
+
+    rows = iter(rows)
+    first = next(rows, None)
+    if first is None:
+        return iter(()), None
+    rows = itertools.chain([first], rows)
+    row = first[1]
+    if isinstance(row, Mapping) and isinstance(row.get("role"), str) and ("content" in row or "tool_calls" in row):
+        # a .json file holding one message list: the whole file is one conversation
+        rows = iter([(first[0], [r for _, r in rows])])
+    elif isinstance(row, conv_model.Conversation):
+        rows = ((n, r.model_dump(mode="json") if isinstance(r, conv_model.Conversation) else r) for n, r in rows)
+    elif not looks_like_conversation(row):
+        return rows, None
+    samples, lines, skipped, columns = conversation_samples(rows, source, on_error)
+    return iter(()), Dataset(samples, source=source, skipped=skipped, columns=columns, lines=lines)
 
 
 def _records_in_memory(data: Any) -> tuple[list[Any], str, CellMode]:

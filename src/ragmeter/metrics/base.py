@@ -287,6 +287,7 @@ _FAMILY_MODULES = (
     "ragmeter.metrics.semantic",
     "ragmeter.metrics.judge",
     "ragmeter.metrics.agent",
+    "ragmeter.metrics.conversation",
     "ragmeter.metrics.composite",
     "ragmeter.correctness.metrics",
     "ragmeter.openai_evals.graders",

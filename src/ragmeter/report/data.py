@@ -18,6 +18,7 @@ from ragmeter.errors import ConfigError, RagmeterError, StoreError
 from ragmeter.metrics.composite import bands_apply
 from ragmeter.redact import redact, redact_obj
 from ragmeter.report.bands import band, oriented
+from ragmeter.report.conversations import conversations_for
 from ragmeter.report.meta_eval import meta_eval_view
 from ragmeter.schema import FIELD_PRESENT, Sample, Score
 from ragmeter.stats import aggregate, difference_bounds, mean_ci
@@ -508,6 +509,7 @@ def run_view(store: Store, ref: str, *, max_samples: int | None = 1000,
         "hints": _jsonable(hints_for(summary)),
         "reliability": reliability_for(store, run.id),
         "meta_eval": meta_eval_view(store, run),
+        "conversations": conversations_for(store, run.id),
     }
 
 

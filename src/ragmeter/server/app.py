@@ -155,6 +155,9 @@ def create_app(db: str | Store | None = None, *, allowed_hosts: Iterable[str] = 
         except StoreError as exc:
             return error_page(exc)
         view["prefix"] = "r0"
+        from ragmeter.report.conversations import conversations_for
+
+        view["conversations"] = conversations_for(store, view["run"]["id"], limit=0)
         refresh = 5 if view["run"]["status"] == "running" else None
         return page("run.html.j2", title=f"ragmeter — {view['run']['label']}", view=view,
                     figures=figures.run_figures(view, "r0"), refresh=refresh, limit=limit,
@@ -168,6 +171,17 @@ def create_app(db: str | Store | None = None, *, allowed_hosts: Iterable[str] = 
         except StoreError as exc:
             return error_page(exc)
         return page("sample.html.j2", title=f"ragmeter — sample {sample_id}", view=view)
+
+    @app.get("/runs/{run_id}/conversations/{conversation_id:path}", response_class=HTMLResponse,
+             include_in_schema=False)
+    def conversation_page(run_id: str, conversation_id: str) -> HTMLResponse:
+        from ragmeter.report.conversations import conversation_view
+
+        try:
+            view = conversation_view(store, run_id, conversation_id)
+        except StoreError as exc:
+            return error_page(exc)
+        return page("conversation.html.j2", title=f"ragmeter — conversation {conversation_id}", view=view)
 
     @app.get("/compare", response_class=HTMLResponse, include_in_schema=False)
     def compare_page(runs: Annotated[list[str] | None, Query()] = None) -> HTMLResponse:

@@ -97,6 +97,13 @@ def fence_blocks(blocks: Sequence[tuple[str, str]]) -> str:
     return "\n\n".join(parts)
 
 
+def history_text(history: Sequence[Any]) -> str:
+    """The turns before a conversation turn's question, one ``Turn N (speaker): text`` line each
+    (the same rendering the conversation metrics use)."""
+    return "\n".join(f"Turn {i} ({h.get('role')}): {h.get('content')}" for i, h in enumerate(history, 1)
+                     if isinstance(h, dict))
+
+
 def context_blocks(texts: Sequence[str], label: str = "CONTEXT") -> list[tuple[str, str]]:
     return [(f"{label} {i}", t) for i, t in enumerate(texts, 1)]
 
@@ -209,6 +216,8 @@ class JudgedMetric:
             if isinstance(blocks, Score):
                 out.append(blocks)
                 continue
+            if s.metadata.get("history") and "conversation_id" in s.metadata:  # a turn of a conversation
+                blocks = [("CONVERSATION HISTORY", history_text(s.metadata["history"])), *blocks]
             out.append(JudgeRequest(metric=self.name, sample_id=s.id, system=system,
                                     user=fence_blocks(blocks), schema=self.schema,
                                     template_version=tpl.version,

@@ -1,0 +1,118 @@
+"""Which samples of a run a metric scores when the run holds conversations, and the run's
+intervals clustered by conversation.
+
+A conversation run has two kinds of samples (:func:`ragmeter.conversations.model.to_samples`): one
+per conversation and one per assistant turn. Metrics of family ``conversation`` score the
+conversation samples (one value per conversation); every other metric scores the turn samples
+(one value per assistant turn). A sample of the other kind is not scored at all: it is neither a
+value nor a missing value of that metric. Runs without conversations are untouched.
+
+The values of one conversation's turns are not independent (the same assistant, the same user,
+the same history), so the interval of a per-turn metric's run mean is cluster-robust: the mean is
+the mean of all turn values, its variance the CR1 sandwich estimate over conversations
+(``G/(G-1) * sum_g (sum_{i in g} (y_i - mean))^2 / N^2``, Liang & Zeger 1986; Cameron & Miller
+2015), the interval ``mean +- t(G-1) * se``, clipped to the metric's range.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ragmeter.conversations.model import CONVERSATION_ID, CONVERSATION_KEY, TURN_KEY
+from ragmeter.schema import Sample
+
+FAMILY = "conversation"
+
+
+def _kind(s: Sample) -> str | None:
+    meta = s.metadata
+    if CONVERSATION_ID not in meta:
+        return None
+    if isinstance(meta.get(CONVERSATION_KEY), dict):
+        return "conversation"
+    return "turn" if TURN_KEY in meta else None
+
+
+def has_conversations(samples: Sequence[Sample]) -> bool:
+    return any(_kind(s) == "conversation" for s in samples)
+
+
+def describe(samples: Sequence[Sample]) -> str:
+    """``"N samples"``, or for a conversation run ``"C conversations, T assistant turns"``."""
+    kinds = [_kind(s) for s in samples]
+    n_conv = kinds.count("conversation")
+    if not n_conv:
+        return f"{len(samples)} samples"
+    return f"{n_conv} conversations, {len(samples) - n_conv} assistant turns"
+
+
+def for_metric(family: str, samples: list[Sample]) -> list[Sample]:
+    """The samples a metric of ``family`` scores (all of them when the run has no conversations)."""
+    if family == FAMILY:
+        return [s for s in samples if _kind(s) == "conversation"]
+    if not has_conversations(samples):
+        return samples
+    return [s for s in samples if _kind(s) != "conversation"]
+
+
+def restrict(columns: Mapping[str, tuple[Any, list[str | None]]], families: Mapping[str, str],
+             samples: Sequence[Sample]) -> dict[str, tuple[Any, list[str | None]]]:
+    """``{key: (values, reasons)}`` keeping, per metric, only the samples it applies to."""
+    if not has_conversations(samples):
+        return dict(columns)
+    kinds = [_kind(s) for s in samples]
+    conv = np.array([k == "conversation" for k in kinds], dtype=bool)
+    out = {}
+    for key, (values, reasons) in columns.items():
+        mask = conv if families.get(key) == FAMILY else ~conv
+        idx = np.flatnonzero(mask)
+        out[key] = (np.asarray(values, dtype=np.float64)[idx], [reasons[i] for i in idx.tolist()])
+    return out
+
+
+def cluster_ci(values: np.ndarray, clusters: Sequence[str], *, level: float = 0.95,
+               bounds: tuple[float, float] | None = None) -> dict[str, Any] | None:
+    """Cluster-robust (CR1) interval of the mean of ``values`` (NaN = no value), or ``None`` with
+    fewer than two clusters."""
+    from ragmeter.stats import t_quantile
+
+    x = np.asarray(values, dtype=np.float64)
+    keep = ~np.isnan(x)
+    x = x[keep]
+    groups = [c for c, k in zip(clusters, keep.tolist(), strict=True) if k]
+    g_ids = sorted(set(groups))
+    n, g = x.size, len(g_ids)
+    if g < 2:
+        return None
+    mean = float(x.mean())
+    index = {c: i for i, c in enumerate(g_ids)}
+    sums = np.zeros(g)
+    np.add.at(sums, np.fromiter((index[c] for c in groups), dtype=np.int64, count=n), x - mean)
+    var = g / (g - 1) * float(np.sum(sums ** 2)) / n ** 2
+    half = t_quantile(0.5 + level / 2, g - 1) * math.sqrt(var)
+    low, high = mean - half, mean + half
+    if bounds is not None:
+        low, high = max(low, float(bounds[0])), min(high, float(bounds[1]))
+    return {"ci_low": low, "ci_high": high, "ci_method": "cluster_robust", "n_clusters": g}
+
+
+def cluster_intervals(summary: dict[str, dict[str, Any]], columns: Mapping[str, tuple[Any, list[str | None]]],
+                      families: Mapping[str, str], ranges: Mapping[str, tuple[float, float]],
+                      samples: Sequence[Sample]) -> None:
+    """Replace the interval of every per-turn metric of a conversation run by the cluster-robust
+    one (clusters: conversations); conversation metrics keep theirs (one value per cluster)."""
+    if not has_conversations(samples):
+        return
+    turn_pos = [i for i, s in enumerate(samples) if _kind(s) != "conversation"]
+    clusters = [str(samples[i].metadata.get(CONVERSATION_ID, samples[i].id)) for i in turn_pos]
+    for key, (values, _reasons) in columns.items():
+        if families.get(key) == FAMILY or key not in summary or not summary[key].get("n"):
+            continue
+        vals = np.asarray(values, dtype=np.float64)[turn_pos]
+        ci = cluster_ci(vals, clusters, bounds=ranges.get(key))
+        if ci is not None:
+            summary[key].update(ci)
