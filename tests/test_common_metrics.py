@@ -111,6 +111,34 @@ def agent_samples() -> tuple[Sample, ...]:
     return (*native, *chat)
 
 
+@functools.lru_cache(maxsize=1)
+def conversation_samples() -> tuple[Sample, ...]:
+    """Six conversations of the bundled ``example-chat`` (some with forgetting and role breaks), one
+    agent conversation whose assistant turns state the tools they should call, and a non-Latin one."""
+    import ragmeter
+    from ragmeter.conversations.model import Conversation, Turn, is_conversation_sample, to_samples
+    from ragmeter.schema import ToolCall
+
+    every = [s for s in ragmeter.load("example-chat").samples if is_conversation_sample(s)]
+    picked = every[::4][:6]
+    agent = Conversation(id="edge-agent-tools", chatbot_role="a travel booking assistant", turns=[
+        Turn(role="user", content="Book the 10:00 ferry to Halden for two people."),
+        Turn(role="assistant", content="Booked the 10:00 ferry to Halden for two.",
+             tool_calls=[ToolCall(name="timetable", arguments={"to": "Halden"}, result="10:00"),
+                         ToolCall(name="book", arguments={"n": 2}, result="ok")],
+             expected_tools=["timetable", "book"]),
+        Turn(role="user", content="Thanks, and the way back?"),
+        Turn(role="assistant", content="The last ferry back leaves at 18:00.", expected_tools=["timetable"]),
+    ])
+    unicode = Conversation(id="edge-unicode", chatbot_role="un assistant de voyage", turns=[
+        Turn(role="user", content="Quelle est la capitale du Japon ?"),
+        Turn(role="assistant", content="La capitale du Japon est Tōkyō (東京).", expected_tools=[]),
+        Turn(role="user", content="Et en japonais ?"),
+        Turn(role="assistant", content="東京 se lit « Tōkyō ».", expected_tools=[]),
+    ])
+    return (*picked, to_samples(agent)[0], to_samples(unicode)[0])
+
+
 # ---- cases -----------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -142,6 +170,7 @@ FAMILY_CASES: dict[str, Case] = {
     "agent": Case(samples=agent_samples, services=AGENT),
     "correctness": Case(services=JUDGE | EMB),
     "openai_evals": Case(),
+    "conversation": Case(samples=conversation_samples, services=JUDGE),
 }
 
 
@@ -405,6 +434,9 @@ _ATTR = {"reference": "references", "negative_reference": "negative_references",
 
 
 def _without(s: Sample, field_name: str) -> Sample:
+    if field_name == "conversation":  # a conversation sample carries its conversation in its metadata
+        meta = {k: v for k, v in s.metadata.items() if k != "conversation"}
+        return s.model_copy(update={"id": f"{s.id}-no-conversation", "metadata": meta})
     return s.model_copy(update={"id": f"{s.id}-no-{field_name}", _ATTR.get(field_name, field_name): _EMPTY[field_name]})
 
 

@@ -5,7 +5,9 @@ A conversation run has two kinds of samples (:func:`ragmeter.conversations.model
 per conversation and one per assistant turn. Metrics of family ``conversation`` score the
 conversation samples (one value per conversation); every other metric scores the turn samples
 (one value per assistant turn). A sample of the other kind is not scored at all: it is neither a
-value nor a missing value of that metric. Runs without conversations are untouched.
+value nor a missing value of that metric. A sample that is neither (a plain question/answer sample,
+or any sample of a run without conversations) lacks the conversation a conversation metric needs:
+no value, reason "missing field: conversation". Runs without conversations are otherwise untouched.
 
 The values of one conversation's turns are not independent (the same assistant, the same user,
 the same history), so the interval of a per-turn metric's run mean is cluster-robust: the mean is
@@ -52,8 +54,8 @@ def describe(samples: Sequence[Sample]) -> str:
 
 def for_metric(family: str, samples: list[Sample]) -> list[Sample]:
     """The samples a metric of ``family`` scores (all of them when the run has no conversations)."""
-    if family == FAMILY:
-        return [s for s in samples if _kind(s) == "conversation"]
+    if family == FAMILY:  # a sample that is no conversation (and no turn of one) lacks the field
+        return [s for s in samples if _kind(s) != "turn"]
     if not has_conversations(samples):
         return samples
     return [s for s in samples if _kind(s) != "conversation"]
@@ -66,9 +68,10 @@ def restrict(columns: Mapping[str, tuple[Any, list[str | None]]], families: Mapp
         return dict(columns)
     kinds = [_kind(s) for s in samples]
     conv = np.array([k == "conversation" for k in kinds], dtype=bool)
+    not_turn = np.array([k != "turn" for k in kinds], dtype=bool)
     out = {}
     for key, (values, reasons) in columns.items():
-        mask = conv if families.get(key) == FAMILY else ~conv
+        mask = not_turn if families.get(key) == FAMILY else ~conv
         idx = np.flatnonzero(mask)
         out[key] = (np.asarray(values, dtype=np.float64)[idx], [reasons[i] for i in idx.tolist()])
     return out
