@@ -38,7 +38,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import httpx  # noqa: E402
 
-from ragmeter.schema import Chunk, Sample, Score  # noqa: E402
+from ragmeter.core.schema import Chunk, Sample, Score  # noqa: E402
 from ragmeter.stats import aggregate  # noqa: E402
 from ragmeter.store import Store  # noqa: E402
 

@@ -71,7 +71,7 @@ def server_requests(url: str) -> int:
 
 
 def make_samples(n: int, prefix: str, garble: set[int] | None = None) -> list[Any]:
-    from ragmeter.schema import Chunk, Sample
+    from ragmeter.core.schema import Chunk, Sample
 
     topics = ["Paris is the capital of France", "The Loire is the longest river in France",
               "Mont Blanc is the highest mountain in the Alps", "Canberra is the capital of Australia",

@@ -15,10 +15,10 @@ from typer.testing import CliRunner
 
 from ragmeter import evaluate, load
 from ragmeter.cli import app
-from ragmeter.errors import ConfigError, DatasetError
+from ragmeter.core.errors import ConfigError, DatasetError
+from ragmeter.core.schema import AgentTrace, Sample
 from ragmeter.metrics import agent as A
 from ragmeter.metrics.base import get_spec, resolve
-from ragmeter.schema import AgentTrace, Sample
 
 EXAMPLE = Path(A.__file__).parent.parent / "data" / "agent_example"
 CREDIT = {"agent_preset": "credit_risk"}

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 import ragmeter
-from ragmeter.errors import ConfigError
-from ragmeter.thresholds import Threshold, parse_rule, parse_thresholds, pass_rate, passes, wilson
+from ragmeter.core.errors import ConfigError
+from ragmeter.core.thresholds import Threshold, parse_rule, parse_thresholds, pass_rate, passes, wilson
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src"

@@ -15,7 +15,7 @@ import pytest
 
 import ragmeter
 from cli_runner import run_main
-from ragmeter.errors import (
+from ragmeter.core.errors import (
     CheckFailedError,
     ConfigError,
     DatasetError,
@@ -246,7 +246,7 @@ def _judge_args(port: int = 9) -> list[str]:
 
 def test_runner_asks_the_judge_preflight_before_creating_the_run(data, db_url, monkeypatch):
     import ragmeter.llm  # noqa: F401 - registers the real factory first, so the fake replaces it
-    from ragmeter import context
+    from ragmeter.core import context
 
     monkeypatch.setitem(context._FACTORIES, "judge", _FakeJudge)
     monkeypatch.setenv("RAGMETER_DB", db_url)

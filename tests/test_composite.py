@@ -13,10 +13,10 @@ from typer.testing import CliRunner
 
 from ragmeter import evaluate
 from ragmeter.cli import app
-from ragmeter.errors import ConfigError
+from ragmeter.core.errors import ConfigError
+from ragmeter.core.schema import Score
 from ragmeter.metrics import composite as K
 from ragmeter.metrics.base import MetricSpec, register_metric
-from ragmeter.schema import Score
 from ragmeter.store import open_store
 
 EXAMPLE = Path(K.__file__).parent.parent / "data" / "agent_example"

@@ -15,9 +15,9 @@ from typer.testing import CliRunner
 
 from ragmeter import evaluate
 from ragmeter.cli import app
-from ragmeter.errors import ConfigError, DatasetError
+from ragmeter.core.errors import ConfigError, DatasetError
+from ragmeter.core.schema import Sample
 from ragmeter.metrics import consistency as C
-from ragmeter.schema import Sample
 from ragmeter.store import open_store
 
 EXAMPLE = Path(C.__file__).parent.parent / "data" / "agent_example"

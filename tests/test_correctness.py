@@ -11,6 +11,8 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 import ragmeter
+from ragmeter.core.errors import MetricError
+from ragmeter.core.text import contains_phrase, fact_keys, is_abstention, key_facts, negation_mismatch
 from ragmeter.correctness import (
     binary_scores,
     calibrate_threshold,
@@ -22,8 +24,6 @@ from ragmeter.correctness import (
     threshold_curve,
     validation_split,
 )
-from ragmeter.correctness.text import contains_phrase, fact_keys, is_abstention, key_facts, negation_mismatch
-from ragmeter.errors import MetricError
 
 
 @pytest.fixture(scope="module")

@@ -17,8 +17,8 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
+from ragmeter.core.schema import Sample, Score
 from ragmeter.report import data, paged
-from ragmeter.schema import Sample, Score
 from ragmeter.server import create_app
 from ragmeter.server.app import host_name
 from ragmeter.stats import aggregate

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 pytest.importorskip("ray")
 
 from ragmeter.cli import app
-from ragmeter.errors import ConfigError
+from ragmeter.core.errors import ConfigError
 from ragmeter.runner import evaluate
 from ragmeter.store import open_store
 

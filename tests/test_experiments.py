@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 import ragmeter
 from judge_server import judge_options, server_fixtures
 from ragmeter.cli import app
-from ragmeter.errors import ConfigError, RagmeterError
+from ragmeter.core.errors import ConfigError, RagmeterError
 from ragmeter.experiments.compare import compare_runs
 from ragmeter.experiments.grid import KV_GRID, parse_grid_config, questions_of, rank, run_grid
 from ragmeter.experiments.power import power_for_run

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats as sps
 
-from ragmeter.errors import MetricError
+from ragmeter.core.errors import MetricError
 from ragmeter.experiments.statistics import (
     compare_paired,
     holm,

@@ -126,7 +126,7 @@ def test_porter_stemmer_without_nltk_package_import() -> None:
 
     from nltk.stem.porter import PorterStemmer
 
-    import ragmeter.language as lang
+    import ragmeter.core.language as lang
 
     ours = lang.porter_stemmer()
     ref = PorterStemmer()
@@ -137,7 +137,7 @@ def test_porter_stemmer_without_nltk_package_import() -> None:
 
 
 def test_aggregate_many_equals_aggregate() -> None:
-    from ragmeter.schema import Score
+    from ragmeter.core.schema import Score
     from ragmeter.stats import aggregate, aggregate_many
 
     rng = np.random.default_rng(4)

@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 import ragmeter
 from ragmeter.cli import app
-from ragmeter.errors import ConfigError, StoreError
+from ragmeter.core.errors import ConfigError, StoreError
 from ragmeter.experiments.gate import gate
 from ragmeter.experiments.runs import from_store, load_baseline, save_baseline
 from ragmeter.store import open_store

@@ -64,7 +64,7 @@ def test_corpus_versions_and_formats(tmp_path, db_url):
 
 
 def test_pdf_and_bad_files(tmp_path, db_url):
-    from ragmeter.errors import DatasetError
+    from ragmeter.core.errors import DatasetError
 
     pdf = tmp_path / "f.pdf"
     pdf.write_bytes(_tiny_pdf("Ferries leave at seven."))

@@ -470,7 +470,7 @@ def test_fuzz_http_benchmark(tmp_path):
 
 # ---- the checks themselves ---------------------------------------------------------------------------
 def test_safejson_refuses_what_later_fails_and_names_the_path():
-    from ragmeter.safejson import JSONInputError, loads
+    from ragmeter.core.safejson import JSONInputError, loads
 
     assert loads(b'{"a": [1, 2.5, "x", null, true]}') == {"a": [1, 2.5, "x", None, True]}
     cases = {'{"a": {"b": [' + "9" * 101 + "]}}": ("a.b[0]", "101 digits"),
@@ -490,7 +490,7 @@ def test_safejson_refuses_what_later_fails_and_names_the_path():
 
 
 def test_normalise_call_bounds_and_whole_ids():
-    from ragmeter.errors import DatasetError
+    from ragmeter.core.errors import DatasetError
     from ragmeter.monitor.calls import normalise_call
 
     assert normalise_call({"call_id": "x" * 1024})["call_id"] == "x" * 1024
@@ -509,7 +509,7 @@ def test_normalise_call_bounds_and_whole_ids():
 
 
 def test_otlp_decoding_names_the_place_of_a_bad_value():
-    from ragmeter.errors import DatasetError
+    from ragmeter.core.errors import DatasetError
     from ragmeter.monitor.otlp import decode_export
 
     spans = decode_export(http_fuzz._export(http_fuzz._span(), http_fuzz._span(spanId="W47/95gDgQM=",

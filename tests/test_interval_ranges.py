@@ -20,9 +20,9 @@ import pytest
 
 import ragmeter
 from cli_runner import run_main
+from ragmeter.core.schema import Score
 from ragmeter.metrics.base import _REGISTRY, MetricSpec, all_metrics, register_metric, resolve
 from ragmeter.runner import summarise
-from ragmeter.schema import Score
 
 
 def adversarial(low: float, high: float) -> dict[str, list[float]]:

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from judge_server import judge_options, server_fixtures
 from ragmeter.cli import app
-from ragmeter.errors import ConfigError
+from ragmeter.core.errors import ConfigError
 from ragmeter.runner import evaluate
 from ragmeter.store import open_store
 

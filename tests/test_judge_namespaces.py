@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from cli_runner import run_main
 from judge_server import Forced, judge_options, server_fixtures
 from ragmeter.cli import app
-from ragmeter.errors import MetricError
+from ragmeter.core.errors import MetricError
 from ragmeter.metrics.base import all_metrics, get_spec, resolve
 from ragmeter.rows import verdict_summary
 from ragmeter.runner import evaluate

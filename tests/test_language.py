@@ -8,8 +8,8 @@ import pytest
 from typer.testing import CliRunner
 
 import ragmeter
-from ragmeter import language as lang
-from ragmeter.correctness.text import has_strong_negation, is_abstention, key_facts
+from ragmeter.core import language as lang
+from ragmeter.core.text import has_strong_negation, is_abstention, key_facts
 
 Q = "Qual é a capital de Portugal?"
 

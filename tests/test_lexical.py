@@ -13,12 +13,12 @@ from rapidfuzz.distance import Hamming, JaroWinkler, LCSseq, Levenshtein
 from rouge_score import rouge_scorer
 
 import ragmeter
-from ragmeter.config import load_config
-from ragmeter.context import ScoringContext
-from ragmeter.errors import ConfigError, MetricError
+from ragmeter.core.config import load_config
+from ragmeter.core.context import ScoringContext
+from ragmeter.core.errors import ConfigError, MetricError
+from ragmeter.core.schema import Sample
 from ragmeter.metrics import get_spec, resolve_all
 from ragmeter.metrics import lexical as L
-from ragmeter.schema import Sample
 
 SEED_002_LEXICAL = ["lcsstr", "lcsseq", "cosine", "jaro_winkler", "hamming", "jaccard", "levenshtein",
                     "fuzzy_score", "rouge1_precision", "rouge1_recall", "rouge1_fmeasure",

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 import ragmeter
 from judge_server import judge_options, server_fixtures
 from ragmeter.cli import app
-from ragmeter.errors import DatasetError
+from ragmeter.core.errors import DatasetError
 from ragmeter.meta_eval import statistics as S
 from ragmeter.meta_eval.reader import read_labels
 from ragmeter.metrics.lexical import token_f1

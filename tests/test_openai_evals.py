@@ -437,8 +437,8 @@ def test_judge_keys_of_plain_requests_are_unchanged_and_own_messages_count():
     assert len({svc.key(plain), svc.key(own), svc.key(other)}) == 3
     import hashlib
 
+    from ragmeter.core.redact import endpoint_id
     from ragmeter.llm.structured import schema_json
-    from ragmeter.redact import endpoint_id
 
     payload = json.dumps(["openai", endpoint_id(svc.cfg.base_url), "m", "s", "u", schema_json(V), svc.cfg.temperature,
                           svc.cfg.max_tokens, "1"], ensure_ascii=False, separators=(",", ":"))

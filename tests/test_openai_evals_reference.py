@@ -113,7 +113,7 @@ def test_meteor_without_wordnet_data_is_refused_with_the_fix():
 
 
 def test_cosine_uses_the_embedding_model():
-    from ragmeter.context import ScoringContext
+    from ragmeter.core.context import ScoringContext
     from ragmeter.embed import get_encoder
 
     ctx = ScoringContext({})

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ragmeter
-from ragmeter.errors import ConfigError
+from ragmeter.core.errors import ConfigError
 from ragmeter.pipeline import accepts, chunk_corpus, chunk_text, load_pipeline, rag, read_corpus
 from ragmeter.pipeline.answer import idf_table, overlap_scores, sentences
 from ragmeter.pipeline.retrieval import BM25Retriever, analyse, top_k

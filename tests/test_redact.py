@@ -13,11 +13,11 @@ import pytest
 from fastapi.testclient import TestClient
 
 from ragmeter import evaluate
-from ragmeter.config import env_secret, load_config
-from ragmeter.errors import ConfigError, StoreError
+from ragmeter.core.config import env_secret, load_config
+from ragmeter.core.errors import ConfigError, StoreError
+from ragmeter.core.redact import endpoint_id, find_secrets, is_secret_name, redact, redact_obj
+from ragmeter.core.schema import Sample, Score
 from ragmeter.llm.config import JudgeConfigError, config_from_options
-from ragmeter.redact import endpoint_id, find_secrets, is_secret_name, redact, redact_obj
-from ragmeter.schema import Sample, Score
 from ragmeter.store import Store
 
 SECRET = "BARSSECRET"

@@ -12,12 +12,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ragmeter
-from ragmeter.context import ScoringContext
-from ragmeter.errors import ConfigError, MetricError
+from ragmeter.core.context import ScoringContext
+from ragmeter.core.errors import ConfigError, MetricError
+from ragmeter.core.schema import Chunk, Sample
 from ragmeter.metrics import get_spec, resolve
 from ragmeter.metrics import retrieval as R
 from ragmeter.retrieval import matching
-from ragmeter.schema import Chunk, Sample
 
 pytrec_eval = pytest.importorskip("pytrec_eval")
 

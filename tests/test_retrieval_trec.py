@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ragmeter.errors import ConfigError, DatasetError
+from ragmeter.core.errors import ConfigError, DatasetError
 from ragmeter.retrieval import RelevanceMatrix, evaluate, parse_measures, read_qrels, read_run
 from ragmeter.retrieval import measures as M
 

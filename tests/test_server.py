@@ -13,8 +13,8 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
+from ragmeter.core.schema import Sample, Score
 from ragmeter.report import data
-from ragmeter.schema import Sample, Score
 from ragmeter.server import create_app
 from ragmeter.server.app import PAGE_CSP, _public_url
 from ragmeter.store import Store

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 import ragmeter.metrics.agent as A
 from judge_server import judge_options, server_fixtures
 from ragmeter.cli import app
-from ragmeter.errors import ConfigError
+from ragmeter.core.errors import ConfigError
 from ragmeter.runner import evaluate
 from ragmeter.sinks import sheets as S
 from ragmeter.store import open_store

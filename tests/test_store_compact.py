@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ragmeter.schema import Chunk, Sample
+from ragmeter.core.schema import Chunk, Sample
 from ragmeter.store import codec, open_store
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))

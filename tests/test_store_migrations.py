@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ragmeter.schema import Sample, Score
+from ragmeter.core.schema import Sample, Score
 from ragmeter.store import Store, head_revision, open_store
 
 DATA = Path(__file__).parent / "data"

@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from ragmeter.errors import DatasetError
+from ragmeter.core.errors import DatasetError
 from ragmeter.retrieval import evaluate, trec_io
 from ragmeter.retrieval import trec as T
 from ragmeter.retrieval import trec_blocks as B
@@ -254,7 +254,7 @@ def test_the_trec_command_loads_neither_pandas_nor_rich_nor_the_dataset_readers(
     code = ("import sys; from ragmeter.cli import main\n"
             f"sys.argv = ['ragmeter', 'trec', '-q', '-c', {str(qf)!r}, {str(rf)!r}]\n"
             "try:\n    main()\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
-            "print(sorted(m for m in ('pandas', 'rich', 'ragmeter.io', 'ragmeter.schema') if m in sys.modules),"
+            "print(sorted(m for m in ('pandas', 'rich', 'ragmeter.io', 'ragmeter.core.schema') if m in sys.modules),"
             " file=sys.stderr)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stderr.strip().splitlines()[-1] == "[]"

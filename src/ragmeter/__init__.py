@@ -10,8 +10,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ragmeter import _compat
 from ragmeter._version import __version__
-from ragmeter.errors import (
+from ragmeter.core.errors import (
     CheckFailedError,
     ConfigError,
     DatasetError,
@@ -22,16 +23,21 @@ from ragmeter.errors import (
     StoreError,
 )
 
+_compat.install()  # the old import paths of moved modules keep working (docs/internals.md)
+
 if TYPE_CHECKING:
+    from ragmeter.core.schema import AgentTrace, Chunk, Sample, Score, ToolCall
     from ragmeter.io import Dataset, load, save
     from ragmeter.runner import EvaluationResult
-    from ragmeter.schema import AgentTrace, Chunk, Sample, Score, ToolCall
 
 #: names loaded on first use, so that ``import ragmeter`` (and every CLI command) does not pay
 #: for the dataset readers and the schema (pydantic) until something needs them
 _LAZY = {"Dataset": "ragmeter.io", "load": "ragmeter.io", "save": "ragmeter.io",
-         "AgentTrace": "ragmeter.schema", "Chunk": "ragmeter.schema", "Sample": "ragmeter.schema",
-         "Score": "ragmeter.schema", "ToolCall": "ragmeter.schema"}
+         "AgentTrace": "ragmeter.core.schema", "Chunk": "ragmeter.core.schema", "Sample": "ragmeter.core.schema",
+         "Score": "ragmeter.core.schema", "ToolCall": "ragmeter.core.schema"}
+
+#: ``ragmeter.NAME`` attributes that import their module on first use
+_SUBPACKAGES = {"agreement": "ragmeter.agreement", "human": "ragmeter.human"}
 
 __all__ = [
     "AgentTrace", "Chunk", "ConfigError", "Dataset", "DatasetError", "EvaluationResult",
@@ -114,8 +120,8 @@ def __getattr__(name: str):  # type: ignore[no-untyped-def]
         from ragmeter.runner import EvaluationResult
 
         return EvaluationResult
-    if name in ("agreement", "human"):  # ``ragmeter.agreement.cohen_kappa`` after ``import ragmeter``
+    if name in _SUBPACKAGES:  # ``ragmeter.agreement.cohen_kappa`` after ``import ragmeter``
         import importlib
 
-        return importlib.import_module(f"ragmeter.{name}")
+        return importlib.import_module(_SUBPACKAGES[name])
     raise AttributeError(name)

@@ -304,7 +304,7 @@ def read_ratings(path: str | Path, order: Sequence[str] | None = None) -> Rating
         DatasetError: the file cannot be read (missing, a folder, not UTF-8, not CSV).
         ValueError: with the file and line, when the file cannot be read as ratings.
     """
-    from ragmeter.files import csv_rows, read_text
+    from ragmeter.core.files import csv_rows, read_text
 
     p = Path(path)
     reader = csv_rows(read_text(p, "ratings file"), p)

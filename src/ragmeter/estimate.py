@@ -14,7 +14,7 @@ def estimate_run_cost(data: Any, metrics: list[str] | None = None, *, config: An
     then deletes the planning run. Returns the judge's dry-run figures (``planned_calls``,
     ``cached``, ``est_input_tokens``, ``est_output_tokens``, ``est_cost_usd``, ``per_metric``).
     """
-    from ragmeter.config import load_config
+    from ragmeter.core.config import load_config
     from ragmeter.metrics.base import resolve_all
     from ragmeter.runner import evaluate
     from ragmeter.store import Store, open_store

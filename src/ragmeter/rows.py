@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ragmeter.errors import ConfigError
-from ragmeter.schema import Sample, Score
-from ragmeter.thresholds import from_record, passes
+from ragmeter.core.errors import ConfigError
+from ragmeter.core.schema import Sample, Score
+from ragmeter.core.thresholds import from_record, passes
 
 INPUT_COLUMNS = ["id", "question", "answer", "reference", "contexts", "context_ids"]
 PASS_SUFFIX = "__pass"
@@ -54,7 +54,7 @@ def verdict_summary(details: Mapping[str, Any] | None, metric: str | None = None
 def result_rows(samples: Sequence[Sample], scores: Mapping[str, Sequence[Score | None]],
                 higher: Mapping[str, bool], thresholds_record: Mapping[str, Any] | None) -> list[dict[str, Any]]:
     """One dict per sample: inputs, one value per metric (``None`` = no value), ``METRIC__pass``
-    for thresholded metrics (``True``/``False``/``None`` from :func:`ragmeter.thresholds.passes`),
+    for thresholded metrics (``True``/``False``/``None`` from :func:`ragmeter.core.thresholds.passes`),
     ``no_value_reasons`` and ``judge`` (``{metric: verdict summary}``)."""
     thr, _ = from_record(thresholds_record)
     rows = []

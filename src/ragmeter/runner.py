@@ -15,16 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import ragmeter.thresholds as th
+import ragmeter.core.thresholds as th
 from ragmeter._version import __version__
-from ragmeter.config import load_config
-from ragmeter.context import ScoringContext
-from ragmeter.engines.checks import checked_column, checked_scores
-from ragmeter.engines.lifecycle import gc_paused as _gc_paused
-from ragmeter.engines.lifecycle import heartbeat as _heartbeat
-from ragmeter.engines.lifecycle import in_background as _in_background
-from ragmeter.engines.lifecycle import join_writer as _join_writer
-from ragmeter.errors import (
+from ragmeter.core.config import load_config
+from ragmeter.core.context import ScoringContext
+from ragmeter.core.errors import (
     ConfigError,
     DatasetError,
     IncompleteRunError,
@@ -33,10 +28,15 @@ from ragmeter.errors import (
     RunLeaseError,
     StoreError,
 )
+from ragmeter.core.schema import Sample, Score, ScoreColumn, ScoreColumns
+from ragmeter.engines.checks import checked_column, checked_scores
+from ragmeter.engines.lifecycle import gc_paused as _gc_paused
+from ragmeter.engines.lifecycle import heartbeat as _heartbeat
+from ragmeter.engines.lifecycle import in_background as _in_background
+from ragmeter.engines.lifecycle import join_writer as _join_writer
 from ragmeter.io.readers import REQUIREMENT_TARGET, Dataset, load
 from ragmeter.metrics.base import MetricRequest, missing_fields, resolve_all
 from ragmeter.provenance import provenance
-from ragmeter.schema import Sample, Score, ScoreColumn, ScoreColumns
 from ragmeter.stats import aggregate_many
 from ragmeter.store import Store, open_store
 
@@ -71,7 +71,7 @@ class EvaluationResult:
         return self.status == "completed"
 
     def raise_for_status(self) -> EvaluationResult:
-        """Raise :class:`~ragmeter.errors.IncompleteRunError` when the run is incomplete.
+        """Raise :class:`~ragmeter.core.errors.IncompleteRunError` when the run is incomplete.
 
         Returns:
             The result itself, so ``evaluate(...).raise_for_status()`` reads as one step.
@@ -236,7 +236,7 @@ def evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None = None, *
         ray_address: ``ray://HOST:PORT`` of a Ray cluster (default: a local Ray runtime).
         thresholds: per-metric thresholds, ``{"token_f1": 0.3, "hallucination": "<=0.2"}`` or
             ``["faithfulness=0.7"]``; stored in ``Run.extra["thresholds"]`` (pass/fail is derived
-            from value + threshold by :func:`ragmeter.thresholds.passes`, never stored per score).
+            from value + threshold by :func:`ragmeter.core.thresholds.passes`, never stored per score).
         pass_rule: when a thresholded metric passes for the run: ``"all"`` samples (default) or a
             pass-rate target its Wilson lower bound must reach (``0.8``).
 
@@ -246,7 +246,7 @@ def evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None = None, *
     Returns:
         An :class:`EvaluationResult`. An incomplete run is stored with status ``incomplete`` and
         returned like any other (``result.status``, ``result.incomplete`` say why);
-        ``result.raise_for_status()`` turns it into an :class:`~ragmeter.errors.IncompleteRunError`.
+        ``result.raise_for_status()`` turns it into an :class:`~ragmeter.core.errors.IncompleteRunError`.
 
     Raises:
         DatasetError: a bad row (with ``on_error="raise"``), or a row that gives none of the
@@ -490,7 +490,7 @@ def _judge_preflight(ctx: ScoringContext) -> JudgeError | ConfigError | None:
 
 def _public_options(opts: dict[str, Any]) -> dict[str, Any]:
     # API keys never reach the database: secret-named options are dropped, the rest redacted
-    from ragmeter.redact import is_secret_name, redact_obj
+    from ragmeter.core.redact import is_secret_name, redact_obj
 
     return redact_obj({k: v for k, v in opts.items() if not is_secret_name(k)})
 

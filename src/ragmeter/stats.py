@@ -39,7 +39,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ragmeter.schema import Score
+from ragmeter.core.schema import Score
 
 N_BOOTSTRAP = 2000
 SEED = 20261122

@@ -44,7 +44,7 @@ def assert_scores(sample: Any, metrics: Sequence[str], thresholds: Mapping[str, 
 
     Args:
         sample: a mapping (``question``, ``answer``, ``reference``, ``contexts`` ...), a
-            :class:`~ragmeter.schema.Sample`, or a list of either.
+            :class:`~ragmeter.core.schema.Sample`, or a list of either.
         metrics: metric names, e.g. ``["token_f1", "faithfulness"]``.
         thresholds: ``{"token_f1": 0.5, "hallucination": "<=0.2"}`` or ``["token_f1=0.5"]``;
             "=" means at least for higher-is-better metrics and at most for lower-is-better ones.

@@ -1,4 +1,8 @@
-"""Test-only metrics, loaded through $RAGMETER_PLUGINS (the user-facing plugin mechanism)."""
+"""Test-only metrics, loaded through $RAGMETER_PLUGINS (the user-facing plugin mechanism).
+
+Written against the import paths from before the modules moved into stage packages
+(``ragmeter.metrics.base``, ``ragmeter.schema``): a plug-in written then keeps working.
+"""
 
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from ragmeter.agent.lookup import _check_source, _get_path, lookup  # noqa: F401
 from ragmeter.agent.matching import Step, reference_calls
-from ragmeter.errors import ConfigError
+from ragmeter.core.errors import ConfigError
 
 
 def _num(v: Any, where: str, *, low: float | None = 0.0) -> float:
@@ -148,7 +148,7 @@ def load_preset(name_or_path: str) -> dict[str, Any]:
     if path.suffix.lower() in {".yaml", ".yml", ".json"} or path.exists():
         if not path.exists():
             raise ConfigError(f"agent preset file not found: {path}")
-        from ragmeter.files import read_text
+        from ragmeter.core.files import read_text
 
         text = read_text(path, "agent preset")
         where = str(path)

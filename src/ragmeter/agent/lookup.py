@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ragmeter.errors import ConfigError
-from ragmeter.schema import Sample
+from ragmeter.core.errors import ConfigError
+from ragmeter.core.schema import Sample
 
 _SOURCE_ROOTS = ("metadata", "intent", "final_output", "trace")
 _SAMPLE_FIELDS = ("question", "answer", "reference", "id")

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ragmeter.agent.lookup import _get_path
-from ragmeter.errors import ConfigError
+from ragmeter.core.errors import ConfigError
+from ragmeter.core.schema import ToolCall
 from ragmeter.io.traces import _tool_call, parse_trace
-from ragmeter.schema import ToolCall
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ragmeter.schema import Sample
+from ragmeter.core.schema import Sample
 
 STAT_FIGURES = ("step_count", "tool_calls", "latency_ms", "tool_latency_ms")
 

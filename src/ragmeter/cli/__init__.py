@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> None:
     Args:
         argv: the arguments (default: ``sys.argv[1:]``).
     """
-    from ragmeter.errors import EXIT_USAGE, RagmeterError, exit_code_for
+    from ragmeter.core.errors import EXIT_USAGE, RagmeterError, exit_code_for
 
     args = sys.argv[1:] if argv is None else list(argv)
     target, prog = app, "ragmeter"
@@ -169,7 +169,7 @@ def main(argv: list[str] | None = None) -> None:
         # way of a folder, no permission, a name too long): the caller's input, status 2
         if exc.filename is None:
             raise
-        from ragmeter.redact import redact
+        from ragmeter.core.redact import redact
 
         typer.secho(f"error: {redact(str(exc.filename))}: {exc.strerror or exc}", fg="red", err=True)
         raise SystemExit(EXIT_USAGE) from None

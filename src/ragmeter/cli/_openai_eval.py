@@ -6,13 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ragmeter.errors import ConfigError
+from ragmeter.core.errors import ConfigError
 
 
 def split_thresholds(raw: Any, graders: list[str]) -> tuple[dict[str, float], list[Any]]:
     """Thresholds that name a grader are its pass-rate target (the share of samples that must pass
     it; the per-sample rule comes from the definition); the others stay per-sample thresholds."""
-    from ragmeter.thresholds import parse_thresholds
+    from ragmeter.core.thresholds import parse_thresholds
 
     rates: dict[str, float] = {}
     rest: list[Any] = []

@@ -63,7 +63,7 @@ def confirm(question: str, *, default: bool = False, err: bool = False) -> bool:
     except typer.Abort:
         if sys.stdin is not None and sys.stdin.isatty():
             raise  # Ctrl-C at the prompt
-        from ragmeter.errors import ConfigError
+        from ragmeter.core.errors import ConfigError
 
         raise ConfigError(f"{question} -- no answer on standard input; pass --yes to go ahead "
                           "without asking") from None

@@ -51,8 +51,8 @@ def create_cmd(
     db: Db = None,
 ) -> None:
     """Create an annotation task over a run's samples and print each rater's personal link."""
-    from ragmeter.errors import RagmeterError
-    from ragmeter.files import read_text
+    from ragmeter.core.errors import RagmeterError
+    from ragmeter.core.files import read_text
     from ragmeter.human.tasks import create_task, parse_scales
 
     text = read_text(rubric, "rubric") if rubric else None
@@ -76,7 +76,7 @@ def list_cmd(run: Annotated[str | None, typer.Option("--run", help="Only tasks o
     """List annotation tasks with their progress."""
     from rich.table import Table
 
-    from ragmeter.errors import RagmeterError
+    from ragmeter.core.errors import RagmeterError
     from ragmeter.human.tasks import list_tasks, task_status
 
     store = get_store(db)
@@ -98,7 +98,7 @@ def list_cmd(run: Annotated[str | None, typer.Option("--run", help="Only tasks o
 def status_cmd(task: Annotated[str, typer.Argument(help="Task id, prefix or name.")],
                as_json: Annotated[bool, typer.Option("--json")] = False, db: Db = None) -> None:
     """A task's progress per rater."""
-    from ragmeter.errors import RagmeterError
+    from ragmeter.core.errors import RagmeterError
     from ragmeter.human.tasks import task_status
 
     try:
@@ -120,7 +120,7 @@ def links_cmd(task: Annotated[str, typer.Argument(help="Task id, prefix or name.
               base_url: Annotated[str, typer.Option("--base-url")] = DEFAULT_BASE,
               db: Db = None) -> None:
     """Make new personal links (the old ones stop working; labels are kept)."""
-    from ragmeter.errors import RagmeterError
+    from ragmeter.core.errors import RagmeterError
     from ragmeter.human.tasks import rotate_tokens
 
     try:
@@ -137,7 +137,7 @@ def rubric_cmd(task: Annotated[str, typer.Argument(help="Task id, prefix or name
                db: Db = None) -> None:
     """Print a task's rubric, or replace it (the task version goes up; labels record the version
     they were given under)."""
-    from ragmeter.errors import RagmeterError
+    from ragmeter.core.errors import RagmeterError
     from ragmeter.human.tasks import get_task, update_rubric
 
     try:
@@ -147,7 +147,7 @@ def rubric_cmd(task: Annotated[str, typer.Argument(help="Task id, prefix or name
             console.print(f"task {t.id}, version {t.version}:", highlight=False)
             console.print(t.rubric, markup=False, highlight=False)
             return
-        from ragmeter.files import read_text
+        from ragmeter.core.files import read_text
 
         version = update_rubric(store, task, read_text(file, "rubric"))
     except RagmeterError as exc:
@@ -160,7 +160,7 @@ def add_rater_cmd(task: Annotated[str, typer.Argument()], name: Annotated[str, t
                   base_url: Annotated[str, typer.Option("--base-url")] = DEFAULT_BASE,
                   db: Db = None) -> None:
     """Add a rater to a task and print their link."""
-    from ragmeter.errors import RagmeterError
+    from ragmeter.core.errors import RagmeterError
     from ragmeter.human.tasks import add_rater
 
     try:
@@ -178,7 +178,7 @@ def export_cmd(task: Annotated[str, typer.Argument()],
                                                          "a blank sheet to fill in.")] = False,
                db: Db = None) -> None:
     """Write a CSV for offline raters (item,rater,scale,label,question,answer), or the labels."""
-    from ragmeter.errors import RagmeterError
+    from ragmeter.core.errors import RagmeterError
     from ragmeter.human.tasks import export_csv
 
     try:
@@ -195,7 +195,7 @@ def import_cmd(task: Annotated[str, typer.Argument()], file: Annotated[Path, typ
                                                          "the file has no rater column).")] = None,
                db: Db = None) -> None:
     """Read labels from a CSV filled in offline (checked entirely before anything is stored)."""
-    from ragmeter.errors import RagmeterError
+    from ragmeter.core.errors import RagmeterError
     from ragmeter.human.tasks import import_csv
 
     try:
@@ -217,7 +217,7 @@ def agreement_cmd(
 ) -> None:
     """Inter-rater agreement of a task's labels per scale: Krippendorff's alpha, percent agreement,
     and Cohen's quadratic kappa when there are two raters."""
-    from ragmeter.errors import RagmeterError
+    from ragmeter.core.errors import RagmeterError
     from ragmeter.human.reliability import task_agreement
 
     if level not in ("", "nominal", "ordinal", "interval", "ratio"):
@@ -257,7 +257,7 @@ def labels_cmd(
 ) -> None:
     """Write the task's samples with ``label`` from the human labels (normalised to [0, 1]), a
     dataset for the correctness methods' calibration and accuracy reports."""
-    from ragmeter.errors import RagmeterError
+    from ragmeter.core.errors import RagmeterError
     from ragmeter.human.tasks import labelled_samples
     from ragmeter.io.writers import save
 
@@ -280,7 +280,7 @@ def apply_cmd(
 ) -> None:
     """Store the human labels as metrics of the task's run (``human_<scale>``, in [0, 1]), so
     `ragmeter show`, `compare`, `gate` and reports treat them like any metric."""
-    from ragmeter.errors import RagmeterError
+    from ragmeter.core.errors import RagmeterError
     from ragmeter.human.reliability import apply_human_scores
 
     try:

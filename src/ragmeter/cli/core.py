@@ -11,7 +11,7 @@ import typer
 
 from ragmeter.cli._common import DB_HELP, console, err_console, fmt, get_store, summary_table
 from ragmeter.cli._params import number
-from ragmeter.redact import redact_obj
+from ragmeter.core.redact import redact_obj
 
 
 def register(app: typer.Typer) -> None:

@@ -64,7 +64,7 @@ def agreement_cmd(
     so (exit 3), never printed as 0.
     """
     from ragmeter.agreement import agreement, interpret, read_ratings
-    from ragmeter.errors import RagmeterError
+    from ragmeter.core.errors import RagmeterError
 
     methods = ["alpha", "kappa", "fleiss", "percent"] if method == "all" else [method]
     if any(m not in ("alpha", "kappa", "fleiss", "percent") for m in methods):
@@ -123,7 +123,7 @@ def reliability_cmd(
     over repeated runs, agreement with a second judge, share of judge failures. --repeats and
     --other-judge are remembered for `ragmeter show` and the report."""
     from ragmeter.cli._common import get_store
-    from ragmeter.errors import RagmeterError
+    from ragmeter.core.errors import RagmeterError
     from ragmeter.human.reliability import (
         KV_NAMESPACE,
         _judge_metrics,

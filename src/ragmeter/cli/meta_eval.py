@@ -46,7 +46,7 @@ def _errors_exit(fn: Any) -> Any:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         from rich.markup import escape
 
-        from ragmeter.errors import RagmeterError
+        from ragmeter.core.errors import RagmeterError
 
         try:
             return fn(*args, **kwargs)
@@ -232,7 +232,7 @@ def meta_eval_cmd(
                                    "judge_concurrency": concurrency, "judge_rpm": rpm}.items() if v is not None})
     names = _split(metrics)
     if not _is_data(data):
-        from ragmeter.errors import DatasetError, StoreError
+        from ragmeter.core.errors import DatasetError, StoreError
 
         try:
             rec = load_meta_eval(get_store(db, must_exist=True), data)

@@ -131,7 +131,7 @@ def check_cmd(
 ) -> None:
     """Check the last --window against thresholds, for cron and CI. Exit 0: all within;
     1: a threshold is crossed (each is printed); 2: bad options; 3: too few calls to check."""
-    from ragmeter.errors import ConfigError
+    from ragmeter.core.errors import ConfigError
     from ragmeter.monitor.aggregate import now_utc, parse_duration, window_stats
     from ragmeter.monitor.online import quality_in_window
 
@@ -202,7 +202,7 @@ def import_cmd(
     """Import OpenTelemetry traces (GenAI semantic conventions or OpenInference) as logged calls:
     one call per trace; importing a file twice stores its traces once. Every file is read and
     checked before anything is stored: a bad file stores nothing (exit 2)."""
-    from ragmeter.errors import DatasetError
+    from ragmeter.core.errors import DatasetError
     from ragmeter.monitor.calls import insert_calls, normalise_call
     from ragmeter.monitor.otel import calls_from_spans, read_spans
 

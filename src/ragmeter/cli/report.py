@@ -20,7 +20,7 @@ def _require(modules: tuple[str, ...], extra: str) -> None:
     """A clear error naming the pip command when an optional dependency is missing."""
     import importlib.util
 
-    from ragmeter.errors import ConfigError
+    from ragmeter.core.errors import ConfigError
 
     missing = [m for m in modules if importlib.util.find_spec(m) is None]
     if missing:
@@ -100,6 +100,6 @@ def serve_cmd(
     except SystemExit as exc:
         if exc.code != 3:  # uvicorn's "startup failed": the host does not resolve, the port is taken
             raise
-        from ragmeter.errors import ConfigError
+        from ragmeter.core.errors import ConfigError
 
         raise ConfigError(f"cannot listen on {host}:{port} (the reason is printed above)") from None

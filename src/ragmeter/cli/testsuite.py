@@ -28,7 +28,7 @@ def register(app: typer.Typer) -> None:
 
 
 def _datasets(suite: dict[str, Any]) -> list[str]:
-    from ragmeter.errors import ConfigError
+    from ragmeter.core.errors import ConfigError
 
     if "datasets" in suite:
         ds = suite["datasets"]
@@ -51,12 +51,12 @@ def test_cmd(
     db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
 ) -> None:
     """Run a test suite: evaluate, apply thresholds and the regression gate; exit 1 when a check fails."""
-    from ragmeter.config import load_config
+    from ragmeter.core.config import load_config
+    from ragmeter.core.thresholds import parse_rule, parse_thresholds
     from ragmeter.experiments.gate import gate
     from ragmeter.report.ci import markdown as to_markdown
     from ragmeter.report.ci import write_junit
     from ragmeter.runner import evaluate
-    from ragmeter.thresholds import parse_rule, parse_thresholds
 
     cfg = load_config(suite_file)
     suite = {**cfg, **cfg.get("extra", {})}

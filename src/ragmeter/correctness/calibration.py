@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ragmeter.errors import MetricError
+from ragmeter.core.errors import MetricError
 
 Objective = Literal["accuracy", "f1"]
 

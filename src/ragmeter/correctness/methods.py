@@ -13,7 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from ragmeter.correctness.text import (
+from ragmeter.core.errors import MetricError
+from ragmeter.core.text import (
     contains_phrase,
     fact_keys,
     fact_present,
@@ -24,7 +25,6 @@ from ragmeter.correctness.text import (
     negation_mismatch,
     yes_no,
 )
-from ragmeter.errors import MetricError
 
 #: the methods, from the simplest to the costliest (semantic_guarded is ragmeter's own)
 METHODS = ("keyword", "semantic_fixed", "semantic_dynamic", "semantic_guarded", "llm_judge", "hybrid")
@@ -148,11 +148,11 @@ def guarded_decision(answer: str, reference: str, similarity: float, *, question
 
     1. the answer abstains ("I don't know", "not mentioned", empty) -> 0;
     2. the reference's key facts (numbers, named entities, content words; see
-       :func:`ragmeter.correctness.text.key_facts`), minus what the question already says, are
+       :func:`ragmeter.core.text.key_facts`), minus what the question already says, are
        looked up in the answer. A missing number or named entity -> 0 (a wrong name or figure is
        the typical high-similarity wrong answer); fact coverage below ``min_coverage`` -> 0;
     3. one side negates a statement and the other does not ("Paris is not the capital"), or one
-       says "yes" and the other "no" (:func:`ragmeter.correctness.text.negation_mismatch`) -> 0;
+       says "yes" and the other "no" (:func:`ragmeter.core.text.negation_mismatch`) -> 0;
     4. the reference says nothing beyond the question and both texts open with yes/no: 1 when
        they agree;
     5. facts were found: 1 when ``similarity >= min_similarity`` (the answer is on topic), or when

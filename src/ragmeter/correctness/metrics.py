@@ -14,7 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from ragmeter.context import ScoringContext, register_service
+from ragmeter.core.context import ScoringContext, register_service
+from ragmeter.core.errors import ConfigError, MetricError
+from ragmeter.core.schema import Sample, Score
 from ragmeter.correctness.calibration import binary_scores, calibrate_threshold, validation_split
 from ragmeter.correctness.methods import (
     DEFAULT_THRESHOLD,
@@ -23,9 +25,7 @@ from ragmeter.correctness.methods import (
     keyword_correct,
     reference_similarities,
 )
-from ragmeter.errors import ConfigError, MetricError
 from ragmeter.metrics.base import MetricSpec, get_spec, missing_fields, register_metric
-from ragmeter.schema import Sample, Score
 
 FAMILY = "correctness"
 JUDGE_METRIC = "graded_correctness"
@@ -161,7 +161,7 @@ def correct_keyword(samples: list[Sample], ctx: ScoringContext, *, mode: str = "
     or the run's ``language``: "não é Lisboa"). Range {0, 1}. A sample with no usable keyword has no
     value.
     """
-    import ragmeter.language as lang
+    import ragmeter.core.language as lang
 
     if mode not in ("any", "all"):
         raise MetricError(f"mode must be 'any' or 'all', got {mode!r}")
@@ -291,7 +291,7 @@ def correct_semantic_guarded(samples: list[Sample], ctx: ScoringContext, *, min_
     key facts falls back to ``similarity >= fallback_threshold``. Range {0, 1}; the deciding rule
     is stored in the score's details.
     """
-    import ragmeter.language as lang
+    import ragmeter.core.language as lang
 
     for name, v in (("min_similarity", min_similarity), ("fallback_threshold", fallback_threshold)):
         _check_threshold(v, name)

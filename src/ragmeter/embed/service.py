@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
+from ragmeter.core.errors import ConfigError
 from ragmeter.embed.encoders import DEFAULT_BATCH_SIZE, Encoder, load_encoder
 from ragmeter.embed.models import EmbeddingError, ModelRef, ModelUnavailableError, resolve_model
-from ragmeter.errors import ConfigError
 
 #: Batches handed to the encoder per call: the progress bar moves and the store is written this often.
 BLOCK_BATCHES = 16
@@ -80,7 +80,7 @@ class EmbeddingService:
 
     @classmethod
     def from_context(cls, ctx: Any) -> EmbeddingService:
-        """The service for a :class:`ragmeter.context.ScoringContext` (its store, options, progress)."""
+        """The service for a :class:`ragmeter.core.context.ScoringContext` (its store, options, progress)."""
         return cls(store=ctx.store, options=ctx.options, progress=ctx.progress)
 
     # ---- names -----------------------------------------------------------------------------

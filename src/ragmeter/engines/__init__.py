@@ -15,7 +15,7 @@ def check_engine(engine: str) -> str:
     Raises:
         ConfigError: an unknown engine (exit status 2), before any work is done.
     """
-    from ragmeter.errors import ConfigError
+    from ragmeter.core.errors import ConfigError
 
     if engine not in ENGINES:
         raise ConfigError(f"unknown engine {engine!r}: use local or ray")

@@ -6,9 +6,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from ragmeter.errors import MetricError
+from ragmeter.core.errors import MetricError
+from ragmeter.core.schema import Score, ScoreColumn
 from ragmeter.metrics.base import MetricRequest
-from ragmeter.schema import Score, ScoreColumn
 
 
 def checked_column(req: MetricRequest, col: ScoreColumn) -> ScoreColumn:

@@ -105,9 +105,9 @@ def _die_with_parent(parent: int, watch_fd: int, write_fd: int) -> None:
 
 
 def _work() -> tuple[dict[str, Any], dict[Any, Any]]:
-    from ragmeter.context import ScoringContext
+    from ragmeter.core.context import ScoringContext
+    from ragmeter.core.schema import ScoreColumn
     from ragmeter.metrics import _lexical_mt
-    from ragmeter.schema import ScoreColumn
 
     ctx = ScoringContext(dict(_OPTIONS))
     out: dict[str, Any] = {}
@@ -163,7 +163,7 @@ class SecondHalf:
             release()
 
     def result(self) -> dict[str, Any]:
-        """The worker's scores per metric key (a :class:`~ragmeter.schema.ScoreColumn`, in the order of
+        """The worker's scores per metric key (a :class:`~ragmeter.core.schema.ScoreColumn`, in the order of
         its batches; re-raises its error)."""
         from ragmeter.metrics import _lexical_mt
 

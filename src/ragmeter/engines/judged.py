@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
-from ragmeter.errors import ConfigError, MetricError
+from ragmeter.core.errors import ConfigError, MetricError
+from ragmeter.core.schema import Sample, Score
 from ragmeter.metrics.base import MetricRequest, missing_fields
-from ragmeter.schema import Sample, Score
 
 Put = Callable[[str, list[str], Any], None]
 RunMetric = Callable[[MetricRequest, list[Sample], Any], Any]

@@ -3,7 +3,7 @@
 The driver keeps the plan and the store: it runs every metric's ``prepare`` (so embeddings are
 computed once, into the store's embedding cache) and writes each block's scores to the store as
 the block finishes (``ray.wait``), so an interrupted run resumes exactly as with the local engine.
-Workers rebuild a :class:`~ragmeter.context.ScoringContext` from the run options and the store URL
+Workers rebuild a :class:`~ragmeter.core.context.ScoringContext` from the run options and the store URL
 (they read cached embeddings from it) and call the metric on the same batches the local engine
 would, so values are identical. LLM-judged metrics are not sent to workers: the runner scores them
 on the driver, through its one judge service (one rate limiter, one cache).
@@ -26,7 +26,7 @@ import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from ragmeter.errors import ConfigError
+from ragmeter.core.errors import ConfigError
 
 BLOCKS_PER_CPU = 4
 
@@ -46,7 +46,7 @@ def worker_env(local: bool = True, environ: Mapping[str, str] | None = None) -> 
     secret-named variable (``RAGMETER_INGEST_TOKEN``) or a value that holds a credential (a URL
     with a password): Ray logs the runtime_env in plain text.
     """
-    from ragmeter.redact import is_secret_name, redact
+    from ragmeter.core.redact import is_secret_name, redact
 
     env = os.environ if environ is None else environ
     names = [k for k in env if k.startswith("RAGMETER_") and k not in NOT_SENT and not is_secret_name(k)]
@@ -89,7 +89,7 @@ def init(address: str | None = None, num_cpus: int | None = None) -> Any:
 def _score_block(request: Any, chunks: Sequence[Sequence[Any]], options: dict[str, Any], store_url: str | None,
                  run_metric: Callable[..., list[Any]]) -> list[list[Any]]:
     """One Ray task: score a block (a list of batches) with a fresh context; return the scores per batch."""
-    from ragmeter.context import ScoringContext
+    from ragmeter.core.context import ScoringContext
     from ragmeter.store import open_store
 
     # only metrics that read cached embeddings need the store; opening it costs a connection per task
@@ -155,8 +155,8 @@ def _score_block_all(requests: Sequence[Any], samples: Sequence[Any], options: d
                      run_metric: Callable[..., list[Any]]) -> list[list[Any]]:
     """One Ray task: every metric of ``requests`` on one block of samples (unpickled once for all of
     them); the scores per metric, in sample order."""
-    from ragmeter.context import ScoringContext
-    from ragmeter.schema import ScoreColumn
+    from ragmeter.core.context import ScoringContext
+    from ragmeter.core.schema import ScoreColumn
 
     ctx = ScoringContext(options)
     try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ragmeter.errors import ConfigError
+from ragmeter.core.errors import ConfigError
 from ragmeter.experiments.runs import RunValues, load_runs, paired_arrays
 from ragmeter.experiments.statistics import VERDICT_BETTER, VERDICT_WORSE, compare_paired, family_verdicts
 

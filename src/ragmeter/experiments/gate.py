@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from ragmeter.errors import EXIT_CHECK_FAILED, EXIT_INCOMPLETE, EXIT_OK, ConfigError
+from ragmeter.core.errors import EXIT_CHECK_FAILED, EXIT_INCOMPLETE, EXIT_OK, ConfigError
 from ragmeter.experiments.runs import RunValues, load_runs, paired_arrays
 from ragmeter.experiments.statistics import adjust_pvalues, paired_mean_ci, paired_permutation_test
 

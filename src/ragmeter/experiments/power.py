@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from ragmeter.errors import ConfigError
+from ragmeter.core.errors import ConfigError
 from ragmeter.experiments.runs import load_runs, paired_arrays
 from ragmeter.experiments.statistics import paired_power, sample_size_paired
 

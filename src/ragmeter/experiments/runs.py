@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ragmeter.errors import ConfigError, StoreError
+from ragmeter.core.errors import ConfigError, StoreError
 
 BASELINE_FORMAT = "ragmeter-baseline"
 BASELINE_VERSION = 1
@@ -202,7 +202,7 @@ def load_baseline(path: str | Path) -> RunValues:
     path = Path(path)
     if not path.is_file():
         raise StoreError(f"baseline file not found: {path}")
-    from ragmeter.files import read_text
+    from ragmeter.core.files import read_text
 
     text = read_text(path, "baseline file")
     try:

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ragmeter.errors import ConfigError, DatasetError
+from ragmeter.core.errors import ConfigError, DatasetError
 
 REVIEW_STATES = ("pending", "accepted", "edited", "rejected")
 EDITABLE = ("question", "references", "negative_references", "relevant", "metadata")
@@ -71,7 +71,7 @@ def save_dataset(store: Any, name: str, samples: Sequence[Mapping[str, Any]], *,
     """
     from sqlalchemy import func, select
 
-    from ragmeter.schema import Sample
+    from ragmeter.core.schema import Sample
     from ragmeter.store.models import DatasetRow, DatasetSampleRow
 
     _check_name(name)
@@ -165,8 +165,8 @@ def samples_of(store: Any, ref: str, *, include_rejected: bool = False) -> list[
 
 
 def load_samples(store: Any, ref: str, where: Mapping[str, str] | None = None) -> list[Any]:
-    """Samples of a dataset as :class:`ragmeter.schema.Sample` objects (rejected ones left out)."""
-    from ragmeter.schema import Sample
+    """Samples of a dataset as :class:`ragmeter.core.schema.Sample` objects (rejected ones left out)."""
+    from ragmeter.core.schema import Sample
 
     return [Sample.model_validate(d) for d in samples_of(store, ref)]
 
@@ -216,7 +216,7 @@ def review(store: Any, name: str, sample_id: str, action: str, changes: Mapping[
     """
     from sqlalchemy import select
 
-    from ragmeter.schema import Sample
+    from ragmeter.core.schema import Sample
     from ragmeter.store.models import DatasetSampleRow
 
     if action not in ("accept", "edit", "reject", "reset"):
@@ -352,7 +352,7 @@ def apply_review_csv(store: Any, name: str, path: str | Path) -> dict[str, int]:
     Raises:
         DatasetError: naming the file, line and field of the first bad row.
     """
-    from ragmeter.files import csv_rows, read_text
+    from ragmeter.core.files import csv_rows, read_text
 
     counts = {"accepted": 0, "edited": 0, "rejected": 0, "pending": 0, "unchanged": 0}
     current = {d["id"]: d for d in samples_of(store, name, include_rejected=True)}

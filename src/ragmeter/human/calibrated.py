@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ragmeter.errors import ConfigError, DatasetError
+from ragmeter.core.errors import ConfigError, DatasetError
 from ragmeter.ppi import ppi_lambda, ppi_mean_ci
 from ragmeter.stats import mean_ci
 from ragmeter.store import Store

@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 
 from ragmeter.agreement import agreement, krippendorff_alpha
-from ragmeter.errors import ConfigError, RagmeterError
+from ragmeter.core.errors import ConfigError, RagmeterError
+from ragmeter.core.schema import Score
 from ragmeter.human.tasks import (
     Scale,
     get_task,
@@ -23,7 +24,6 @@ from ragmeter.human.tasks import (
     list_tasks,
     task_scales,
 )
-from ragmeter.schema import Score
 from ragmeter.store import Store
 
 KV_NAMESPACE = "reliability"

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ragmeter.errors import ConfigError
+from ragmeter.core.errors import ConfigError
 
 #: USD per 1M tokens (input, output)
 BUILTIN_PRICES: dict[str, tuple[float, float]] = {
@@ -113,7 +113,7 @@ def read_price_file(path: str | Path) -> dict[str, tuple[float, float]]:
     p = Path(path)
     if not p.exists():
         raise ConfigError(f"judge price file not found: {p}")
-    from ragmeter.files import read_text
+    from ragmeter.core.files import read_text
 
     text = read_text(p, "price file")
     try:

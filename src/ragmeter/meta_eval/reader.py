@@ -23,7 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from ragmeter.errors import DatasetError
+from ragmeter.core.errors import DatasetError
+from ragmeter.core.schema import Sample
 from ragmeter.io.readers import (
     BUNDLED,
     FIELD_ALIASES,
@@ -32,7 +33,6 @@ from ragmeter.io.readers import (
     parse_mapping,
     sample_from_dict,
 )
-from ragmeter.schema import Sample
 
 #: label columns tried in order when ``--label`` is not given
 POINTWISE_LABELS = ("human", "human_score", "human_label", "human_rating", "rating", "score", "label")

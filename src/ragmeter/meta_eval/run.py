@@ -13,7 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from ragmeter.errors import ConfigError, StoreError
+from ragmeter.core.errors import ConfigError, StoreError
+from ragmeter.core.schema import FIELD_PRESENT, Sample
 from ragmeter.meta_eval.reader import HumanLabels, read_labels
 from ragmeter.meta_eval.statistics import (
     CORRELATIONS,
@@ -26,7 +27,6 @@ from ragmeter.meta_eval.statistics import (
     human_ceiling,
     interval,
 )
-from ragmeter.schema import FIELD_PRESENT, Sample
 
 EXTRA_KEY = "meta_eval"
 TAG = "meta-eval"

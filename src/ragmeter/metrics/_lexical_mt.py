@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ragmeter.errors import MetricError
+from ragmeter.core.errors import MetricError
 
 # --- sacrebleu's 13a tokenizer -----------------------------------------------------------------
 # sacrebleu.tokenizers.tokenizer_re.TokenizerRegexp applies four substitutions. The first one pads

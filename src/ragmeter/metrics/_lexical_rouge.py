@@ -14,7 +14,7 @@ hashes mean equal tokens and the LCS is exact, not approximate.
 Other languages (``language`` other than English) depart from rouge-score, which drops every
 character outside ``[a-z0-9]`` (two identical Greek texts score 0 there): the text is NFC-normalised
 and case-folded, tokens are letter/digit runs of any script with each CJK character a token
-(:func:`ragmeter.language.words`), and tokens longer than 3 characters get the language's Snowball
+(:func:`ragmeter.core.language.words`), and tokens longer than 3 characters get the language's Snowball
 stemmer (none when it has no stemmer).
 """
 
@@ -68,12 +68,12 @@ class RougeTokenizer:
 
     def _stem(self, word: str) -> str:
         if self.language != "en":
-            from ragmeter.language import stem
+            from ragmeter.core.language import stem
 
             return stem(word, self.language) if self.use_stemmer and len(word) > 3 else word
         if self.use_stemmer and len(word) > 3:
             if self._stemmer is None:
-                import ragmeter.language as lang
+                import ragmeter.core.language as lang
 
                 self._stemmer = lang.porter_stemmer()
             return self._stemmer.stem(word)
@@ -104,7 +104,7 @@ class RougeTokenizer:
     def ids(self, text: str) -> list[int]:
         """Token ids of ``text``."""
         if self.language != "en":
-            from ragmeter.language import words as unicode_words
+            from ragmeter.core.language import words as unicode_words
 
             words = unicode_words(text)
         else:

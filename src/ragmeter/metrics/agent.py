@@ -40,10 +40,10 @@ from ragmeter.agent.stats import (
     show_section,
     stats_table_text,
 )
-from ragmeter.errors import ConfigError
+from ragmeter.core.errors import ConfigError
+from ragmeter.core.schema import AgentTrace, Sample, Score
 from ragmeter.io.traces import TRACE_ALIASES, parse_trace
 from ragmeter.metrics.base import metric
-from ragmeter.schema import AgentTrace, Sample, Score
 
 
 def _check_config(ctx: Any, **_: Any) -> str | None:

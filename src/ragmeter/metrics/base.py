@@ -14,8 +14,13 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ragmeter.errors import ConfigError
-from ragmeter.schema import FIELD_PRESENT, Sample, Score
+from ragmeter.core.context import declare_service
+from ragmeter.core.errors import ConfigError
+from ragmeter.core.schema import FIELD_PRESENT, Sample, Score
+
+# the services that metrics with ``needs_embeddings`` / ``needs_llm`` ask their context for
+declare_service("embeddings", "ragmeter.embed")
+declare_service("judge", "ragmeter.llm")
 
 BatchFn = Callable[..., list[Score]]
 PrepareFn = Callable[..., None]
@@ -29,7 +34,7 @@ class MetricSpec:
         name: config key (e.g. ``rouge1_fmeasure``).
         family: ``lexical``, ``retrieval``, ``semantic``, ``llm``, ``agent``, ...
         fn: the batch scoring function.
-        requires: sample fields needed (keys of ``ragmeter.schema.FIELD_PRESENT``).
+        requires: sample fields needed (keys of ``ragmeter.core.schema.FIELD_PRESENT``).
         range: (low, high) of the values.
         higher_is_better: direction; ``False`` for hallucination, bias, toxicity.
         needs_embeddings / needs_llm: whether the metric uses those services.

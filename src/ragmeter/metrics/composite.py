@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ragmeter.errors import ConfigError
-from ragmeter.schema import Score
+from ragmeter.core.errors import ConfigError
+from ragmeter.core.schema import Score
 
 # =============================================================================================
 # Presets (data)
@@ -116,7 +116,7 @@ class Composite:
 
 
 def _load_file(path: Path) -> dict[str, Any]:
-    from ragmeter.files import read_text
+    from ragmeter.core.files import read_text
 
     text = read_text(path, "composite definition")
     try:

@@ -41,8 +41,8 @@ from typing import Any
 
 import numpy as np
 
-from ragmeter.errors import ConfigError, DatasetError
-from ragmeter.schema import Sample
+from ragmeter.core.errors import ConfigError, DatasetError
+from ragmeter.core.schema import Sample
 
 # =============================================================================================
 # The figures, as plain functions
@@ -232,7 +232,7 @@ def _mean(xs: Sequence[float | None]) -> tuple[float | None, int]:
 def _embed(texts: Sequence[str], encoder: Any, model: str | None, store: Any) -> np.ndarray:
     if encoder is None and store is not None:
         try:
-            from ragmeter.context import ScoringContext
+            from ragmeter.core.context import ScoringContext
 
             svc = ScoringContext({"embedding_model": model} if model else {}, store=store).service("embeddings")
             return np.asarray(svc.matrix(list(texts), model=model), dtype=np.float64)

@@ -24,13 +24,13 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ragmeter.context import ScoringContext, register_service
-from ragmeter.errors import MetricError
+from ragmeter.core.context import ScoringContext, register_service
+from ragmeter.core.errors import MetricError
+from ragmeter.core.schema import Sample, ScoreColumn
 from ragmeter.metrics import _lexical_kernels as K
 from ragmeter.metrics._lexical_mt import bleu_batch, check_bleu_params, check_chrf_params, chrf_batch
 from ragmeter.metrics._lexical_rouge import ROUGE_KEYS, rouge_multi
 from ragmeter.metrics.base import MetricSpec, register_metric
-from ragmeter.schema import Sample, ScoreColumn
 
 __all__ = [
     "FUZZ_SCORERS", "ROUGE_KEYS", "STRING_METRICS", "RougeScore", "StringMetric", "bleu", "bleu2", "bleu_scores", "chrf",
@@ -420,12 +420,12 @@ def sample_texts(samples: Sequence[Sample], ctx: ScoringContext | None) -> tuple
 
 
 def _unicode_token_value(metric: str, answer: str, reference: str) -> float:
-    """exact_match / token_f1 on :func:`ragmeter.language.words` tokens (any script, CJK by character,
+    """exact_match / token_f1 on :func:`ragmeter.core.language.words` tokens (any script, CJK by character,
     case-folded, punctuation dropped; no English article removal). Both empty -> 1, one empty -> 0,
     as SQuAD."""
     from collections import Counter
 
-    from ragmeter.language import words
+    from ragmeter.core.language import words
 
     a, r = words(answer), words(reference)
     if metric == "exact_match":
@@ -446,7 +446,7 @@ def _string_scores(metric: str, samples: Sequence[Sample], params: dict[str, Any
     best, arg, sizes = _string_best(metric, answers, refs, params)
     if metric in ("exact_match", "token_f1"):
         # other languages: Unicode word tokens instead of SQuAD's English normalisation
-        import ragmeter.language as lang
+        import ragmeter.core.language as lang
 
         options = ctx.options if ctx is not None else None
         for i, code in enumerate(lang.of_many(samples, options)):
@@ -561,7 +561,7 @@ def _rouge_rows(samples: Sequence[Sample], ctx: ScoringContext | None, use_stemm
                 bigrams: bool = True) -> list[tuple[np.ndarray, np.ndarray]]:
     """ROUGE rows of the samples, remembered for the run's other ROUGE keys; ``bigrams=False``
     (a rouge1/rougeL key) skips ROUGE-2's counting, which a rouge2 key then adds."""
-    import ragmeter.language as lang
+    import ragmeter.core.language as lang
 
     memo = ctx.service("lexical_memo").rouge if ctx is not None else {}
     options = ctx.options if ctx is not None else None

@@ -25,13 +25,13 @@ from typing import Any
 
 import numpy as np
 
-from ragmeter.errors import MetricError
+from ragmeter.core.errors import MetricError
+from ragmeter.core.schema import Chunk, Sample, Score
 from ragmeter.metrics.base import MetricSpec, register_metric
 from ragmeter.retrieval import matching
 from ragmeter.retrieval import measures as M
 from ragmeter.retrieval.engine import RelevanceMatrix
 from ragmeter.retrieval.matching import Span, span_of
-from ragmeter.schema import Chunk, Sample, Score
 
 __all__ = [
     "average_precision", "dcg_at_k", "f1_at_k", "f1_at_k_exact", "f1_at_k_similarity", "hit_rate_at_k",

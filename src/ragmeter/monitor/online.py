@@ -14,7 +14,7 @@ import random
 from datetime import datetime, timedelta
 from typing import Any
 
-from ragmeter.errors import ConfigError
+from ragmeter.core.errors import ConfigError
 
 KV_NAMESPACE = "monitor_runs"
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ragmeter.errors import ConfigError
+from ragmeter.core.errors import ConfigError
 from ragmeter.openai_evals.formula import parse_formula
 from ragmeter.openai_evals.templates import check_template
 

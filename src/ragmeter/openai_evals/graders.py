@@ -17,14 +17,14 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ragmeter.context import ScoringContext, register_service
-from ragmeter.errors import ConfigError
+from ragmeter.core.context import ScoringContext, register_service
+from ragmeter.core.errors import ConfigError
+from ragmeter.core.schema import Sample, Score
 from ragmeter.metrics.base import MetricSpec, register_metric
 from ragmeter.openai_evals import definition as d
 from ragmeter.openai_evals.formula import FormulaError, evaluate_formula, parse_formula
 from ragmeter.openai_evals.model import GraderJudges
 from ragmeter.openai_evals.templates import TemplateError, render
-from ragmeter.schema import Sample, Score
 
 FAMILY = "openai_evals"
 #: values of graders with no fixed range (python, score_model's ``range``, multi formulas)

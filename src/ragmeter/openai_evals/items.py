@@ -23,9 +23,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ragmeter.errors import DatasetError
+from ragmeter.core.errors import DatasetError
+from ragmeter.core.schema import Sample
 from ragmeter.io import Dataset
-from ragmeter.schema import Sample
 
 _QUESTION_KEYS = ("question", "input", "prompt", "query")
 _REFERENCE_KEYS = ("ideal", "reference", "reference_answer", "expected", "expected_output", "ground_truth",

@@ -24,8 +24,8 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+from ragmeter.core.schema import Sample, Score
 from ragmeter.metrics.base import MetricSpec, register_metric
-from ragmeter.schema import Sample, Score
 
 _PUNCT = str.maketrans("", "", string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b")

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ragmeter.errors import ConfigError, DatasetError
+from ragmeter.core.errors import ConfigError, DatasetError
 from ragmeter.io import Dataset
 from ragmeter.openai_evals.definition import EvalDefinition, load_definition, uses_python, walk
 from ragmeter.openai_evals.items import load_items

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ragmeter.errors import ConfigError
+from ragmeter.core.errors import ConfigError
 from ragmeter.pipeline.retrieval import analyse
 
 ANSWERERS = ("overlap", "embedding")

@@ -8,8 +8,8 @@ from typing import Protocol
 
 import numpy as np
 
-from ragmeter.correctness.text import STOPWORDS, stem, tokens
-from ragmeter.errors import ConfigError
+from ragmeter.core.errors import ConfigError
+from ragmeter.core.text import STOPWORDS, stem, tokens
 from ragmeter.pipeline.chunking import TextChunk
 
 RETRIEVERS = ("bm25", "embedding", "hybrid")
@@ -22,7 +22,7 @@ def analyse(text: str, language: str = "en") -> list[str]:
 
     English: ragmeter's English stopwords and the Porter stemmer. Other languages: the stopword list
     bm25s ships for the language (Portuguese, Spanish, French, German ...; none when it ships none)
-    and the language's Snowball stemmer (:mod:`ragmeter.language`)."""
+    and the language's Snowball stemmer (:mod:`ragmeter.core.language`)."""
     if language == "en":
         return [t if t[:1].isdigit() else stem(t) for t in tokens(text) if t not in STOPWORDS]
     stop = _folded_stopwords(language)
@@ -30,7 +30,7 @@ def analyse(text: str, language: str = "en") -> list[str]:
 
 
 def _folded_stopwords(language: str) -> frozenset[str]:
-    import ragmeter.language as lang
+    import ragmeter.core.language as lang
 
     return frozenset(lang.fold(w) for w in lang.stopwords(language))
 

@@ -14,12 +14,12 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ragmeter.errors import ConfigError, RagmeterError, StoreError
+from ragmeter.core.errors import ConfigError, RagmeterError, StoreError
+from ragmeter.core.redact import redact, redact_obj
+from ragmeter.core.schema import FIELD_PRESENT, Sample, Score
 from ragmeter.metrics.composite import bands_apply
-from ragmeter.redact import redact, redact_obj
 from ragmeter.report.bands import band, oriented
 from ragmeter.report.meta_eval import meta_eval_view
-from ragmeter.schema import FIELD_PRESENT, Sample, Score
 from ragmeter.stats import aggregate, difference_bounds, mean_ci
 from ragmeter.store import Store
 from ragmeter.store.models import Run

@@ -21,9 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from ragmeter.errors import StoreError
+from ragmeter.core.errors import StoreError
+from ragmeter.core.schema import FIELD_PRESENT, Sample
 from ragmeter.report import data
-from ragmeter.schema import FIELD_PRESENT, Sample
 from ragmeter.store import Store
 from ragmeter.store.models import Run
 

@@ -153,7 +153,7 @@ def plotly_src(plotly: str) -> str | None:
     """Where the report loads plotly.js from: ``None`` (inlined), the plotly CDN, or a file
     ``plotly-VERSION.min.js`` next to the report."""
     if plotly not in PLOTLY_MODES:
-        from ragmeter.errors import ConfigError
+        from ragmeter.core.errors import ConfigError
 
         raise ConfigError(f"--plotly must be one of {', '.join(PLOTLY_MODES)}, not {plotly!r}")
     if plotly == "cdn":

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ragmeter.errors import DatasetError, MetricError
+from ragmeter.core.errors import DatasetError, MetricError
 
 #: rank of a judged item that was not retrieved (sorts after every real rank)
 NOT_RETRIEVED = np.iinfo(np.int64).max

@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from ragmeter.errors import MetricError
+from ragmeter.core.errors import MetricError
+from ragmeter.core.schema import Chunk, Sample
 from ragmeter.retrieval.engine import RelevanceMatrix
-from ragmeter.schema import Chunk, Sample
 
 RULES = ("auto", "exact_id", "exact_text", "span", "similarity")
 Span = tuple[str, int, int]

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ragmeter.errors import MetricError
+from ragmeter.core.errors import MetricError
 from ragmeter.retrieval.engine import RelevanceMatrix
 
 GAINS = ("linear", "exponential")

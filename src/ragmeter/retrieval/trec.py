@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from ragmeter.errors import ConfigError, DatasetError, MetricError
+from ragmeter.core.errors import ConfigError, DatasetError, MetricError
 from ragmeter.retrieval import measures as M
 from ragmeter.retrieval.engine import RelevanceMatrix
 from ragmeter.retrieval.trec_io import Columns, as_columns, from_numpy, read_qrels, read_run

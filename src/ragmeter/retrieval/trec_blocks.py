@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from ragmeter.errors import DatasetError
+from ragmeter.core.errors import DatasetError
 from ragmeter.retrieval.engine import (
     NOT_RETRIEVED,
     RelevanceMatrix,

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ragmeter.errors import DatasetError
+from ragmeter.core.errors import DatasetError
 
 #: bytes of a run file read at a time when it is evaluated block by block
 BLOCK_BYTES = 4 << 20

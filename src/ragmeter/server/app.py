@@ -16,7 +16,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from sqlalchemy.exc import OperationalError
 
 from ragmeter._version import __version__
-from ragmeter.errors import StoreError
+from ragmeter.core.errors import StoreError
 from ragmeter.server.validate import MAX_OFFSET
 from ragmeter.store import Store, open_store
 

@@ -17,7 +17,7 @@ from typing import Annotated, Any
 from fastapi import FastAPI, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
-from ragmeter.errors import ConfigError, DatasetError
+from ragmeter.core.errors import ConfigError, DatasetError
 from ragmeter.server.validate import Rejected, in_thread, parse_json, read_body
 
 TOKEN_ENV = "RAGMETER_INGEST_TOKEN"

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
-from ragmeter.errors import ConfigError, DatasetError
+from ragmeter.core.errors import ConfigError, DatasetError
 from ragmeter.server.validate import Rejected, expect_object, in_thread, json_body, text_field
 
 ASSETS = Path(__file__).parent / "assets"

@@ -2,7 +2,7 @@
 
 Every write endpoint reads its body through :func:`read_body` (a byte limit, checked against
 ``Content-Length`` before anything is read and again while reading) and :func:`json_body`
-(:func:`ragmeter.safejson.loads`: UTF-8, JSON syntax, nesting depth, number sizes, lone surrogates,
+(:func:`ragmeter.core.safejson.loads`: UTF-8, JSON syntax, nesting depth, number sizes, lone surrogates,
 NUL characters, each error naming the JSON path). Refusals are :class:`Rejected` exceptions that
 the app answers as ``{"detail": ...}`` with their status: 400 (not JSON), 413 (too large), 415
 (not JSON content), 422 (JSON of the wrong shape or with an unusable value). Store calls run in
@@ -20,7 +20,7 @@ import anyio
 from fastapi import Request
 from fastapi.responses import JSONResponse
 
-from ragmeter.safejson import JSONInputError, loads
+from ragmeter.core.safejson import JSONInputError, loads
 
 T = TypeVar("T")
 #: writes that may wait for the database's write lock run at most this many at a time

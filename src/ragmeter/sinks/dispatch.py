@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ragmeter.errors import ConfigError
+from ragmeter.core.errors import ConfigError
 from ragmeter.sinks import SINKS
 from ragmeter.store import Store
 

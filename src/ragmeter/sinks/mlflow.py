@@ -4,7 +4,7 @@ One MLflow run per ragmeter run, tagged ``ragmeter_run_id``: exporting the same 
 that MLflow run and overwrites its values instead of creating another (idempotent). Logged:
 
 - params: the run's name, dataset source and fingerprint, sample count, ragmeter version, metric
-  requests and options (secrets removed by :func:`ragmeter.redact.redact`);
+  requests and options (secrets removed by :func:`ragmeter.core.redact.redact`);
 - metrics: per metric ``KEY.mean``, ``KEY.ci_low``, ``KEY.ci_high``, ``KEY.n``, ``KEY.n_missing``
   (names sanitised to MLflow's alphabet);
 - artifacts: ``samples.parquet`` (one row per sample, one column per metric) and ``report.html``
@@ -19,8 +19,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ragmeter.errors import ConfigError
-from ragmeter.redact import redact
+from ragmeter.core.errors import ConfigError
+from ragmeter.core.redact import redact
 from ragmeter.store import Store
 
 TAG = "ragmeter_run_id"

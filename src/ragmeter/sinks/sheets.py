@@ -29,8 +29,8 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from ragmeter.errors import ConfigError
-from ragmeter.redact import redact
+from ragmeter.core.errors import ConfigError
+from ragmeter.core.redact import redact
 from ragmeter.store import Store
 
 CREDENTIALS_ENV = ("RAGMETER_SHEETS_CREDENTIALS", "GOOGLE_APPLICATION_CREDENTIALS")

@@ -11,9 +11,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from ragmeter.errors import ConfigError
+from ragmeter.core.errors import ConfigError
+from ragmeter.core.schema import Chunk, Sample
 from ragmeter.experiments.grid.plan import BUNDLED_PIPELINE_VERSION, KV_PIPELINE, Question
-from ragmeter.schema import Chunk, Sample
 
 # ---- pipeline execution ----------------------------------------------------------------------------
 

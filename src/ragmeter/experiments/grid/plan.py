@@ -10,11 +10,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ragmeter.config import load_config
+from ragmeter.core.config import load_config
+from ragmeter.core.errors import ConfigError
+from ragmeter.core.schema import Chunk, Sample
 from ragmeter.correctness.methods import metric_for_method
 from ragmeter.engines import check_engine
-from ragmeter.errors import ConfigError
-from ragmeter.schema import Chunk, Sample
 
 KV_GRID = "grid"
 KV_PIPELINE = "pipeline"

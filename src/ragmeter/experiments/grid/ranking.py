@@ -8,9 +8,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ragmeter.core.schema import Sample
 from ragmeter.experiments.grid.plan import CORRECTNESS_KEY, JUDGE_KEY
 from ragmeter.experiments.statistics import holm, paired_permutation_test
-from ragmeter.schema import Sample
 
 # ---- ranking -----------------------------------------------------------------------------------------
 
@@ -113,7 +113,7 @@ def estimate_judge_cost(samples: Sequence[Sample], options: dict[str, Any], stor
     spec = get_spec("graded_correctness")
     params = {**spec.defaults, **(judge_params or {})}
     ok = [s for s in samples if not missing_fields(s, spec.requires)]
-    from ragmeter.schema import Score
+    from ragmeter.core.schema import Score
 
     reqs = [r for r in spec.fn.requests(ok, params) if not isinstance(r, Score)] if ok else []
     svc = JudgeService(config_from_options({**options, "judge_dry_run": True}), store=store)

@@ -21,9 +21,10 @@ from typing import Any
 
 import numpy as np
 
+from ragmeter.core.errors import ConfigError, RagmeterError
+from ragmeter.core.schema import Sample
 from ragmeter.correctness.methods import metric_for_method
 from ragmeter.engines import check_engine
-from ragmeter.errors import ConfigError, RagmeterError
 from ragmeter.experiments.grid.execute import PipelineStats, build_samples, run_pipeline
 from ragmeter.experiments.grid.plan import (
     CORRECTNESS_KEY,
@@ -37,7 +38,6 @@ from ragmeter.experiments.grid.plan import (
     questions_of,
 )
 from ragmeter.experiments.grid.ranking import ConfigResult, estimate_judge_cost, rank
-from ragmeter.schema import Sample
 
 # ---- the search ----------------------------------------------------------------------------------------
 

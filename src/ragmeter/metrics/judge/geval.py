@@ -19,7 +19,8 @@ from typing import Any
 
 from pydantic import Field
 
-from ragmeter.errors import MetricError
+from ragmeter.core.errors import MetricError
+from ragmeter.core.schema import Sample, Score
 from ragmeter.metrics.base import MetricSpec, register_metric
 from ragmeter.metrics.judge._common import (
     Verdict,
@@ -29,7 +30,6 @@ from ragmeter.metrics.judge._common import (
     load_template,
     tool_equals,
 )
-from ragmeter.schema import Sample, Score
 
 NAME = "deepeval:g_eval"
 #: DeepEval's evaluation params -> (block label, the name in DeepEval's prompt, the sample's value)

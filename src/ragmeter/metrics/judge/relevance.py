@@ -12,10 +12,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ragmeter.errors import MetricError
+from ragmeter.core.errors import MetricError
+from ragmeter.core.schema import Sample, Score
 from ragmeter.metrics.base import MetricSpec, register_metric
 from ragmeter.metrics.judge._common import judge_check
-from ragmeter.schema import Sample, Score
 
 
 def _prepare(samples: Sequence[Sample], ctx: Any, **params: Any) -> None:

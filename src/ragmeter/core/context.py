@@ -11,14 +11,23 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from typing import Any
 
-from ragmeter.errors import ConfigError
+from ragmeter.core.errors import ConfigError
 
 _FACTORIES: dict[str, Callable[[ScoringContext], Any]] = {}
+_PROVIDERS: dict[str, str] = {}
 
 
 def register_service(name: str, factory: Callable[[ScoringContext], Any]) -> None:
     """Register how to build service ``name`` for a context (called once per context)."""
     _FACTORIES[name] = factory
+
+
+def declare_service(name: str, module: str) -> None:
+    """Declare that importing ``module`` registers service ``name``: a context imports it on the
+    first request for that service, so the metrics that use a service need not import it first (and
+    a run without them never does). Declared by the metric stage, which may import the services;
+    this module names none of them."""
+    _PROVIDERS.setdefault(name, module)
 
 
 class ScoringContext:
@@ -43,17 +52,12 @@ class ScoringContext:
     def service(self, name: str) -> Any:
         """The service ``name`` (embeddings, judge ...), created on first use."""
         if name not in self._services:
-            if name not in _FACTORIES:
-                # the module defining it registers the factory on import
+            if name not in _FACTORIES and name in _PROVIDERS:
                 import importlib
 
-                for mod in ("ragmeter.embed", "ragmeter.llm"):
-                    try:
-                        importlib.import_module(mod)
-                    except ImportError:
-                        pass
-                if name not in _FACTORIES:
-                    raise ConfigError(f"no service named {name!r} is available")
+                importlib.import_module(_PROVIDERS[name])  # registers the factory on import
+            if name not in _FACTORIES:
+                raise ConfigError(f"no service named {name!r} is available")
             self._services[name] = _FACTORIES[name](self)
         return self._services[name]
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ragmeter.redact import redact, redact_obj
+from ragmeter.core.redact import redact, redact_obj
 
 
 class Chunk(BaseModel):
@@ -227,7 +227,7 @@ class ScoreColumn:
 
 class ScoreColumns(Mapping[str, list[Score]]):
     """``{metric_key: [Score per sample]}`` aligned with the samples, kept as columns: the runner
-    collects each metric's batches as :class:`~ragmeter.schema.ScoreColumn` and the Score objects of
+    collects each metric's batches as :class:`~ragmeter.core.schema.ScoreColumn` and the Score objects of
     a metric are made only when someone reads that metric (a 100,000-sample lexical run needs none).
 
     Args:

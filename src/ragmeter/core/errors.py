@@ -36,12 +36,12 @@ class RagmeterError(Exception):
     # the message never carries a credential (a store URL's password, a key a server echoed):
     # every error message passes through the redaction layer when it is made and when printed
     def __init__(self, *args: object) -> None:
-        from ragmeter.redact import redact
+        from ragmeter.core.redact import redact
 
         super().__init__(*(redact(a) if isinstance(a, str) else a for a in args))
 
     def __str__(self) -> str:
-        from ragmeter.redact import redact
+        from ragmeter.core.redact import redact
 
         return redact(super().__str__())
 

@@ -89,9 +89,9 @@ class _Profile:
 
 @lru_cache(maxsize=32)
 def _profile(language: str) -> _Profile:
-    """Stopwords and cues of a language: English built in; others from :mod:`ragmeter.language`
+    """Stopwords and cues of a language: English built in; others from :mod:`ragmeter.core.language`
     (bm25s stopwords, the language's negation and abstention cues; English cues when it has none)."""
-    import ragmeter.language as lang
+    import ragmeter.core.language as lang
 
     code = lang.normalize_code(language)
     if code == "en":
@@ -174,7 +174,7 @@ def is_abstention(text: str, language: str = "en") -> bool:
 
 
 def _porter():  # type: ignore[no-untyped-def]
-    import ragmeter.language as lang
+    import ragmeter.core.language as lang
 
     return lang.porter_stemmer()  # nltk's, pure Python, no data download
 
@@ -184,7 +184,7 @@ def stem(word: str, language: str = "en") -> str:
     """Porter stem of a folded word (``"capital"`` -> ``"capit"``); the language's Snowball stemmer
     for other languages."""
     if language != "en":
-        import ragmeter.language as lang
+        import ragmeter.core.language as lang
 
         return lang.stem(word, language)
     return _porter().stem(word)

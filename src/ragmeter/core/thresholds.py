@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ragmeter.errors import ConfigError
+from ragmeter.core.errors import ConfigError
 
 __all__ = ["RunRule", "Threshold", "parse_rule", "parse_thresholds", "pass_rate", "passes", "wilson"]
 

@@ -1,6 +1,6 @@
 """Reading a text file a person named (a ratings CSV, a review sheet, a rubric, a config): every
 way it can fail -- missing, a folder, unreadable, not UTF-8, a CSV field past the size limit --
-is a :class:`~ragmeter.errors.DatasetError` that names the file (exit status 2), never a traceback.
+is a :class:`~ragmeter.core.errors.DatasetError` that names the file (exit status 2), never a traceback.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import csv
 from collections.abc import Iterator
 from pathlib import Path
 
-from ragmeter.errors import DatasetError
+from ragmeter.core.errors import DatasetError
 
 
 def read_text(path: str | Path, what: str = "file") -> str:

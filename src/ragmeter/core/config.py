@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ragmeter.errors import ConfigError
-from ragmeter.redact import CREDENTIALS_ENV, SECRET_HELP, find_secrets
+from ragmeter.core.errors import ConfigError
+from ragmeter.core.redact import CREDENTIALS_ENV, SECRET_HELP, find_secrets
 
 #: keys a config file may hold; anything else is an error naming the closest key.
 KNOWN_KEYS = {
@@ -63,7 +63,7 @@ def load_config(source: str | Path | dict[str, Any] | None) -> dict[str, Any]:
         where = str(path)
         if not path.exists():
             raise ConfigError(f"config file not found: {path}")
-        from ragmeter.files import read_text
+        from ragmeter.core.files import read_text
 
         text = read_text(path, "config file")
         try:

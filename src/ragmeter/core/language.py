@@ -217,5 +217,5 @@ def stopwords(language: str) -> frozenset[str]:
 
 def cues(language: str | None) -> Cues | None:
     """The negation/abstention cues of ``language``; ``None`` for English (the built-in English
-    cues of :mod:`ragmeter.correctness.text` apply) and for languages without a list."""
+    cues of :mod:`ragmeter.core.text` apply) and for languages without a list."""
     return CUES.get(normalize_code(language))

@@ -1,0 +1,93 @@
+"""The import paths of modules that moved keep working: ``from ragmeter.schema import Sample``,
+``import ragmeter.stats``, ``from ragmeter.metrics.base import register_metric`` ...
+
+A finder on ``sys.meta_path`` answers for each old dotted path (:data:`MOVED`; a moved package's
+submodules follow it) with the module now at its new path: the same module object under both
+names, so classes, functions and module state are shared. It answers for nothing else, so imports
+of current paths never see it. Nothing inside ``src/ragmeter`` imports an old path
+(tests/test_architecture.py checks it); docs/internals.md ("Moved modules") lists the table.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import sys
+from types import ModuleType
+from typing import Any
+
+# -- moved: begin (old dotted path -> new dotted path)
+MOVED: dict[str, str] = {
+    "ragmeter.config": "ragmeter.core.config",
+    "ragmeter.context": "ragmeter.core.context",
+    "ragmeter.correctness.text": "ragmeter.core.text",
+    "ragmeter.errors": "ragmeter.core.errors",
+    "ragmeter.files": "ragmeter.core.files",
+    "ragmeter.language": "ragmeter.core.language",
+    "ragmeter.redact": "ragmeter.core.redact",
+    "ragmeter.safejson": "ragmeter.core.safejson",
+    "ragmeter.schema": "ragmeter.core.schema",
+    "ragmeter.thresholds": "ragmeter.core.thresholds",
+}
+# -- moved: end
+
+
+def new_name(fullname: str) -> str | None:
+    """The current dotted path of an old one (``None`` when ``fullname`` did not move)."""
+    if fullname in MOVED:
+        return MOVED[fullname]
+    head = fullname
+    while "." in head:
+        head = head.rpartition(".")[0]
+        if head in MOVED:
+            return MOVED[head] + fullname[len(head):]
+    return None
+
+
+class _Alias(importlib.abc.Loader):
+    """Loads an old path as the module at its new path (imported once, under its own name)."""
+
+    def __init__(self, target: str) -> None:
+        self.target = target
+        self._spec: importlib.machinery.ModuleSpec | None = None
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
+        module = importlib.import_module(self.target)
+        self._spec = module.__spec__
+        return module
+
+    def exec_module(self, module: ModuleType) -> None:
+        # the import system stamped the old name's spec on the module: give it back its own
+        module.__spec__ = self._spec
+
+    def get_code(self, fullname: str) -> Any:
+        """The target's code object (``python -m OLD.PATH`` runs it through runpy)."""
+        spec = importlib.util.find_spec(self.target)
+        return spec.loader.get_code(self.target)  # type: ignore[union-attr]
+
+    def is_package(self, fullname: str) -> bool:
+        spec = importlib.util.find_spec(self.target)
+        return spec is not None and spec.submodule_search_locations is not None
+
+
+class _MovedFinder(importlib.abc.MetaPathFinder):
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> importlib.machinery.ModuleSpec | None:
+        if not fullname.startswith("ragmeter."):
+            return None
+        new = new_name(fullname)
+        if new is None:
+            return None
+        loader = _Alias(new)
+        return importlib.util.spec_from_loader(fullname, loader, is_package=loader.is_package(fullname))
+
+
+_FINDER = _MovedFinder()
+
+
+def install() -> None:
+    """Put the finder first on ``sys.meta_path`` (once): an old path must not be found by the path
+    finder inside a moved package's new folder, which would load a second copy of the module."""
+    if _FINDER not in sys.meta_path:
+        sys.meta_path.insert(0, _FINDER)
