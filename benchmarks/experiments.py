@@ -4,7 +4,7 @@ and the pipeline cache end to end.
     .venv/bin/python benchmarks/experiments.py
 
 1. Monte Carlo paired permutation test (10,000 sign flips) on 1,000 and 10,000 pairs of 0/1
-   correctness scores: ``ragmeter.experiments.statistics.paired_permutation_test`` vs
+   correctness scores: ``ragmeter.stats.paired.paired_permutation_test`` vs
    ``scipy.stats.permutation_test(permutation_type="samples", vectorized=True)``; the p-values
    must agree within Monte Carlo error.
 2. Exact permutation test on 18 pairs (2^18 sign vectors): the same two; p-values equal.
@@ -48,7 +48,7 @@ def scipy_perm(a, b, n_resamples):
 
 
 def main() -> None:
-    from ragmeter.experiments.statistics import paired_bootstrap_ci, paired_permutation_test
+    from ragmeter.stats.paired import paired_bootstrap_ci, paired_permutation_test
 
     rng = np.random.default_rng(0)
     figures: dict[str, float] = {}

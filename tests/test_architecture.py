@@ -19,7 +19,7 @@ PKG = SRC / "ragmeter"
 #: where a later stage is a service of an earlier one (scoring caches judge verdicts and embeddings
 #: in the store, so the store sits low). docs/internals.md explains each layer.
 LAYERS: list[tuple[str, set[str]]] = [
-    ("foundation", {"_version", "core", "stats", "provenance", "agreement", "rows", "ppi"}),
+    ("foundation", {"_version", "core", "stats", "provenance", "rows"}),
     ("store", {"store"}),
     ("load", {"io"}),
     ("services", {"retrieval", "embed", "llm"}),

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from scipy import stats as sps
 
 from ragmeter.core.errors import MetricError
-from ragmeter.experiments.statistics import (
+from ragmeter.stats.paired import (
     compare_paired,
     holm,
     paired_bootstrap_ci,

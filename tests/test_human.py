@@ -15,9 +15,9 @@ from typer.testing import CliRunner
 
 import ragmeter
 from judge_server import judge_options, server_fixtures
-from ragmeter.agreement import cohen_kappa
 from ragmeter.cli import app
 from ragmeter.human import tasks as T
+from ragmeter.stats.agreement import cohen_kappa
 from ragmeter.store import Store
 
 judge_server_module, server = server_fixtures()

@@ -10,7 +10,7 @@ from scipy.stats import binomtest, bootstrap
 
 import ragmeter
 from ragmeter import stats
-from ragmeter.experiments.statistics import family_verdicts, holm, verdict
+from ragmeter.stats.paired import family_verdicts, holm, verdict
 
 
 def test_all_pass_exact_match_gets_clopper_pearson_interval(tmp_path):

@@ -37,7 +37,7 @@ _LAZY = {"Dataset": "ragmeter.io", "load": "ragmeter.io", "save": "ragmeter.io",
          "Score": "ragmeter.core.schema", "ToolCall": "ragmeter.core.schema"}
 
 #: ``ragmeter.NAME`` attributes that import their module on first use
-_SUBPACKAGES = {"agreement": "ragmeter.agreement", "human": "ragmeter.human"}
+_SUBPACKAGES = {"agreement": "ragmeter.stats.agreement", "human": "ragmeter.human"}
 
 __all__ = [
     "AgentTrace", "Chunk", "ConfigError", "Dataset", "DatasetError", "EvaluationResult",
@@ -120,7 +120,7 @@ def __getattr__(name: str):  # type: ignore[no-untyped-def]
         from ragmeter.runner import EvaluationResult
 
         return EvaluationResult
-    if name in _SUBPACKAGES:  # ``ragmeter.agreement.cohen_kappa`` after ``import ragmeter``
+    if name in _SUBPACKAGES:  # ``ragmeter.stats.agreement.cohen_kappa`` after ``import ragmeter``
         import importlib
 
         return importlib.import_module(_SUBPACKAGES[name])

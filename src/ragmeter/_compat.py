@@ -20,12 +20,15 @@ from typing import Any
 
 # -- moved: begin (old dotted path -> new dotted path)
 MOVED: dict[str, str] = {
+    "ragmeter.agreement": "ragmeter.stats.agreement",
     "ragmeter.config": "ragmeter.core.config",
     "ragmeter.context": "ragmeter.core.context",
     "ragmeter.correctness.text": "ragmeter.core.text",
     "ragmeter.errors": "ragmeter.core.errors",
+    "ragmeter.experiments.statistics": "ragmeter.stats.paired",
     "ragmeter.files": "ragmeter.core.files",
     "ragmeter.language": "ragmeter.core.language",
+    "ragmeter.ppi": "ragmeter.stats.ppi",
     "ragmeter.redact": "ragmeter.core.redact",
     "ragmeter.safejson": "ragmeter.core.safejson",
     "ragmeter.schema": "ragmeter.core.schema",

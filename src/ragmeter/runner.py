@@ -37,7 +37,7 @@ from ragmeter.engines.lifecycle import join_writer as _join_writer
 from ragmeter.io.readers import REQUIREMENT_TARGET, Dataset, load
 from ragmeter.metrics.base import MetricRequest, missing_fields, resolve_all
 from ragmeter.provenance import provenance
-from ragmeter.stats import aggregate_many
+from ragmeter.stats.intervals import aggregate_many
 from ragmeter.store import Store, open_store
 
 

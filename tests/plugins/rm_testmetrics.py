@@ -9,8 +9,9 @@ from __future__ import annotations
 import os
 import time
 
-from ragmeter.metrics.base import _REGISTRY, MetricSpec, register_metric
 from ragmeter.schema import Score
+
+from ragmeter.metrics.base import _REGISTRY, MetricSpec, register_metric
 
 
 def _len_ratio(samples, ctx):

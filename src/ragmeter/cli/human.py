@@ -63,8 +63,8 @@ def agreement_cmd(
     many raters who each rated every item. An undefined coefficient (one category only) is said
     so (exit 3), never printed as 0.
     """
-    from ragmeter.agreement import agreement, interpret, read_ratings
     from ragmeter.core.errors import RagmeterError
+    from ragmeter.stats.agreement import agreement, interpret, read_ratings
 
     methods = ["alpha", "kappa", "fleiss", "percent"] if method == "all" else [method]
     if any(m not in ("alpha", "kappa", "fleiss", "percent") for m in methods):

@@ -7,7 +7,7 @@ from typing import Any
 
 from ragmeter.core.errors import ConfigError
 from ragmeter.experiments.runs import RunValues, load_runs, paired_arrays
-from ragmeter.experiments.statistics import VERDICT_BETTER, VERDICT_WORSE, compare_paired, family_verdicts
+from ragmeter.stats.paired import VERDICT_BETTER, VERDICT_WORSE, compare_paired, family_verdicts
 
 
 @dataclass
@@ -18,7 +18,7 @@ class MetricComparison:
     permutation test, ``pvalue_adjusted`` the Holm-adjusted one over every test of the
     comparison; ``winner`` is ``"a"``, ``"b"`` or ``None`` (no significant difference), taking the
     metric's direction into account, and ``verdict`` the same decision in words (``b`` relative to
-    ``a``), from :func:`ragmeter.experiments.statistics.verdict` like the report and dashboard.
+    ``a``), from :func:`ragmeter.stats.paired.verdict` like the report and dashboard.
     """
 
     metric: str

@@ -8,7 +8,7 @@ from typing import Any
 
 from ragmeter.core.errors import EXIT_CHECK_FAILED, EXIT_INCOMPLETE, EXIT_OK, ConfigError
 from ragmeter.experiments.runs import RunValues, load_runs, paired_arrays
-from ragmeter.experiments.statistics import adjust_pvalues, paired_mean_ci, paired_permutation_test
+from ragmeter.stats.paired import adjust_pvalues, paired_mean_ci, paired_permutation_test
 
 
 @dataclass

@@ -10,7 +10,7 @@ import numpy as np
 
 from ragmeter.core.errors import ConfigError
 from ragmeter.experiments.runs import load_runs, paired_arrays
-from ragmeter.experiments.statistics import paired_power, sample_size_paired
+from ragmeter.stats.paired import paired_power, sample_size_paired
 
 
 @dataclass
@@ -46,7 +46,7 @@ def power_for_run(run: str | Any, metric: str, drop: float, *, against: str | An
       the assumed correlation between two versions' scores on the same sample (default 0.5;
       successive versions of one system usually correlate more, which needs fewer samples).
 
-    Then :func:`ragmeter.experiments.statistics.sample_size_paired` gives the smallest ``n``
+    Then :func:`ragmeter.stats.paired.sample_size_paired` gives the smallest ``n``
     whose paired t-test power reaches ``power`` at level ``alpha`` (one-sided by default, as a
     regression gate asks "did it get worse?").
 

@@ -457,8 +457,8 @@ def import_csv(store: Store, task_ref: str, path: str | Path, rater: str | None 
 
 # ---- labels back into evaluation -----------------------------------------------------------------
 def labels_as_ratings(store: Store, task_ref: str, scale: str):  # noqa: ANN201 - Ratings
-    """One scale's labels as :class:`ragmeter.agreement.Ratings` (raters x items)."""
-    from ragmeter.agreement import Ratings
+    """One scale's labels as :class:`ragmeter.stats.agreement.Ratings` (raters x items)."""
+    from ragmeter.stats.agreement import Ratings
 
     task = get_task(store, task_ref)
     sc = {s.name: s for s in task_scales(task)}.get(scale)

@@ -418,7 +418,7 @@ def composite_scores(store: Any, run_id: str, preset: str | Mapping[str, Any] | 
     Raises:
         ConfigError: unknown preset; StoreError: unknown run.
     """
-    from ragmeter.stats import aggregate
+    from ragmeter.stats.intervals import aggregate
 
     rid = store.resolve_run(run_id)
     run = store.get_run(rid)

@@ -20,7 +20,7 @@ from ragmeter.core.schema import FIELD_PRESENT, Sample, Score
 from ragmeter.metrics.composite import bands_apply
 from ragmeter.report.bands import band, oriented
 from ragmeter.report.meta_eval import meta_eval_view
-from ragmeter.stats import aggregate, difference_bounds, mean_ci
+from ragmeter.stats.intervals import aggregate, difference_bounds, mean_ci
 from ragmeter.store import Store
 from ragmeter.store.models import Run
 
@@ -562,7 +562,7 @@ def paired_difference(a: Mapping[str, float | None], b: Mapping[str, float | Non
     metric x run in :func:`compare_view`), is below 0.05 (the rule of ``ragmeter compare``), else
     ``"no significant difference"``; ``significant`` says whether it is either.
     ``p_value`` is the two-sided paired permutation test of
-    :func:`ragmeter.experiments.statistics.compare_paired` when that module is installed (and
+    :func:`ragmeter.stats.paired.compare_paired` when that module is installed (and
     there are at most :data:`MAX_PAIRS_FOR_PVALUE` pairs), else ``None``. With no pair, every
     figure is ``None``.
 
@@ -599,7 +599,7 @@ def paired_difference(a: Mapping[str, float | None], b: Mapping[str, float | Non
 
 def _decide(differences: Sequence[dict[str, Any]], alpha: float = 0.05) -> None:
     """Verdicts for a family of paired differences, with the rule ``ragmeter compare`` uses
-    (:func:`ragmeter.experiments.statistics.family_verdicts`: Holm-adjusted permutation p-value below
+    (:func:`ragmeter.stats.paired.family_verdicts`: Holm-adjusted permutation p-value below
     ``alpha``); without a p-value, no verdict. Sets ``p_adjusted``, ``significant`` and ``verdict``."""
     stats = _experiments_statistics()
     rows = [d for d in differences if d["n_pairs"]]
@@ -619,7 +619,7 @@ def _decide(differences: Sequence[dict[str, Any]], alpha: float = 0.05) -> None:
 def _experiments_statistics() -> Any:
     """The A/B statistics module (paired permutation test ...), when installed."""
     try:
-        mod = importlib.import_module("ragmeter.experiments.statistics")
+        mod = importlib.import_module("ragmeter.stats.paired")
     except ImportError:
         return None
     return mod if hasattr(mod, "compare_paired") else None

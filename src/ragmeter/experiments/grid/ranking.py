@@ -10,7 +10,7 @@ from typing import Any
 
 from ragmeter.core.schema import Sample
 from ragmeter.experiments.grid.plan import CORRECTNESS_KEY, JUDGE_KEY
-from ragmeter.experiments.statistics import holm, paired_permutation_test
+from ragmeter.stats.paired import holm, paired_permutation_test
 
 # ---- ranking -----------------------------------------------------------------------------------------
 

@@ -415,6 +415,3 @@ def aggregate_many(columns: Mapping[str, Sequence[Score] | tuple[np.ndarray, Seq
                    ci_low=float(res.low[0]) if method else None,
                    ci_high=float(res.high[0]) if method else None, ci_method=method)
     return out
-
-
-from ragmeter.ppi import classical_mean_ci, ppi_lambda, ppi_mean_ci  # noqa: E402,F401  (PPI: ragmeter/ppi.py)

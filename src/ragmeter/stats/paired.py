@@ -16,7 +16,7 @@ from typing import Literal
 import numpy as np
 
 from ragmeter.core.errors import MetricError
-from ragmeter.stats import SEED, Bounds, bootstrap_ci, difference_bounds, mean_ci
+from ragmeter.stats.intervals import SEED, Bounds, bootstrap_ci, difference_bounds, mean_ci
 
 Alternative = Literal["two-sided", "less", "greater"]
 ArrayLike = Sequence[float] | np.ndarray
