@@ -154,15 +154,8 @@ def test_generate_filter_export_eval(server, db_url, tmp_path):
 def test_generate_in_python_and_review_diff(server, db_url):
     from ragmeter.golden import add_documents as add
     from ragmeter.golden import generate
-    from ragmeter.golden.datasets import (
-        apply_review_csv,
-        diff,
-        finalise,
-        resolve,
-        review,
-        review_csv,
-        samples_of,
-    )
+    from ragmeter.golden.datasets import apply_review_csv, diff, finalise, review, review_csv
+    from ragmeter.io.stored import resolve, samples_of
 
     store = Store(db_url)
     add(store, "handbook", [CORPUS])

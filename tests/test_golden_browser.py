@@ -13,7 +13,7 @@ import pytest
 from judge_server import server_fixtures
 from monitor_support import Served
 from ragmeter.golden import add_documents, generate
-from ragmeter.golden.datasets import samples_of
+from ragmeter.io.stored import samples_of
 from ragmeter.store import Store
 from test_browser import CHROMIUM, Watched, browser  # noqa: F401 - the fixture is used by name
 from test_golden import CORPUS

@@ -404,7 +404,7 @@ def test_label_writes_accept_allow_host_names(seeded):
 
 
 def test_a_sample_id_with_a_slash_can_be_reviewed(seeded):
-    from ragmeter.golden.datasets import samples_of
+    from ragmeter.io.stored import samples_of
 
     db, seed = seeded
     client = _client(db)

@@ -113,7 +113,8 @@ def test_upgraded_database_has_the_feature_tables_and_uses_them(tmp_path):
     """Monitoring, golden datasets and annotations work on a database from before versioning."""
     import sqlalchemy as sa
 
-    from ragmeter.golden.datasets import samples_of, save_dataset
+    from ragmeter.golden.datasets import save_dataset
+    from ragmeter.io.stored import samples_of
     from ragmeter.monitor.calls import count_calls, insert_calls, normalise_call
 
     db = tmp_path / "old.db"

@@ -313,12 +313,12 @@ def _evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None, *,
             raise ConfigError("no metrics given: pass metrics=[...] / --metrics, or a config "
                               "with 'metrics' (see `ragmeter metrics`)")
         if isinstance(data, str) and data.startswith("dataset:"):
-            from ragmeter.golden.datasets import as_dataset
+            from ragmeter.io.stored import as_dataset
 
             data = as_dataset(store, data.removeprefix("dataset:"))
         dataset = load(data, mapping=mapping or cfg.get("map"), on_error=on_error)  # type: ignore[arg-type]
         if where:
-            from ragmeter.golden.datasets import parse_where, select_where
+            from ragmeter.io.stored import parse_where, select_where
 
             dataset = select_where(dataset, where if isinstance(where, Mapping) else parse_where(list(where)))
         requests = resolve_all(entries)

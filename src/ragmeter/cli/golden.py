@@ -156,7 +156,7 @@ def golden_generate(
 @dataset_app.command("list")
 def dataset_list(db: Annotated[str | None, typer.Option(help=DB_HELP)] = None) -> None:
     """Every dataset version: samples (rejected ones excluded), status, tag, hash."""
-    from ragmeter.golden.datasets import list_datasets
+    from ragmeter.io.stored import list_datasets
 
     rows = list_datasets(get_store(db, must_exist=True))
     if not rows:
@@ -199,7 +199,7 @@ def dataset_show(
     """A dataset version: how it was made, filter counts, samples per type and review state."""
     from collections import Counter
 
-    from ragmeter.golden.datasets import resolve, samples_of
+    from ragmeter.io.stored import resolve, samples_of
 
     store = get_store(db, must_exist=True)
     v = resolve(store, ref)

@@ -52,13 +52,13 @@ def add_review_routes(app: FastAPI, store: Any, page: Callable[..., HTMLResponse
 
     @app.get("/datasets", response_class=HTMLResponse, include_in_schema=False)
     def datasets_page() -> HTMLResponse:
-        from ragmeter.golden.datasets import list_datasets
+        from ragmeter.io.stored import list_datasets
 
         return page("datasets.html.j2", title="ragmeter — datasets", datasets=list_datasets(store))
 
     @app.get("/datasets/{name}/review", response_class=HTMLResponse, include_in_schema=False)
     def review_page(name: str) -> HTMLResponse:
-        from ragmeter.golden.datasets import resolve, samples_of
+        from ragmeter.io.stored import resolve, samples_of
         from ragmeter.report.render import json_for_script
 
         try:
