@@ -19,7 +19,7 @@ PKG = SRC / "ragmeter"
 #: where a later stage is a service of an earlier one (scoring caches judge verdicts and embeddings
 #: in the store, so the store sits low). docs/internals.md explains each layer.
 LAYERS: list[tuple[str, set[str]]] = [
-    ("foundation", {"_version", "core", "stats", "provenance", "rows"}),
+    ("foundation", {"_version", "core", "stats"}),
     ("store", {"store"}),
     ("load", {"io"}),
     ("services", {"retrieval", "embed", "llm"}),
@@ -30,7 +30,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("human", {"human"}),
     ("pipeline", {"pipeline"}),
     ("golden", {"golden"}),
-    ("plan", {"runner", "estimate", "engines"}),
+    ("plan", {"run"}),
     ("aggregate", {"experiments", "export", "meta_eval"}),
     ("monitor", {"monitor"}),
     ("api", {"ragmeter", "_compat"}),

@@ -90,7 +90,7 @@ def test_worker_ends_when_its_parent_is_killed():
     killed with SIGKILL takes the worker with it within 5 s, on the pipe or PR_SET_PDEATHSIG."""
     code = """
 import os, sys, time
-from ragmeter.engines import forked
+from ragmeter.run.engines import forked
 def slow(req, chunk, ctx):
     time.sleep(600)
 assert forked.claim()

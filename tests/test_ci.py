@@ -239,7 +239,7 @@ def test_docs_notebook_runs(tmp_path, monkeypatch):
 def test_public_evaluate_has_the_runner_signature(db_url):
     import inspect
 
-    from ragmeter.runner import evaluate as runner_evaluate
+    from ragmeter.run.runner import evaluate as runner_evaluate
 
     facade = inspect.signature(ragmeter.evaluate).parameters
     assert list(facade) == list(inspect.signature(runner_evaluate).parameters)
@@ -306,7 +306,7 @@ def test_comparison_html_and_suite_with_baseline_gate(tmp_path):
 
 def test_junit_failure_carries_the_judge_verdict():
     from ragmeter.report.ci import junit_xml
-    from ragmeter.rows import verdict_summary
+    from ragmeter.run.rows import verdict_summary
 
     assert verdict_summary({"verdicts": [{"verdict": "yes"}, {"verdict": "no"}]}) == "1 of 2 verdicts supported"
     assert verdict_summary({"reason": "the answer names Lyon"}) == "the answer names Lyon"

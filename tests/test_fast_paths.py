@@ -153,8 +153,8 @@ def test_aggregate_many_equals_aggregate() -> None:
 
 
 def test_forked_worker_gives_the_one_process_values(tmp_path, monkeypatch) -> None:
-    from ragmeter.engines import forked
-    from ragmeter.runner import evaluate
+    from ragmeter.run.engines import forked
+    from ragmeter.run.runner import evaluate
     from ragmeter.store import open_store
 
     monkeypatch.setattr(forked, "MIN_SAMPLES", 50)

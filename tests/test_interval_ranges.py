@@ -1,6 +1,6 @@
 """No interval ragmeter prints or stores leaves its metric's range (issue: intervals at every n).
 
-1. Every registered metric's range goes through the run aggregation (``ragmeter.runner.summarise``,
+1. Every registered metric's range goes through the run aggregation (``ragmeter.run.runner.summarise``,
    what ``eval`` stores and ``show`` prints) with adversarial value sets: all at a bound, one outlier,
    n = 2, constant values, a tiny spread against a bound.
 2. The same value sets, scored by test metrics on [0, 1] and on [-5, 20] and stored as runs, are read
@@ -22,7 +22,7 @@ import ragmeter
 from cli_runner import run_main
 from ragmeter.core.schema import Score
 from ragmeter.metrics.base import _REGISTRY, MetricSpec, all_metrics, register_metric, resolve
-from ragmeter.runner import summarise
+from ragmeter.run.runner import summarise
 
 
 def adversarial(low: float, high: float) -> dict[str, list[float]]:

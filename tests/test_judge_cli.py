@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from judge_server import judge_options, server_fixtures
 from ragmeter.cli import app
 from ragmeter.core.errors import ConfigError
-from ragmeter.runner import evaluate
+from ragmeter.run.runner import evaluate
 from ragmeter.store import open_store
 
 runner = CliRunner()

@@ -20,8 +20,8 @@ from judge_server import Forced, judge_options, server_fixtures
 from ragmeter.cli import app
 from ragmeter.core.errors import MetricError
 from ragmeter.metrics.base import all_metrics, get_spec, resolve
-from ragmeter.rows import verdict_summary
-from ragmeter.runner import evaluate
+from ragmeter.run.rows import verdict_summary
+from ragmeter.run.runner import evaluate
 from ragmeter.store import open_store
 
 judge_server_module, server = server_fixtures()

@@ -17,12 +17,12 @@ from ragmeter import evaluate
 from ragmeter.core.context import ScoringContext
 from ragmeter.core.errors import ConfigError
 from ragmeter.core.schema import Chunk, Sample
-from ragmeter.estimate import estimate_run_cost
 from ragmeter.llm import JudgeConfigError, get_judge
 from ragmeter.llm import service as service_mod
 from ragmeter.llm.accounting import run_judge_usage
 from ragmeter.metrics.judge._common import judge_check
 from ragmeter.metrics.judge.generation import faithfulness
+from ragmeter.run.estimate import estimate_run_cost
 from ragmeter.store import open_store
 
 judge_server_module, server = server_fixtures()

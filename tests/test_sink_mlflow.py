@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 pytest.importorskip("mlflow")
 
 from ragmeter.cli import app
-from ragmeter.runner import evaluate
+from ragmeter.run.runner import evaluate
 from ragmeter.sinks.mlflow import TAG, metric_name
 
 pytestmark = pytest.mark.slow

@@ -16,7 +16,7 @@ import ragmeter.metrics.agent as A
 from judge_server import judge_options, server_fixtures
 from ragmeter.cli import app
 from ragmeter.core.errors import ConfigError
-from ragmeter.runner import evaluate
+from ragmeter.run.runner import evaluate
 from ragmeter.sinks import sheets as S
 from ragmeter.store import open_store
 from sheets_fake import TOKEN, FakeSheets

@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import update
 
 from judge_server import server_fixtures
-from ragmeter.runner import evaluate
+from ragmeter.run.runner import evaluate
 from ragmeter.store import open_store
 from ragmeter.store.models import Run, utcnow
 from test_store_postgres import pg_url  # noqa: F401 - the PostgreSQL server fixture

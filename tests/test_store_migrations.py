@@ -48,7 +48,7 @@ def test_old_database_upgrades_in_place_without_losing_a_row(tmp_path):
 
 
 def test_upgraded_database_takes_new_runs_and_resumes(tmp_path):
-    from ragmeter.runner import evaluate
+    from ragmeter.run.runner import evaluate
 
     db = tmp_path / "old.db"
     shutil.copy(DATA / "store_v0.db", db)

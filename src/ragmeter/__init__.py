@@ -28,7 +28,7 @@ _compat.install()  # the old import paths of moved modules keep working (docs/in
 if TYPE_CHECKING:
     from ragmeter.core.schema import AgentTrace, Chunk, Sample, Score, ToolCall
     from ragmeter.io import Dataset, load, save
-    from ragmeter.runner import EvaluationResult
+    from ragmeter.run.runner import EvaluationResult
 
 #: names loaded on first use, so that ``import ragmeter`` (and every CLI command) does not pay
 #: for the dataset readers and the schema (pydantic) until something needs them
@@ -86,14 +86,14 @@ def evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None = None, *
         pass_rule: ``"all"`` samples (default) or a pass-rate target for the Wilson lower bound.
 
     Returns:
-        An :class:`~ragmeter.runner.EvaluationResult` (``summary``, ``rows()``, ``to_pandas()``;
+        An :class:`~ragmeter.run.runner.EvaluationResult` (``summary``, ``rows()``, ``to_pandas()``;
         shown as an HTML table in Jupyter).
 
     Raises:
         DatasetError: a bad row (with ``on_error="raise"``).
         ConfigError: unknown metrics, bad thresholds, unavailable metrics.
     """
-    from ragmeter.runner import evaluate as _evaluate
+    from ragmeter.run.runner import evaluate as _evaluate
 
     return _evaluate(data, metrics, config=config, max_missing=max_missing, mapping=mapping,
                      on_error=on_error, db=db, resume=resume, name=name, options=options,
@@ -103,8 +103,8 @@ def evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None = None, *
 
 
 def estimate_run_cost(*args, **kwargs):  # type: ignore[no-untyped-def]
-    """See :func:`ragmeter.estimate.estimate_run_cost` (judge calls and cost of an evaluation, no calls made)."""
-    from ragmeter.estimate import estimate_run_cost as _estimate
+    """See :func:`ragmeter.run.estimate.estimate_run_cost` (judge calls and cost of an evaluation, no calls made)."""
+    from ragmeter.run.estimate import estimate_run_cost as _estimate
 
     return _estimate(*args, **kwargs)
 
@@ -117,7 +117,7 @@ def __getattr__(name: str):  # type: ignore[no-untyped-def]
         globals()[name] = value
         return value
     if name == "EvaluationResult":
-        from ragmeter.runner import EvaluationResult
+        from ragmeter.run.runner import EvaluationResult
 
         return EvaluationResult
     if name in _SUBPACKAGES:  # ``ragmeter.stats.agreement.cohen_kappa`` after ``import ragmeter``

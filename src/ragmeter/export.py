@@ -9,12 +9,12 @@ from pathlib import Path
 from typing import Any
 
 from ragmeter.core.errors import ConfigError
-from ragmeter.rows import result_rows, select_columns
+from ragmeter.run.rows import result_rows, select_columns
 from ragmeter.store import Store
 
 
 def run_rows(store: Store, run_id: str) -> tuple[list[str], list[dict[str, Any]]]:
-    """``(metric keys, rows)``: one row per sample as :func:`ragmeter.rows.result_rows` builds it
+    """``(metric keys, rows)``: one row per sample as :func:`ragmeter.run.rows.result_rows` builds it
     (inputs, one value per metric with ``None`` = no value, ``METRIC__pass``, ``no_value_reasons``, ``judge``)."""
     run = store.get_run(run_id)
     keys = [m["key"] for m in run.metrics]

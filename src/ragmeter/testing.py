@@ -59,7 +59,7 @@ def assert_scores(sample: Any, metrics: Sequence[str], thresholds: Mapping[str, 
             (no value, or the judge's verdict).
         ConfigError: a threshold for a metric not in ``metrics``, or an unknown metric.
     """
-    from ragmeter.runner import evaluate
+    from ragmeter.run.runner import evaluate
 
     items = list(sample) if isinstance(sample, (list, tuple)) else [sample]
     items = [dict(x) if isinstance(x, Mapping) else x for x in items]
@@ -100,7 +100,7 @@ def assert_no_regression(current: Any, baseline: Any, *, max_drop: float = 0.05,
     per-sample values says the drop is significant at ``alpha``.
 
     Args:
-        current: an :class:`~ragmeter.runner.EvaluationResult`, a run id/name, or a baseline-format file.
+        current: an :class:`~ragmeter.run.runner.EvaluationResult`, a run id/name, or a baseline-format file.
         baseline: a baseline JSON file (``ragmeter baseline save``), a run id/name, or a result.
         metrics: the metrics to check (default: every metric in both).
         db: the store holding run ids (default ``$RAGMETER_DB`` / ``.ragmeter/ragmeter.db``).

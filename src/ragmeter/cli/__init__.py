@@ -80,9 +80,6 @@ def _usage_hint(exc: BaseException, argv: list[str]) -> str:
     return f"Try '{path} --help' for how to call it."
 
 
-IN_ENTRY = False
-
-
 def _keep_freed_memory() -> None:
     """glibc: serve large allocations from the heap and keep up to 128 MB of freed memory for reuse,
     instead of mapping and unmapping every multi-megabyte numpy temporary (a 30,000-pair eval
@@ -108,8 +105,9 @@ def entry() -> None:
     ``os._exit``. ``RAGMETER_SLOW_EXIT=1`` keeps the normal interpreter shutdown."""
     import os
 
-    global IN_ENTRY
-    IN_ENTRY = True  # this process ends with the command (engines.lifecycle.gc_paused reads it)
+    from ragmeter.run.engines.lifecycle import freeze_after_runs
+
+    freeze_after_runs()  # this process ends with the command
     if sys.argv[1:2] in (["eval"], ["trec"]):
         _keep_freed_memory()
     try:

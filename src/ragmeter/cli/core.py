@@ -72,7 +72,7 @@ def eval_cmd(
     Exits 3 when the run is incomplete (no samples, or a metric without values); the run is
     stored with status 'incomplete' and the reasons.
     """
-    from ragmeter.runner import evaluate
+    from ragmeter.run.runner import evaluate
 
     if on_error not in {"raise", "skip"}:
         raise typer.BadParameter(f"use 'raise' or 'skip', got {on_error!r}",

@@ -196,7 +196,7 @@ def correctness_cmd(
     samples semantic_dynamic held out)."""
     from ragmeter.correctness import metric_for_method
     from ragmeter.correctness.report import label_agreement
-    from ragmeter.runner import evaluate
+    from ragmeter.run.runner import evaluate
 
     methods = method or ["keyword", "semantic_fixed", "semantic_dynamic", "semantic_guarded"]
     keys = [metric_for_method(m) for m in methods]

@@ -110,7 +110,7 @@ def golden_generate(
     if not as_json and not dry_run:
         import contextlib
 
-        from ragmeter.runner import _rich_progress
+        from ragmeter.run.runner import _rich_progress
 
         stack = contextlib.ExitStack()
         progress = stack.enter_context(_rich_progress(True))

@@ -54,7 +54,7 @@ def judge_prices_cmd(
 def dry_run_report(data: Any, metrics: list[str], *, config: Any, mapping: Any, on_error: str,
                    db: str | None, options: dict[str, Any], as_json: bool) -> None:
     """Print the estimate of ``ragmeter eval --dry-run``."""
-    from ragmeter.estimate import estimate_run_cost
+    from ragmeter.run.estimate import estimate_run_cost
 
     plan = estimate_run_cost(data, metrics, config=config, mapping=mapping, on_error=on_error,
                              db=db, options=options)

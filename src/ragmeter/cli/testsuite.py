@@ -56,7 +56,7 @@ def test_cmd(
     from ragmeter.experiments.gate import gate
     from ragmeter.report.ci import markdown as to_markdown
     from ragmeter.report.ci import write_junit
-    from ragmeter.runner import evaluate
+    from ragmeter.run.runner import evaluate
 
     cfg = load_config(suite_file)
     suite = {**cfg, **cfg.get("extra", {})}

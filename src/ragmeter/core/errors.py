@@ -110,12 +110,12 @@ class IncompleteRunError(RagmeterError):
     the samples than allowed (``max_missing``).
 
     :func:`ragmeter.evaluate` does not raise it: it returns the result, whose ``status`` is
-    ``"incomplete"``; :meth:`~ragmeter.runner.EvaluationResult.raise_for_status` raises it.
+    ``"incomplete"``; :meth:`~ragmeter.run.runner.EvaluationResult.raise_for_status` raises it.
 
     Attributes:
         run_id: the stored run (status ``incomplete``).
         reasons: one line per problem (``"token_f1: no value on 145 of 145 samples (...)"``).
-        result: the :class:`~ragmeter.runner.EvaluationResult`, when raised from one.
+        result: the :class:`~ragmeter.run.runner.EvaluationResult`, when raised from one.
     """
 
     exit_code = EXIT_INCOMPLETE

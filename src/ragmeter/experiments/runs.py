@@ -83,7 +83,7 @@ def from_store(store: Any, ref: str) -> RunValues:
 
 
 def from_result(result: Any) -> RunValues:
-    """Values of an :class:`ragmeter.runner.EvaluationResult`."""
+    """Values of an :class:`ragmeter.run.runner.EvaluationResult`."""
     ids = [s.id for s in result.samples]
     values = {m: {i: sc.value for i, sc in zip(ids, scores, strict=True)} for m, scores in result.scores.items()}
     directions = {m: str(result.summary.get(m, {}).get("direction", "higher")) for m in values}

@@ -178,7 +178,7 @@ def meta_evaluate(data: Any, metrics: Sequence[str], *, pairwise: bool = False,
         skip_unavailable: metrics that cannot run here get no value instead of stopping the run.
     """
     from ragmeter.io.readers import Dataset
-    from ragmeter.runner import evaluate
+    from ragmeter.run.runner import evaluate
     from ragmeter.store import Store, open_store
 
     if sort not in SORT_KEYS:

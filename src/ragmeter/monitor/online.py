@@ -37,9 +37,9 @@ def evaluate_window(store: Any, window: timedelta, metrics: list[str], *, sample
     """
     from sqlalchemy import select
 
-    from ragmeter.engines import check_engine
     from ragmeter.monitor.aggregate import now_utc
-    from ragmeter.runner import evaluate
+    from ragmeter.run.engines import check_engine
+    from ragmeter.run.runner import evaluate
     from ragmeter.store.models import CallRow
 
     check_engine(engine)

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ragmeter.rows import PASS_SUFFIX
+from ragmeter.run.rows import PASS_SUFFIX
 
 
 def _num(v: Any) -> str:

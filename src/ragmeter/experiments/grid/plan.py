@@ -14,7 +14,7 @@ from ragmeter.core.config import load_config
 from ragmeter.core.errors import ConfigError
 from ragmeter.core.schema import Chunk, Sample
 from ragmeter.correctness.methods import metric_for_method
-from ragmeter.engines import check_engine
+from ragmeter.run.engines import check_engine
 
 KV_GRID = "grid"
 KV_PIPELINE = "pipeline"

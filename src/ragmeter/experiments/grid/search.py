@@ -24,7 +24,6 @@ import numpy as np
 from ragmeter.core.errors import ConfigError, RagmeterError
 from ragmeter.core.schema import Sample
 from ragmeter.correctness.methods import metric_for_method
-from ragmeter.engines import check_engine
 from ragmeter.experiments.grid.execute import PipelineStats, build_samples, run_pipeline
 from ragmeter.experiments.grid.plan import (
     CORRECTNESS_KEY,
@@ -38,6 +37,7 @@ from ragmeter.experiments.grid.plan import (
     questions_of,
 )
 from ragmeter.experiments.grid.ranking import ConfigResult, estimate_judge_cost, rank
+from ragmeter.run.engines import check_engine
 
 # ---- the search ----------------------------------------------------------------------------------------
 
@@ -93,7 +93,7 @@ def _correctness_entry(cfg: GridConfig, threshold: float | None = None) -> dict[
 def _score(samples: list[Sample], cfg: GridConfig, *, db: Any, name: str, threshold: float | None,
            options: dict[str, Any], engine: str | None = None) -> Any:
     """Evaluate one configuration's samples on the grid's engine (``engine`` overrides it)."""
-    from ragmeter.runner import evaluate
+    from ragmeter.run.runner import evaluate
 
     metrics = [_correctness_entry(cfg, threshold), *cfg.metrics]
     return evaluate(samples, metrics, db=db, name=name, options=options, engine=engine or cfg.engine,
@@ -110,7 +110,7 @@ def _round_engine(cfg: GridConfig) -> str:
 def _calibrate(cfg: GridConfig, dataset: Any, store: Any, log: Log) -> tuple[float | None, dict[str, Any] | None, str | None]:
     """semantic_dynamic: calibrate once on the dataset's labelled answers (the calibrate-then-apply workflow:
     validation set -> threshold -> grid search). Returns (threshold, calibration, run id)."""
-    from ragmeter.runner import evaluate
+    from ragmeter.run.runner import evaluate
 
     if cfg.method != "semantic_dynamic" or cfg.method_params.get("threshold") is not None:
         return None, None, None
@@ -158,7 +158,7 @@ def run_grid(config: str | Path | dict[str, Any] | GridConfig, *, db: str | Any 
     if isinstance(config, GridConfig) and overrides:
         raise ConfigError("pass overrides with a config file or mapping, not a GridConfig")
     if check_engine(cfg.engine) == "ray":  # start or reach Ray before any pipeline call is spent
-        from ragmeter.engines.ray_engine import init
+        from ragmeter.run.engines.ray_engine import init
 
         init(cfg.ray_address)
     log = log or (lambda msg: None)
@@ -217,7 +217,7 @@ def run_grid(config: str | Path | dict[str, Any] | GridConfig, *, db: str | Any 
         if estimate.get("declined"):
             note = "judge phase declined: the final ranking is the " + cfg.method + " ranking"
         else:
-            from ragmeter.runner import evaluate
+            from ragmeter.run.runner import evaluate
 
             for r in top:
                 samples = _samples_of(store, r.run_id)
@@ -428,12 +428,12 @@ def evaluate_pipeline(dataset: str = "example", pipeline: str = "ragmeter.pipeli
     ``engine``/``ray_address`` choose where the metrics are scored, as in :func:`ragmeter.evaluate`.
 
     Returns:
-        The :class:`~ragmeter.runner.EvaluationResult`; the correctness metric's key is
+        The :class:`~ragmeter.run.runner.EvaluationResult`; the correctness metric's key is
         ``correctness`` (with ``method=None`` only ``metrics`` are computed).
     """
     from ragmeter.io import load
     from ragmeter.pipeline import accepts, load_pipeline
-    from ragmeter.runner import evaluate
+    from ragmeter.run.runner import evaluate
     from ragmeter.store import Store, open_store
 
     log = log or (lambda msg: None)

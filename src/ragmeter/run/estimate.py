@@ -16,7 +16,7 @@ def estimate_run_cost(data: Any, metrics: list[str] | None = None, *, config: An
     """
     from ragmeter.core.config import load_config
     from ragmeter.metrics.base import resolve_all
-    from ragmeter.runner import evaluate
+    from ragmeter.run.runner import evaluate
     from ragmeter.store import Store, open_store
 
     cfg = load_config(config)

@@ -1,6 +1,6 @@
 """Execution engines: where the runner's metric batches are computed.
 
-``local`` (the default) scores in this process; ``ray`` (:mod:`ragmeter.engines.ray_engine`,
+``local`` (the default) scores in this process; ``ray`` (:mod:`ragmeter.run.engines.ray_engine`,
 ``pip install 'ragmeter-eval[ray]'``) spreads blocks of samples over a Ray runtime.
 """
 

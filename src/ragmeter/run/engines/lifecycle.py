@@ -6,12 +6,22 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ragmeter.store import Store
+if TYPE_CHECKING:
+    from ragmeter.store import Store
 
 _GC_LOCK = threading.Lock()
 _GC_STATE: list[Any] = [0, False]  # runs in progress, whether collection was enabled before the first
+_FREEZE_AFTER_RUNS = [False]
+
+
+def freeze_after_runs(on: bool = True) -> None:
+    """Declare that this process ends with its runs (the ``ragmeter`` command says so in its entry
+    point): the objects of a finished run are then moved out of the collector's sight
+    (``gc.freeze``, see :func:`gc_paused`). A library caller's process goes on, so by default its
+    objects stay collectable."""
+    _FREEZE_AFTER_RUNS[0] = on
 
 
 @contextmanager
@@ -20,8 +30,9 @@ def gc_paused() -> Iterator[None]:
     (samples, chunks, scores, token lists), and each collection pass would walk all of them again
     (reading 100,000 rows with ten chunk ids each: 14.8 s with collection, 8.0 s without).
     Collection resumes, as it was, when the run ends. In the ``ragmeter`` command, whose process ends
-    with the run, the run's objects are first moved out of the collector's sight (``gc.freeze``):
-    otherwise the first collection after the run walks them all once more (80 ms at 30,000 samples)."""
+    with the run (:func:`freeze_after_runs`), the run's objects are first moved out of the collector's
+    sight (``gc.freeze``): otherwise the first collection after the run walks them all once more
+    (80 ms at 30,000 samples)."""
     import gc
 
     with _GC_LOCK:  # runs in several threads: the first pauses collection, the last restores it
@@ -35,9 +46,7 @@ def gc_paused() -> Iterator[None]:
         with _GC_LOCK:
             _GC_STATE[0] -= 1
             if not _GC_STATE[0] and _GC_STATE[1]:
-                import sys
-
-                if getattr(sys.modules.get("ragmeter.cli"), "IN_ENTRY", False):  # the command's process
+                if _FREEZE_AFTER_RUNS[0]:  # the command's process (:func:`freeze_after_runs`)
                     gc.freeze()
                 gc.enable()
 

@@ -174,7 +174,7 @@ def score_blocks_all(requests: Sequence[Any], samples: Sequence[Any], options: d
                      run_metric: Callable[..., list[Any]], *,
                      address: str | None = None) -> Iterator[tuple[list[Any], list[list[Any]]]]:
     """Score ``samples`` with several pure metrics (values per sample, whatever the batching: see
-    :mod:`ragmeter.engines.forked`) on Ray, one task per block for all of them, so each block is
+    :mod:`ragmeter.run.engines.forked`) on Ray, one task per block for all of them, so each block is
     shipped and unpickled once instead of once per metric. Yields ``(block, scores per metric)`` as
     blocks finish."""
     ray = init(address)

@@ -29,14 +29,14 @@ from ragmeter.core.errors import (
     StoreError,
 )
 from ragmeter.core.schema import Sample, Score, ScoreColumn, ScoreColumns
-from ragmeter.engines.checks import checked_column, checked_scores
-from ragmeter.engines.lifecycle import gc_paused as _gc_paused
-from ragmeter.engines.lifecycle import heartbeat as _heartbeat
-from ragmeter.engines.lifecycle import in_background as _in_background
-from ragmeter.engines.lifecycle import join_writer as _join_writer
 from ragmeter.io.readers import REQUIREMENT_TARGET, Dataset, load
 from ragmeter.metrics.base import MetricRequest, missing_fields, resolve_all
-from ragmeter.provenance import provenance
+from ragmeter.run.engines.checks import checked_column, checked_scores
+from ragmeter.run.engines.lifecycle import gc_paused as _gc_paused
+from ragmeter.run.engines.lifecycle import heartbeat as _heartbeat
+from ragmeter.run.engines.lifecycle import in_background as _in_background
+from ragmeter.run.engines.lifecycle import join_writer as _join_writer
+from ragmeter.run.provenance import provenance
 from ragmeter.stats.intervals import aggregate_many
 from ragmeter.store import Store, open_store
 
@@ -92,7 +92,7 @@ class EvaluationResult:
         no-value reasons, judge verdicts); ``columns`` chooses and orders them."""
         import pandas as pd
 
-        from ragmeter.rows import select_columns
+        from ragmeter.run.rows import select_columns
 
         df = pd.DataFrame(select_columns(self.rows(), columns))
         for m in self.scores:
@@ -104,7 +104,7 @@ class EvaluationResult:
         """Per-sample dicts: ``id``, ``question``, ``answer``, ``reference``, ``contexts``,
         ``context_ids``, one key per metric (``None`` = no value), ``METRIC__pass`` for thresholded
         metrics, ``no_value_reasons`` and ``judge`` (verdict summaries)."""
-        from ragmeter.rows import result_rows
+        from ragmeter.run.rows import result_rows
 
         higher = {k: v.get("direction", "higher") == "higher" for k, v in self.summary.items()}
         return result_rows(self.samples, self.scores, higher, self.extra.get("thresholds"))
@@ -143,7 +143,7 @@ class EvaluationResult:
         return fig
 
     def _repr_html_(self) -> str:
-        from ragmeter.rows import summary_html
+        from ragmeter.run.rows import summary_html
 
         return summary_html(self.summary, title=f"ragmeter run {self.run_id} ({len(self.samples)} samples)")
 
@@ -232,7 +232,7 @@ def evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None = None, *
         where: keep only samples whose metadata match, e.g. ``{"type": "multi_hop"}`` or
             ``["type=multi_hop"]``.
         engine: ``"local"`` (this process) or ``"ray"``: non-judge metrics scored in blocks on a Ray
-            runtime (:mod:`ragmeter.engines.ray_engine`), same values, same store and resume.
+            runtime (:mod:`ragmeter.run.engines.ray_engine`), same values, same store and resume.
         ray_address: ``ray://HOST:PORT`` of a Ray cluster (default: a local Ray runtime).
         thresholds: per-metric thresholds, ``{"token_f1": 0.3, "hallucination": "<=0.2"}`` or
             ``["faithfulness=0.7"]``; stored in ``Run.extra["thresholds"]`` (pass/fail is derived
@@ -282,7 +282,7 @@ def _evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None, *,
     if engine not in {"local", "ray"}:
         raise ConfigError(f"unknown engine {engine!r}: use local or ray")
     if engine == "ray":
-        from ragmeter.engines.ray_engine import init
+        from ragmeter.run.engines.ray_engine import init
 
         init(ray_address)
 
@@ -449,7 +449,7 @@ def _preflight(requests: list[MetricRequest], opts: dict[str, Any], store: Store
                done: Collection[tuple[str, str]] = ()) -> dict[str, str]:
     """Ask every metric whether it can run here, before any run is created or work is done. The
     judge gets its pre-flight request only when scoring ``samples`` will send it something."""
-    from ragmeter.engines.judged import calls_needed
+    from ragmeter.run.engines.judged import calls_needed
 
     ctx = ScoringContext(opts, store=store)
     try:
@@ -537,7 +537,7 @@ def _fork_second(plans: list[Plan], n_samples: int, options: dict[str, Any]
     """Start a forked worker on the tail of each pure metric's samples (engines/forked.py): ``(halves,
     worker)``, ``({}, None)`` when there is no second CPU or too little work. Values of pure metrics do
     not depend on how the samples are cut or batched, so the split is by :data:`MAIN_SHARE`."""
-    from ragmeter.engines import forked
+    from ragmeter.run.engines import forked
 
     halves: dict[str, tuple[list[Sample], list[Sample]]] = {}
     if not forked.usable(n_samples):
@@ -631,7 +631,7 @@ def _score_all(samples: list[Sample], requests: list[MetricRequest], ctx: Scorin
         if second is not None:
             second.cancel()
     if judged:
-        from ragmeter.engines.judged import stream_scores
+        from ragmeter.run.engines.judged import stream_scores
 
         t = time.perf_counter()
         _prepare(judged, ctx)
@@ -657,7 +657,7 @@ def _ray_pure_together(plans: list[Plan],
                        ) -> list[Plan]:
     """On Ray, the pure metrics (engines/forked.py) that score the same samples go to the workers
     together, one task per block for all of them; returns the plans left for metric-by-metric work."""
-    from ragmeter.engines import forked
+    from ragmeter.run.engines import forked
 
     group = [p for p in plans if forked.is_pure(p[0]) and not p[3] and p[1]]
     if len(group) < 2:
@@ -666,7 +666,7 @@ def _ray_pure_together(plans: list[Plan],
     group = [p for p in group if len(p[1]) == len(first) and all(a is b for a, b in zip(p[1], first, strict=True))]
     if len(group) < 2:
         return plans
-    from ragmeter.engines.ray_engine import score_blocks_all
+    from ragmeter.run.engines.ray_engine import score_blocks_all
 
     t = time.perf_counter()
     for req, _eligible, lacking, _u in group:
@@ -704,7 +704,7 @@ def _score_plans(plans: list[Plan],
         advance = advancers.get(req.key) or advancers.setdefault(req.key, ctx.progress(req.key, len(eligible) + rest))
         bs = max(1, req.spec.batch_size)
         if engine[0] == "ray" and not req.spec.needs_llm and eligible:  # judge metrics stay on the driver
-            from ragmeter.engines.ray_engine import score_blocks
+            from ragmeter.run.engines.ray_engine import score_blocks
 
             for chunk, scores in score_blocks(req, eligible, bs, dict(ctx.options), store.url, _run_metric,
                                               address=engine[1]):
