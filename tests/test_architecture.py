@@ -31,7 +31,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("pipeline", {"pipeline"}),
     ("golden", {"golden"}),
     ("plan", {"run"}),
-    ("aggregate", {"experiments", "export", "meta_eval"}),
+    ("aggregate", {"analysis", "experiments", "export", "meta_eval"}),
     ("monitor", {"monitor"}),
     ("api", {"ragmeter", "_compat"}),
     ("present", {"report", "server", "cli", "testing", "sinks", "pytest_plugin"}),

@@ -326,7 +326,7 @@ def test_gate_exit_codes(tmp_path, db_url, monkeypatch):
 # ---- 80 columns -----------------------------------------------------------------------------------
 
 def test_metrics_at_80_columns_show_family_and_direction_of_every_metric(monkeypatch):
-    from ragmeter.metrics.base import all_metrics
+    from ragmeter.metrics.registry import all_metrics
 
     monkeypatch.setenv("COLUMNS", "80")
     code, out, _ = run_main("metrics")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from importlib import resources
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +21,7 @@ from ragmeter.core.schema import Sample
 from ragmeter.metrics import consistency as C
 from ragmeter.store import open_store
 
-EXAMPLE = Path(C.__file__).parent.parent / "data" / "agent_example"
+EXAMPLE = Path(str(resources.files("ragmeter"))) / "data" / "agent_example"
 
 
 # ---- the figures ----------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 import ragmeter
 from ragmeter.core.errors import MetricError
 from ragmeter.core.text import contains_phrase, fact_keys, is_abstention, key_facts, negation_mismatch
-from ragmeter.correctness import (
+from ragmeter.metrics.correctness import (
     binary_scores,
     calibrate_threshold,
     candidate_thresholds,
@@ -301,7 +301,7 @@ def test_example_semantic_dynamic_reports_curve_threshold_and_held_out_accuracy(
 
 @pytest.mark.slow
 def test_example_guarded_is_the_most_accurate_offline_method(example_run):
-    from ragmeter.correctness.report import label_agreement
+    from ragmeter.analysis.correctness import label_agreement
 
     res, _ = example_run
     rows = {r["method"]: r for r in label_agreement(res)}

@@ -213,7 +213,7 @@ def test_example_write_copies_the_files(tmp_path, data):
 
 def test_demo_config_lists_known_metrics():
     from ragmeter.core.config import load_config
-    from ragmeter.metrics.base import resolve_all
+    from ragmeter.metrics.registry import resolve_all
 
     cfg = load_config(REPO / "examples" / "demo.yaml")
     assert len(cfg["metrics"]) >= 10

@@ -10,10 +10,10 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from ragmeter.metrics import _lexical_kernels as K
-from ragmeter.metrics._lexical_mt import bleu_batch, bleu_stats, tokenize_13a_many
-from ragmeter.metrics._lexical_ngrams import NgramColumns, clipped_matches, pair_layout
-from ragmeter.metrics._lexical_rouge import rouge_pairs
+from ragmeter.metrics.lexical import string_kernels as K
+from ragmeter.metrics.lexical.ngrams import NgramColumns, clipped_matches, pair_layout
+from ragmeter.metrics.lexical.rouge_metrics import rouge_pairs
+from ragmeter.metrics.lexical.translation import bleu_batch, bleu_stats, tokenize_13a_many
 
 PUNCT = list("ab.,-.,-0123456789 ") + ["٣", "&quot;", "&amp;", "\n", "é", "!", "(", ")", "<skipped>", "-\n"]
 WORDS = ["The", "the", "a", "An", "cat", "Cat.", "sat", "on", "mat,", "3.5", "1,000", "-", "\n", "é", "naïve",
@@ -50,7 +50,7 @@ def test_bleu_column_equals_sacrebleu(kw: dict) -> None:
 def test_corpus_bleu_from_sentence_statistics() -> None:
     import sacrebleu
 
-    from ragmeter.metrics._lexical_corpus import corpus_score
+    from ragmeter.metrics.lexical.corpus import corpus_score
 
     rnd = random.Random(3)
     hyps = _texts(rnd, 800, WORDS, [" "], 20)

@@ -21,7 +21,7 @@ import pytest
 import ragmeter
 from cli_runner import run_main
 from ragmeter.core.schema import Score
-from ragmeter.metrics.base import _REGISTRY, MetricSpec, all_metrics, register_metric, resolve
+from ragmeter.metrics.registry import _REGISTRY, MetricSpec, all_metrics, register_metric, resolve
 from ragmeter.run.runner import summarise
 
 

@@ -17,8 +17,8 @@ from ragmeter.core import context as context_mod
 from ragmeter.core.context import ScoringContext
 from ragmeter.core.errors import MetricError
 from ragmeter.core.schema import Chunk, Sample, Score
-from ragmeter.metrics.base import get_spec, resolve
 from ragmeter.metrics.judge import PromptTemplate, average_precision_of_verdicts, fence_blocks
+from ragmeter.metrics.registry import get_spec, resolve
 from ragmeter.store import open_store
 
 judge_server_module, server = server_fixtures()

@@ -19,7 +19,7 @@ from cli_runner import run_main
 from judge_server import Forced, judge_options, server_fixtures
 from ragmeter.cli import app
 from ragmeter.core.errors import MetricError
-from ragmeter.metrics.base import all_metrics, get_spec, resolve
+from ragmeter.metrics.registry import all_metrics, get_spec, resolve
 from ragmeter.run.rows import verdict_summary
 from ragmeter.run.runner import evaluate
 from ragmeter.store import open_store

@@ -121,7 +121,7 @@ def test_bm25_pipeline_uses_portuguese_stopwords_and_stems():
     from pathlib import Path
 
     from ragmeter.pipeline import rag
-    from ragmeter.pipeline.retrieval import analyse
+    from ragmeter.pipeline.retriever import analyse
 
     assert analyse("A travessia até Halden Isle demora 55 minutos", "pt") == [
         "travess", "halden", "isle", "demor", "55", "minut"]

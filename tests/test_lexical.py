@@ -86,8 +86,10 @@ def test_functions_equal_references_on_examples():
 def test_docstring_examples_hold():
     import doctest
 
-    result = doctest.testmod(L)
-    assert result.attempted >= 15 and result.failed == 0
+    from ragmeter.metrics.lexical import rouge_metrics, strings, translation
+
+    results = [doctest.testmod(m) for m in (L, strings, rouge_metrics, translation)]
+    assert sum(r.attempted for r in results) >= 15 and sum(r.failed for r in results) == 0
 
 
 def test_several_references_take_the_best():

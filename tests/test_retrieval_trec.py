@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from ragmeter.core.errors import ConfigError, DatasetError
-from ragmeter.retrieval import RelevanceMatrix, evaluate, parse_measures, read_qrels, read_run
-from ragmeter.retrieval import measures as M
+from ragmeter.metrics.retrieval import measures as M
+from ragmeter.metrics.retrieval.trec import RelevanceMatrix, evaluate, parse_measures, read_qrels, read_run
 
 pytrec_eval = pytest.importorskip("pytrec_eval")
 

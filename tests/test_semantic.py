@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 import ragmeter
 from ragmeter.core.errors import MetricError
 from ragmeter.embed import BERT_MODELS, bundled_model_path, get_encoder
-from ragmeter.metrics.base import get_spec
+from ragmeter.metrics.registry import get_spec
 from ragmeter.metrics.semantic import (
     best_match_cosine,
     best_threshold,

@@ -14,11 +14,12 @@ import pyarrow as pa
 import pytest
 
 from ragmeter.core.errors import DatasetError
-from ragmeter.retrieval import evaluate, trec_io
-from ragmeter.retrieval import trec as T
-from ragmeter.retrieval import trec_blocks as B
-from ragmeter.retrieval.trec_io import read_qrels, read_run, run_blocks
-from ragmeter.retrieval.trec_text import format_lines
+from ragmeter.metrics.retrieval import trec as T
+from ragmeter.metrics.retrieval.trec import blocks as B
+from ragmeter.metrics.retrieval.trec import evaluate
+from ragmeter.metrics.retrieval.trec import readers as trec_io
+from ragmeter.metrics.retrieval.trec.readers import read_qrels, read_run, run_blocks
+from ragmeter.metrics.retrieval.trec.text import format_lines
 
 pytrec_eval = pytest.importorskip("pytrec_eval")
 

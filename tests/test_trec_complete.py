@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from ragmeter.retrieval import evaluate
+from ragmeter.metrics.retrieval.trec import evaluate
 
 pytrec_eval = pytest.importorskip("pytrec_eval")
 

@@ -1,5 +1,5 @@
 """The import paths of modules that moved keep working: ``from ragmeter.schema import Sample``,
-``import ragmeter.stats``, ``from ragmeter.metrics.base import register_metric`` ...
+``import ragmeter.stats``, ``from ragmeter.metrics.registry import register_metric`` ...
 
 A finder on ``sys.meta_path`` answers for each old dotted path (:data:`MOVED`; a moved package's
 submodules follow it) with the module now at its new path: the same module object under both
@@ -20,9 +20,20 @@ from typing import Any
 
 # -- moved: begin (old dotted path -> new dotted path)
 MOVED: dict[str, str] = {
+    "ragmeter.agent": "ragmeter.metrics.agent",
+    "ragmeter.agent.config": "ragmeter.metrics.agent.config",
+    "ragmeter.agent.formulas": "ragmeter.metrics.agent.formulas",
+    "ragmeter.agent.lookup": "ragmeter.metrics.agent.lookup",
+    "ragmeter.agent.matching": "ragmeter.metrics.agent.matching",
+    "ragmeter.agent.stats": "ragmeter.metrics.agent.execution",
     "ragmeter.agreement": "ragmeter.stats.agreement",
     "ragmeter.config": "ragmeter.core.config",
     "ragmeter.context": "ragmeter.core.context",
+    "ragmeter.correctness": "ragmeter.metrics.correctness",
+    "ragmeter.correctness.calibration": "ragmeter.metrics.correctness.calibration",
+    "ragmeter.correctness.methods": "ragmeter.metrics.correctness.methods",
+    "ragmeter.correctness.metrics": "ragmeter.metrics.correctness.correct",
+    "ragmeter.correctness.report": "ragmeter.analysis.correctness",
     "ragmeter.correctness.text": "ragmeter.core.text",
     "ragmeter.engines": "ragmeter.run.engines",
     "ragmeter.errors": "ragmeter.core.errors",
@@ -30,9 +41,26 @@ MOVED: dict[str, str] = {
     "ragmeter.experiments.statistics": "ragmeter.stats.paired",
     "ragmeter.files": "ragmeter.core.files",
     "ragmeter.language": "ragmeter.core.language",
+    "ragmeter.metrics._lexical_bytes": "ragmeter.metrics.lexical.byte_tokens",
+    "ragmeter.metrics._lexical_corpus": "ragmeter.metrics.lexical.corpus",
+    "ragmeter.metrics._lexical_kernels": "ragmeter.metrics.lexical.string_kernels",
+    "ragmeter.metrics._lexical_mt": "ragmeter.metrics.lexical.translation",
+    "ragmeter.metrics._lexical_ngrams": "ragmeter.metrics.lexical.ngrams",
+    "ragmeter.metrics._lexical_rouge": "ragmeter.metrics.lexical.rouge_metrics",
+    "ragmeter.metrics.base": "ragmeter.metrics.registry",
+    "ragmeter.openai_evals.registry": "ragmeter.openai_evals.basic",
+    "ragmeter.pipeline.retrieval": "ragmeter.pipeline.retriever",
     "ragmeter.ppi": "ragmeter.stats.ppi",
     "ragmeter.provenance": "ragmeter.run.provenance",
     "ragmeter.redact": "ragmeter.core.redact",
+    "ragmeter.retrieval": "ragmeter.metrics.retrieval.trec",
+    "ragmeter.retrieval.engine": "ragmeter.metrics.retrieval.relevance",
+    "ragmeter.retrieval.matching": "ragmeter.metrics.retrieval.matching",
+    "ragmeter.retrieval.measures": "ragmeter.metrics.retrieval.measures",
+    "ragmeter.retrieval.trec": "ragmeter.metrics.retrieval.trec",
+    "ragmeter.retrieval.trec_blocks": "ragmeter.metrics.retrieval.trec.blocks",
+    "ragmeter.retrieval.trec_io": "ragmeter.metrics.retrieval.trec.readers",
+    "ragmeter.retrieval.trec_text": "ragmeter.metrics.retrieval.trec.text",
     "ragmeter.rows": "ragmeter.run.rows",
     "ragmeter.runner": "ragmeter.run.runner",
     "ragmeter.safejson": "ragmeter.core.safejson",

@@ -1,7 +1,7 @@
 """Test-only metrics, loaded through $RAGMETER_PLUGINS (the user-facing plugin mechanism).
 
 Written against the import paths from before the modules moved into stage packages
-(``ragmeter.metrics.base``, ``ragmeter.schema``): a plug-in written then keeps working.
+(``ragmeter.metrics.registry``, ``ragmeter.schema``): a plug-in written then keeps working.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import time
 
 from ragmeter.schema import Score
 
-from ragmeter.metrics.base import _REGISTRY, MetricSpec, register_metric
+from ragmeter.metrics.registry import _REGISTRY, MetricSpec, register_metric
 
 
 def _len_ratio(samples, ctx):

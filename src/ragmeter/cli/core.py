@@ -84,7 +84,7 @@ def eval_cmd(
         raise typer.BadParameter(f"a share of the samples between 0 and 1 (0.2 = 20%), got {max_missing:g}",
                                  param_hint="'--max-missing'")
     if method:
-        from ragmeter.correctness import metric_for_method
+        from ragmeter.metrics.correctness import metric_for_method
 
         metrics = [*(metrics or []), metric_for_method(method)]
     opts: dict[str, Any] = {}
@@ -173,7 +173,7 @@ def metrics_cmd(
     from rich.table import Table
     from rich.text import Text
 
-    from ragmeter.metrics.base import all_metrics
+    from ragmeter.metrics.registry import all_metrics
 
     specs = [s for s in all_metrics() if family is None or s.family == family]
     if family is not None and not specs:

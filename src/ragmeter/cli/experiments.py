@@ -97,7 +97,7 @@ def grid_cmd(
         cfg.options["judge_base_url"] = judge_base_url
     cfg.options.update(_kv(option, "--option"))
     if method:
-        from ragmeter.correctness import metric_for_method
+        from ragmeter.metrics.correctness import metric_for_method
 
         metric_for_method(method)
         cfg.method = method.replace("correct_", "")
@@ -194,8 +194,8 @@ def correctness_cmd(
     """Score answer correctness with one or more methods and, where human labels exist, report each
     method's accuracy/precision/recall/F1 against them (on all labelled samples and on the
     samples semantic_dynamic held out)."""
-    from ragmeter.correctness import metric_for_method
-    from ragmeter.correctness.report import label_agreement
+    from ragmeter.analysis.correctness import label_agreement
+    from ragmeter.metrics.correctness import metric_for_method
     from ragmeter.run.runner import evaluate
 
     methods = method or ["keyword", "semantic_fixed", "semantic_dynamic", "semantic_guarded"]

@@ -108,7 +108,7 @@ def _stored_range(entry: Any) -> tuple[float, float] | None:
 def registry_range(metric: str) -> tuple[float, float] | None:
     """The registry's ``range`` of a metric key (``ndcg@10``, ``faithfulness(judge=...)`` resolve to
     their metric); ``None`` for a name this process does not know."""
-    from ragmeter.metrics.base import resolve
+    from ragmeter.metrics.registry import resolve
 
     for name in dict.fromkeys((metric, metric.split("(", 1)[0])):
         try:
@@ -121,7 +121,7 @@ def registry_range(metric: str) -> tuple[float, float] | None:
 
 def _registry_direction(metric: str) -> str:
     try:
-        from ragmeter.metrics.base import resolve
+        from ragmeter.metrics.registry import resolve
 
         return "higher" if resolve(metric).spec.higher_is_better else "lower"
     except Exception:  # noqa: BLE001 - an unknown key keeps the default direction

@@ -98,7 +98,7 @@ def apply_human_scores(store: Store, task_ref: str, how: str = "mean") -> dict[s
 
 
 def _judge_metrics(run: Any) -> list[str]:
-    from ragmeter.metrics.base import get_spec
+    from ragmeter.metrics.registry import get_spec
 
     out = []
     for m in run.metrics or []:

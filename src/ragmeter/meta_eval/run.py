@@ -41,7 +41,7 @@ def offline_metrics(samples: Sequence[Sample]) -> list[str]:
     sample has: the lexical family, the bundled embedding model's semantic metrics, the
     non-judge correctness methods (what ``--metrics offline`` means)."""
     from ragmeter.embed.models import resolve_model
-    from ragmeter.metrics.base import all_metrics, resolve_all
+    from ragmeter.metrics.registry import all_metrics, resolve_all
 
     present = {f for f, has in FIELD_PRESENT.items() if any(has(s) for s in samples)}
     out = []

@@ -232,7 +232,7 @@ def _build(name: str, spec: Mapping[str, Any], custom: Mapping[str, Any] | None,
 
 def _registry_direction(key: str) -> bool | None:
     """``higher_is_better`` of a registered metric (by key, base name before ``(``/``@``)."""
-    from ragmeter.metrics.base import get_spec
+    from ragmeter.metrics.registry import get_spec
 
     for name in (key, _base(key)):
         try:

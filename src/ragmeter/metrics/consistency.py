@@ -111,7 +111,7 @@ def _norm_text(s: str) -> str:
 def _field(sample: Sample, spec: str) -> Any:
     """A value from the sample: ``answer``, ``question``, ``label``, ``metadata.X``,
     ``final_output.X``, ``intent.X``, or a bare name looked up in final_output, then metadata."""
-    from ragmeter.agent.lookup import lookup
+    from ragmeter.metrics.agent.lookup import lookup
 
     if spec in ("answer", "question", "reference", "id"):
         return getattr(sample, spec)
@@ -178,7 +178,7 @@ def _score_range(name: str, score_range: Any, is_metric: bool) -> tuple[float, f
         lo, hi = score_range[name]
         return float(lo), float(hi)
     if is_metric:
-        from ragmeter.metrics.base import get_spec
+        from ragmeter.metrics.registry import get_spec
 
         for key in (name, name.split("(", 1)[0].split("@", 1)[0]):
             try:

@@ -20,7 +20,7 @@ from typing import Any
 from ragmeter.core.context import ScoringContext, register_service
 from ragmeter.core.errors import ConfigError
 from ragmeter.core.schema import Sample, Score
-from ragmeter.metrics.base import MetricSpec, register_metric
+from ragmeter.metrics.registry import MetricSpec, register_metric
 from ragmeter.openai_evals import definition as d
 from ragmeter.openai_evals.formula import FormulaError, evaluate_formula, parse_formula
 from ragmeter.openai_evals.model import GraderJudges

@@ -49,7 +49,7 @@ def bleu(inputs: Sequence[str], refs: Sequence[str]) -> list[float]:
 
 def tokens_13a(text: str) -> list[str]:
     """sacrebleu's ``13a`` tokens of ``text``."""
-    from ragmeter.metrics._lexical_mt import tokenize_13a
+    from ragmeter.metrics.lexical.translation import tokenize_13a
 
     return tokenize_13a(text).split()
 
@@ -83,7 +83,7 @@ def meteor(inputs: Sequence[str], refs: Sequence[str], wordnet: Any = None) -> l
 
 
 def _rouge_ids(texts: Sequence[str]) -> list[list[int]]:
-    from ragmeter.metrics._lexical_rouge import tokenizer
+    from ragmeter.metrics.lexical.rouge_metrics import tokenizer
 
     # one tokenizer for the whole batch (a new one replaces it once its caches are large)
     return tokenizer(False).ids_many(list(texts))

@@ -32,7 +32,7 @@ from typing import Any
 from ragmeter.core.errors import ConfigError
 from ragmeter.pipeline.answer import ANSWERERS, answer_batch, idf_table
 from ragmeter.pipeline.chunking import TextChunk, chunk_corpus, chunk_text, read_corpus
-from ragmeter.pipeline.retrieval import RETRIEVERS, analyse, make_retriever, top_k
+from ragmeter.pipeline.retriever import RETRIEVERS, analyse, make_retriever, top_k
 
 __all__ = ["ANSWERERS", "DEFAULTS", "RETRIEVERS", "TextChunk", "chunk_corpus", "chunk_text",
            "load_pipeline", "rag", "read_corpus"]

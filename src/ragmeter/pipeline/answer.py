@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ragmeter.core.errors import ConfigError
-from ragmeter.pipeline.retrieval import analyse
+from ragmeter.pipeline.retriever import analyse
 
 ANSWERERS = ("overlap", "embedding")
 _SPLIT = re.compile(r"(?<=[.!?])\s+|\n+")

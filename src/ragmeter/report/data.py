@@ -72,7 +72,7 @@ def _spec_range(name: str | None) -> tuple[float, float] | None:
     """The registered range of metric ``name``, or ``None`` when it is not registered here."""
     if not name:
         return None
-    from ragmeter.metrics.base import get_spec
+    from ragmeter.metrics.registry import get_spec
 
     try:
         spec = get_spec(name)
@@ -101,7 +101,7 @@ def metric_range(run: Run, key: str, lo: float | None = None, hi: float | None =
 
 
 def _spec_direction(name: str | None) -> str | None:
-    from ragmeter.metrics.base import get_spec
+    from ragmeter.metrics.registry import get_spec
 
     try:
         return "higher" if get_spec(name or "").higher_is_better else "lower"

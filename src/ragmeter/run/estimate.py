@@ -15,7 +15,7 @@ def estimate_run_cost(data: Any, metrics: list[str] | None = None, *, config: An
     ``cached``, ``est_input_tokens``, ``est_output_tokens``, ``est_cost_usd``, ``per_metric``).
     """
     from ragmeter.core.config import load_config
-    from ragmeter.metrics.base import resolve_all
+    from ragmeter.metrics.registry import resolve_all
     from ragmeter.run.runner import evaluate
     from ragmeter.store import Store, open_store
 

@@ -30,7 +30,7 @@ from ragmeter.core.errors import (
 )
 from ragmeter.core.schema import Sample, Score, ScoreColumn, ScoreColumns
 from ragmeter.io.readers import REQUIREMENT_TARGET, Dataset, load
-from ragmeter.metrics.base import MetricRequest, missing_fields, resolve_all
+from ragmeter.metrics.registry import MetricRequest, missing_fields, resolve_all
 from ragmeter.run.engines.checks import checked_column, checked_scores
 from ragmeter.run.engines.lifecycle import gc_paused as _gc_paused
 from ragmeter.run.engines.lifecycle import heartbeat as _heartbeat
@@ -373,11 +373,11 @@ def _evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None, *,
         collected = {k: [(list(t), ScoreColumn.of(list(t.values())))] for k, t in store.score_table(run_id).items()}
     scores = ScoreColumns(samples, {r.key: collected.get(r.key, []) for r in requests})
     summary = summarise(scores.for_aggregate(), requests)
-    from ragmeter.metrics._lexical_corpus import add_corpus_scores
+    from ragmeter.metrics.registry import add_corpus_scores
 
     if writes is not None:
         writer = _in_background(writes)
-    add_corpus_scores(summary, requests, samples, opts)  # corpus BLEU/chrF beside the sentence means
+    add_corpus_scores(summary, requests, samples, opts)  # declared corpus scores (BLEU, chrF) beside the means
     if thr:
         extra["thresholds"] = th.record(thr, rule)
         higher = {r.key: r.spec.higher_is_better for r in requests}

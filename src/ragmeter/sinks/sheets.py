@@ -88,8 +88,8 @@ def sheet_rows(store: Store, run_id: str, *, now: datetime | None = None) -> dic
     Returns:
         ``{worksheet: [row, ...]}`` in the column order of :data:`HEADERS`; an empty cell is no value.
     """
-    from ragmeter.metrics.base import all_metrics
     from ragmeter.metrics.composite import composite_scores
+    from ragmeter.metrics.registry import all_metrics
 
     rid = store.resolve_run(run_id)
     run = store.get_run(rid)

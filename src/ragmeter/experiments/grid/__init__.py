@@ -8,7 +8,6 @@ Modules: :mod:`.plan` (config and questions), :mod:`.execute` (pipeline runs and
 :mod:`.ranking` (ranking and judge cost), :mod:`.search` (the loop, halving, ``evaluate_pipeline``).
 """
 
-from ragmeter.correctness.methods import METHODS
 from ragmeter.experiments.grid.execute import (
     PipelineStats,
     build_samples,
@@ -30,6 +29,7 @@ from ragmeter.experiments.grid.plan import (
 )
 from ragmeter.experiments.grid.ranking import ConfigResult, estimate_judge_cost, rank
 from ragmeter.experiments.grid.search import GridResult, evaluate_pipeline, run_grid
+from ragmeter.metrics.correctness.methods import METHODS
 
 __all__ = [
     "BUNDLED_PIPELINE_VERSION", "CORRECTNESS_KEY", "JUDGE_KEY", "KV_GRID", "KV_PIPELINE", "METHODS", "ConfigResult",

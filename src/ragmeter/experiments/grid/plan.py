@@ -13,7 +13,7 @@ from typing import Any
 from ragmeter.core.config import load_config
 from ragmeter.core.errors import ConfigError
 from ragmeter.core.schema import Chunk, Sample
-from ragmeter.correctness.methods import metric_for_method
+from ragmeter.metrics.correctness.methods import metric_for_method
 from ragmeter.run.engines import check_engine
 
 KV_GRID = "grid"

@@ -108,7 +108,7 @@ def estimate_judge_cost(samples: Sequence[Sample], options: dict[str, Any], stor
     the judge service's dry run (cache hits excluded; ~4 characters per token; the price table).
     The common rule of thumb (200 tokens per evaluation at $0.002 / 1K tokens) is reported too."""
     from ragmeter.llm import JudgeService, config_from_options
-    from ragmeter.metrics.base import get_spec, missing_fields
+    from ragmeter.metrics.registry import get_spec, missing_fields
 
     spec = get_spec("graded_correctness")
     params = {**spec.defaults, **(judge_params or {})}

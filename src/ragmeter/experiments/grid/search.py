@@ -23,7 +23,6 @@ import numpy as np
 
 from ragmeter.core.errors import ConfigError, RagmeterError
 from ragmeter.core.schema import Sample
-from ragmeter.correctness.methods import metric_for_method
 from ragmeter.experiments.grid.execute import PipelineStats, build_samples, run_pipeline
 from ragmeter.experiments.grid.plan import (
     CORRECTNESS_KEY,
@@ -37,6 +36,7 @@ from ragmeter.experiments.grid.plan import (
     questions_of,
 )
 from ragmeter.experiments.grid.ranking import ConfigResult, estimate_judge_cost, rank
+from ragmeter.metrics.correctness.methods import metric_for_method
 from ragmeter.run.engines import check_engine
 
 # ---- the search ----------------------------------------------------------------------------------------

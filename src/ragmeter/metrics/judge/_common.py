@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from ragmeter.core.schema import Sample, Score
-from ragmeter.metrics.base import MetricSpec, register_metric
+from ragmeter.metrics.registry import MetricSpec, register_metric
 
 #: bump when the way requests are assembled changes (part of every template's version hash)
 FORMAT_VERSION = "1"

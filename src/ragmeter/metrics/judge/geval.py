@@ -21,7 +21,6 @@ from pydantic import Field
 
 from ragmeter.core.errors import MetricError
 from ragmeter.core.schema import Sample, Score
-from ragmeter.metrics.base import MetricSpec, register_metric
 from ragmeter.metrics.judge._common import (
     Verdict,
     context_blocks,
@@ -30,6 +29,7 @@ from ragmeter.metrics.judge._common import (
     load_template,
     tool_equals,
 )
+from ragmeter.metrics.registry import MetricSpec, register_metric
 
 NAME = "deepeval:g_eval"
 #: DeepEval's evaluation params -> (block label, the name in DeepEval's prompt, the sample's value)

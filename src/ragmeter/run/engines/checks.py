@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from ragmeter.core.errors import MetricError
 from ragmeter.core.schema import Score, ScoreColumn
-from ragmeter.metrics.base import MetricRequest
+from ragmeter.metrics.registry import MetricRequest
 
 
 def checked_column(req: MetricRequest, col: ScoreColumn) -> ScoreColumn:

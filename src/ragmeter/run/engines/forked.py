@@ -107,7 +107,7 @@ def _die_with_parent(parent: int, watch_fd: int, write_fd: int) -> None:
 def _work() -> tuple[dict[str, Any], dict[Any, Any]]:
     from ragmeter.core.context import ScoringContext
     from ragmeter.core.schema import ScoreColumn
-    from ragmeter.metrics import _lexical_mt
+    from ragmeter.metrics.registry import export_worker_caches
 
     ctx = ScoringContext(dict(_OPTIONS))
     out: dict[str, Any] = {}
@@ -116,7 +116,7 @@ def _work() -> tuple[dict[str, Any], dict[Any, Any]]:
             out[req.key] = ScoreColumn.concat([ScoreColumn.of(_RUN[0](req, chunk, ctx)) for chunk in chunks])
     finally:
         ctx.close()
-    return out, _lexical_mt.export_memo()
+    return out, export_worker_caches()
 
 
 class SecondHalf:
@@ -165,7 +165,7 @@ class SecondHalf:
     def result(self) -> dict[str, Any]:
         """The worker's scores per metric key (a :class:`~ragmeter.core.schema.ScoreColumn`, in the order of
         its batches; re-raises its error)."""
-        from ragmeter.metrics import _lexical_mt
+        from ragmeter.metrics.registry import merge_worker_caches
 
         try:
             scores, memo = self._future.result()
@@ -173,7 +173,7 @@ class SecondHalf:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._release()
             _JOBS.clear()
-        _lexical_mt.merge_memo(memo)
+        merge_worker_caches(memo)
         return scores
 
     def cancel(self) -> None:

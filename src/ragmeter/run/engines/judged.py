@@ -17,7 +17,7 @@ from typing import Any
 
 from ragmeter.core.errors import ConfigError, MetricError
 from ragmeter.core.schema import Sample, Score
-from ragmeter.metrics.base import MetricRequest, missing_fields
+from ragmeter.metrics.registry import MetricRequest, missing_fields
 
 Put = Callable[[str, list[str], Any], None]
 RunMetric = Callable[[MetricRequest, list[Sample], Any], Any]

@@ -5,7 +5,7 @@ outside ``[a-z0-9]`` becomes a space, split, Porter-stem (nltk, as rouge-score) 
 than 3 characters. Each distinct word is stemmed once and interned as a small integer, so:
 
 * the n-gram overlap ``sum_g min(count_pred(g), count_ref(g))`` is counted for a whole column at
-  once with numpy (:mod:`ragmeter.metrics._lexical_ngrams`);
+  once with numpy (:mod:`ragmeter.metrics.lexical.ngrams`);
 * ROUGE-L's LCS is rapidfuzz's bit-parallel LCS over the token id lists.
 
 Token ids are small integers, where ``hash(int) == int``: rapidfuzz compares hashes, so equal
@@ -24,11 +24,16 @@ import os
 import re
 import threading
 import weakref
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 from rapidfuzz.distance import LCSseq
+
+from ragmeter.core.context import ScoringContext, register_service
+from ragmeter.core.errors import MetricError
+from ragmeter.core.schema import Sample, ScoreColumn
+from ragmeter.metrics.lexical.texts import References, _as_answer, _as_columns, _as_refs, sample_texts
 
 #: column order of the arrays this module returns
 ROUGE_KEYS = tuple(f"{t}_{m}" for t in ("rouge1", "rouge2", "rougeL")
@@ -172,9 +177,9 @@ if hasattr(os, "register_at_fork"):
 def _overlap_counts(pred: list[list[int]], target: list[list[int]], bigrams: bool = True) -> np.ndarray:
     """Per pair: [len_pred, len_target, unigram overlap, bigram overlap, LCS length]. The clipped
     uni- and bigram overlaps are counted for the whole column at once
-    (:mod:`ragmeter.metrics._lexical_ngrams`); the LCS by rapidfuzz's bit-parallel algorithm.
+    (:mod:`ragmeter.metrics.lexical.ngrams`); the LCS by rapidfuzz's bit-parallel algorithm.
     Without ``bigrams`` the bigram overlap is NaN (not counted)."""
-    from ragmeter.metrics._lexical_ngrams import NgramColumns, clipped_matches
+    from ragmeter.metrics.lexical.ngrams import NgramColumns, clipped_matches
 
     n = len(pred)
     out = np.zeros((n, 5), dtype=np.float64)
@@ -196,10 +201,10 @@ def _overlap_counts(pred: list[list[int]], target: list[list[int]], bigrams: boo
 def _overlap_counts_en(tok: RougeTokenizer, uniq: list[str], predictions: Sequence[str], targets: Sequence[str],
                        bigrams: bool) -> np.ndarray:
     """:func:`_overlap_counts` of English pairs from token ids of the distinct texts: rouge-score's
-    tokenizer runs on bytes for the plain-ASCII texts (:mod:`._lexical_bytes`), each distinct word
+    tokenizer runs on bytes for the plain-ASCII texts (:mod:`.byte_tokens`), each distinct word
     is stemmed once (the tokenizer's cache)."""
-    from ragmeter.metrics import _lexical_bytes as B
-    from ragmeter.metrics._lexical_ngrams import NgramColumns, clipped_matches
+    from ragmeter.metrics.lexical import byte_tokens as B
+    from ragmeter.metrics.lexical.ngrams import NgramColumns, clipped_matches
 
     n = len(predictions)
     out = np.zeros((n, 5), dtype=np.float64)
@@ -297,3 +302,118 @@ def rouge_multi(answers: Sequence[str], references: Sequence[Sequence[str]],
             values[i, 3 * t:3 * t + 3] = block[j, 3 * t:3 * t + 3]
         start += cnt
     return values, best
+
+
+# ---- the public functions and the run's memo ---------------------------------------------------
+
+class RougeScore(NamedTuple):
+    """Precision, recall and F-measure of one ROUGE type (as ``rouge_score.scoring.Score``)."""
+
+    precision: float
+    recall: float
+    fmeasure: float
+
+
+def rouge_scores(answers: Sequence[str], references: Sequence[References], *,
+                 use_stemmer: bool = True) -> dict[str, np.ndarray]:
+    """ROUGE-1, ROUGE-2 and ROUGE-L of a column of (answer, references) pairs.
+
+    Values equal ``rouge_score.rouge_scorer.RougeScorer(["rouge1", "rouge2", "rougeL"],
+    use_stemmer=use_stemmer).score_multi(references, answer)``: for ROUGE-N, precision =
+    overlap / (answer n-grams), recall = overlap / (reference n-grams), overlap counting each n-gram
+    at most as often as it occurs on both sides; for ROUGE-L the same with the longest common token
+    subsequence; F = 2PR / (P + R). Tokens: lower-case ``[a-z0-9]+`` runs, Porter-stemmed when
+    longer than 3 characters if ``use_stemmer``. With several references, per ROUGE type the
+    reference with the highest F-measure gives all three values.
+
+    Returns:
+        ``{"rouge1_precision": array, ..., "rougeL_fmeasure": array}`` (nine float64 arrays).
+
+    Example:
+        >>> rouge_scores(["the cats sat"], ["a cat sat"])["rouge1_recall"].tolist()
+        [0.6666666666666666]
+    """
+    if not isinstance(use_stemmer, bool):
+        raise MetricError(f"use_stemmer must be true or false, got {use_stemmer!r}")
+    a, r = _as_columns(answers, references)
+    values, _ = rouge_multi(a, r, use_stemmer)
+    return {k: values[:, i] for i, k in enumerate(ROUGE_KEYS)}
+
+
+def rouge(answer: str, reference: References, *, use_stemmer: bool = True) -> dict[str, RougeScore]:
+    """ROUGE-1, ROUGE-2 and ROUGE-L of one answer (rag-experiment-accelerator ``rouge{1,2,L}_{precision,recall,fmeasure}``).
+
+    Same values as ``rouge_score.rouge_scorer.RougeScorer([...], use_stemmer=True).score(reference,
+    answer)`` (``score_multi`` with several references); see :func:`rouge_scores`. Precision is
+    relative to the answer and recall to the reference (rag-experiment-accelerator's prose has them swapped).
+    Range [0, 1]; every value is 0 when either side has no token.
+
+    Example:
+        >>> s = rouge("The cat sat.", "A cat sat down.")
+        >>> s["rouge1"]
+        RougeScore(precision=0.6666666666666666, recall=0.5, fmeasure=0.5714285714285715)
+    """
+    cols = rouge_scores([_as_answer(answer)], [_as_refs(reference)], use_stemmer=use_stemmer)
+    return {t: RougeScore(*(float(cols[f"{t}_{m}"][0]) for m in ("precision", "recall", "fmeasure")))
+            for t in ("rouge1", "rouge2", "rougeL")}
+
+
+class _LexicalMemo:
+    """Per-run memo of ROUGE rows, so the nine ROUGE keys of a sample are computed once."""
+
+    def __init__(self) -> None:
+        self.rouge: dict[tuple[Any, ...], tuple[np.ndarray, np.ndarray]] = {}
+
+    def stats(self) -> dict[str, int]:
+        return {"rouge_pairs": len(self.rouge)}
+
+    def close(self) -> None:
+        self.rouge.clear()
+
+
+register_service("lexical_memo", lambda ctx: _LexicalMemo())
+
+
+def _rouge_rows(samples: Sequence[Sample], ctx: ScoringContext | None, use_stemmer: bool,
+                bigrams: bool = True) -> list[tuple[np.ndarray, np.ndarray]]:
+    """ROUGE rows of the samples, remembered for the run's other ROUGE keys; ``bigrams=False``
+    (a rouge1/rougeL key) skips ROUGE-2's counting, which a rouge2 key then adds."""
+    import ragmeter.core.language as lang
+
+    memo = ctx.service("lexical_memo").rouge if ctx is not None else {}
+    options = ctx.options if ctx is not None else None
+    answers, refs = sample_texts(samples, ctx)
+    keys = [(use_stemmer, a, tuple(r), code)
+            for a, r, code in zip(answers, refs, lang.of_many(samples, options), strict=True)]
+    todo = [k for k in dict.fromkeys(keys) if k not in memo or (bigrams and np.isnan(memo[k][0][3]))]
+    for code in dict.fromkeys(k[3] for k in todo):
+        group = [k for k in todo if k[3] == code]
+        values, best = rouge_multi([k[1] for k in group], [k[2] for k in group], use_stemmer, code, bigrams)
+        for k, v, b in zip(group, values, best, strict=True):
+            memo[k] = (v, b)
+    return [memo[k] for k in keys]
+
+
+def _rouge_batch_fn(key: str) -> Callable[..., ScoreColumn]:
+    col = ROUGE_KEYS.index(key)
+
+    def fn(samples: Sequence[Sample], ctx: ScoringContext | None = None, *,
+           use_stemmer: bool = True) -> ScoreColumn:
+        if not isinstance(use_stemmer, bool):
+            raise MetricError(f"use_stemmer must be true or false, got {use_stemmer!r}")
+        rows = _rouge_rows(samples, ctx, use_stemmer, bigrams=key.startswith("rouge2"))
+        values = np.fromiter((v[col] for v, _ in rows), dtype=np.float64, count=len(rows))
+        details = None
+        if any(len(s.references) > 1 for s in samples):
+            details = [{"best_reference": int(b[col // 3])} if len(s.references) > 1 else None
+                       for s, (_, b) in zip(samples, rows, strict=True)]
+        return ScoreColumn(values, None, details)
+
+    fn.__name__ = f"{key}_batch"
+    return fn
+
+
+def _rouge_check(ctx: ScoringContext | None = None, **params: Any) -> str | None:
+    if not isinstance(params.get("use_stemmer", True), bool):
+        return f"use_stemmer must be true or false, got {params['use_stemmer']!r}"
+    return None

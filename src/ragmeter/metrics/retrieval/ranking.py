@@ -27,11 +27,11 @@ import numpy as np
 
 from ragmeter.core.errors import MetricError
 from ragmeter.core.schema import Chunk, Sample, Score
-from ragmeter.metrics.base import MetricSpec, register_metric
-from ragmeter.retrieval import matching
-from ragmeter.retrieval import measures as M
-from ragmeter.retrieval.engine import RelevanceMatrix
-from ragmeter.retrieval.matching import Span, span_of
+from ragmeter.metrics.registry import MetricSpec, register_metric
+from ragmeter.metrics.retrieval import matching
+from ragmeter.metrics.retrieval import measures as M
+from ragmeter.metrics.retrieval.matching import Span, span_of
+from ragmeter.metrics.retrieval.relevance import RelevanceMatrix
 
 __all__ = [
     "average_precision", "dcg_at_k", "f1_at_k", "f1_at_k_exact", "f1_at_k_similarity", "hit_rate_at_k",

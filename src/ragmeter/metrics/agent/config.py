@@ -15,9 +15,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ragmeter.agent.lookup import _check_source, _get_path, lookup  # noqa: F401
-from ragmeter.agent.matching import Step, reference_calls
 from ragmeter.core.errors import ConfigError
+from ragmeter.metrics.agent.lookup import _check_source, _get_path, lookup  # noqa: F401
+from ragmeter.metrics.agent.matching import Step, reference_calls
 
 
 def _num(v: Any, where: str, *, low: float | None = 0.0) -> float:

@@ -17,15 +17,15 @@ import numpy as np
 from ragmeter.core.context import ScoringContext, register_service
 from ragmeter.core.errors import ConfigError, MetricError
 from ragmeter.core.schema import Sample, Score
-from ragmeter.correctness.calibration import binary_scores, calibrate_threshold, validation_split
-from ragmeter.correctness.methods import (
+from ragmeter.metrics.correctness.calibration import binary_scores, calibrate_threshold, validation_split
+from ragmeter.metrics.correctness.methods import (
     DEFAULT_THRESHOLD,
     GuardParams,
     guarded_best,
     keyword_correct,
     reference_similarities,
 )
-from ragmeter.metrics.base import MetricSpec, get_spec, missing_fields, register_metric
+from ragmeter.metrics.registry import MetricSpec, get_spec, missing_fields, register_metric
 
 FAMILY = "correctness"
 JUDGE_METRIC = "graded_correctness"

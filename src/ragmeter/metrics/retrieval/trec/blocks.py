@@ -1,6 +1,6 @@
 """trec_eval's evaluation of a run, block by block of whole queries, on all cores.
 
-A run file is read in blocks of whole queries (:func:`ragmeter.retrieval.trec_io.run_blocks`);
+A run file is read in blocks of whole queries (:func:`ragmeter.metrics.retrieval.trec.readers.run_blocks`);
 each block is parsed and evaluated on its own in a thread pool (pyarrow and numpy release the
 GIL), so memory holds a few blocks, never the file. Per block:
 
@@ -34,14 +34,14 @@ from typing import Any
 import numpy as np
 
 from ragmeter.core.errors import DatasetError
-from ragmeter.retrieval.engine import (
+from ragmeter.metrics.retrieval.relevance import (
     NOT_RETRIEVED,
     RelevanceMatrix,
     _blocks,
     _ranks_in_segments,
     _trec_matrix,
 )
-from ragmeter.retrieval.trec_io import (
+from ragmeter.metrics.retrieval.trec.readers import (
     BufferPool,
     _last_run_id,
     from_numpy,

@@ -8,8 +8,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ragmeter.agent.config import _TYPES, AnswerRubric, IntentRubric, PlanRubric
-from ragmeter.agent.lookup import _get_path
+from ragmeter.metrics.agent.config import _TYPES, AnswerRubric, IntentRubric, PlanRubric
+from ragmeter.metrics.agent.lookup import _get_path
 
 _DEFAULT_INTENT = IntentRubric()
 

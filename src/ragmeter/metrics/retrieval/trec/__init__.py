@@ -25,10 +25,10 @@ from typing import Any
 import numpy as np
 
 from ragmeter.core.errors import ConfigError, DatasetError, MetricError
-from ragmeter.retrieval import measures as M
-from ragmeter.retrieval.engine import RelevanceMatrix
-from ragmeter.retrieval.trec_io import Columns, as_columns, from_numpy, read_qrels, read_run
-from ragmeter.retrieval.trec_text import format_lines
+from ragmeter.metrics.retrieval import measures as M
+from ragmeter.metrics.retrieval.relevance import NOT_RETRIEVED, RelevanceMatrix
+from ragmeter.metrics.retrieval.trec.readers import Columns, as_columns, from_numpy, read_qrels, read_run
+from ragmeter.metrics.retrieval.trec.text import format_lines
 
 _CUTS = (5, 10, 15, 20, 30, 100, 200, 500, 1000)
 _IPREC = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
@@ -49,8 +49,8 @@ NICKNAMES = {
 }
 _MIN_GEO_MEAN = 0.00001
 
-__all__ = ["MEASURES", "NICKNAMES", "Columns", "TrecResult", "as_columns", "evaluate",
-           "parse_measures", "read_qrels", "read_run"]
+__all__ = ["MEASURES", "NICKNAMES", "NOT_RETRIEVED", "Columns", "RelevanceMatrix", "TrecResult", "as_columns",
+           "evaluate", "parse_measures", "read_qrels", "read_run"]
 
 
 def parse_measures(specs: Iterable[str]) -> dict[str, tuple[float, ...] | None]:
@@ -280,7 +280,7 @@ def evaluate(qrels: Any, run: Any, measures: Sequence[str] | str = ("official",)
 def _evaluate_columns(qrels: Any, run: Any, parsed: dict[str, tuple[float, ...] | None], *,
                       relevance_level: int, complete: bool, max_docs: int | None,
                       workers: int | None) -> TrecResult:
-    from ragmeter.retrieval import trec_blocks as B
+    from ragmeter.metrics.retrieval.trec import blocks as B
 
     qc = as_columns(qrels, "qrels")
     ix = B.QrelsIndex.build(qc.qid, qc.doc, qc.value, qc.name)

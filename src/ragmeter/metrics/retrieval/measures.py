@@ -1,4 +1,4 @@
-"""Ranking measures as numpy reductions of a :class:`~ragmeter.retrieval.engine.RelevanceMatrix`.
+"""Ranking measures as numpy reductions of a :class:`~ragmeter.metrics.retrieval.relevance.RelevanceMatrix`.
 
 Each function returns one float per query. Where a measure divides by the number of relevant
 items ``R`` and a query has none, the value is ``NaN``: trec_eval prints 0 there, a sample-level
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ragmeter.core.errors import MetricError
-from ragmeter.retrieval.engine import RelevanceMatrix
+from ragmeter.metrics.retrieval.relevance import RelevanceMatrix
 
 GAINS = ("linear", "exponential")
 

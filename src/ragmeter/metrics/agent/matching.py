@@ -8,10 +8,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ragmeter.agent.lookup import _get_path
 from ragmeter.core.errors import ConfigError
 from ragmeter.core.schema import ToolCall
 from ragmeter.io.traces import _tool_call, parse_trace
+from ragmeter.metrics.agent.lookup import _get_path
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,11 @@ from typing import Any
 
 import numpy as np
 
+from ragmeter.core.context import ScoringContext
 from ragmeter.core.errors import MetricError
+from ragmeter.core.schema import Sample, ScoreColumn
+from ragmeter.metrics.lexical.texts import References, _as_answer, _as_columns, _as_refs, sample_texts
+from ragmeter.metrics.registry import WorkerCache
 
 # --- sacrebleu's 13a tokenizer -----------------------------------------------------------------
 # sacrebleu.tokenizers.tokenizer_re.TokenizerRegexp applies four substitutions. The first one pads
@@ -205,8 +209,8 @@ def _mark_run(m: re.Match[str]) -> str:
 
 def _bleu_token_ids(texts: Sequence[str], tokenize: str, lowercase: bool) -> tuple[np.ndarray, np.ndarray]:
     """Dense token ids of ``texts`` (one after the other) and tokens per text, as BLEU tokenizes
-    them; the 13a tokenizer runs on bytes for the plain-ASCII lines (:mod:`._lexical_bytes`)."""
-    from ragmeter.metrics import _lexical_bytes as B
+    them; the 13a tokenizer runs on bytes for the plain-ASCII lines (:mod:`.byte_tokens`)."""
+    from ragmeter.metrics.lexical import byte_tokens as B
 
     if tokenize == "13a":
         lines = [_prepare_13a((t.lower() if lowercase else t).rstrip()) for t in texts]
@@ -275,10 +279,14 @@ def merge_memo(memo: dict[tuple[Any, ...], dict[tuple[str, tuple[str, ...]], tup
         mine.update(rows)
 
 
+#: declared on the BLEU metrics: a worker process hands its counted statistics back to the parent
+BLEU_CACHE = WorkerCache("bleu_stats", export_memo, merge_memo)
+
+
 def _count_bleu(answers: Sequence[str], references: Sequence[Sequence[str]], order: int, lowercase: bool,
                 tokenize: str) -> list[tuple[int, ...]]:
-    from ragmeter.metrics._lexical_bytes import gather_index
-    from ragmeter.metrics._lexical_ngrams import NgramColumns, clipped_matches
+    from ragmeter.metrics.lexical.byte_tokens import gather_index
+    from ragmeter.metrics.lexical.ngrams import NgramColumns, clipped_matches
 
     n = len(answers)
     uniq = list(dict.fromkeys([*answers, *(r for rs in references for r in rs)]))
@@ -515,3 +523,116 @@ def chrf_batch(answers: Sequence[str], references: Sequence[Sequence[str]], *, c
                 best_f, best = f, stats
         out[k] = chrf_f_score(best, order, beta, eps_smoothing)
     return out
+
+
+# ---- the public functions (0-1 scale) and the batch metrics ------------------------------------
+
+_BLEU_DEFAULTS: dict[str, Any] = {"max_ngram_order": 4, "smooth_method": "exp", "smooth_value": None,
+                                  "lowercase": False, "tokenize": "13a", "effective_order": True}
+# rag-experiment-accelerator (plain_metrics.bleu): HF evaluate's BLEU with max_order=2 and no smoothing
+_BLEU2_DEFAULTS: dict[str, Any] = {**_BLEU_DEFAULTS, "max_ngram_order": 2, "smooth_method": "none",
+                                   "effective_order": False}
+_CHRF_DEFAULTS: dict[str, Any] = {"char_order": 6, "word_order": 0, "beta": 2, "lowercase": False,
+                                  "whitespace": False, "eps_smoothing": False}
+
+
+def _unit(values: np.ndarray) -> np.ndarray:
+    # sacrebleu's 0-100 scale to 0-1; BLEU of a perfect match is 100.00000000000004 in floating point
+    return np.clip(values / 100.0, 0.0, 1.0)
+
+
+def bleu_scores(answers: Sequence[str], references: Sequence[References], **params: Any) -> np.ndarray:
+    """Sentence BLEU of a column of (answer, references) pairs, on a 0-1 scale.
+
+    Equal to ``sacrebleu.sentence_bleu(answer, references).score / 100`` (defaults: 4-grams,
+    ``exp`` smoothing, ``13a`` tokenizer, effective order), with sacrebleu's native handling of
+    several references. Parameters: ``max_ngram_order``, ``smooth_method`` (none, floor, add-k,
+    exp), ``smooth_value``, ``lowercase``, ``tokenize``, ``effective_order``.
+    """
+    opts = _merge("bleu", _BLEU_DEFAULTS, params)
+    a, r = _as_columns(answers, references)
+    return _unit(bleu_batch(a, r, **opts))
+
+
+def chrf_scores(answers: Sequence[str], references: Sequence[References], **params: Any) -> np.ndarray:
+    """Sentence chrF of a column of (answer, references) pairs, on a 0-1 scale.
+
+    Equal to ``sacrebleu.sentence_chrf(answer, references).score / 100`` (defaults: character
+    6-grams, beta 2, whitespace ignored); ``word_order=2`` gives chrF++. With several references
+    the one with the best F-score counts (sacrebleu).
+    """
+    opts = _merge("chrf", _CHRF_DEFAULTS, params)
+    a, r = _as_columns(answers, references)
+    return _unit(chrf_batch(a, r, **opts))
+
+
+def _merge(name: str, defaults: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
+    unknown = set(params) - set(defaults)
+    if unknown:
+        raise MetricError(f"{name} has no parameter(s) {sorted(unknown)}; valid: {sorted(defaults)}")
+    return {**defaults, **params}
+
+
+def bleu(answer: str, reference: References, **params: Any) -> float:
+    """Sentence BLEU on a 0-1 scale (sacrebleu).
+
+    ``BP * exp(mean_n log p_n)``, ``p_n`` the clipped n-gram precision for n = 1..4 (``exp``
+    smoothing of zero counts, effective order), ``BP = exp(1 - r/c)`` when the answer (``c``
+    tokens) is shorter than the closest reference (``r`` tokens), else 1; ``13a`` tokenization.
+    Equal to ``sacrebleu.sentence_bleu(answer, refs).score / 100``. Range [0, 1]; 0 for an empty
+    answer or reference. Parameters as :func:`bleu_scores`.
+
+    Example:
+        >>> round(bleu("the cat sat on the mat", "the cat sat on a mat"), 4)
+        0.5373
+    """
+    return float(bleu_scores([_as_answer(answer)], [_as_refs(reference)], **params)[0])
+
+
+def bleu2(answer: str, reference: References, **params: Any) -> float:
+    """BLEU up to bigrams without smoothing: rag-experiment-accelerator's ``bleu`` on a 0-1 scale.
+
+    rag-experiment-accelerator computes BLEU with Hugging Face ``evaluate``'s ``bleu`` and ``max_order=2`` (no
+    smoothing, 13a tokens). This is sacrebleu's BLEU with ``max_ngram_order=2``,
+    ``smooth_method="none"`` and ``effective_order=False``, which gives the same value for one
+    reference (with several, sacrebleu's brevity penalty uses the closest reference length where
+    ``evaluate`` uses the shortest). 0 when no bigram matches. Range [0, 1].
+
+    Example:
+        >>> round(bleu2("the cat sat on the mat", "the cat sat on a mat"), 4)
+        0.7071
+    """
+    return float(bleu_scores([_as_answer(answer)], [_as_refs(reference)], **{**_BLEU2_DEFAULTS, **params})[0])
+
+
+def chrf(answer: str, reference: References, **params: Any) -> float:
+    """Sentence chrF on a 0-1 scale (sacrebleu).
+
+    The F-beta score (beta = 2: recall weighs more) of character n-gram precision and recall,
+    averaged over n = 1..6 (whitespace ignored); ``word_order=2`` adds word uni- and bigrams
+    (chrF++). Equal to ``sacrebleu.sentence_chrf(answer, refs).score / 100``. Range [0, 1].
+
+    Example:
+        >>> round(chrf("the cat sat on the mat", "the cat sat on a mat"), 4)
+        0.7208
+    """
+    return float(chrf_scores([_as_answer(answer)], [_as_refs(reference)], **params)[0])
+
+
+def _mt_batch_fn(name: str, batch: Callable[..., np.ndarray]) -> Callable[..., ScoreColumn]:
+    def fn(samples: Sequence[Sample], ctx: ScoringContext | None = None, **params: Any) -> ScoreColumn:
+        return ScoreColumn(_unit(batch(*sample_texts(samples, ctx), **params)))
+
+    fn.__name__ = f"{name}_batch"
+    return fn
+
+
+def _mt_check(checker: Callable[..., None], names: Sequence[str]) -> Callable[..., str | None]:
+    def check(ctx: ScoringContext | None = None, **params: Any) -> str | None:
+        try:
+            checker(*(params[n] for n in names))
+        except MetricError as exc:
+            return str(exc)
+        return None
+
+    return check

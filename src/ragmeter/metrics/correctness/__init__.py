@@ -5,12 +5,12 @@
 Plain functions work on texts (:func:`keyword_correct`, :func:`semantic_fixed`,
 :func:`semantic_guarded`, :func:`calibrate_threshold`); in a run each method is the metric
 ``correct_<method>`` (``ragmeter eval data.jsonl --method semantic_guarded``), registered by
-:mod:`ragmeter.correctness.metrics`.
+:mod:`ragmeter.metrics.correctness.correct`.
 """
 
 from __future__ import annotations
 
-from ragmeter.correctness.calibration import (
+from ragmeter.metrics.correctness.calibration import (
                                               BinaryScores,
                                               Calibration,
                                               binary_scores,
@@ -19,7 +19,7 @@ from ragmeter.correctness.calibration import (
                                               threshold_curve,
                                               validation_split,
 )
-from ragmeter.correctness.methods import (
+from ragmeter.metrics.correctness.methods import (
                                               DEFAULT_THRESHOLD,
                                               METHODS,
                                               GuardParams,

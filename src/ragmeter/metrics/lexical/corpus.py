@@ -3,15 +3,15 @@
 A run's ``bleu`` / ``chrf`` is the *mean of sentence scores*; what machine-translation users call
 BLEU is the corpus score: n-gram matches and lengths summed over every segment first, then one
 score (``sacrebleu.BLEU().corpus_score``). The two differ (a corpus BLEU is not the average of
-sentence BLEUs). :func:`add_corpus_scores` puts the corpus score beside the sentence mean in the
-run summary, on the same 0-1 scale: ``corpus_score``, ``corpus_ci_low``, ``corpus_ci_high``
-(percentile bootstrap over segments: resample the segments, sum their sacrebleu sufficient
+sentence BLEUs). Those metrics declare :func:`corpus_hook` (``MetricSpec.corpus``): it puts the
+corpus score beside the sentence mean in the run summary, on the same 0-1 scale: ``corpus_score``,
+``corpus_ci_low``, ``corpus_ci_high`` (percentile bootstrap over segments: resample the segments, sum their sacrebleu sufficient
 statistics, recompute the score; 1000 resamples, fixed seed).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -74,7 +74,7 @@ def _bleu_corpus_stats(hyps: list[str], refs: list[list[str]], params: Mapping[s
     """Per-segment BLEU statistics in sacrebleu's order (hyp length, closest reference length,
     then matches and totals per order), from the same counter sentence BLEU uses (and remembers),
     and the corpus score of a row of summed statistics (``BLEU.compute_bleu``, no effective order)."""
-    from ragmeter.metrics._lexical_mt import bleu_from_stats, bleu_stats
+    from ragmeter.metrics.lexical.translation import bleu_from_stats, bleu_stats
 
     order = params.get("max_ngram_order", 4)
     st = bleu_stats(hyps, refs, max_ngram_order=order, lowercase=params.get("lowercase", False),
@@ -107,25 +107,25 @@ def _resampled_sums(stats: np.ndarray, n_resamples: int, seed: int) -> np.ndarra
     return out
 
 
-def add_corpus_scores(summary: dict[str, dict[str, Any]], requests: Sequence[Any], samples: Sequence[Any],
-                      options: Mapping[str, Any] | None = None) -> None:
-    """Add the corpus score to the summary of every bleu/bleu2/chrf metric of a run (in place), with
-    ``mean_kind: "sentence mean"`` beside the mean so the two are never confused."""
-    from ragmeter.metrics.lexical import sample_texts
+def corpus_fields(samples: Sequence[Any], options: Mapping[str, Any], params: Mapping[str, Any],
+                  name: str) -> dict[str, Any] | None:
+    """The corpus score of metric ``name`` over a run's samples (as the metric sees their texts), with
+    ``mean_kind: "sentence mean"`` so the summary's mean and the corpus score are never confused."""
+    from ragmeter.metrics.lexical.texts import sample_texts
 
     class _Ctx:
-        def __init__(self, opts: Mapping[str, Any] | None) -> None:
-            self.options = dict(opts or {})
+        def __init__(self, opts: Mapping[str, Any]) -> None:
+            self.options = dict(opts)
 
     answers, refs = sample_texts(samples, _Ctx(options))  # type: ignore[arg-type]
-    for r in requests:
-        name = r.spec.name
-        if name not in CORPUS_METRICS or r.key not in summary:
-            continue
-        try:
-            res = corpus_score(name, answers, refs, r.params)
-        except Exception as exc:  # a corpus score must never fail a finished run
-            summary[r.key]["corpus_note"] = f"corpus score unavailable: {exc}"
-            continue
-        if res is not None:
-            summary[r.key].update(res, mean_kind="sentence mean")
+    res = corpus_score(name, answers, refs, params)
+    return None if res is None else {**res, "mean_kind": "sentence mean"}
+
+
+def corpus_hook(name: str) -> Callable[[Sequence[Any], Mapping[str, Any], Mapping[str, Any]], dict[str, Any] | None]:
+    """The ``corpus`` hook of metric ``name`` (bleu, bleu2, chrf) for its registration."""
+    def hook(samples: Sequence[Any], options: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, Any] | None:
+        return corpus_fields(samples, options, params, name)
+
+    hook.__name__ = f"{name}_corpus"
+    return hook

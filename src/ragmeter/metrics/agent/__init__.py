@@ -2,9 +2,9 @@
 quality, registered under their config keys.
 
 The pieces they use live in small modules and are re-exported here: trace reading in
-:mod:`ragmeter.io.traces`, expectations and presets in :mod:`ragmeter.agent.config`, the formulas in
-:mod:`ragmeter.agent.formulas`, trajectory matching in :mod:`ragmeter.agent.matching`, execution
-statistics in :mod:`ragmeter.agent.stats`; the LLM trajectory judge is
+:mod:`ragmeter.io.traces`, expectations and presets in :mod:`ragmeter.metrics.agent.config`, the formulas in
+:mod:`ragmeter.metrics.agent.formulas`, trajectory matching in :mod:`ragmeter.metrics.agent.matching`, execution
+statistics in :mod:`ragmeter.metrics.agent.execution`; the LLM trajectory judge is
 :mod:`ragmeter.metrics.judge.trajectory`. Every expectation (expected tools per task type, expected
 trajectory, plan keywords, required output fields and their validators) is data: the run options
 (``options.agent`` and/or ``options.agent_preset``, e.g. the bundled ``credit_risk`` preset) or a
@@ -16,8 +16,19 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ragmeter.agent.config import AgentConfig, agent_config, load_preset, preset_names
-from ragmeter.agent.formulas import (
+from ragmeter.core.errors import ConfigError
+from ragmeter.core.schema import AgentTrace, Sample, Score
+from ragmeter.io.traces import TRACE_ALIASES, parse_trace
+from ragmeter.metrics.agent.config import AgentConfig, agent_config, load_preset, preset_names
+from ragmeter.metrics.agent.execution import (
+    STAT_FIGURES,
+    describe,
+    execution_stats,
+    run_execution_stats,
+    show_section,
+    stats_table_text,
+)
+from ragmeter.metrics.agent.formulas import (
     _clean,
     _order_value,
     final_answer_score,
@@ -30,20 +41,16 @@ from ragmeter.agent.formulas import (
     tool_recall,
     trajectory_score,
 )
-from ragmeter.agent.lookup import lookup
-from ragmeter.agent.matching import ARG_MODES, MATCH_MODES, Step, _steps_of, match_trajectory, reference_calls
-from ragmeter.agent.stats import (
-    STAT_FIGURES,
-    describe,
-    execution_stats,
-    run_execution_stats,
-    show_section,
-    stats_table_text,
+from ragmeter.metrics.agent.lookup import lookup
+from ragmeter.metrics.agent.matching import (
+    ARG_MODES,
+    MATCH_MODES,
+    Step,
+    _steps_of,
+    match_trajectory,
+    reference_calls,
 )
-from ragmeter.core.errors import ConfigError
-from ragmeter.core.schema import AgentTrace, Sample, Score
-from ragmeter.io.traces import TRACE_ALIASES, parse_trace
-from ragmeter.metrics.base import metric
+from ragmeter.metrics.registry import metric
 
 
 def _check_config(ctx: Any, **_: Any) -> str | None:

@@ -8,7 +8,7 @@ matching rule, and then P@k, recall, MAP, nDCG ... each cost one pass over the e
 
 Builders here take ranked lists already matched (``from_first_ranks``), prebuilt numpy arrays
 (``from_arrays``), columns of a run and qrels (``from_columns``: TREC files, DataFrames) and
-pytrec_eval-style dicts (``from_dicts``). Samples are matched in :mod:`ragmeter.retrieval.matching`.
+pytrec_eval-style dicts (``from_dicts``). Samples are matched in :mod:`ragmeter.metrics.retrieval.matching`.
 """
 
 from __future__ import annotations

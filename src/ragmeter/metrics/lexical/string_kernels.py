@@ -226,10 +226,10 @@ _SQUAD_IDS: dict[tuple[str, ...], tuple[np.ndarray, np.ndarray]] = {}  # the las
 
 def squad_token_ids(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     """Dense ids of the tokens of ``normalize_answer(text).split()`` for every text (one after the
-    other) and tokens per text: on bytes for plain-ASCII texts (:mod:`._lexical_bytes`), by
+    other) and tokens per text: on bytes for plain-ASCII texts (:mod:`.byte_tokens`), by
     :func:`normalize_answer` for the others. The last few columns are remembered, so exact_match
     and token_f1 of one batch tokenise it once."""
-    from ragmeter.metrics import _lexical_bytes as B
+    from ragmeter.metrics.lexical import byte_tokens as B
 
     key = tuple(texts)
     got = _SQUAD_IDS.get(key)
@@ -252,7 +252,7 @@ def _pair_ids(a: Sequence[str], b: Sequence[str]) -> tuple[np.ndarray, np.ndarra
 
 def exact_match_kernel(a: Sequence[str], b: Sequence[str]) -> np.ndarray:
     """1.0 where the SQuAD-normalised texts are equal (the same tokens in the same order)."""
-    from ragmeter.metrics._lexical_bytes import gather_index
+    from ragmeter.metrics.lexical.byte_tokens import gather_index
 
     n = len(a)
     if n == 0:
@@ -273,8 +273,8 @@ def exact_match_kernel(a: Sequence[str], b: Sequence[str]) -> np.ndarray:
 def token_f1_kernel(a: Sequence[str], b: Sequence[str]) -> np.ndarray:
     """SQuAD token F1 of each pair: ``2PR / (P + R)`` over the shared normalised tokens (multiset
     intersection), 1 when both sides are empty, 0 when one is."""
-    from ragmeter.metrics._lexical_bytes import gather_index
-    from ragmeter.metrics._lexical_ngrams import NgramColumns, clipped_matches
+    from ragmeter.metrics.lexical.byte_tokens import gather_index
+    from ragmeter.metrics.lexical.ngrams import NgramColumns, clipped_matches
 
     n = len(a)
     if n == 0:

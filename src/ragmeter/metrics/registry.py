@@ -10,7 +10,7 @@ from __future__ import annotations
 import difflib
 import inspect
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +24,25 @@ declare_service("judge", "ragmeter.llm")
 
 BatchFn = Callable[..., list[Score]]
 PrepareFn = Callable[..., None]
+#: ``corpus(samples, options, params) -> fields | None``: a score of the whole run (e.g. corpus BLEU),
+#: computed once the run is summarised; its fields are added to the metric's summary
+CorpusFn = Callable[[Sequence[Sample], Mapping[str, Any], Mapping[str, Any]], "dict[str, Any] | None"]
+
+
+@dataclass(frozen=True)
+class WorkerCache:
+    """A cache of a metric that a worker process fills and hands back with its scores, so the
+    parent does not count the same thing again (e.g. BLEU's n-gram statistics).
+
+    Attributes:
+        key: names the cache (several metrics may share one).
+        export: ``export() -> state``: what the cache holds, picklable (called in the worker).
+        merge: ``merge(state)``: add a worker's state to this process's cache.
+    """
+
+    key: str
+    export: Callable[[], Any]
+    merge: Callable[[Any], None]
 
 
 @dataclass
@@ -53,6 +72,10 @@ class MetricSpec:
             which the differential tests check. ``None`` for ragmeter's own definitions.
         parity: for a judge metric, which tool's number it equals and where it differs (one
             paragraph; ``ragmeter metrics --long`` and ``--json`` show it).
+        corpus: optional corpus-level score of a run (:data:`CorpusFn`), beside the mean of the
+            per-sample values; the run calls it through :func:`add_corpus_scores`.
+        worker_cache: optional :class:`WorkerCache` a worker process hands back
+            (:func:`export_worker_caches`, :func:`merge_worker_caches`).
     """
 
     name: str
@@ -72,6 +95,8 @@ class MetricSpec:
     aliases: tuple[str, ...] = ()
     equals: dict[str, str] | None = None
     parity: str = ""
+    corpus: CorpusFn | None = None
+    worker_cache: WorkerCache | None = None
 
     def info(self) -> dict[str, Any]:
         return {
@@ -100,6 +125,7 @@ class MetricSpec:
 
 _REGISTRY: dict[str, MetricSpec] = {}
 _ALIASES: dict[str, str] = {}
+_WORKER_CACHES: dict[str, WorkerCache] = {}
 
 
 def register_metric(spec: MetricSpec) -> MetricSpec:
@@ -110,7 +136,40 @@ def register_metric(spec: MetricSpec) -> MetricSpec:
     _REGISTRY[spec.name] = spec
     for alias in spec.aliases:
         _ALIASES[alias] = spec.name
+    if spec.worker_cache is not None:
+        _WORKER_CACHES[spec.worker_cache.key] = spec.worker_cache
     return spec
+
+
+def add_corpus_scores(summary: dict[str, dict[str, Any]], requests: Sequence[MetricRequest],
+                      samples: Sequence[Sample], options: Mapping[str, Any] | None = None) -> None:
+    """Add the corpus-level score of every requested metric that declares one (``spec.corpus``) to
+    its summary, in place. A corpus score never fails a finished run: its error becomes
+    ``corpus_note``."""
+    for r in requests:
+        hook = r.spec.corpus
+        if hook is None or r.key not in summary:
+            continue
+        try:
+            fields = hook(samples, dict(options or {}), r.params)
+        except Exception as exc:  # a corpus score must never fail a finished run
+            summary[r.key]["corpus_note"] = f"corpus score unavailable: {exc}"
+            continue
+        if fields is not None:
+            summary[r.key].update(fields)
+
+
+def export_worker_caches() -> dict[str, Any]:
+    """The state of every declared worker cache (in a worker process, handed back with its scores)."""
+    return {key: cache.export() for key, cache in _WORKER_CACHES.items()}
+
+
+def merge_worker_caches(states: Mapping[str, Any]) -> None:
+    """Add the states a worker exported (:func:`export_worker_caches`) to this process's caches."""
+    for key, state in states.items():
+        cache = _WORKER_CACHES.get(key)
+        if cache is not None:
+            cache.merge(state)
 
 
 def metric(name: str, *, family: str, requires: Iterable[str] = (), **kwargs: Any) -> Callable[[BatchFn], BatchFn]:
@@ -281,14 +340,14 @@ def _loaded_names() -> set[str]:
 
 _FAMILY_MODULES = (
     "ragmeter.metrics.lexical",
-    "ragmeter.metrics.retrieval",
+    "ragmeter.metrics.retrieval.ranking",
     "ragmeter.metrics.semantic",
     "ragmeter.metrics.judge",
     "ragmeter.metrics.agent",
     "ragmeter.metrics.composite",
-    "ragmeter.correctness.metrics",
+    "ragmeter.metrics.correctness.correct",
     "ragmeter.openai_evals.graders",
-    "ragmeter.openai_evals.registry",
+    "ragmeter.openai_evals.basic",
 )
 _loaded = False
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from ragmeter.core.errors import MetricError
 from ragmeter.core.schema import Chunk, Sample
-from ragmeter.retrieval.engine import RelevanceMatrix
+from ragmeter.metrics.retrieval.relevance import RelevanceMatrix
 
 RULES = ("auto", "exact_id", "exact_text", "span", "similarity")
 Span = tuple[str, int, int]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ragmeter.correctness.calibration import binary_scores
+from ragmeter.metrics.correctness.calibration import binary_scores
 
 DYNAMIC = "correct_semantic_dynamic"
 

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ragmeter.core.schema import Sample, Score
-from ragmeter.metrics.base import MetricSpec, register_metric
+from ragmeter.metrics.registry import MetricSpec, register_metric
 
 _PUNCT = str.maketrans("", "", string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
