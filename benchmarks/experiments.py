@@ -87,7 +87,7 @@ def main() -> None:
           f"scipy {t_sp:.3f}s [{res.low:.4f}, {res.high:.4f}] -> {t_sp / t_ours:.1f}x")
 
     import ragmeter
-    from ragmeter.experiments.gate import gate
+    from ragmeter.analysis.gate import gate
     from ragmeter.store import open_store
 
     tmp = Path(tempfile.mkdtemp(prefix="ragmeter-bench-exp-"))
@@ -103,7 +103,7 @@ def main() -> None:
     figures.update(gate_20k_x3_s=round(t_gate, 3), gate_20k_failed=int(res.failed))
     print(f"gate, 20,000 samples x 3 metrics: {t_gate:.2f}s, failed={res.failed}")
 
-    from ragmeter.experiments.grid import PipelineStats, questions_of, run_pipeline
+    from ragmeter.analysis.grid import PipelineStats, questions_of, run_pipeline
     from ragmeter.pipeline import rag
 
     qs = questions_of(ragmeter.load("example").samples)

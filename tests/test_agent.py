@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from ragmeter import evaluate, load
-from ragmeter.cli import app
+from ragmeter.apps.cli import app
 from ragmeter.core.errors import ConfigError, DatasetError
 from ragmeter.core.schema import AgentTrace, Sample
 from ragmeter.metrics import agent as A

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from ragmeter.cli import app
+from ragmeter.apps.cli import app
 from ragmeter.stats.agreement import (
     Ratings,
     agreement,

@@ -60,7 +60,7 @@ def test_kill_9_of_eval_leaves_no_worker_behind(tmp_path):
     _rows(data, 40_000)
     env = {**os.environ, "PYTHONPATH": SRC, "HF_HUB_OFFLINE": "1"}
     env.pop("RAGMETER_WORKERS", None)
-    proc = subprocess.Popen([sys.executable, "-c", "from ragmeter.cli import entry; entry()", "eval", str(data),
+    proc = subprocess.Popen([sys.executable, "-c", "from ragmeter.apps.cli import entry; entry()", "eval", str(data),
                              "-m", "token_f1,rouge1_fmeasure,rougeL_fmeasure,bleu,chrf,exact_match",
                              "--db", str(db), "--no-progress", "--json"],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from ragmeter import evaluate
-from ragmeter.cli import app
+from ragmeter.apps.cli import app
 from ragmeter.core.errors import ConfigError
 from ragmeter.core.schema import Score
 from ragmeter.metrics import composite as K

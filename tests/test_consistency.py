@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from ragmeter import evaluate
-from ragmeter.cli import app
+from ragmeter.analysis import consistency as C
+from ragmeter.apps.cli import app
 from ragmeter.core.errors import ConfigError, DatasetError
 from ragmeter.core.schema import Sample
-from ragmeter.metrics import consistency as C
 from ragmeter.store import open_store
 
 EXAMPLE = Path(str(resources.files("ragmeter"))) / "data" / "agent_example"

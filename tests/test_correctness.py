@@ -351,7 +351,7 @@ def test_keyword_metric_uses_metadata_keywords_and_reports_missing(db_url):
 
 @pytest.mark.slow
 def test_eval_cli_method_option(db_url):
-    from ragmeter.cli import app
+    from ragmeter.apps.cli import app
 
     r = CliRunner().invoke(app, ["eval", "example", "--method", "semantic_guarded", "--json", "--db", db_url])
     assert r.exit_code == 0, r.output

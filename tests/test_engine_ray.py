@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 pytest.importorskip("ray")
 
-from ragmeter.cli import app
+from ragmeter.apps.cli import app
 from ragmeter.core.errors import ConfigError
 from ragmeter.run.runner import evaluate
 from ragmeter.store import open_store

@@ -135,7 +135,7 @@ def test_grid_on_ray_equals_local(ray_runtime, ray_blocks, grid_file, db_url):
     cfg = yaml.safe_load(grid_file.read_text(encoding="utf-8"))
     cfg["experiment"]["engine"] = "ray"
     grid_file.write_text(yaml.safe_dump(cfg), encoding="utf-8")
-    from ragmeter.experiments.grid import parse_grid_config
+    from ragmeter.analysis.grid import parse_grid_config
 
     assert parse_grid_config(grid_file).engine == "ray"
     assert parse_grid_config(grid_file, overrides={"engine": "local"}).engine == "local"

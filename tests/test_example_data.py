@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 import ragmeter
-from ragmeter.cli import app
+from ragmeter.apps.cli import app
 from ragmeter.io.readers import example_path
 
 EXAMPLE_DIR = example_path().parent

@@ -22,7 +22,7 @@ KEY_ENV = {"RAGMETER_TEST_JUDGE_KEY": "test-key"}
 
 
 def cli(*args: str, db: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "ragmeter.cli", *args, "--db", db], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "ragmeter.apps.cli", *args, "--db", db], capture_output=True,
                           text=True, timeout=600, env={**os.environ, **KEY_ENV, "COLUMNS": "100"})
 
 
@@ -194,9 +194,9 @@ def test_generate_in_python_and_review_diff(server, db_url):
 def test_review_api_guards(server, db_url):
     from fastapi.testclient import TestClient
 
+    from ragmeter.apps.server import create_app
     from ragmeter.golden import add_documents as add
     from ragmeter.golden import generate
-    from ragmeter.server import create_app
 
     store = Store(db_url)
     add(store, "handbook", [CORPUS])

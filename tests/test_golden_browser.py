@@ -67,7 +67,7 @@ def test_review_page_accept_edit_reject(browser, server, db_url):  # noqa: F811
     finally:
         w.close()
         served.close()
-    out = subprocess.run([sys.executable, "-m", "ragmeter.cli", "dataset", "diff", "gold@1", "gold", "--json",
+    out = subprocess.run([sys.executable, "-m", "ragmeter.apps.cli", "dataset", "diff", "gold@1", "gold", "--json",
                           "--db", db_url], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     d = json.loads(out.stdout)

@@ -25,8 +25,8 @@ from hypothesis import strategies as st
 
 import http_fuzz
 from monitor_support import Served, serve_command
+from ragmeter.apps.server import create_app
 from ragmeter.monitor.calls import read_calls
-from ragmeter.server import create_app
 from ragmeter.store import Store, open_store
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -260,7 +260,7 @@ def test_children_acknowledged_before_a_kill_9_join_their_root_after_the_restart
         assert r.status_code == 200, r.text
     finally:
         second.close()
-    out = subprocess.run([sys.executable, "-m", "ragmeter.cli", "monitor", "stats", "--json", "--db", db],
+    out = subprocess.run([sys.executable, "-m", "ragmeter.apps.cli", "monitor", "stats", "--json", "--db", db],
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["calls"] == 1
@@ -420,7 +420,7 @@ def test_annotation_links_name_the_port_serve_listens_on(seeded):
     import inspect
 
     from cli_runner import run_main
-    from ragmeter.cli.report import serve_cmd
+    from ragmeter.apps.cli.report import serve_cmd
 
     db, seed = seeded
     port = inspect.signature(serve_cmd).parameters["port"].default

@@ -131,9 +131,9 @@ def test_eval_and_show_print_intervals_in_range(runs):
 def test_report_dashboard_and_mlflow_export_in_range(runs):
     from fastapi.testclient import TestClient
 
-    from ragmeter.report.data import run_view
-    from ragmeter.server import create_app
-    from ragmeter.sinks.mlflow import metric_name, mlflow_metrics
+    from ragmeter.apps.export.mlflow import metric_name, mlflow_metrics
+    from ragmeter.apps.report.data import run_view
+    from ragmeter.apps.server import create_app
     from ragmeter.store import Store
 
     url, by_name = runs
@@ -152,9 +152,9 @@ def test_report_dashboard_and_mlflow_export_in_range(runs):
 
 
 def test_compare_and_gate_differences_stay_in_the_difference_range(runs):
-    from ragmeter.experiments.compare import compare_runs
-    from ragmeter.experiments.gate import gate
-    from ragmeter.report.data import compare_view
+    from ragmeter.analysis.compare import compare_runs
+    from ragmeter.analysis.gate import gate
+    from ragmeter.apps.report.data import compare_view
     from ragmeter.store import Store
 
     url, by_name = runs

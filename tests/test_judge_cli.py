@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from judge_server import judge_options, server_fixtures
-from ragmeter.cli import app
+from ragmeter.apps.cli import app
 from ragmeter.core.errors import ConfigError
 from ragmeter.run.runner import evaluate
 from ragmeter.store import open_store

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from cli_runner import run_main
 from judge_server import Forced, judge_options, server_fixtures
-from ragmeter.cli import app
+from ragmeter.apps.cli import app
 from ragmeter.core.errors import MetricError
 from ragmeter.metrics.registry import all_metrics, get_spec, resolve
 from ragmeter.run.rows import verdict_summary
@@ -350,7 +350,7 @@ def test_namespaced_names_work_in_config_store_show_compare_export_report_and_da
 
     from fastapi.testclient import TestClient
 
-    from ragmeter.server import create_app
+    from ragmeter.apps.server import create_app
 
     store = open_store(db_url)
     client = TestClient(create_app(store), base_url="http://127.0.0.1")

@@ -137,7 +137,7 @@ def test_dry_run_makes_no_preflight_and_leaves_nothing(server, store, prices):
 def test_cli_closed_port_exits_2_and_stores_nothing(tmp_path):
     db = tmp_path / "cli.db"
     env = {**os.environ, "PYTHONPATH": str(SRC), "HF_HUB_OFFLINE": "1"}
-    r = subprocess.run([sys.executable, "-m", "ragmeter.cli", "eval", "example", "--metrics", "faithfulness",
+    r = subprocess.run([sys.executable, "-m", "ragmeter.apps.cli", "eval", "example", "--metrics", "faithfulness",
                         "--judge", "openai:m", "--judge-base-url", f"http://127.0.0.1:{closed_port()}/v1",
                         "--db", str(db), "--no-progress"], capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 2, r.stderr

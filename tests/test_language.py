@@ -52,7 +52,7 @@ def test_language_pt_keyword_and_guarded(db):
 
 
 def test_cli_language_option(db):
-    from ragmeter.cli import app
+    from ragmeter.apps.cli import app
 
     path_rows = [{"question": Q, "answer": "A capital de Portugal não é Lisboa.", "reference": "Lisboa"}]
     import tempfile
@@ -94,7 +94,7 @@ def test_example_pt_dataset():
 
 
 def test_correctness_example_pt_prints_every_method(db):
-    from ragmeter.cli import app
+    from ragmeter.apps.cli import app
 
     r = CliRunner().invoke(app, ["correctness", "example-pt", "--json", "--db", db])
     assert r.exit_code == 0, r.output

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 import ragmeter
 from judge_server import judge_options, server_fixtures
-from ragmeter.cli import app
+from ragmeter.apps.cli import app
 from ragmeter.human import tasks as T
 from ragmeter.stats import ppi_mean_ci
 from ragmeter.stats.ppi import classical_mean_ci, ppi_lambda

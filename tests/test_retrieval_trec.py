@@ -244,7 +244,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
     import contextlib
     import io
 
-    from ragmeter.cli import main
+    from ragmeter.apps.cli import main
 
     out, err = io.StringIO(), io.StringIO()
     argv, stdout = sys.argv, sys.stdout

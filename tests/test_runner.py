@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 import ragmeter
-from ragmeter.cli import app
+from ragmeter.apps.cli import app
 from ragmeter.core.errors import ConfigError
 from ragmeter.core.schema import Score
 from ragmeter.stats import aggregate, bootstrap_ci
@@ -77,7 +77,7 @@ def test_config_seed002_metric_types(tmp_path, db_url):
 def _cli(args, env_extra=None, **kw):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PLUGINS), *sys.path]), "RAGMETER_PLUGINS": "rm_testmetrics",
            **(env_extra or {})}
-    return subprocess.run([sys.executable, "-m", "ragmeter.cli", *args], env=env,
+    return subprocess.run([sys.executable, "-m", "ragmeter.apps.cli", *args], env=env,
                           capture_output=True, text=True, **kw)
 
 
@@ -110,7 +110,7 @@ def test_sigkill_then_resume_matches_uninterrupted(tmp_path):
     metrics = "t_len_ratio,t_slow"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PLUGINS), *sys.path]), "RAGMETER_PLUGINS": "rm_testmetrics",
            "RM_TEST_DELAY": "0.15"}
-    proc = subprocess.Popen([sys.executable, "-m", "ragmeter.cli", "eval", str(data), "--metrics",
+    proc = subprocess.Popen([sys.executable, "-m", "ragmeter.apps.cli", "eval", str(data), "--metrics",
                              metrics, "--db", db_a, "--no-progress"], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     dbfile = tmp_path / "a.db"

@@ -216,7 +216,7 @@ def test_bert_keys_use_a_folder_given_in_embedding_model_paths(db_url):
 def test_eval_cli_rerun_embeds_nothing(tmp_path):
     from typer.testing import CliRunner
 
-    from ragmeter.cli import app
+    from ragmeter.apps.cli import app
 
     data = tmp_path / "d.jsonl"
     data.write_text("\n".join(json.dumps(r) for r in ROWS[:4]) + "\n", encoding="utf-8")

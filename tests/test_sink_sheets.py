@@ -14,10 +14,10 @@ pytest.importorskip("gspread")
 from typer.testing import CliRunner
 
 from judge_server import judge_options, server_fixtures
-from ragmeter.cli import app
+from ragmeter.apps.cli import app
+from ragmeter.apps.export import sheets as S
 from ragmeter.core.errors import ConfigError
 from ragmeter.run.runner import evaluate
-from ragmeter.sinks import sheets as S
 from ragmeter.store import open_store
 from sheets_fake import TOKEN, FakeSheets
 

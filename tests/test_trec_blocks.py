@@ -252,7 +252,7 @@ def test_the_trec_command_loads_neither_pandas_nor_rich_nor_the_dataset_readers(
 
     qrels, run = collection(5, nq=10)
     qf, rf = write(tmp_path, qrels, run)
-    code = ("import sys; from ragmeter.cli import main\n"
+    code = ("import sys; from ragmeter.apps.cli import main\n"
             f"sys.argv = ['ragmeter', 'trec', '-q', '-c', {str(qf)!r}, {str(rf)!r}]\n"
             "try:\n    main()\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
             "print(sorted(m for m in ('pandas', 'rich', 'ragmeter.io', 'ragmeter.core.schema') if m in sys.modules),"

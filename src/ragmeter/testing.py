@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ragmeter.experiments.gate import GateResult, gate
+from ragmeter.analysis.gate import GateResult, gate
 
 __all__ = ["assert_no_regression", "assert_scores", "recorded_checks"]
 
@@ -106,7 +106,7 @@ def assert_no_regression(current: Any, baseline: Any, *, max_drop: float = 0.05,
         db: the store holding run ids (default ``$RAGMETER_DB`` / ``.ragmeter/ragmeter.db``).
 
     Returns:
-        The :class:`~ragmeter.experiments.gate.GateResult` when nothing regressed.
+        The :class:`~ragmeter.analysis.gate.GateResult` when nothing regressed.
 
     Raises:
         AssertionError: with the gate's table of what moved.

@@ -472,7 +472,7 @@ def _inputs_view(plan: Mapping[str, Any]) -> dict[str, Any]:
 
 def consistency_record(rec: Mapping[str, Any]) -> tuple[dict[str, float], float | None]:
     """Per-sample overall consistency and its mean from a run's ``kv("consistency", run_id)``
-    record (written by :mod:`ragmeter.metrics.consistency`; same-model figures preferred)."""
+    record (written by :mod:`ragmeter.analysis.consistency`; same-model figures preferred)."""
     for kind in ("same_model", "cross_model"):
         part = rec.get(kind)
         if isinstance(part, Mapping) and isinstance(part.get("per_sample"), Mapping):

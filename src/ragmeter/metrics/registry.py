@@ -346,8 +346,8 @@ _FAMILY_MODULES = (
     "ragmeter.metrics.agent",
     "ragmeter.metrics.composite",
     "ragmeter.metrics.correctness.correct",
-    "ragmeter.openai_evals.graders",
-    "ragmeter.openai_evals.basic",
+    "ragmeter.metrics.openai_evals.graders",
+    "ragmeter.metrics.openai_evals.basic",
 )
 _loaded = False
 

@@ -135,7 +135,7 @@ def trend(store: Any, metric: str, *, name: str | None = None, dataset: str | No
         name: only runs whose name starts with this.
         dataset: only runs whose dataset fingerprint starts with this.
     """
-    from ragmeter.experiments.gate import gate
+    from ragmeter.analysis.gate import gate
 
     runs = [r for r in store.list_runs() if metric in (r.summary or {})
             and (name is None or (r.name or "").startswith(name))
