@@ -97,3 +97,14 @@ def test_python_dash_m_runs_the_command(module):
     out = subprocess.run([sys.executable, "-m", module, "--version"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("ragmeter ")
+
+
+def test_an_old_child_path_leaves_the_name_its_package_exports():
+    """``ragmeter.metrics.agent`` exports the function ``lookup``; importing the old module path
+    ``ragmeter.agent.lookup`` (the module ``metrics/agent/lookup.py``) must not replace it."""
+    import ragmeter.metrics.agent as agent
+
+    before = agent.lookup
+    old = importlib.import_module("ragmeter.agent.lookup")
+    assert agent.lookup is before and callable(agent.lookup)
+    assert old is importlib.import_module("ragmeter.metrics.agent.lookup")

@@ -92,6 +92,38 @@ def new_name(fullname: str) -> str | None:
     return None
 
 
+#: ``(id(package), name)``: the import system is about to set ``package.name`` to an old path's
+#: module, where the package holds something else under that name (see :class:`_KeepsNames`)
+_KEEP: set[tuple[int, str]] = set()
+
+
+class _KeepsNames(ModuleType):
+    """A package whose old path is an alias: once an old child path is imported, the import system
+    sets the child's module as an attribute of the (shared) package. Where the package already
+    holds another object under that name (``ragmeter.metrics.agent.lookup`` is a function; the old
+    ``ragmeter.agent.lookup`` is a module), that one attribute is kept."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        key = (id(self), name)
+        if key in _KEEP and isinstance(value, ModuleType):
+            _KEEP.discard(key)
+            return
+        super().__setattr__(name, value)
+
+
+def _keep_parent_attribute(fullname: str, module: ModuleType) -> None:
+    parent_name, _, child = fullname.rpartition(".")
+    parent = sys.modules.get(parent_name)
+    if parent is None or child not in vars(parent) or vars(parent)[child] is module:
+        return
+    if isinstance(vars(parent)[child], ModuleType):
+        return
+    if type(parent) is ModuleType:
+        parent.__class__ = _KeepsNames
+    if isinstance(parent, _KeepsNames):
+        _KEEP.add((id(parent), child))
+
+
 class _Alias(importlib.abc.Loader):
     """Loads an old path as the module at its new path (imported once, under its own name)."""
 
@@ -106,7 +138,10 @@ class _Alias(importlib.abc.Loader):
 
     def exec_module(self, module: ModuleType) -> None:
         # the import system stamped the old name's spec on the module: give it back its own
+        old = module.__spec__.name if module.__spec__ is not None else None
         module.__spec__ = self._spec
+        if old:
+            _keep_parent_attribute(old, module)
 
     def get_code(self, fullname: str) -> Any:
         """The target's code object (``python -m OLD.PATH`` runs it through runpy)."""
