@@ -5,8 +5,8 @@
 1. Builds the run quickly by writing rows straight through the Store API (``create_run`` and
    bulk ``add_scores``; no metric is evaluated), and finishes it with a stored summary.
 2. In this process: one page of 10 sample rows read the way the dashboard reads it now
-   (``ragmeter.report.paged.samples_page``, aggregates cached in the store) against the way it
-   used to (``ragmeter.report.data.run_view``: every sample and score loaded, aggregated and
+   (``ragmeter.apps.report.paged.samples_page``, aggregates cached in the store) against the way it
+   used to (``ragmeter.apps.report.data.run_view``: every sample and score loaded, aggregated and
    sorted on each request): the whole-run rebuild is what a user would otherwise get.
 3. ``ragmeter serve`` as a subprocess on 127.0.0.1: the first request (builds the cached view),
    then ``GET /api/runs/RUN/samples?limit=10`` (best of 5), the run page, one sample, and ten
@@ -38,7 +38,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import httpx  # noqa: E402
 
-from ragmeter.schema import Chunk, Sample, Score  # noqa: E402
+from ragmeter.core.schema import Chunk, Sample, Score  # noqa: E402
 from ragmeter.stats import aggregate  # noqa: E402
 from ragmeter.store import Store  # noqa: E402
 
@@ -88,7 +88,7 @@ def vm_hwm_mb(pid: int) -> float:
 def serve(url: str) -> tuple[subprocess.Popen, str]:
     """``ragmeter serve`` on 127.0.0.1 and a free port, started and answering."""
     port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-c", "from ragmeter.cli import main; main()", "serve",
+    proc = subprocess.Popen([sys.executable, "-c", "from ragmeter.apps.cli import main; main()", "serve",
                              "--port", str(port), "--db", url],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env={**os.environ, "PYTHONUNBUFFERED": "1"})
@@ -132,7 +132,7 @@ def main() -> None:
         print(f"built run {rid}: {args.samples} samples x {len(METRICS)} metrics in {out['build_run_s']} s")
 
         # -- in process: old whole-run rebuild vs cached view + paged read ---------------------
-        from ragmeter.report import data, paged
+        from ragmeter.apps.report import data, paged
 
         t = time.perf_counter()
         old = data.run_view(store, rid, max_samples=None)["samples"][:10]

@@ -99,7 +99,7 @@ def ragmeter_cmd(*args: str, tree: bool = False) -> dict[str, Any]:
             "    with open('/proc/self/status') as f:\n"
             "        print('VMHWM', re.search(r'VmHWM:\\s+(\\d+)', f.read()).group(1), flush=True)\n"
             "atexit.register(_hwm)\n"
-            "from ragmeter.cli import entry\nsys.argv = ['ragmeter', *sys.argv[1:]]\nentry()\n")
+            "from ragmeter.apps.cli import entry\nsys.argv = ['ragmeter', *sys.argv[1:]]\nentry()\n")
     return python_child(code, *args, tree=tree)
 
 

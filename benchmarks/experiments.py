@@ -4,7 +4,7 @@ and the pipeline cache end to end.
     .venv/bin/python benchmarks/experiments.py
 
 1. Monte Carlo paired permutation test (10,000 sign flips) on 1,000 and 10,000 pairs of 0/1
-   correctness scores: ``ragmeter.experiments.statistics.paired_permutation_test`` vs
+   correctness scores: ``ragmeter.stats.paired.paired_permutation_test`` vs
    ``scipy.stats.permutation_test(permutation_type="samples", vectorized=True)``; the p-values
    must agree within Monte Carlo error.
 2. Exact permutation test on 18 pairs (2^18 sign vectors): the same two; p-values equal.
@@ -48,7 +48,7 @@ def scipy_perm(a, b, n_resamples):
 
 
 def main() -> None:
-    from ragmeter.experiments.statistics import paired_bootstrap_ci, paired_permutation_test
+    from ragmeter.stats.paired import paired_bootstrap_ci, paired_permutation_test
 
     rng = np.random.default_rng(0)
     figures: dict[str, float] = {}
@@ -87,7 +87,7 @@ def main() -> None:
           f"scipy {t_sp:.3f}s [{res.low:.4f}, {res.high:.4f}] -> {t_sp / t_ours:.1f}x")
 
     import ragmeter
-    from ragmeter.experiments.gate import gate
+    from ragmeter.analysis.gate import gate
     from ragmeter.store import open_store
 
     tmp = Path(tempfile.mkdtemp(prefix="ragmeter-bench-exp-"))
@@ -103,7 +103,7 @@ def main() -> None:
     figures.update(gate_20k_x3_s=round(t_gate, 3), gate_20k_failed=int(res.failed))
     print(f"gate, 20,000 samples x 3 metrics: {t_gate:.2f}s, failed={res.failed}")
 
-    from ragmeter.experiments.grid import PipelineStats, questions_of, run_pipeline
+    from ragmeter.analysis.grid import PipelineStats, questions_of, run_pipeline
     from ragmeter.pipeline import rag
 
     qs = questions_of(ragmeter.load("example").samples)

@@ -79,7 +79,7 @@ def _in_process(db: str, targets: http_fuzz.Targets, probes: list[http_fuzz.Prob
     """Seconds to answer ``probes`` in process (the anchor)."""
     from fastapi.testclient import TestClient
 
-    from ragmeter.server import create_app
+    from ragmeter.apps.server import create_app
     from ragmeter.store import open_store
 
     os.environ["RAGMETER_INGEST_TOKEN"] = TOKEN

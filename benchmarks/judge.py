@@ -71,7 +71,7 @@ def server_requests(url: str) -> int:
 
 
 def make_samples(n: int, prefix: str, garble: set[int] | None = None) -> list[Any]:
-    from ragmeter.schema import Chunk, Sample
+    from ragmeter.core.schema import Chunk, Sample
 
     topics = ["Paris is the capital of France", "The Loire is the longest river in France",
               "Mont Blanc is the highest mountain in the Alps", "Canberra is the capital of Australia",
@@ -159,7 +159,7 @@ def bench_raw_sdk(url: str, n: int, conc: int, delay: float) -> dict[str, Any]:
 
 def bench_workload(url: str, conc: int, delay: float, tmp: Path, samples: list[Any], name: str,
                    metrics: list[str]) -> dict[str, Any]:
-    from ragmeter.runner import evaluate
+    from ragmeter.run.runner import evaluate
 
     options = {"judge": "openai:bench-model", "judge_base_url": url + "/v1", "judge_concurrency": conc}
     before = server_requests(url)
@@ -186,7 +186,7 @@ def child(url: str, conc: int, delay: float) -> dict[str, Any]:
     c0 = time.process_time()
     import openai  # noqa: F401 - loaded by the first judge call anyway; counted with the imports
 
-    from ragmeter.runner import evaluate
+    from ragmeter.run.runner import evaluate
     import_cpu = time.process_time() - c0
     out: dict[str, Any] = {"concurrency": conc, "import_cpu_s": round(import_cpu, 3)}
     with tempfile.TemporaryDirectory() as d:
@@ -273,7 +273,7 @@ def main() -> None:
 
     import ragmeter.llm  # noqa: F401
     import ragmeter.metrics.judge  # noqa: F401
-    from ragmeter.runner import evaluate
+    from ragmeter.run.runner import evaluate
 
     proc, url = start_server(delay)
     out: dict[str, Any] = {"delay_s": delay, "concurrency": conc}

@@ -31,9 +31,10 @@ import textdistance
 from rapidfuzz import distance, fuzz
 from rouge_score import rouge_scorer
 
-from ragmeter.context import ScoringContext
-from ragmeter.metrics import _lexical_rouge, get_spec
-from ragmeter.schema import Sample
+from ragmeter.core.context import ScoringContext
+from ragmeter.core.schema import Sample
+from ragmeter.metrics import get_spec
+from ragmeter.metrics.lexical import rouge_metrics as _lexical_rouge
 
 WORDS = """
 the of and to in is was for on that with as by at from it an be this are or have which one had not

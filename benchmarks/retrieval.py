@@ -91,21 +91,21 @@ def write_trec(qrels: dict, run: dict, folder: str) -> tuple[str, str]:
 
 # ------------------------------------------------------------------------------ ragmeter
 def ragmeter_from_matrix(m: Any, gain: str) -> dict[str, np.ndarray]:
-    from ragmeter.retrieval import measures as M
+    from ragmeter.metrics.retrieval import measures as M
 
     return {"ndcg@10": M.ndcg(m, 10, gain), "mrr": M.reciprocal_rank(m), "p@5": M.precision(m, 5),
             "recall@100": M.recall(m, 100), "map": M.average_precision(m), "hit@10": M.hit_rate(m, 10)}
 
 
 def ragmeter_arrays(d: dict[str, Any], grades: np.ndarray, gain: str) -> dict[str, np.ndarray]:
-    from ragmeter.retrieval import RelevanceMatrix
+    from ragmeter.metrics.retrieval.trec import RelevanceMatrix
 
     m = RelevanceMatrix.from_arrays(d["ranked"], d["qq"], d["qd"], grades)
     return ragmeter_from_matrix(m, gain)
 
 
 def ragmeter_trec(qrels: Any, run: Any) -> dict[str, np.ndarray]:
-    from ragmeter.retrieval import evaluate
+    from ragmeter.metrics.retrieval.trec import evaluate
 
     r = evaluate(qrels, run, list(TREC.values()))
     return {name: r.values[TREC[name]] for name in METRICS} | {"qids": r.qids}
@@ -246,7 +246,7 @@ def run_kind(kind: str, data: dict[str, Any], args: argparse.Namespace, out: dic
     print(f"\n== {kind} relevance ==")
     qrels, run, qids = build_dicts(data, grades)
 
-    from ragmeter.retrieval import RelevanceMatrix
+    from ragmeter.metrics.retrieval.trec import RelevanceMatrix
 
     t_build, m = timed(lambda: RelevanceMatrix.from_arrays(data["ranked"], data["qq"], data["qd"], grades),
                        args.repeat)

@@ -58,7 +58,7 @@ def write_dataset(path: Path, n: int, seed: int = 11) -> None:
 def run_engine(data: Path, engine: str, workdir: Path, cpus: int) -> dict[str, Any]:
     db = workdir / f"{engine}.db"
     env = {**os.environ, "RAGMETER_RAY_NUM_CPUS": str(cpus), "HF_HUB_OFFLINE": "1"}
-    cmd = [sys.executable, "-m", "ragmeter.cli", "eval", str(data), "--metrics", METRICS, "--engine", engine,
+    cmd = [sys.executable, "-m", "ragmeter.apps.cli", "eval", str(data), "--metrics", METRICS, "--engine", engine,
            "--db", f"sqlite:///{db}", "--json", "--no-progress"]
     proc, out, _err, wall, peak = run_measured(cmd, every_s=0.2, env=env)
     if proc.returncode != 0:

@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 
 from ragmeter.io.readers import load
-from ragmeter.runner import evaluate
+from ragmeter.run.runner import evaluate
 
 METRICS = ["rouge1_fmeasure", "rougeL_fmeasure", "bleu", "token_f1", "exact_match"]
 

@@ -6,7 +6,7 @@ documents per query, graded 1-3), written as benchmarks/retrieval.py writes them
 recall.100, map, success.10. Each side runs in its own child process so that peak memories
 compare fairly (peak resident memory of the child, from ``os.wait4``):
 
-* ragmeter: ``python -m ragmeter.cli trec QRELS RUN -m ...`` end to end (interpreter start-up,
+* ragmeter: ``python -m ragmeter.apps.cli trec QRELS RUN -m ...`` end to end (interpreter start-up,
   imports, reading, evaluating, printing); also with ``-q`` (every query's lines);
 * pytrec_eval: ``pytrec_eval.parse_qrel`` + ``parse_run`` + ``RelevanceEvaluator(...).evaluate``,
   timed inside the child from just before parsing to the end of evaluate (its start-up and
@@ -89,7 +89,7 @@ def _rss_mb() -> float:
 
 
 def ragmeter_cmd(qpath: str, rpath: str, measures: tuple[str, ...], *extra: str) -> list[str]:
-    return [sys.executable, "-m", "ragmeter.cli", "trec", qpath, rpath,
+    return [sys.executable, "-m", "ragmeter.apps.cli", "trec", qpath, rpath,
             *[a for m in measures for a in ("-m", m)], *extra]
 
 

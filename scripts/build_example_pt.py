@@ -129,7 +129,7 @@ def chunk_file(name: str, text: str) -> list[dict]:
 
 
 def main() -> None:
-    from ragmeter import language as lang
+    from ragmeter.core import language as lang
 
     stop = {lang.fold(w) for w in lang.stopwords("pt")}
 

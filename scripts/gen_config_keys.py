@@ -27,10 +27,10 @@ def builtin(spec: object) -> bool:
 
 def render() -> str:
     """The page's text."""
-    from ragmeter.config import KEY_HELP, KNOWN_KEYS
+    from ragmeter.core.config import KEY_HELP, KNOWN_KEYS
     from ragmeter.llm.config import config_from_options
-    from ragmeter.metrics.base import GROUPS, all_metrics
     from ragmeter.metrics.judge.geval import OPTION as geval_options
+    from ragmeter.metrics.registry import GROUPS, all_metrics
 
     lines = [
         "# Accepted config keys",

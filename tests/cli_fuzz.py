@@ -246,7 +246,7 @@ def commands() -> list[tuple[list[str], Any]]:
     """Every leaf command of the ``ragmeter`` app: (words, click command)."""
     import typer
 
-    from ragmeter.cli import app
+    from ragmeter.apps.cli import app
 
     return list(_walk(typer.main.get_command(app), []))
 
@@ -452,7 +452,7 @@ def _env() -> dict[str, str]:
 
 def run_subprocess(case: Case, cwd: Path) -> Outcome:
     """``ragmeter ARGV`` as the console script runs it, in a new process."""
-    cmd = [sys.executable, "-c", "from ragmeter.cli import entry; entry()", *case.argv]
+    cmd = [sys.executable, "-c", "from ragmeter.apps.cli import entry; entry()", *case.argv]
     try:
         p = subprocess.run(cmd, cwd=cwd, env=_env(), stdin=subprocess.DEVNULL, capture_output=True,
                            text=True, errors="replace", timeout=case.timeout)
@@ -463,12 +463,12 @@ def run_subprocess(case: Case, cwd: Path) -> Outcome:
 
 
 def run_in_process(case: Case) -> Outcome:
-    """``ragmeter.cli.main(ARGV)`` in this process: an escaping exception is a traceback."""
+    """``ragmeter.apps.cli.main(ARGV)`` in this process: an escaping exception is a traceback."""
     import contextlib
     import io
     import traceback
 
-    from ragmeter.cli import main
+    from ragmeter.apps.cli import main
 
     out, err = io.StringIO(), io.StringIO()
     code: int | None = 0

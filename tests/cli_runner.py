@@ -7,9 +7,9 @@ import io
 
 
 def run_main(*args: str) -> tuple[int, str, str]:
-    """``ragmeter.cli.main(ARGS)`` in this process (a module's Ray runtime or fixtures are reused):
+    """``ragmeter.apps.cli.main(ARGS)`` in this process (a module's Ray runtime or fixtures are reused):
     (exit status, stdout, stderr)."""
-    from ragmeter.cli import main
+    from ragmeter.apps.cli import main
 
     out, err = io.StringIO(), io.StringIO()
     code = 0

@@ -31,7 +31,7 @@ def _watch():
     finally:
         os._exit(0)
 threading.Thread(target=_watch, daemon=True, name="parent-watch").start()
-from ragmeter.cli import main
+from ragmeter.apps.cli import main
 main()
 """
 

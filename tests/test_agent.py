@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from importlib import resources
 from pathlib import Path
 
 import numpy as np
@@ -14,13 +15,13 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from ragmeter import evaluate, load
-from ragmeter.cli import app
-from ragmeter.errors import ConfigError, DatasetError
+from ragmeter.apps.cli import app
+from ragmeter.core.errors import ConfigError, DatasetError
+from ragmeter.core.schema import AgentTrace, Sample
 from ragmeter.metrics import agent as A
-from ragmeter.metrics.base import get_spec, resolve
-from ragmeter.schema import AgentTrace, Sample
+from ragmeter.metrics.registry import get_spec, resolve
 
-EXAMPLE = Path(A.__file__).parent.parent / "data" / "agent_example"
+EXAMPLE = Path(str(resources.files("ragmeter"))) / "data" / "agent_example"
 CREDIT = {"agent_preset": "credit_risk"}
 TRAJ = ["parse_input", "validate_company", "create_plan", "fetch_api_data", "search_web", "synthesize",
         "save_to_database", "evaluate"]

@@ -13,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from ragmeter.agreement import (
+from ragmeter.apps.cli import app
+from ragmeter.stats.agreement import (
     Ratings,
     agreement,
     cohen_kappa,
@@ -22,7 +23,6 @@ from ragmeter.agreement import (
     percent_agreement,
     read_ratings,
 )
-from ragmeter.cli import app
 
 NAN = np.nan
 # Krippendorff (2011), "Computing Krippendorff's alpha-reliability", the 4 observers x 12 units

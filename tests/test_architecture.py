@@ -1,11 +1,15 @@
-"""The import graph of ``src/ragmeter`` has no cycles and respects the layer order in docs/internals.md.
+"""The import graph of ``src/ragmeter`` has no cycles and respects the layer table of docs/internals.md.
 
-Every ``import`` counts, also the ones inside functions (a lazy import is still a dependency).
+Every ``import`` counts, also the ones inside functions (a lazy import is still a dependency), and so
+does every string naming a ragmeter module (``importlib.import_module("ragmeter.x")``,
+``__import__``, ``sys.modules["ragmeter.x"]``, a table of module names a loader walks): a string
+import is an import the reader does not see, so the checker sees it instead.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from collections import defaultdict
 from pathlib import Path
 
@@ -13,30 +17,40 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 PKG = SRC / "ragmeter"
+DOC = Path(__file__).resolve().parents[1] / "docs" / "internals.md"
+
+#: the stages of the data path (load -> plan -> score -> aggregate -> store -> present) and the
+#: shared ground under them: the only names a row of the layer table may have
+STAGES = ("core", "stats", "store", "load", "services", "score", "generate", "run", "aggregate", "monitor",
+          "api", "present")
+#: the modules allowed directly under src/ragmeter beside __init__, __main__ and _version
+TOP_LEVEL_MODULES_MAX = 4
+#: answers old import paths with the modules at their new ones: its table names modules as data
+COMPAT = "ragmeter._compat"
+_MODULE_STRING = re.compile(r"ragmeter(?:\.[A-Za-z_]\w*)+")
+
+
+def layer_table(text: str) -> list[tuple[str, set[str]]]:
+    """``[(stage, {units})]`` of the first table under "## Layers", lowest first; a unit is a
+    top-level module or package of ``ragmeter`` (``ragmeter`` itself for its ``__init__``)."""
+    section = text.split("## Layers", 1)[1]
+    rows: list[tuple[str, set[str]]] = []
+    seen_table = False
+    for line in section.splitlines():
+        if not line.startswith("|"):
+            if seen_table:
+                break
+            continue
+        seen_table = True
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if cells[0] == "stage" or not cells[0].strip("-: "):
+            continue
+        rows.append((cells[0], set(re.findall(r"`([\w.]+)`", cells[1]))))
+    return rows
+
 
 #: Lowest first. A unit may import units of its own layer or of layers before it, never after.
-#: The data flows load -> plan -> score -> aggregate -> store -> present; the import order differs
-#: where a later stage is a service of an earlier one (scoring caches judge verdicts and embeddings
-#: in the store, so the store sits low). docs/internals.md explains each layer.
-LAYERS: list[tuple[str, set[str]]] = [
-    ("foundation", {"_version", "redact", "errors", "schema", "config", "context", "stats", "provenance", "language", "agreement",
-                    "thresholds", "rows", "safejson", "ppi", "files"}),
-    ("store", {"store"}),
-    ("load", {"io", "conversations"}),
-    ("services", {"retrieval", "embed", "llm"}),
-    ("agent", {"agent"}),
-    ("score", {"metrics"}),
-    ("correctness", {"correctness"}),
-    ("openai_evals", {"openai_evals"}),
-    ("human", {"human"}),
-    ("pipeline", {"pipeline"}),
-    ("golden", {"golden", "simulate"}),
-    ("plan", {"runner", "estimate", "engines"}),
-    ("aggregate", {"experiments", "export", "meta_eval"}),
-    ("monitor", {"monitor"}),
-    ("api", {"ragmeter"}),
-    ("present", {"report", "server", "cli", "testing", "sinks", "pytest_plugin"}),
-]
+LAYERS: list[tuple[str, set[str]]] = layer_table(DOC.read_text(encoding="utf-8"))
 LAYER_OF = {unit: i for i, (_, units) in enumerate(LAYERS) for unit in units}
 
 
@@ -51,8 +65,32 @@ def _is_package(path: Path) -> bool:
     return path.name == "__init__.py"
 
 
-def module_graph(root: Path = PKG) -> dict[str, set[str]]:
-    """``{module: {ragmeter modules it imports}}`` from the source (nothing is imported)."""
+def references(path: Path, mod: str) -> list[tuple[str, str]]:
+    """``[(dotted name, how)]`` that module ``mod`` (file ``path``) refers to: ``import`` for import
+    statements, ``string`` for a string constant that is a ``ragmeter.`` dotted path."""
+    package = mod if _is_package(path) else mod.rsplit(".", 1)[0]
+    out: list[tuple[str, str]] = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            out += [(a.name, "import") for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base_name = ".".join(base + ([node.module] if node.module else []))
+            else:
+                base_name = node.module or ""
+            # `from pkg import submodule` depends on the submodule
+            out += [(f"{base_name}.{a.name}", "import") for a in node.names] + [(base_name, "import")]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and _MODULE_STRING.fullmatch(node.value):
+            out.append((node.value, "string"))
+    return [(t, how) for t, how in out if t == "ragmeter" or t.startswith("ragmeter.")]
+
+
+def module_graph(root: Path = PKG, strings: bool = True) -> dict[str, set[str]]:
+    """``{module: {ragmeter modules it imports}}`` from the source (nothing is imported). A string
+    counts when it names a module exactly (``"ragmeter.metrics.registry"``); an import statement
+    counts for the module it names or, for a name inside a module, that module. ``strings=False``:
+    import statements only."""
     files = {_module_name(p): p for p in root.rglob("*.py")}
 
     def resolve(name: str) -> str | None:
@@ -64,24 +102,12 @@ def module_graph(root: Path = PKG) -> dict[str, set[str]]:
 
     graph: dict[str, set[str]] = {m: set() for m in files}
     for mod, path in files.items():
-        package = mod if _is_package(path) else mod.rsplit(".", 1)[0]
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            targets: list[str] = []
-            if isinstance(node, ast.Import):
-                targets = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                if node.level:
-                    base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
-                    base_name = ".".join(base + ([node.module] if node.module else []))
-                else:
-                    base_name = node.module or ""
-                # `from pkg import submodule` depends on the submodule
-                targets = [f"{base_name}.{a.name}" for a in node.names] + [base_name]
-            for t in targets:
-                if t == "ragmeter" or t.startswith("ragmeter."):
-                    r = resolve(t)
-                    if r and r != mod:
-                        graph[mod].add(r)
+        for t, how in references(path, mod):
+            if how == "string" and (not strings or mod == COMPAT or t not in files):
+                continue
+            r = resolve(t)
+            if r and r != mod:
+                graph[mod].add(r)
     return graph
 
 
@@ -159,15 +185,43 @@ def test_no_cycle_between_top_level_subpackages(graph):
     assert cycles(unit_graph(graph)) == []
 
 
+def violations(graph: dict[str, set[str]]) -> list[str]:
+    """Every import of a unit from a later layer, as ``a -> b (stage may not import stage)``."""
+    return sorted(f"{a} -> {b} ({LAYERS[LAYER_OF[unit(a)]][0]} may not import {LAYERS[LAYER_OF[unit(b)]][0]})"
+                  for a, targets in graph.items() for b in targets
+                  if unit(a) != unit(b) and LAYER_OF[unit(b)] > LAYER_OF[unit(a)])
+
+
 def test_layer_order(graph):
-    wrong = sorted(f"{a} -> {b} ({LAYERS[LAYER_OF[unit(a)]][0]} may not import {LAYERS[LAYER_OF[unit(b)]][0]})"
-                   for a, targets in graph.items() for b in targets
-                   if unit(a) != unit(b) and LAYER_OF[unit(b)] > LAYER_OF[unit(a)])
-    assert wrong == []
+    assert violations(graph) == []
 
 
-def test_no_cycle_between_modules(graph):
-    # a submodule importing its own package's __init__ (which re-exports it) is not a design cycle
+def test_every_row_of_the_layer_table_is_a_stage():
+    names = [stage for stage, _ in LAYERS]
+    assert names and all(n in STAGES for n in names), f"rows must be stages of the data path {STAGES}: {names}"
+    assert len(names) == len(set(names))
+    assert all(units for _, units in LAYERS)
+
+
+def test_at_most_four_modules_at_the_top_of_the_package():
+    top = sorted(p.name for p in PKG.glob("*.py") if p.stem not in ("__init__", "__main__", "_version"))
+    assert len(top) <= TOP_LEVEL_MODULES_MAX, top
+
+
+def test_nothing_inside_the_package_imports_an_old_path():
+    from ragmeter._compat import new_name
+
+    files = {_module_name(p): p for p in PKG.rglob("*.py")}
+    old = sorted(f"{mod}: {t}" for mod, path in files.items() if mod != COMPAT
+                 for t, _ in references(path, mod) if new_name(t) is not None and t not in files)
+    assert old == []
+
+
+def test_no_cycle_between_modules():
+    # a submodule importing its own package's __init__ (which re-exports it) is not a design cycle;
+    # nor is a loader that names, as strings, the modules it loads on demand and that import it
+    # (the registry and the metric families): those strings still count for the layer order
+    graph = module_graph(strings=False)
     own = {a: {b for b in targets if not a.startswith(b + ".")} for a, targets in graph.items()}
     assert cycles(own) == []
 
@@ -197,3 +251,33 @@ def test_the_checker_finds_a_cycle_and_a_layer_violation(tmp_path):
     assert g["ragmeter.metrics.agent"] == {"ragmeter.io.readers", "ragmeter.io"}
     assert cycles(unit_graph(g)) == [["io", "metrics"]]
     assert LAYER_OF["metrics"] > LAYER_OF["io"]
+
+
+def test_the_checker_finds_string_imports_and_sys_modules_lookups(tmp_path):
+    """A planted module of the load stage reaches three later stages without an import statement:
+    the checker reports each one."""
+    pkg = tmp_path / "ragmeter"
+    for sub in ("io", "metrics", "run", "apps", "apps/cli"):
+        (pkg / sub).mkdir(parents=True)
+        (pkg / sub / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "metrics" / "registry.py").write_text("")
+    (pkg / "run" / "runner.py").write_text("")
+    (pkg / "io" / "readers.py").write_text(
+        "import importlib\nimport sys\n\n\n"
+        "def cli():\n    return importlib.import_module('ragmeter.apps.cli')\n\n\n"
+        "def registry():\n    return sys.modules.get('ragmeter.metrics.registry')\n\n\n"
+        "def runner():\n    return __import__('ragmeter.run.runner')\n\n\n"
+        "def prose():\n    return 'see ragmeter.run.runner for details'\n")
+    global SRC
+    saved, SRC = SRC, tmp_path
+    try:
+        g = module_graph(pkg)
+    finally:
+        SRC = saved
+    assert g["ragmeter.io.readers"] == {"ragmeter.apps.cli", "ragmeter.metrics.registry", "ragmeter.run.runner"}
+    found = violations({"ragmeter.io.readers": g["ragmeter.io.readers"]})
+    assert [v.split(" (")[0] for v in found] == [
+        "ragmeter.io.readers -> ragmeter.apps.cli", "ragmeter.io.readers -> ragmeter.metrics.registry",
+        "ragmeter.io.readers -> ragmeter.run.runner"]
+    assert "load may not import present" in found[0]

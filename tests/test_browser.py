@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ragmeter.report import write_report
+from ragmeter.apps.report import write_report
 from ragmeter.store import Store
 from test_report_support import XSS_ANSWER, make_store
 
@@ -190,7 +190,7 @@ def _free_socket() -> socket.socket:
 def dashboard(store_two_runs):
     import uvicorn
 
-    from ragmeter.server import create_app
+    from ragmeter.apps.server import create_app
 
     store, ids = store_two_runs
     sock = _free_socket()

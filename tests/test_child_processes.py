@@ -60,7 +60,7 @@ def test_kill_9_of_eval_leaves_no_worker_behind(tmp_path):
     _rows(data, 40_000)
     env = {**os.environ, "PYTHONPATH": SRC, "HF_HUB_OFFLINE": "1"}
     env.pop("RAGMETER_WORKERS", None)
-    proc = subprocess.Popen([sys.executable, "-c", "from ragmeter.cli import entry; entry()", "eval", str(data),
+    proc = subprocess.Popen([sys.executable, "-c", "from ragmeter.apps.cli import entry; entry()", "eval", str(data),
                              "-m", "token_f1,rouge1_fmeasure,rougeL_fmeasure,bleu,chrf,exact_match",
                              "--db", str(db), "--no-progress", "--json"],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -90,7 +90,7 @@ def test_worker_ends_when_its_parent_is_killed():
     killed with SIGKILL takes the worker with it within 5 s, on the pipe or PR_SET_PDEATHSIG."""
     code = """
 import os, sys, time
-from ragmeter.engines import forked
+from ragmeter.run.engines import forked
 def slow(req, chunk, ctx):
     time.sleep(600)
 assert forked.claim()

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 import ragmeter
-from ragmeter.errors import ConfigError
-from ragmeter.thresholds import Threshold, parse_rule, parse_thresholds, pass_rate, passes, wilson
+from ragmeter.core.errors import ConfigError
+from ragmeter.core.thresholds import Threshold, parse_rule, parse_thresholds, pass_rate, passes, wilson
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src"
@@ -29,7 +29,7 @@ def _env() -> dict[str, str]:
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "ragmeter.cli", *args], cwd=cwd, env=_env(),
+    return subprocess.run([sys.executable, "-m", "ragmeter.apps.cli", *args], cwd=cwd, env=_env(),
                           capture_output=True, text=True, timeout=600)
 
 
@@ -239,7 +239,7 @@ def test_docs_notebook_runs(tmp_path, monkeypatch):
 def test_public_evaluate_has_the_runner_signature(db_url):
     import inspect
 
-    from ragmeter.runner import evaluate as runner_evaluate
+    from ragmeter.run.runner import evaluate as runner_evaluate
 
     facade = inspect.signature(ragmeter.evaluate).parameters
     assert list(facade) == list(inspect.signature(runner_evaluate).parameters)
@@ -254,12 +254,12 @@ def test_public_evaluate_has_the_runner_signature(db_url):
 
 
 def test_report_plotly_modes(tmp_path, db_url):
-    from ragmeter.report.render import plotly_js, plotly_version
+    from ragmeter.apps.report.render import plotly_js, plotly_version
     from ragmeter.store import open_store
 
     res = ragmeter.evaluate("example", ["token_f1"], db=db_url)
     store = open_store(db_url)
-    from ragmeter.report import write_report
+    from ragmeter.apps.report import write_report
 
     inline = write_report(store, [res.run_id], tmp_path / "inline" / "r.html")
     cdn = write_report(store, [res.run_id], tmp_path / "cdn" / "r.html", plotly="cdn")
@@ -289,7 +289,7 @@ def test_eval_threshold_option_and_out_rows(tmp_path):
 def test_comparison_html_and_suite_with_baseline_gate(tmp_path):
     from junitparser import JUnitXml
 
-    from ragmeter.experiments.compare import compare_runs
+    from ragmeter.analysis.compare import compare_runs
     from ragmeter.store import open_store
 
     db = f"sqlite:///{tmp_path / 'g.db'}"
@@ -305,8 +305,8 @@ def test_comparison_html_and_suite_with_baseline_gate(tmp_path):
 
 
 def test_junit_failure_carries_the_judge_verdict():
-    from ragmeter.report.ci import junit_xml
-    from ragmeter.rows import verdict_summary
+    from ragmeter.apps.report.ci import junit_xml
+    from ragmeter.run.rows import verdict_summary
 
     assert verdict_summary({"verdicts": [{"verdict": "yes"}, {"verdict": "no"}]}) == "1 of 2 verdicts supported"
     assert verdict_summary({"reason": "the answer names Lyon"}) == "the answer names Lyon"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-CODE = "import sys; from ragmeter.cli import entry; sys.argv = ['ragmeter', *sys.argv[1:]]; entry()"
+CODE = "import sys; from ragmeter.apps.cli import entry; sys.argv = ['ragmeter', *sys.argv[1:]]; entry()"
 
 
 def _run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -1,6 +1,6 @@
 """Exit codes and run status (docs/exit-codes.md): 0 done, 1 the check failed, 2 usage/config/input
 error with nothing stored, 3 finished but incomplete. The CLI runs both in a subprocess
-(``python -m ragmeter.cli``, as a user runs it) and in-process through ``ragmeter.cli.main``."""
+(``python -m ragmeter.apps.cli``, as a user runs it) and in-process through ``ragmeter.apps.cli.main``."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 
 import ragmeter
 from cli_runner import run_main
-from ragmeter.errors import (
+from ragmeter.core.errors import (
     CheckFailedError,
     ConfigError,
     DatasetError,
@@ -32,10 +32,10 @@ SRC = str(Path(ragmeter.__file__).resolve().parents[1])
 
 
 def sub(*args: str, db: str, columns: int = 80) -> subprocess.CompletedProcess:
-    """``python -m ragmeter.cli ARGS`` in a fresh interpreter, at ``columns`` columns."""
+    """``python -m ragmeter.apps.cli ARGS`` in a fresh interpreter, at ``columns`` columns."""
     env = {**os.environ, "PYTHONPATH": SRC, "RAGMETER_DB": db, "COLUMNS": str(columns),
            "HF_HUB_OFFLINE": "1"}
-    return subprocess.run([sys.executable, "-m", "ragmeter.cli", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "ragmeter.apps.cli", *args], capture_output=True,
                           text=True, env=env, timeout=300)
 
 
@@ -143,8 +143,8 @@ def test_export_format_error_names_the_formats(data, db_url, monkeypatch, tmp_pa
 
 def test_help_shows_whole_option_names_and_the_exit_codes(monkeypatch):
     monkeypatch.setenv("COLUMNS", "80")
-    from ragmeter.cli import app
-    from ragmeter.cli.core import eval_cmd  # noqa: F401 - the command whose options are listed
+    from ragmeter.apps.cli import app
+    from ragmeter.apps.cli.core import eval_cmd  # noqa: F401 - the command whose options are listed
 
     code, out, _ = run_main("eval", "--help")
     assert code == 0
@@ -246,7 +246,7 @@ def _judge_args(port: int = 9) -> list[str]:
 
 def test_runner_asks_the_judge_preflight_before_creating_the_run(data, db_url, monkeypatch):
     import ragmeter.llm  # noqa: F401 - registers the real factory first, so the fake replaces it
-    from ragmeter import context
+    from ragmeter.core import context
 
     monkeypatch.setitem(context._FACTORIES, "judge", _FakeJudge)
     monkeypatch.setenv("RAGMETER_DB", db_url)
@@ -326,7 +326,7 @@ def test_gate_exit_codes(tmp_path, db_url, monkeypatch):
 # ---- 80 columns -----------------------------------------------------------------------------------
 
 def test_metrics_at_80_columns_show_family_and_direction_of_every_metric(monkeypatch):
-    from ragmeter.metrics.base import all_metrics
+    from ragmeter.metrics.registry import all_metrics
 
     monkeypatch.setenv("COLUMNS", "80")
     code, out, _ = run_main("metrics")

@@ -1,7 +1,7 @@
 """Checks every registered metric for the same properties, as scikit-learn's
 ``sklearn/metrics/tests/test_common.py`` does for its metrics.
 
-For EVERY metric of the registry (``ragmeter.metrics.base.all_metrics``), called the runner's way
+For EVERY metric of the registry (``ragmeter.metrics.registry.all_metrics``), called the runner's way
 (its plan marks samples lacking a required field, ``check``, ``prepare`` then a flush, then the
 checked call of ``fn`` on a batch):
 
@@ -41,10 +41,10 @@ from typing import Any
 import pytest
 
 from judge_server import judge_options, server_fixtures
-from ragmeter.context import ScoringContext
-from ragmeter.metrics.base import MetricRequest, MetricSpec, all_metrics, resolve
-from ragmeter.runner import _plan, _prepare, _run_metric
-from ragmeter.schema import Sample, Score
+from ragmeter.core.context import ScoringContext
+from ragmeter.metrics.registry import MetricRequest, MetricSpec, all_metrics, resolve
+from ragmeter.run.runner import _plan, _prepare, _run_metric
+from ragmeter.core.schema import Sample, Score
 
 judge_server_module, server = server_fixtures()
 
@@ -117,7 +117,7 @@ def conversation_samples() -> tuple[Sample, ...]:
     agent conversation whose assistant turns state the tools they should call, and a non-Latin one."""
     import ragmeter
     from ragmeter.conversations.model import Conversation, Turn, is_conversation_sample, to_samples
-    from ragmeter.schema import ToolCall
+    from ragmeter.core.schema import ToolCall
 
     every = [s for s in ragmeter.load("example-chat").samples if is_conversation_sample(s)]
     picked = every[::4][:6]
@@ -469,7 +469,7 @@ def test_forked_engine_never_splits_a_metric_fitted_on_its_batch():
     import dataclasses
     from types import SimpleNamespace
 
-    from ragmeter.engines import forked
+    from ragmeter.run.engines import forked
 
     lexical = SPECS["token_f1"]
     assert forked.is_pure(SimpleNamespace(spec=lexical, params={}))

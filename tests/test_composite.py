@@ -12,11 +12,11 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from ragmeter import evaluate
-from ragmeter.cli import app
-from ragmeter.errors import ConfigError
+from ragmeter.apps.cli import app
+from ragmeter.core.errors import ConfigError
+from ragmeter.core.schema import Score
 from ragmeter.metrics import composite as K
-from ragmeter.metrics.base import MetricSpec, register_metric
-from ragmeter.schema import Score
+from ragmeter.metrics.registry import MetricSpec, register_metric
 from ragmeter.store import open_store
 
 EXAMPLE = Path(K.__file__).parent.parent / "data" / "agent_example"
@@ -181,7 +181,7 @@ def _register_test_metrics() -> None:
 
     specs = {"tcomp_good": ({"a": 0.9, "b": 0.5, "c": 0.7}, True),
              "tcomp_bad": ({"a": 0.1, "b": None, "c": 0.6}, False)}
-    from ragmeter.metrics.base import _REGISTRY
+    from ragmeter.metrics.registry import _REGISTRY
 
     for name, (vals, hib) in specs.items():
         if name not in _REGISTRY:

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 import ragmeter
-from ragmeter.config import KEY_HELP, KNOWN_KEYS, load_config
-from ragmeter.errors import ConfigError
-from ragmeter.metrics.base import GROUPS, all_metrics, resolve_all
+from ragmeter.core.config import KEY_HELP, KNOWN_KEYS, load_config
+from ragmeter.core.errors import ConfigError
+from ragmeter.metrics.registry import GROUPS, all_metrics, resolve_all
 
 ROOT = Path(__file__).resolve().parents[1]
 

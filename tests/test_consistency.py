@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from importlib import resources
 from pathlib import Path
 
 import numpy as np
@@ -14,13 +15,13 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from ragmeter import evaluate
-from ragmeter.cli import app
-from ragmeter.errors import ConfigError, DatasetError
-from ragmeter.metrics import consistency as C
-from ragmeter.schema import Sample
+from ragmeter.analysis import consistency as C
+from ragmeter.apps.cli import app
+from ragmeter.core.errors import ConfigError, DatasetError
+from ragmeter.core.schema import Sample
 from ragmeter.store import open_store
 
-EXAMPLE = Path(C.__file__).parent.parent / "data" / "agent_example"
+EXAMPLE = Path(str(resources.files("ragmeter"))) / "data" / "agent_example"
 
 
 # ---- the figures ----------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from ragmeter.conversations.model import Turn
 from ragmeter.conversations.writers import to_ragas
 from ragmeter.io.readers import bundled_path
 from ragmeter.metrics.conversation.judged import sliding_windows
-from ragmeter.runner import evaluate
+from ragmeter.run.runner import evaluate
 from ragmeter.store import open_store
 
 deepeval = pytest.importorskip("deepeval")

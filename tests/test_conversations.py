@@ -12,15 +12,15 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from judge_server import judge_options, server_fixtures
-from ragmeter.cli import app
+from ragmeter.apps.cli import app
 from ragmeter.conversations import Conversation, parse_conversation
 from ragmeter.conversations.model import to_samples
 from ragmeter.conversations.readers import looks_like_conversation
 from ragmeter.conversations.scope import cluster_ci
 from ragmeter.conversations.writers import to_deepeval, to_openai, to_ragas
-from ragmeter.errors import DatasetError
+from ragmeter.core.errors import DatasetError
 from ragmeter.io.readers import bundled_path, load
-from ragmeter.runner import evaluate
+from ragmeter.run.runner import evaluate
 from ragmeter.store import open_store
 
 runner = CliRunner()

@@ -11,8 +11,8 @@ import time
 import pytest
 
 from judge_server import judge_options, server_fixtures
-from ragmeter.report import write_report
-from ragmeter.runner import evaluate
+from ragmeter.apps.report import write_report
+from ragmeter.run.runner import evaluate
 from ragmeter.store import open_store
 from test_browser import CHROMIUM, FLAGS, Watched, _free_socket
 
@@ -90,7 +90,7 @@ def test_report_file_shows_conversations_as_threads(browser, conversation_run, t
 def test_dashboard_conversation_page(browser, conversation_run, tmp_path):
     import uvicorn
 
-    from ragmeter.server import create_app
+    from ragmeter.apps.server import create_app
 
     store, example_run, xss_run = conversation_run
     sock = _free_socket()

@@ -11,7 +11,9 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 import ragmeter
-from ragmeter.correctness import (
+from ragmeter.core.errors import MetricError
+from ragmeter.core.text import contains_phrase, fact_keys, is_abstention, key_facts, negation_mismatch
+from ragmeter.metrics.correctness import (
     binary_scores,
     calibrate_threshold,
     candidate_thresholds,
@@ -22,8 +24,6 @@ from ragmeter.correctness import (
     threshold_curve,
     validation_split,
 )
-from ragmeter.correctness.text import contains_phrase, fact_keys, is_abstention, key_facts, negation_mismatch
-from ragmeter.errors import MetricError
 
 
 @pytest.fixture(scope="module")
@@ -301,7 +301,7 @@ def test_example_semantic_dynamic_reports_curve_threshold_and_held_out_accuracy(
 
 @pytest.mark.slow
 def test_example_guarded_is_the_most_accurate_offline_method(example_run):
-    from ragmeter.correctness.report import label_agreement
+    from ragmeter.analysis.correctness import label_agreement
 
     res, _ = example_run
     rows = {r["method"]: r for r in label_agreement(res)}
@@ -351,7 +351,7 @@ def test_keyword_metric_uses_metadata_keywords_and_reports_missing(db_url):
 
 @pytest.mark.slow
 def test_eval_cli_method_option(db_url):
-    from ragmeter.cli import app
+    from ragmeter.apps.cli import app
 
     r = CliRunner().invoke(app, ["eval", "example", "--method", "semantic_guarded", "--json", "--db", db_url])
     assert r.exit_code == 0, r.output

@@ -6,7 +6,7 @@ import pytest
 
 import ragmeter
 from judge_server import blocks, judge_options, server_fixtures
-from ragmeter.errors import ConfigError
+from ragmeter.core.errors import ConfigError
 
 judge_server_module, server = server_fixtures()
 

@@ -17,10 +17,10 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from ragmeter.report import data, paged
-from ragmeter.schema import Sample, Score
-from ragmeter.server import create_app
-from ragmeter.server.app import host_name
+from ragmeter.apps.report import data, paged
+from ragmeter.apps.server import create_app
+from ragmeter.apps.server.app import host_name
+from ragmeter.core.schema import Sample, Score
 from ragmeter.stats import aggregate
 from ragmeter.store import Store
 from test_report_support import make_store
@@ -167,7 +167,7 @@ def test_100k_run_served_within_memory(tmp_path):
     url = f"sqlite:///{tmp_path / 'big.db'}"
     rid = build_run(Store(url), 100_000)
     port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-c", "from ragmeter.cli import main; main()", "serve",
+    proc = subprocess.Popen([sys.executable, "-c", "from ragmeter.apps.cli import main; main()", "serve",
                              "--port", str(port), "--db", url],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env={**os.environ, "PYTHONUNBUFFERED": "1"})
@@ -206,8 +206,8 @@ def test_100k_run_served_within_memory(tmp_path):
 def test_report_all_rows_is_capped_with_a_warning(small, tmp_path, monkeypatch):
     from typer.testing import CliRunner
 
-    from ragmeter.cli import app
-    from ragmeter.report import render
+    from ragmeter.apps.cli import app
+    from ragmeter.apps.report import render
 
     store, _ids, rid = small
     monkeypatch.setattr(render, "MAX_ALL_ROWS", 40)

@@ -18,7 +18,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ragmeter.context import ScoringContext
+from ragmeter.core.context import ScoringContext
+from ragmeter.core.errors import ConfigError
 from ragmeter.embed import (
     BERT_MODELS,
     DEFAULT_MODEL,
@@ -33,7 +34,6 @@ from ragmeter.embed import (
     text_hash,
 )
 from ragmeter.embed import service as service_mod
-from ragmeter.errors import ConfigError
 from ragmeter.store import open_store
 
 # ---- a deterministic stand-in encoder for the service's bookkeeping (no torch) ----------------------

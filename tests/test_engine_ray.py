@@ -10,9 +10,9 @@ from typer.testing import CliRunner
 
 pytest.importorskip("ray")
 
-from ragmeter.cli import app
-from ragmeter.errors import ConfigError
-from ragmeter.runner import evaluate
+from ragmeter.apps.cli import app
+from ragmeter.core.errors import ConfigError
+from ragmeter.run.runner import evaluate
 from ragmeter.store import open_store
 
 WORDS = ("alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho "
@@ -37,7 +37,7 @@ def write_dataset(path, n: int, seed: int = 3, pool: int = 400) -> None:
 
 @pytest.fixture(scope="module", autouse=True)
 def ray_runtime():
-    from ragmeter.engines.ray_engine import init
+    from ragmeter.run.engines.ray_engine import init
 
     ray = init(num_cpus=2)
     yield

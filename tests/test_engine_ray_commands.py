@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from cli_runner import run_main
-from ragmeter.engines.ray_engine import NOT_SENT, worker_env
+from ragmeter.run.engines.ray_engine import NOT_SENT, worker_env
 from ragmeter.store import open_store
 
 N_Q = 24
@@ -45,7 +45,7 @@ def ray_runtime():
     """One local Ray runtime (2 CPUs) for the module, started with secrets and a setting in the
     environment, which is how a user's shell would look."""
     pytest.importorskip("ray")
-    from ragmeter.engines.ray_engine import init
+    from ragmeter.run.engines.ray_engine import init
 
     saved = {k: os.environ.get(k) for k in [*SECRET_ENV, SETTING[0]]}
     os.environ.update({**SECRET_ENV, SETTING[0]: SETTING[1]})
@@ -64,7 +64,7 @@ def ray_runtime():
 @pytest.fixture
 def ray_blocks(monkeypatch):
     """The metric keys the Ray engine scored (so a test knows the work really went to Ray)."""
-    from ragmeter.engines import ray_engine
+    from ragmeter.run.engines import ray_engine
 
     seen: list[str] = []
     real = ray_engine.score_blocks
@@ -135,7 +135,7 @@ def test_grid_on_ray_equals_local(ray_runtime, ray_blocks, grid_file, db_url):
     cfg = yaml.safe_load(grid_file.read_text(encoding="utf-8"))
     cfg["experiment"]["engine"] = "ray"
     grid_file.write_text(yaml.safe_dump(cfg), encoding="utf-8")
-    from ragmeter.experiments.grid import parse_grid_config
+    from ragmeter.analysis.grid import parse_grid_config
 
     assert parse_grid_config(grid_file).engine == "ray"
     assert parse_grid_config(grid_file, overrides={"engine": "local"}).engine == "local"

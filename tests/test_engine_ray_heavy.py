@@ -27,7 +27,7 @@ def ray_runtime():
     """A local Ray runtime of 2 CPUs whose workers run the encode spy (tests/ray_spy.py)."""
     import ray
 
-    from ragmeter.engines.ray_engine import worker_env
+    from ragmeter.run.engines.ray_engine import worker_env
 
     SPY_DIR.mkdir(parents=True, exist_ok=True)
     here = str(Path(__file__).parent)
@@ -209,7 +209,7 @@ class _FakeRay:
 
 
 def test_encoder_actors_ask_for_gpus_only_where_the_cluster_has_them():
-    from ragmeter.engines.ray_embed import actor_plan
+    from ragmeter.run.engines.ray_embed import actor_plan
 
     assert actor_plan(_FakeRay({"CPU": 8.0}), 100, None) == (8, {"num_cpus": 1})
     assert actor_plan(_FakeRay({"CPU": 8.0}), 3, None) == (3, {"num_cpus": 1})  # never more actors than calls
@@ -223,7 +223,7 @@ def test_each_encoder_actor_chooses_its_device(monkeypatch, gpu_ids, option, dev
     import ray
 
     from ragmeter.embed import resolve_model
-    from ragmeter.engines import ray_embed
+    from ragmeter.run.engines import ray_embed
 
     loaded: list = []
     monkeypatch.setattr(ray, "get_gpu_ids", lambda: gpu_ids)
@@ -265,7 +265,7 @@ def test_more_requests_than_an_async_actor_runs_at_once(ray_runtime, server, db_
     import threading
 
     from judge_server import judge_options
-    from ragmeter.runner import evaluate
+    from ragmeter.run.runner import evaluate
 
     done: list = []
     rows = _judge_rows(1100)

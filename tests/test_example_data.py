@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 import ragmeter
-from ragmeter.cli import app
+from ragmeter.apps.cli import app
 from ragmeter.io.readers import example_path
 
 EXAMPLE_DIR = example_path().parent
@@ -212,8 +212,8 @@ def test_example_write_copies_the_files(tmp_path, data):
 
 
 def test_demo_config_lists_known_metrics():
-    from ragmeter.config import load_config
-    from ragmeter.metrics.base import resolve_all
+    from ragmeter.core.config import load_config
+    from ragmeter.metrics.registry import resolve_all
 
     cfg = load_config(REPO / "examples" / "demo.yaml")
     assert len(cfg["metrics"]) >= 10

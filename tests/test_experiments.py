@@ -11,11 +11,11 @@ from typer.testing import CliRunner
 
 import ragmeter
 from judge_server import judge_options, server_fixtures
-from ragmeter.cli import app
-from ragmeter.errors import ConfigError, RagmeterError
-from ragmeter.experiments.compare import compare_runs
-from ragmeter.experiments.grid import KV_GRID, parse_grid_config, questions_of, rank, run_grid
-from ragmeter.experiments.power import power_for_run
+from ragmeter.analysis.compare import compare_runs
+from ragmeter.analysis.grid import KV_GRID, parse_grid_config, questions_of, rank, run_grid
+from ragmeter.analysis.power import power_for_run
+from ragmeter.apps.cli import app
+from ragmeter.core.errors import ConfigError, RagmeterError
 from ragmeter.store import open_store
 
 judge_server_module, server = server_fixtures()
@@ -152,7 +152,7 @@ def test_successive_halving_saves_calls_and_keeps_the_best(toy, db_url):
 
 
 def test_rank_handles_missing_and_single():
-    from ragmeter.experiments.grid import ConfigResult
+    from ragmeter.analysis.grid import ConfigResult
 
     a = ConfigResult({"k": 1}, "a", mean=0.5, values={"x": 1.0, "y": 0.0})
     b = ConfigResult({"k": 2}, "b", mean=None, error="failed")

@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats as sps
 
-from ragmeter.errors import MetricError
-from ragmeter.experiments.statistics import (
+from ragmeter.core.errors import MetricError
+from ragmeter.stats.paired import (
     compare_paired,
     holm,
     paired_bootstrap_ci,

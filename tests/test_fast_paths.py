@@ -10,10 +10,10 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from ragmeter.metrics import _lexical_kernels as K
-from ragmeter.metrics._lexical_mt import bleu_batch, bleu_stats, tokenize_13a_many
-from ragmeter.metrics._lexical_ngrams import NgramColumns, clipped_matches, pair_layout
-from ragmeter.metrics._lexical_rouge import rouge_pairs
+from ragmeter.metrics.lexical import string_kernels as K
+from ragmeter.metrics.lexical.ngrams import NgramColumns, clipped_matches, pair_layout
+from ragmeter.metrics.lexical.rouge_metrics import rouge_pairs
+from ragmeter.metrics.lexical.translation import bleu_batch, bleu_stats, tokenize_13a_many
 
 PUNCT = list("ab.,-.,-0123456789 ") + ["٣", "&quot;", "&amp;", "\n", "é", "!", "(", ")", "<skipped>", "-\n"]
 WORDS = ["The", "the", "a", "An", "cat", "Cat.", "sat", "on", "mat,", "3.5", "1,000", "-", "\n", "é", "naïve",
@@ -50,7 +50,7 @@ def test_bleu_column_equals_sacrebleu(kw: dict) -> None:
 def test_corpus_bleu_from_sentence_statistics() -> None:
     import sacrebleu
 
-    from ragmeter.metrics._lexical_corpus import corpus_score
+    from ragmeter.metrics.lexical.corpus import corpus_score
 
     rnd = random.Random(3)
     hyps = _texts(rnd, 800, WORDS, [" "], 20)
@@ -126,7 +126,7 @@ def test_porter_stemmer_without_nltk_package_import() -> None:
 
     from nltk.stem.porter import PorterStemmer
 
-    import ragmeter.language as lang
+    import ragmeter.core.language as lang
 
     ours = lang.porter_stemmer()
     ref = PorterStemmer()
@@ -137,7 +137,7 @@ def test_porter_stemmer_without_nltk_package_import() -> None:
 
 
 def test_aggregate_many_equals_aggregate() -> None:
-    from ragmeter.schema import Score
+    from ragmeter.core.schema import Score
     from ragmeter.stats import aggregate, aggregate_many
 
     rng = np.random.default_rng(4)
@@ -153,8 +153,8 @@ def test_aggregate_many_equals_aggregate() -> None:
 
 
 def test_forked_worker_gives_the_one_process_values(tmp_path, monkeypatch) -> None:
-    from ragmeter.engines import forked
-    from ragmeter.runner import evaluate
+    from ragmeter.run.engines import forked
+    from ragmeter.run.runner import evaluate
     from ragmeter.store import open_store
 
     monkeypatch.setattr(forked, "MIN_SAMPLES", 50)

@@ -8,10 +8,10 @@ import pytest
 from typer.testing import CliRunner
 
 import ragmeter
-from ragmeter.cli import app
-from ragmeter.errors import ConfigError, StoreError
-from ragmeter.experiments.gate import gate
-from ragmeter.experiments.runs import from_store, load_baseline, save_baseline
+from ragmeter.analysis.gate import gate
+from ragmeter.analysis.runs import from_store, load_baseline, save_baseline
+from ragmeter.apps.cli import app
+from ragmeter.core.errors import ConfigError, StoreError
 from ragmeter.store import open_store
 from ragmeter.testing import assert_no_regression
 
@@ -116,7 +116,7 @@ def test_cli_gate_real_process_exit_status(runs, db_url):
     import subprocess
     import sys
 
-    cmd = [sys.executable, "-m", "ragmeter.cli", "gate", "worse", "--baseline", "good", "--db", db_url]
+    cmd = [sys.executable, "-m", "ragmeter.apps.cli", "gate", "worse", "--baseline", "good", "--db", db_url]
     assert subprocess.run(cmd, capture_output=True).returncode == 1
     cmd[4:6] = ["good", "--baseline"]
     assert subprocess.run(cmd, capture_output=True).returncode == 0
@@ -135,7 +135,7 @@ def test_assert_no_regression(runs, db_url, tmp_path):
 
 @pytest.mark.slow
 def test_gate_on_the_bundled_pipeline_made_deliberately_worse(db_url):
-    from ragmeter.experiments.grid import evaluate_pipeline
+    from ragmeter.analysis.grid import evaluate_pipeline
 
     metrics = ["recall@5", "ndcg@5"]
     evaluate_pipeline(params={"top_k": 5}, metrics=metrics, name="good-pipeline", db=db_url)

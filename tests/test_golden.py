@@ -22,7 +22,7 @@ KEY_ENV = {"RAGMETER_TEST_JUDGE_KEY": "test-key"}
 
 
 def cli(*args: str, db: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "ragmeter.cli", *args, "--db", db], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "ragmeter.apps.cli", *args, "--db", db], capture_output=True,
                           text=True, timeout=600, env={**os.environ, **KEY_ENV, "COLUMNS": "100"})
 
 
@@ -64,7 +64,7 @@ def test_corpus_versions_and_formats(tmp_path, db_url):
 
 
 def test_pdf_and_bad_files(tmp_path, db_url):
-    from ragmeter.errors import DatasetError
+    from ragmeter.core.errors import DatasetError
 
     pdf = tmp_path / "f.pdf"
     pdf.write_bytes(_tiny_pdf("Ferries leave at seven."))
@@ -154,15 +154,8 @@ def test_generate_filter_export_eval(server, db_url, tmp_path):
 def test_generate_in_python_and_review_diff(server, db_url):
     from ragmeter.golden import add_documents as add
     from ragmeter.golden import generate
-    from ragmeter.golden.datasets import (
-        apply_review_csv,
-        diff,
-        finalise,
-        resolve,
-        review,
-        review_csv,
-        samples_of,
-    )
+    from ragmeter.golden.datasets import apply_review_csv, diff, finalise, review, review_csv
+    from ragmeter.io.stored import resolve, samples_of
 
     store = Store(db_url)
     add(store, "handbook", [CORPUS])
@@ -201,9 +194,9 @@ def test_generate_in_python_and_review_diff(server, db_url):
 def test_review_api_guards(server, db_url):
     from fastapi.testclient import TestClient
 
+    from ragmeter.apps.server import create_app
     from ragmeter.golden import add_documents as add
     from ragmeter.golden import generate
-    from ragmeter.server import create_app
 
     store = Store(db_url)
     add(store, "handbook", [CORPUS])

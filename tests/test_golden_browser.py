@@ -13,7 +13,7 @@ import pytest
 from judge_server import server_fixtures
 from monitor_support import Served
 from ragmeter.golden import add_documents, generate
-from ragmeter.golden.datasets import samples_of
+from ragmeter.io.stored import samples_of
 from ragmeter.store import Store
 from test_browser import CHROMIUM, Watched, browser  # noqa: F401 - the fixture is used by name
 from test_golden import CORPUS
@@ -67,7 +67,7 @@ def test_review_page_accept_edit_reject(browser, server, db_url):  # noqa: F811
     finally:
         w.close()
         served.close()
-    out = subprocess.run([sys.executable, "-m", "ragmeter.cli", "dataset", "diff", "gold@1", "gold", "--json",
+    out = subprocess.run([sys.executable, "-m", "ragmeter.apps.cli", "dataset", "diff", "gold@1", "gold", "--json",
                           "--db", db_url], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     d = json.loads(out.stdout)

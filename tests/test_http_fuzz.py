@@ -25,8 +25,8 @@ from hypothesis import strategies as st
 
 import http_fuzz
 from monitor_support import Served, serve_command
+from ragmeter.apps.server import create_app
 from ragmeter.monitor.calls import read_calls
-from ragmeter.server import create_app
 from ragmeter.store import Store, open_store
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -260,7 +260,7 @@ def test_children_acknowledged_before_a_kill_9_join_their_root_after_the_restart
         assert r.status_code == 200, r.text
     finally:
         second.close()
-    out = subprocess.run([sys.executable, "-m", "ragmeter.cli", "monitor", "stats", "--json", "--db", db],
+    out = subprocess.run([sys.executable, "-m", "ragmeter.apps.cli", "monitor", "stats", "--json", "--db", db],
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["calls"] == 1
@@ -404,7 +404,7 @@ def test_label_writes_accept_allow_host_names(seeded):
 
 
 def test_a_sample_id_with_a_slash_can_be_reviewed(seeded):
-    from ragmeter.golden.datasets import samples_of
+    from ragmeter.io.stored import samples_of
 
     db, seed = seeded
     client = _client(db)
@@ -420,7 +420,7 @@ def test_annotation_links_name_the_port_serve_listens_on(seeded):
     import inspect
 
     from cli_runner import run_main
-    from ragmeter.cli.report import serve_cmd
+    from ragmeter.apps.cli.report import serve_cmd
 
     db, seed = seeded
     port = inspect.signature(serve_cmd).parameters["port"].default
@@ -470,7 +470,7 @@ def test_fuzz_http_benchmark(tmp_path):
 
 # ---- the checks themselves ---------------------------------------------------------------------------
 def test_safejson_refuses_what_later_fails_and_names_the_path():
-    from ragmeter.safejson import JSONInputError, loads
+    from ragmeter.core.safejson import JSONInputError, loads
 
     assert loads(b'{"a": [1, 2.5, "x", null, true]}') == {"a": [1, 2.5, "x", None, True]}
     cases = {'{"a": {"b": [' + "9" * 101 + "]}}": ("a.b[0]", "101 digits"),
@@ -490,7 +490,7 @@ def test_safejson_refuses_what_later_fails_and_names_the_path():
 
 
 def test_normalise_call_bounds_and_whole_ids():
-    from ragmeter.errors import DatasetError
+    from ragmeter.core.errors import DatasetError
     from ragmeter.monitor.calls import normalise_call
 
     assert normalise_call({"call_id": "x" * 1024})["call_id"] == "x" * 1024
@@ -509,7 +509,7 @@ def test_normalise_call_bounds_and_whole_ids():
 
 
 def test_otlp_decoding_names_the_place_of_a_bad_value():
-    from ragmeter.errors import DatasetError
+    from ragmeter.core.errors import DatasetError
     from ragmeter.monitor.otlp import decode_export
 
     spans = decode_export(http_fuzz._export(http_fuzz._span(), http_fuzz._span(spanId="W47/95gDgQM=",

@@ -15,9 +15,9 @@ from typer.testing import CliRunner
 
 import ragmeter
 from judge_server import judge_options, server_fixtures
-from ragmeter.agreement import cohen_kappa
-from ragmeter.cli import app
+from ragmeter.apps.cli import app
 from ragmeter.human import tasks as T
+from ragmeter.stats.agreement import cohen_kappa
 from ragmeter.store import Store
 
 judge_server_module, server = server_fixtures()
@@ -133,7 +133,7 @@ def test_csv_round_trip_and_labels_back(store, tmp_path):
 def _client(store, host="127.0.0.1"):
     from fastapi.testclient import TestClient
 
-    from ragmeter.server import create_app
+    from ragmeter.apps.server import create_app
 
     return TestClient(create_app(store), base_url="http://127.0.0.1:8000", client=(host, 5555))
 
@@ -195,7 +195,7 @@ def test_reliability_card_in_show_and_report(server, tmp_path, monkeypatch):
     out = runner.invoke(app, ["show", "judged", "--db", url])
     assert out.exit_code == 0, out.output
     assert "judge reliability: faithfulness" in out.output and "Spearman" in out.output
-    from ragmeter.report import write_report
+    from ragmeter.apps.report import write_report
 
     html = write_report(store, [res.run_id], tmp_path / "r.html").read_text()
     assert "Judge reliability" in html and "humans agree" in html
@@ -219,7 +219,7 @@ def test_reliability_card_in_show_and_report(server, tmp_path, monkeypatch):
     # the dashboard's run page shows the card too
     from fastapi.testclient import TestClient
 
-    from ragmeter.server import create_app
+    from ragmeter.apps.server import create_app
 
     page = TestClient(create_app(store), base_url="http://127.0.0.1").get(f"/runs/{res.run_id}").text
     assert "Judge reliability" in page and "Spearman rho" in page
@@ -271,7 +271,7 @@ def browser(tmp_path_factory):
 def test_two_raters_label_through_the_page(browser, store):
     import uvicorn
 
-    from ragmeter.server import create_app
+    from ragmeter.apps.server import create_app
 
     task_id, tokens = T.create_task(store, "base", raters=["ana", "bruno"],
                                     scales=T.parse_scales("correctness"), n=10)

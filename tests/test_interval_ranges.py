@@ -1,6 +1,6 @@
 """No interval ragmeter prints or stores leaves its metric's range (issue: intervals at every n).
 
-1. Every registered metric's range goes through the run aggregation (``ragmeter.runner.summarise``,
+1. Every registered metric's range goes through the run aggregation (``ragmeter.run.runner.summarise``,
    what ``eval`` stores and ``show`` prints) with adversarial value sets: all at a bound, one outlier,
    n = 2, constant values, a tiny spread against a bound.
 2. The same value sets, scored by test metrics on [0, 1] and on [-5, 20] and stored as runs, are read
@@ -20,9 +20,9 @@ import pytest
 
 import ragmeter
 from cli_runner import run_main
-from ragmeter.metrics.base import _REGISTRY, MetricSpec, all_metrics, register_metric, resolve
-from ragmeter.runner import summarise
-from ragmeter.schema import Score
+from ragmeter.core.schema import Score
+from ragmeter.metrics.registry import _REGISTRY, MetricSpec, all_metrics, register_metric, resolve
+from ragmeter.run.runner import summarise
 
 
 def adversarial(low: float, high: float) -> dict[str, list[float]]:
@@ -131,9 +131,9 @@ def test_eval_and_show_print_intervals_in_range(runs):
 def test_report_dashboard_and_mlflow_export_in_range(runs):
     from fastapi.testclient import TestClient
 
-    from ragmeter.report.data import run_view
-    from ragmeter.server import create_app
-    from ragmeter.sinks.mlflow import metric_name, mlflow_metrics
+    from ragmeter.apps.export.mlflow import metric_name, mlflow_metrics
+    from ragmeter.apps.report.data import run_view
+    from ragmeter.apps.server import create_app
     from ragmeter.store import Store
 
     url, by_name = runs
@@ -152,9 +152,9 @@ def test_report_dashboard_and_mlflow_export_in_range(runs):
 
 
 def test_compare_and_gate_differences_stay_in_the_difference_range(runs):
-    from ragmeter.experiments.compare import compare_runs
-    from ragmeter.experiments.gate import gate
-    from ragmeter.report.data import compare_view
+    from ragmeter.analysis.compare import compare_runs
+    from ragmeter.analysis.gate import gate
+    from ragmeter.apps.report.data import compare_view
     from ragmeter.store import Store
 
     url, by_name = runs

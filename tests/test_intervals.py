@@ -10,7 +10,7 @@ from scipy.stats import binomtest, bootstrap
 
 import ragmeter
 from ragmeter import stats
-from ragmeter.experiments.statistics import family_verdicts, holm, verdict
+from ragmeter.stats.paired import family_verdicts, holm, verdict
 
 
 def test_all_pass_exact_match_gets_clopper_pearson_interval(tmp_path):
@@ -197,8 +197,8 @@ def test_verdict_rule():
 
 
 def test_report_verdict_equals_compare_winner(tmp_path):
-    from ragmeter.experiments.compare import compare_runs
-    from ragmeter.report.data import compare_view
+    from ragmeter.analysis.compare import compare_runs
+    from ragmeter.apps.report.data import compare_view
     from ragmeter.store import Store
 
     rng = np.random.default_rng(11)
@@ -229,8 +229,8 @@ def test_report_verdict_equals_compare_winner(tmp_path):
 
 
 def test_relative_gate_shows_relative_interval():
-    from ragmeter.experiments.gate import gate
-    from ragmeter.experiments.runs import RunValues
+    from ragmeter.analysis.gate import gate
+    from ragmeter.analysis.runs import RunValues
 
     rng = np.random.default_rng(5)
     ids = [f"s{i}" for i in range(60)]
@@ -260,7 +260,7 @@ def test_bands_only_where_they_were_defined():
 
 
 def test_report_shows_no_band_for_retrieval_precision(tmp_path):
-    from ragmeter.report.data import run_view
+    from ragmeter.apps.report.data import run_view
     from ragmeter.store import Store
 
     url = f"sqlite:///{tmp_path}/b.db"

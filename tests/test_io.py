@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 import ragmeter
-from ragmeter.errors import DatasetError
+from ragmeter.core.errors import DatasetError
 from ragmeter.io import load, save
 
 

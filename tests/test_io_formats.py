@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 import ragmeter
-from ragmeter.errors import DatasetError
+from ragmeter.core.errors import DatasetError
 from ragmeter.io import load
 
 ROWS = [
@@ -325,7 +325,7 @@ def test_pandas_index_column_is_dropped(tmp_path):
 
 def _cli(*args):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "COLUMNS": "80"}
-    return subprocess.run([sys.executable, "-m", "ragmeter.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "ragmeter.apps.cli", *args], capture_output=True, text=True,
                           env=env, timeout=300)
 
 

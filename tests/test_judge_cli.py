@@ -9,9 +9,9 @@ import pytest
 from typer.testing import CliRunner
 
 from judge_server import judge_options, server_fixtures
-from ragmeter.cli import app
-from ragmeter.errors import ConfigError
-from ragmeter.runner import evaluate
+from ragmeter.apps.cli import app
+from ragmeter.core.errors import ConfigError
+from ragmeter.run.runner import evaluate
 from ragmeter.store import open_store
 
 runner = CliRunner()

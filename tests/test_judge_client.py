@@ -10,8 +10,9 @@ import pytest
 from pydantic import BaseModel
 
 from judge_server import Forced, judge_options, server_fixtures
-from ragmeter.context import ScoringContext
-from ragmeter.errors import ConfigError
+from ragmeter.core.context import ScoringContext
+from ragmeter.core.errors import ConfigError
+from ragmeter.core.schema import Chunk, Sample
 from ragmeter.llm import (
     HOW_TO_CONFIGURE,
     JudgeConfigError,
@@ -28,7 +29,6 @@ from ragmeter.llm import service as service_mod
 from ragmeter.llm.providers import classify, retry_after_seconds
 from ragmeter.llm.service import RateLimiter
 from ragmeter.metrics.judge.generation import ClaimVerdicts, faithfulness
-from ragmeter.schema import Chunk, Sample
 from ragmeter.store import open_store
 
 judge_server_module, server = server_fixtures()

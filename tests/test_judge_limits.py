@@ -9,10 +9,10 @@ import asyncio
 import pytest
 
 from judge_server import Forced, judge_options, server_fixtures
-from ragmeter.context import ScoringContext
+from ragmeter.core.context import ScoringContext
+from ragmeter.core.schema import Chunk, Sample
 from ragmeter.llm.limits import AdaptiveLimit, remaining_requests
 from ragmeter.metrics.judge.generation import faithfulness
-from ragmeter.schema import Chunk, Sample
 
 judge_server_module, server = server_fixtures()
 

@@ -13,12 +13,12 @@ from hypothesis import strategies as st
 
 import ragmeter.embed  # noqa: F401 - registers the real service first, so the fake below wins
 from judge_server import Forced, blocks, judge_options, server_fixtures, words
-from ragmeter import context as context_mod
-from ragmeter.context import ScoringContext
-from ragmeter.errors import MetricError
-from ragmeter.metrics.base import get_spec, resolve
+from ragmeter.core import context as context_mod
+from ragmeter.core.context import ScoringContext
+from ragmeter.core.errors import MetricError
+from ragmeter.core.schema import Chunk, Sample, Score
 from ragmeter.metrics.judge import PromptTemplate, average_precision_of_verdicts, fence_blocks
-from ragmeter.schema import Chunk, Sample, Score
+from ragmeter.metrics.registry import get_spec, resolve
 from ragmeter.store import open_store
 
 judge_server_module, server = server_fixtures()

@@ -17,11 +17,11 @@ from typer.testing import CliRunner
 
 from cli_runner import run_main
 from judge_server import Forced, judge_options, server_fixtures
-from ragmeter.cli import app
-from ragmeter.errors import MetricError
-from ragmeter.metrics.base import all_metrics, get_spec, resolve
-from ragmeter.rows import verdict_summary
-from ragmeter.runner import evaluate
+from ragmeter.apps.cli import app
+from ragmeter.core.errors import MetricError
+from ragmeter.metrics.registry import all_metrics, get_spec, resolve
+from ragmeter.run.rows import verdict_summary
+from ragmeter.run.runner import evaluate
 from ragmeter.store import open_store
 
 judge_server_module, server = server_fixtures()
@@ -350,7 +350,7 @@ def test_namespaced_names_work_in_config_store_show_compare_export_report_and_da
 
     from fastapi.testclient import TestClient
 
-    from ragmeter.server import create_app
+    from ragmeter.apps.server import create_app
 
     store = open_store(db_url)
     client = TestClient(create_app(store), base_url="http://127.0.0.1")

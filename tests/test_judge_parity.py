@@ -30,9 +30,9 @@ ragas = pytest.importorskip("ragas")
 deepeval = pytest.importorskip("deepeval")
 
 from parity_server import ParityServer  # noqa: E402
-from ragmeter.context import ScoringContext  # noqa: E402
-from ragmeter.metrics.base import all_metrics, resolve  # noqa: E402
-from ragmeter.schema import Chunk, Sample  # noqa: E402
+from ragmeter.core.context import ScoringContext  # noqa: E402
+from ragmeter.core.schema import Chunk, Sample  # noqa: E402
+from ragmeter.metrics.registry import all_metrics, resolve  # noqa: E402
 
 NAMESPACED = {
     "ragas:faithfulness", "ragas:answer_relevancy", "ragas:context_precision", "ragas:context_recall",

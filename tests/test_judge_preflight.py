@@ -14,15 +14,15 @@ import pytest
 
 from judge_server import Forced, JudgeServer, judge_options, server_fixtures
 from ragmeter import evaluate
-from ragmeter.context import ScoringContext
-from ragmeter.errors import ConfigError
-from ragmeter.estimate import estimate_run_cost
+from ragmeter.core.context import ScoringContext
+from ragmeter.core.errors import ConfigError
+from ragmeter.core.schema import Chunk, Sample
 from ragmeter.llm import JudgeConfigError, get_judge
 from ragmeter.llm import service as service_mod
 from ragmeter.llm.accounting import run_judge_usage
 from ragmeter.metrics.judge._common import judge_check
 from ragmeter.metrics.judge.generation import faithfulness
-from ragmeter.schema import Chunk, Sample
+from ragmeter.run.estimate import estimate_run_cost
 from ragmeter.store import open_store
 
 judge_server_module, server = server_fixtures()
@@ -137,7 +137,7 @@ def test_dry_run_makes_no_preflight_and_leaves_nothing(server, store, prices):
 def test_cli_closed_port_exits_2_and_stores_nothing(tmp_path):
     db = tmp_path / "cli.db"
     env = {**os.environ, "PYTHONPATH": str(SRC), "HF_HUB_OFFLINE": "1"}
-    r = subprocess.run([sys.executable, "-m", "ragmeter.cli", "eval", "example", "--metrics", "faithfulness",
+    r = subprocess.run([sys.executable, "-m", "ragmeter.apps.cli", "eval", "example", "--metrics", "faithfulness",
                         "--judge", "openai:m", "--judge-base-url", f"http://127.0.0.1:{closed_port()}/v1",
                         "--db", str(db), "--no-progress"], capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 2, r.stderr

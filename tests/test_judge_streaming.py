@@ -34,7 +34,7 @@ def _rows(path: Path, n: int) -> None:
 
 
 def _eval(args: list[str], server: JudgeServer, db: Path) -> list[str]:
-    return [sys.executable, "-c", "from ragmeter.cli import entry; entry()", "eval", *args,
+    return [sys.executable, "-c", "from ragmeter.apps.cli import entry; entry()", "eval", *args,
             "--judge", "openai:test-model", "--judge-base-url", server.url + "/v1",
             "--judge-api-key-env", "RAGMETER_TEST_JUDGE_KEY", "--db", str(db), "--no-progress", "--json"]
 

@@ -8,8 +8,8 @@ import pytest
 from typer.testing import CliRunner
 
 import ragmeter
-from ragmeter import language as lang
-from ragmeter.correctness.text import has_strong_negation, is_abstention, key_facts
+from ragmeter.core import language as lang
+from ragmeter.core.text import has_strong_negation, is_abstention, key_facts
 
 Q = "Qual é a capital de Portugal?"
 
@@ -52,7 +52,7 @@ def test_language_pt_keyword_and_guarded(db):
 
 
 def test_cli_language_option(db):
-    from ragmeter.cli import app
+    from ragmeter.apps.cli import app
 
     path_rows = [{"question": Q, "answer": "A capital de Portugal não é Lisboa.", "reference": "Lisboa"}]
     import tempfile
@@ -94,7 +94,7 @@ def test_example_pt_dataset():
 
 
 def test_correctness_example_pt_prints_every_method(db):
-    from ragmeter.cli import app
+    from ragmeter.apps.cli import app
 
     r = CliRunner().invoke(app, ["correctness", "example-pt", "--json", "--db", db])
     assert r.exit_code == 0, r.output
@@ -121,7 +121,7 @@ def test_bm25_pipeline_uses_portuguese_stopwords_and_stems():
     from pathlib import Path
 
     from ragmeter.pipeline import rag
-    from ragmeter.pipeline.retrieval import analyse
+    from ragmeter.pipeline.retriever import analyse
 
     assert analyse("A travessia até Halden Isle demora 55 minutos", "pt") == [
         "travess", "halden", "isle", "demor", "55", "minut"]

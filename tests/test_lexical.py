@@ -13,12 +13,12 @@ from rapidfuzz.distance import Hamming, JaroWinkler, LCSseq, Levenshtein
 from rouge_score import rouge_scorer
 
 import ragmeter
-from ragmeter.config import load_config
-from ragmeter.context import ScoringContext
-from ragmeter.errors import ConfigError, MetricError
+from ragmeter.core.config import load_config
+from ragmeter.core.context import ScoringContext
+from ragmeter.core.errors import ConfigError, MetricError
+from ragmeter.core.schema import Sample
 from ragmeter.metrics import get_spec, resolve_all
 from ragmeter.metrics import lexical as L
-from ragmeter.schema import Sample
 
 SEED_002_LEXICAL = ["lcsstr", "lcsseq", "cosine", "jaro_winkler", "hamming", "jaccard", "levenshtein",
                     "fuzzy_score", "rouge1_precision", "rouge1_recall", "rouge1_fmeasure",
@@ -86,8 +86,10 @@ def test_functions_equal_references_on_examples():
 def test_docstring_examples_hold():
     import doctest
 
-    result = doctest.testmod(L)
-    assert result.attempted >= 15 and result.failed == 0
+    from ragmeter.metrics.lexical import rouge_metrics, strings, translation
+
+    results = [doctest.testmod(m) for m in (L, strings, rouge_metrics, translation)]
+    assert sum(r.attempted for r in results) >= 15 and sum(r.failed for r in results) == 0
 
 
 def test_several_references_take_the_best():

@@ -1,4 +1,4 @@
-"""The byte-level tokenisers of plain-ASCII columns (ragmeter.metrics._lexical_bytes) against the
+"""The byte-level tokenisers of plain-ASCII columns (ragmeter.metrics.lexical.byte_tokens) against the
 reference tokenisers, token by token: rouge-score's, sacrebleu's 13a and the SQuAD evaluation
 script's answer normalisation; and the column ids of mixed ASCII / non-ASCII columns."""
 
@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from rouge_score import tokenize as rouge_tokenize
 from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
 
-from ragmeter.metrics import _lexical_bytes as B
-from ragmeter.metrics._lexical_mt import _prepare_13a, _split_13a
+from ragmeter.metrics.lexical import byte_tokens as B
+from ragmeter.metrics.lexical.translation import _prepare_13a, _split_13a
 
 
 def squad_normalize(s: str) -> str:
@@ -130,7 +130,7 @@ def test_a_lexical_run_loads_neither_pandas_nor_scipy(tmp_path) -> None:
 def test_bleu_constants_equal_sacrebleus() -> None:
     from sacrebleu.metrics.bleu import BLEU
 
-    from ragmeter.metrics._lexical_mt import COMMON_TOKENIZERS, SMOOTH_DEFAULTS
+    from ragmeter.metrics.lexical.translation import COMMON_TOKENIZERS, SMOOTH_DEFAULTS
 
     assert SMOOTH_DEFAULTS == BLEU.SMOOTH_DEFAULTS
     assert COMMON_TOKENIZERS <= set(BLEU.TOKENIZERS)
@@ -170,9 +170,9 @@ def test_mixed_columns_score_as_the_references() -> None:
     from rouge_score import rouge_scorer
     from sacrebleu.metrics import BLEU
 
-    from ragmeter.metrics._lexical_kernels import exact_match_kernel, token_f1_kernel
-    from ragmeter.metrics._lexical_mt import _BLEU_MEMO, bleu_batch
-    from ragmeter.metrics._lexical_rouge import rouge_pairs
+    from ragmeter.metrics.lexical.rouge_metrics import rouge_pairs
+    from ragmeter.metrics.lexical.string_kernels import exact_match_kernel, token_f1_kernel
+    from ragmeter.metrics.lexical.translation import _BLEU_MEMO, bleu_batch
 
     rnd = random.Random(3)
     words = ["the", "refund", "policy", "is", "30", "days", "3.5", "café", "“quoted”", "it’s", "a\x01b", "...",

@@ -24,7 +24,7 @@ from rouge_score import rouge_scorer
 from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
 
 from ragmeter.metrics import lexical as L
-from ragmeter.metrics._lexical_mt import tokenize_13a
+from ragmeter.metrics.lexical.translation import tokenize_13a
 
 TOL = 1e-9
 
@@ -153,7 +153,7 @@ def test_character_multiset_keys_match_textdistance(key):
 
 def test_character_multiset_chunking_with_a_large_alphabet(monkeypatch):
     # a batch whose alphabet forces several chunks of the dense count matrix
-    from ragmeter.metrics import _lexical_kernels as K
+    from ragmeter.metrics.lexical import string_kernels as K
 
     monkeypatch.setattr(K, "_MAX_CELLS", 5000)
     rng = random.Random(3)
@@ -202,7 +202,7 @@ def test_lcsstr_very_long_texts_against_difflib():
 
 
 def test_longest_common_substring_against_dynamic_programming():
-    from ragmeter.metrics._lexical_kernels import longest_common_substring
+    from ragmeter.metrics.lexical.string_kernels import longest_common_substring
 
     def dp(a, b):
         best, prev = 0, [0] * (len(b) + 1)
@@ -261,7 +261,7 @@ def test_rouge_several_references_follow_score_multi():
 def test_rouge_tokens_match_rouge_score_tokenizer():
     from rouge_score import tokenizers
 
-    from ragmeter.metrics._lexical_rouge import RougeTokenizer
+    from ragmeter.metrics.lexical.rouge_metrics import RougeTokenizer
 
     for stem in (True, False):
         ref = tokenizers.DefaultTokenizer(use_stemmer=stem)
@@ -377,7 +377,7 @@ def test_chrf_matches_sacrebleu(params):
 
 def test_chrf_without_packing_matches_sacrebleu(monkeypatch):
     # alphabets too large to pack n-grams into 64 bits fall back to Counters of substrings
-    from ragmeter.metrics import _lexical_mt
+    from ragmeter.metrics.lexical import translation as _lexical_mt
 
     monkeypatch.setattr(_lexical_mt._Packer, "fit", classmethod(lambda cls, symbols, order: None))
     multi = _multi_refs(PAIRS[:300], 4)
@@ -386,7 +386,7 @@ def test_chrf_without_packing_matches_sacrebleu(monkeypatch):
 
 
 def test_chrf_packing_limit():
-    from ragmeter.metrics._lexical_mt import _Packer
+    from ragmeter.metrics.lexical.translation import _Packer
 
     assert _Packer.fit(np.arange(1000, dtype=np.uint32), 6) is not None      # 10 bits x 6 + 3 tag bits
     assert _Packer.fit(np.arange(1100, dtype=np.uint32), 6) is None          # 11 bits x 6 + 3 > 64

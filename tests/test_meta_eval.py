@@ -17,10 +17,10 @@ from typer.testing import CliRunner
 
 import ragmeter
 from judge_server import judge_options, server_fixtures
-from ragmeter.cli import app
-from ragmeter.errors import DatasetError
-from ragmeter.meta_eval import statistics as S
-from ragmeter.meta_eval.reader import read_labels
+from ragmeter.analysis.meta_eval import statistics as S
+from ragmeter.analysis.meta_eval.reader import read_labels
+from ragmeter.apps.cli import app
+from ragmeter.core.errors import DatasetError
 from ragmeter.metrics.lexical import token_f1
 
 runner = CliRunner()
@@ -464,7 +464,7 @@ def test_report_has_the_section_and_one_plot_per_metric(tmp_path):
     assert r.exit_code == 0, r.output
     html = (tmp_path / "r.html").read_text()
     assert "Agreement with human judgement" in html and "rater vs rater" in html
-    from ragmeter.report.render import build_report  # noqa: F401  (the figures are keyed by element id)
+    from ragmeter.apps.report.render import build_report  # noqa: F401  (the figures are keyed by element id)
 
     for i in range(3):
         assert f'id="r0-meta-{i}"' in html and f'"r0-meta-{i}"' in html
@@ -473,7 +473,7 @@ def test_report_has_the_section_and_one_plot_per_metric(tmp_path):
     assert shown.exit_code == 0 and "meta-evaluation" in shown.output and "human, rater vs rater" in shown.output
     from fastapi.testclient import TestClient
 
-    from ragmeter.server import create_app
+    from ragmeter.apps.server import create_app
     from ragmeter.store import open_store
 
     page = TestClient(create_app(open_store(str(db))), base_url="http://127.0.0.1").get(f"/runs/{out['run_id']}")
@@ -481,7 +481,7 @@ def test_report_has_the_section_and_one_plot_per_metric(tmp_path):
 
 
 def test_library_call_and_offline_expansion(tmp_path):
-    from ragmeter.meta_eval.run import meta_evaluate, offline_metrics
+    from ragmeter.analysis.meta_eval.run import meta_evaluate, offline_metrics
 
     rows = [{"id": f"s{k}", "question": "q", "answer": "a b"[: 1 + k % 3], "reference": "a b", "human": k % 3}
             for k in range(9)]

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def cli(*args: str, db: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "ragmeter.cli", *args, "--db", db],
+    return subprocess.run([sys.executable, "-m", "ragmeter.apps.cli", *args, "--db", db],
                           capture_output=True, text=True, timeout=300)
 
 
@@ -375,6 +375,6 @@ def test_trend_marks_a_regression(db_url):
     rows = monitor.trend(Store(db_url), "token_f1", name="nightly")
     assert [r["name"] for r in rows] == ["nightly-1", "nightly-2", "nightly-3"]
     assert rows[0]["regression"] is None and rows[1]["regression"] is False and rows[2]["regression"] is True
-    out = subprocess.run([sys.executable, "-m", "ragmeter.cli", "trend", "token_f1", "--db", db_url],
+    out = subprocess.run([sys.executable, "-m", "ragmeter.apps.cli", "trend", "token_f1", "--db", db_url],
                          capture_output=True, text=True, env={"COLUMNS": "80", **__import__("os").environ})
     assert out.returncode == 0 and "regression" in out.stdout

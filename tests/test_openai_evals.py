@@ -242,7 +242,7 @@ def test_python_grader_child_dies_with_its_parent(tmp_path):
            "def grade(sample, item):\n    while True:\n        pass\n")
     script = tmp_path / "run.py"
     script.write_text(textwrap.dedent(f"""
-        from ragmeter.openai_evals.sandbox import run_python_grader
+        from ragmeter.metrics.openai_evals.sandbox import run_python_grader
         run_python_grader("g", {src!r}, [({{}}, {{}})], timeout_s=300)
     """))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
@@ -437,8 +437,8 @@ def test_judge_keys_of_plain_requests_are_unchanged_and_own_messages_count():
     assert len({svc.key(plain), svc.key(own), svc.key(other)}) == 3
     import hashlib
 
+    from ragmeter.core.redact import endpoint_id
     from ragmeter.llm.structured import schema_json
-    from ragmeter.redact import endpoint_id
 
     payload = json.dumps(["openai", endpoint_id(svc.cfg.base_url), "m", "s", "u", schema_json(V), svc.cfg.temperature,
                           svc.cfg.max_tokens, "1"], ensure_ascii=False, separators=(",", ":"))

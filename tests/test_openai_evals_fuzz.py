@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cli_runner import run_main
-from ragmeter.errors import ConfigError
-from ragmeter.openai_evals.definition import parse_definition
+from ragmeter.core.errors import ConfigError
+from ragmeter.metrics.openai_evals.definition import parse_definition
 
 GOOD = {
     "data_source_config": {"type": "custom", "item_schema": {"type": "object"}},

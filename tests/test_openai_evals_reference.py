@@ -13,11 +13,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ragmeter.openai_evals import similarity as S
-from ragmeter.openai_evals.formula import FormulaError, evaluate_formula, parse_formula
-from ragmeter.openai_evals.graders import string_check
-from ragmeter.openai_evals.registry import f1, fuzzy_match, includes, match, normalize
-from ragmeter.openai_evals.templates import TemplateError, render
+from ragmeter.metrics.openai_evals import similarity as S
+from ragmeter.metrics.openai_evals.basic import f1, fuzzy_match, includes, match, normalize
+from ragmeter.metrics.openai_evals.formula import FormulaError, evaluate_formula, parse_formula
+from ragmeter.metrics.openai_evals.graders import string_check
+from ragmeter.metrics.openai_evals.templates import TemplateError, render
 
 WORDS = ["the", "cat", "sat", "on", "a", "mat", "Cat", "dogs", "ran", "far", "é", "naïve", "café", "東京", "12",
          "x-ray", "don't", "!", ",", "...", "RAG", "running", "runs", "ÅNGSTRÖM", "\t", "\n"]
@@ -113,7 +113,7 @@ def test_meteor_without_wordnet_data_is_refused_with_the_fix():
 
 
 def test_cosine_uses_the_embedding_model():
-    from ragmeter.context import ScoringContext
+    from ragmeter.core.context import ScoringContext
     from ragmeter.embed import get_encoder
 
     ctx = ScoringContext({})

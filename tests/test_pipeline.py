@@ -11,10 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ragmeter
-from ragmeter.errors import ConfigError
+from ragmeter.core.errors import ConfigError
 from ragmeter.pipeline import accepts, chunk_corpus, chunk_text, load_pipeline, rag, read_corpus
 from ragmeter.pipeline.answer import idf_table, overlap_scores, sentences
-from ragmeter.pipeline.retrieval import BM25Retriever, analyse, top_k
+from ragmeter.pipeline.retriever import BM25Retriever, analyse, top_k
 
 
 @settings(max_examples=150, deadline=None)

@@ -16,10 +16,10 @@ from typer.testing import CliRunner
 
 import ragmeter
 from judge_server import judge_options, server_fixtures
-from ragmeter.cli import app
+from ragmeter.apps.cli import app
 from ragmeter.human import tasks as T
-from ragmeter.ppi import classical_mean_ci, ppi_lambda
 from ragmeter.stats import ppi_mean_ci
+from ragmeter.stats.ppi import classical_mean_ci, ppi_lambda
 from ragmeter.store import Store
 
 runner = CliRunner()
@@ -96,10 +96,10 @@ def test_ppi_rejects_bad_input(args, kwargs, match):
 
 
 def test_stats_reexports_the_ppi_module():
-    import ragmeter.ppi
     import ragmeter.stats
+    import ragmeter.stats.ppi
 
-    assert ragmeter.stats.ppi_mean_ci is ragmeter.ppi.ppi_mean_ci
+    assert ragmeter.stats.ppi_mean_ci is ragmeter.stats.ppi.ppi_mean_ci
 
 
 # ---- ragmeter calibrate -------------------------------------------------------------------------

@@ -13,11 +13,11 @@ import pytest
 from fastapi.testclient import TestClient
 
 from ragmeter import evaluate
-from ragmeter.config import env_secret, load_config
-from ragmeter.errors import ConfigError, StoreError
+from ragmeter.core.config import env_secret, load_config
+from ragmeter.core.errors import ConfigError, StoreError
+from ragmeter.core.redact import endpoint_id, find_secrets, is_secret_name, redact, redact_obj
+from ragmeter.core.schema import Sample, Score
 from ragmeter.llm.config import JudgeConfigError, config_from_options
-from ragmeter.redact import endpoint_id, find_secrets, is_secret_name, redact, redact_obj
-from ragmeter.schema import Sample, Score
 from ragmeter.store import Store
 
 SECRET = "BARSSECRET"
@@ -27,7 +27,7 @@ SRC = str(Path(__file__).resolve().parents[1] / "src")
 
 def _cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
     e = {**os.environ, "PYTHONPATH": SRC, "HF_HUB_OFFLINE": "1", **(env or {})}
-    return subprocess.run([sys.executable, "-m", "ragmeter.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "ragmeter.apps.cli", *args], capture_output=True, text=True,
                           env=e, cwd=cwd, timeout=120)
 
 
@@ -116,7 +116,7 @@ def test_cli_show_unknown_run_hides_password(tmp_path, monkeypatch):
 
 
 def test_dashboard_404_body_hides_password(tmp_path):
-    from ragmeter.server import create_app
+    from ragmeter.apps.server import create_app
 
     store = Store(str(tmp_path / "d.db"))
     store.url = PG_URL  # a store reached by a URL with a password
@@ -185,8 +185,8 @@ def test_credentials_file_named_by_env(tmp_path, monkeypatch):
 
 
 def test_report_and_dashboard_redact_reasons_stored_before_redaction(tmp_path):
-    from ragmeter.report import data
-    from ragmeter.server import create_app
+    from ragmeter.apps.report import data
+    from ragmeter.apps.server import create_app
 
     store = Store(str(tmp_path / "legacy.db"))
     res = evaluate([Sample(id="a", question="q", answer="a b", references=["a b"])], ["token_f1"], db=store,
@@ -220,7 +220,7 @@ def test_a_judge_url_with_a_token_is_refused_and_shown_nowhere(tmp_path):
     """``--judge-base-url http://TOKEN@host/v1``: refused (exit 2) before anything is stored; the token
     is in no output and nowhere in the store; a URL like it in another option is stored masked, and
     ``show --json``, the report and the dashboard show it masked."""
-    from ragmeter.server import create_app
+    from ragmeter.apps.server import create_app
 
     db = tmp_path / "t.db"
     for args in (["eval", "example", "-m", "faithfulness"], ["eval", "example", "-m", "faithfulness", "--dry-run"],

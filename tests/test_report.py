@@ -16,12 +16,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from ragmeter.cli import app
-from ragmeter.errors import StoreError
-from ragmeter.report import build_report, data, figures, write_report
-from ragmeter.report.bands import band, oriented
-from ragmeter.report.render import fmt_num, fmt_signed, json_for_script
-from ragmeter.schema import Sample, Score
+from ragmeter.apps.cli import app
+from ragmeter.apps.report import build_report, data, figures, write_report
+from ragmeter.apps.report.bands import band, oriented
+from ragmeter.apps.report.render import fmt_num, fmt_signed, json_for_script
+from ragmeter.core.errors import StoreError
+from ragmeter.core.schema import Sample, Score
 from ragmeter.stats import aggregate, mean_ci
 from ragmeter.store import Store
 from test_report_support import METRICS, XSS_ANSWER, make_samples, make_store
@@ -486,8 +486,8 @@ def test_figures_are_finite(two_runs):
 
 
 def test_missing_extra_is_a_clear_error():
-    from ragmeter.cli.report import _require
-    from ragmeter.errors import ConfigError
+    from ragmeter.apps.cli.report import _require
+    from ragmeter.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match=r"pip install 'ragmeter-eval\[report\]'"):
         _require(("jinja2", "no_such_module_for_ragmeter"), "report")

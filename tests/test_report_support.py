@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ragmeter.metrics.base import MetricSpec, register_metric
-from ragmeter.schema import Score
+from ragmeter.core.schema import Score
+from ragmeter.metrics.registry import MetricSpec, register_metric
 
 XSS_ANSWER = "<script>alert(1)</script>"
 XSS_QUESTION = "Who wrote </script><script>alert(2)</script> this?"

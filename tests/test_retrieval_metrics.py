@@ -12,12 +12,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ragmeter
-from ragmeter.context import ScoringContext
-from ragmeter.errors import ConfigError, MetricError
+from ragmeter.core.context import ScoringContext
+from ragmeter.core.errors import ConfigError, MetricError
+from ragmeter.core.schema import Chunk, Sample
 from ragmeter.metrics import get_spec, resolve
 from ragmeter.metrics import retrieval as R
-from ragmeter.retrieval import matching
-from ragmeter.schema import Chunk, Sample
+from ragmeter.metrics.retrieval import matching
 
 pytrec_eval = pytest.importorskip("pytrec_eval")
 
@@ -156,7 +156,7 @@ def test_match_rules_and_auto_choice():
     bm = matching.match_samples(samples)
     assert bm.rules == ["exact_id", "span", "exact_text", None]
     assert bm.reasons[:3] == [None, None, None] and "cannot match chunks" in bm.reasons[3]
-    from ragmeter.retrieval import measures as M
+    from ragmeter.metrics.retrieval import measures as M
 
     np.testing.assert_allclose(M.reciprocal_rank(bm.matrix), [0.5, 1.0, 0.5, 0.0])
     bm = matching.match_samples([_s("x", [a, Chunk(text="t")], [a])], "exact_id")
@@ -185,7 +185,7 @@ def test_one_retrieved_span_covering_two_relevant_spans():
     s = _s("q", [Chunk(source="d", start=0, end=100), Chunk(source="d", start=200, end=300)],
            [Chunk(source="d", start=10, end=20), Chunk(source="d", start=50, end=60)])
     bm = matching.match_samples([s], "span")
-    from ragmeter.retrieval import measures as M
+    from ragmeter.metrics.retrieval import measures as M
 
     m = bm.matrix
     assert M.precision(m, 1)[0] == 1.0 and M.precision(m, 2)[0] == 0.5
@@ -358,7 +358,7 @@ def test_span_metrics_through_the_runner(tmp_path):
                 min_size=1, max_size=5),
        st.sampled_from([0.1, 0.5, 1.0]))
 def test_span_matching_keeps_every_measure_in_range(ret, rel, threshold):
-    from ragmeter.retrieval import measures as M
+    from ragmeter.metrics.retrieval import measures as M
 
     s = _s("q", [Chunk(source=str(a), start=b, end=b + c) for a, b, c in ret],
            [Chunk(source=str(a), start=b, end=b + c, grade=g) for a, b, c, g in rel])

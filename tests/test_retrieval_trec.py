@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ragmeter.errors import ConfigError, DatasetError
-from ragmeter.retrieval import RelevanceMatrix, evaluate, parse_measures, read_qrels, read_run
-from ragmeter.retrieval import measures as M
+from ragmeter.core.errors import ConfigError, DatasetError
+from ragmeter.metrics.retrieval import measures as M
+from ragmeter.metrics.retrieval.trec import RelevanceMatrix, evaluate, parse_measures, read_qrels, read_run
 
 pytrec_eval = pytest.importorskip("pytrec_eval")
 
@@ -244,7 +244,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
     import contextlib
     import io
 
-    from ragmeter.cli import main
+    from ragmeter.apps.cli import main
 
     out, err = io.StringIO(), io.StringIO()
     argv, stdout = sys.argv, sys.stdout

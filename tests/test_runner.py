@@ -15,9 +15,9 @@ import pytest
 from typer.testing import CliRunner
 
 import ragmeter
-from ragmeter.cli import app
-from ragmeter.errors import ConfigError
-from ragmeter.schema import Score
+from ragmeter.apps.cli import app
+from ragmeter.core.errors import ConfigError
+from ragmeter.core.schema import Score
 from ragmeter.stats import aggregate, bootstrap_ci
 
 PLUGINS = Path(__file__).parent / "plugins"
@@ -75,9 +75,9 @@ def test_config_seed002_metric_types(tmp_path, db_url):
 
 
 def _cli(args, env_extra=None, **kw):
-    env = {**os.environ, "PYTHONPATH": str(PLUGINS), "RAGMETER_PLUGINS": "rm_testmetrics",
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PLUGINS), *sys.path]), "RAGMETER_PLUGINS": "rm_testmetrics",
            **(env_extra or {})}
-    return subprocess.run([sys.executable, "-m", "ragmeter.cli", *args], env=env,
+    return subprocess.run([sys.executable, "-m", "ragmeter.apps.cli", *args], env=env,
                           capture_output=True, text=True, **kw)
 
 
@@ -108,9 +108,9 @@ def test_sigkill_then_resume_matches_uninterrupted(tmp_path):
     data = _jsonl(tmp_path / "d.jsonl", _rows(60))
     db_a, db_b = f"sqlite:///{tmp_path / 'a.db'}", f"sqlite:///{tmp_path / 'b.db'}"
     metrics = "t_len_ratio,t_slow"
-    env = {**os.environ, "PYTHONPATH": str(PLUGINS), "RAGMETER_PLUGINS": "rm_testmetrics",
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PLUGINS), *sys.path]), "RAGMETER_PLUGINS": "rm_testmetrics",
            "RM_TEST_DELAY": "0.15"}
-    proc = subprocess.Popen([sys.executable, "-m", "ragmeter.cli", "eval", str(data), "--metrics",
+    proc = subprocess.Popen([sys.executable, "-m", "ragmeter.apps.cli", "eval", str(data), "--metrics",
                              metrics, "--db", db_a, "--no-progress"], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     dbfile = tmp_path / "a.db"

@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ragmeter
+from ragmeter.core.errors import MetricError
 from ragmeter.embed import BERT_MODELS, bundled_model_path, get_encoder
-from ragmeter.errors import MetricError
-from ragmeter.metrics.base import get_spec
+from ragmeter.metrics.registry import get_spec
 from ragmeter.metrics.semantic import (
     best_match_cosine,
     best_threshold,
@@ -216,7 +216,7 @@ def test_bert_keys_use_a_folder_given_in_embedding_model_paths(db_url):
 def test_eval_cli_rerun_embeds_nothing(tmp_path):
     from typer.testing import CliRunner
 
-    from ragmeter.cli import app
+    from ragmeter.apps.cli import app
 
     data = tmp_path / "d.jsonl"
     data.write_text("\n".join(json.dumps(r) for r in ROWS[:4]) + "\n", encoding="utf-8")

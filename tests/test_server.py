@@ -13,10 +13,10 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from ragmeter.report import data
-from ragmeter.schema import Sample, Score
-from ragmeter.server import create_app
-from ragmeter.server.app import PAGE_CSP, _public_url
+from ragmeter.apps.report import data
+from ragmeter.apps.server import create_app
+from ragmeter.apps.server.app import PAGE_CSP, _public_url
+from ragmeter.core.schema import Sample, Score
 from ragmeter.store import Store
 from test_report_support import METRICS, XSS_ANSWER, make_samples, make_store
 
@@ -210,7 +210,7 @@ def test_ragmeter_serve_command(tmp_path):
     ids = make_store(url, runs=1, n=4)
     port = _free_port()
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen([sys.executable, "-c", "from ragmeter.cli import main; main()", "serve",
+    proc = subprocess.Popen([sys.executable, "-c", "from ragmeter.apps.cli import main; main()", "serve",
                              "--port", str(port), "--db", url],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True)
     try:

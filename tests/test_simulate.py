@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from cli_runner import run_main
 from judge_server import server_fixtures
-from ragmeter.cli import app
+from ragmeter.apps.cli import app
 from ragmeter.golden.datasets import samples_of
 from ragmeter.store import open_store
 
@@ -227,7 +227,7 @@ _scenario = st.fixed_dictionaries({}, optional={k: _json | st.text(max_size=5) f
 @settings(max_examples=400, deadline=None)
 @given(doc=st.one_of(_json, st.fixed_dictionaries({"scenarios": st.lists(_scenario | _json, max_size=4)})))
 def test_fuzz_scenarios_give_scenarios_or_a_dataset_error(doc):
-    from ragmeter.errors import DatasetError
+    from ragmeter.core.errors import DatasetError
     from ragmeter.simulate.scenarios import parse_scenarios
 
     try:

@@ -15,9 +15,9 @@ from typer.testing import CliRunner
 
 pytest.importorskip("mlflow")
 
-from ragmeter.cli import app
-from ragmeter.runner import evaluate
-from ragmeter.sinks.mlflow import TAG, metric_name
+from ragmeter.apps.cli import app
+from ragmeter.apps.export.mlflow import TAG, metric_name
+from ragmeter.run.runner import evaluate
 
 pytestmark = pytest.mark.slow
 

@@ -4,6 +4,7 @@ Sheets v4 API (tests/sheets_fake.py) with a real service-account JWT flow."""
 from __future__ import annotations
 
 import json
+from importlib import resources
 from pathlib import Path
 
 import pytest
@@ -12,17 +13,16 @@ pytest.importorskip("gspread")
 
 from typer.testing import CliRunner
 
-import ragmeter.metrics.agent as A
 from judge_server import judge_options, server_fixtures
-from ragmeter.cli import app
-from ragmeter.errors import ConfigError
-from ragmeter.runner import evaluate
-from ragmeter.sinks import sheets as S
+from ragmeter.apps.cli import app
+from ragmeter.apps.export import sheets as S
+from ragmeter.core.errors import ConfigError
+from ragmeter.run.runner import evaluate
 from ragmeter.store import open_store
 from sheets_fake import TOKEN, FakeSheets
 
 judge_server_module, server = server_fixtures()
-AGENT_EXAMPLE = Path(A.__file__).parent.parent / "data" / "agent_example"
+AGENT_EXAMPLE = Path(str(resources.files("ragmeter"))) / "data" / "agent_example"
 JUDGED = ["faithfulness", "hallucination", "answer_relevancy", "contextual_relevancy", "bias", "toxicity"]
 
 

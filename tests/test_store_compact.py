@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ragmeter.schema import Chunk, Sample
+from ragmeter.core.schema import Chunk, Sample
 from ragmeter.store import codec, open_store
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
@@ -70,7 +70,7 @@ def test_store_writes_compressed_samples_and_reads_old_json_rows(tmp_path: Path)
 def test_rag_pairs_cost_at_most_150_bytes_per_score(tmp_path: Path) -> None:
     from end_to_end import METRICS, write_pairs
 
-    from ragmeter.runner import evaluate
+    from ragmeter.run.runner import evaluate
 
     data = tmp_path / "pairs.jsonl"
     write_pairs(data, 3000)

@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import update
 
 from judge_server import server_fixtures
-from ragmeter.runner import evaluate
+from ragmeter.run.runner import evaluate
 from ragmeter.store import open_store
 from ragmeter.store.models import Run, utcnow
 from test_store_postgres import pg_url  # noqa: F401 - the PostgreSQL server fixture
@@ -30,7 +30,7 @@ def _env() -> dict[str, str]:
 
 
 def _evals(n: int, *args: str) -> list[subprocess.CompletedProcess]:
-    procs = [subprocess.Popen([sys.executable, "-m", "ragmeter.cli", "eval", *args, "--no-progress"],
+    procs = [subprocess.Popen([sys.executable, "-m", "ragmeter.apps.cli", "eval", *args, "--no-progress"],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
              for _ in range(n)]
     out = []
@@ -93,7 +93,7 @@ def test_resume_refuses_a_live_run_and_finishes_a_dead_one(tmp_path):
     with store.engine.begin() as conn:  # another process is writing it right now
         conn.execute(update(Run).where(Run.id == res.run_id)
                      .values(status="running", owner="elsewhere:1", heartbeat_at=utcnow()))
-    r = subprocess.run([sys.executable, "-m", "ragmeter.cli", "eval", "--resume", res.run_id,
+    r = subprocess.run([sys.executable, "-m", "ragmeter.apps.cli", "eval", "--resume", res.run_id,
                         "--db", url, "--no-progress"], capture_output=True, text=True, env=_env())
     assert r.returncode == 2, r.stderr
     assert "still running" in r.stderr and "Traceback" not in r.stderr

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ragmeter.schema import Sample, Score
+from ragmeter.core.schema import Sample, Score
 from ragmeter.store import Store, head_revision, open_store
 
 DATA = Path(__file__).parent / "data"
@@ -48,7 +48,7 @@ def test_old_database_upgrades_in_place_without_losing_a_row(tmp_path):
 
 
 def test_upgraded_database_takes_new_runs_and_resumes(tmp_path):
-    from ragmeter.runner import evaluate
+    from ragmeter.run.runner import evaluate
 
     db = tmp_path / "old.db"
     shutil.copy(DATA / "store_v0.db", db)
@@ -113,7 +113,8 @@ def test_upgraded_database_has_the_feature_tables_and_uses_them(tmp_path):
     """Monitoring, golden datasets and annotations work on a database from before versioning."""
     import sqlalchemy as sa
 
-    from ragmeter.golden.datasets import samples_of, save_dataset
+    from ragmeter.golden.datasets import save_dataset
+    from ragmeter.io.stored import samples_of
     from ragmeter.monitor.calls import count_calls, insert_calls, normalise_call
 
     db = tmp_path / "old.db"

@@ -7,8 +7,8 @@ import json
 
 from typer.testing import CliRunner
 
-from ragmeter.cli import app
-from ragmeter.runner import evaluate
+from ragmeter.apps.cli import app
+from ragmeter.run.runner import evaluate
 from ragmeter.store import open_store
 
 runner = CliRunner()

@@ -13,7 +13,9 @@ import time
 import pytest
 
 import ragmeter
-from ragmeter.metrics import _lexical_kernels, _lexical_mt, _lexical_rouge
+from ragmeter.metrics.lexical import rouge_metrics as _lexical_rouge
+from ragmeter.metrics.lexical import string_kernels as _lexical_kernels
+from ragmeter.metrics.lexical import translation as _lexical_mt
 
 METRICS = ["rouge1_fmeasure", "rougeL_fmeasure"]
 

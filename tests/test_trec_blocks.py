@@ -13,12 +13,13 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from ragmeter.errors import DatasetError
-from ragmeter.retrieval import evaluate, trec_io
-from ragmeter.retrieval import trec as T
-from ragmeter.retrieval import trec_blocks as B
-from ragmeter.retrieval.trec_io import read_qrels, read_run, run_blocks
-from ragmeter.retrieval.trec_text import format_lines
+from ragmeter.core.errors import DatasetError
+from ragmeter.metrics.retrieval import trec as T
+from ragmeter.metrics.retrieval.trec import blocks as B
+from ragmeter.metrics.retrieval.trec import evaluate
+from ragmeter.metrics.retrieval.trec import readers as trec_io
+from ragmeter.metrics.retrieval.trec.readers import read_qrels, read_run, run_blocks
+from ragmeter.metrics.retrieval.trec.text import format_lines
 
 pytrec_eval = pytest.importorskip("pytrec_eval")
 
@@ -251,10 +252,10 @@ def test_the_trec_command_loads_neither_pandas_nor_rich_nor_the_dataset_readers(
 
     qrels, run = collection(5, nq=10)
     qf, rf = write(tmp_path, qrels, run)
-    code = ("import sys; from ragmeter.cli import main\n"
+    code = ("import sys; from ragmeter.apps.cli import main\n"
             f"sys.argv = ['ragmeter', 'trec', '-q', '-c', {str(qf)!r}, {str(rf)!r}]\n"
             "try:\n    main()\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
-            "print(sorted(m for m in ('pandas', 'rich', 'ragmeter.io', 'ragmeter.schema') if m in sys.modules),"
+            "print(sorted(m for m in ('pandas', 'rich', 'ragmeter.io', 'ragmeter.core.schema') if m in sys.modules),"
             " file=sys.stderr)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stderr.strip().splitlines()[-1] == "[]"

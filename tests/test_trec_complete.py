@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from ragmeter.retrieval import evaluate
+from ragmeter.metrics.retrieval.trec import evaluate
 
 pytrec_eval = pytest.importorskip("pytrec_eval")
 
@@ -59,7 +59,7 @@ def test_missing_queries_score_as_trec_eval_evaluates_them(level):
 
 
 def test_cli_prints_missing_queries_in_qid_order(tmp_path):
-    from ragmeter.cli import main
+    from ragmeter.apps.cli import main
 
     (tmp_path / "qrels").write_text("301 0 a 1\n301 0 b 0\n302 0 c 1\n302 0 d 2\n303 0 e 1\n")
     (tmp_path / "run").write_text("303 Q0 e 1 2.0 STANDARD\n301 Q0 b 1 2.0 STANDARD\n301 Q0 a 2 1.0 STANDARD\n")

@@ -10,8 +10,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ragmeter import _compat
 from ragmeter._version import __version__
-from ragmeter.errors import (
+from ragmeter.core.errors import (
     CheckFailedError,
     ConfigError,
     DatasetError,
@@ -22,16 +23,21 @@ from ragmeter.errors import (
     StoreError,
 )
 
+_compat.install()  # the old import paths of moved modules keep working (docs/internals.md)
+
 if TYPE_CHECKING:
+    from ragmeter.core.schema import AgentTrace, Chunk, Sample, Score, ToolCall
     from ragmeter.io import Dataset, load, save
-    from ragmeter.runner import EvaluationResult
-    from ragmeter.schema import AgentTrace, Chunk, Sample, Score, ToolCall
+    from ragmeter.run.runner import EvaluationResult
 
 #: names loaded on first use, so that ``import ragmeter`` (and every CLI command) does not pay
 #: for the dataset readers and the schema (pydantic) until something needs them
 _LAZY = {"Dataset": "ragmeter.io", "load": "ragmeter.io", "save": "ragmeter.io",
-         "AgentTrace": "ragmeter.schema", "Chunk": "ragmeter.schema", "Sample": "ragmeter.schema",
-         "Score": "ragmeter.schema", "ToolCall": "ragmeter.schema"}
+         "AgentTrace": "ragmeter.core.schema", "Chunk": "ragmeter.core.schema", "Sample": "ragmeter.core.schema",
+         "Score": "ragmeter.core.schema", "ToolCall": "ragmeter.core.schema"}
+
+#: ``ragmeter.NAME`` attributes that import their module on first use
+_SUBPACKAGES = {"agreement": "ragmeter.stats.agreement", "human": "ragmeter.human"}
 
 __all__ = [
     "AgentTrace", "Chunk", "ConfigError", "Dataset", "DatasetError", "EvaluationResult",
@@ -80,14 +86,14 @@ def evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None = None, *
         pass_rule: ``"all"`` samples (default) or a pass-rate target for the Wilson lower bound.
 
     Returns:
-        An :class:`~ragmeter.runner.EvaluationResult` (``summary``, ``rows()``, ``to_pandas()``;
+        An :class:`~ragmeter.run.runner.EvaluationResult` (``summary``, ``rows()``, ``to_pandas()``;
         shown as an HTML table in Jupyter).
 
     Raises:
         DatasetError: a bad row (with ``on_error="raise"``).
         ConfigError: unknown metrics, bad thresholds, unavailable metrics.
     """
-    from ragmeter.runner import evaluate as _evaluate
+    from ragmeter.run.runner import evaluate as _evaluate
 
     return _evaluate(data, metrics, config=config, max_missing=max_missing, mapping=mapping,
                      on_error=on_error, db=db, resume=resume, name=name, options=options,
@@ -97,8 +103,8 @@ def evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None = None, *
 
 
 def estimate_run_cost(*args, **kwargs):  # type: ignore[no-untyped-def]
-    """See :func:`ragmeter.estimate.estimate_run_cost` (judge calls and cost of an evaluation, no calls made)."""
-    from ragmeter.estimate import estimate_run_cost as _estimate
+    """See :func:`ragmeter.run.estimate.estimate_run_cost` (judge calls and cost of an evaluation, no calls made)."""
+    from ragmeter.run.estimate import estimate_run_cost as _estimate
 
     return _estimate(*args, **kwargs)
 
@@ -111,11 +117,11 @@ def __getattr__(name: str):  # type: ignore[no-untyped-def]
         globals()[name] = value
         return value
     if name == "EvaluationResult":
-        from ragmeter.runner import EvaluationResult
+        from ragmeter.run.runner import EvaluationResult
 
         return EvaluationResult
-    if name in ("agreement", "human"):  # ``ragmeter.agreement.cohen_kappa`` after ``import ragmeter``
+    if name in _SUBPACKAGES:  # ``ragmeter.stats.agreement.cohen_kappa`` after ``import ragmeter``
         import importlib
 
-        return importlib.import_module(f"ragmeter.{name}")
+        return importlib.import_module(_SUBPACKAGES[name])
     raise AttributeError(name)

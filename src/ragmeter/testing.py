@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ragmeter.experiments.gate import GateResult, gate
+from ragmeter.analysis.gate import GateResult, gate
 
 __all__ = ["assert_no_regression", "assert_scores", "recorded_checks"]
 
@@ -44,7 +44,7 @@ def assert_scores(sample: Any, metrics: Sequence[str], thresholds: Mapping[str, 
 
     Args:
         sample: a mapping (``question``, ``answer``, ``reference``, ``contexts`` ...), a
-            :class:`~ragmeter.schema.Sample`, or a list of either.
+            :class:`~ragmeter.core.schema.Sample`, or a list of either.
         metrics: metric names, e.g. ``["token_f1", "faithfulness"]``.
         thresholds: ``{"token_f1": 0.5, "hallucination": "<=0.2"}`` or ``["token_f1=0.5"]``;
             "=" means at least for higher-is-better metrics and at most for lower-is-better ones.
@@ -59,7 +59,7 @@ def assert_scores(sample: Any, metrics: Sequence[str], thresholds: Mapping[str, 
             (no value, or the judge's verdict).
         ConfigError: a threshold for a metric not in ``metrics``, or an unknown metric.
     """
-    from ragmeter.runner import evaluate
+    from ragmeter.run.runner import evaluate
 
     items = list(sample) if isinstance(sample, (list, tuple)) else [sample]
     items = [dict(x) if isinstance(x, Mapping) else x for x in items]
@@ -100,13 +100,13 @@ def assert_no_regression(current: Any, baseline: Any, *, max_drop: float = 0.05,
     per-sample values says the drop is significant at ``alpha``.
 
     Args:
-        current: an :class:`~ragmeter.runner.EvaluationResult`, a run id/name, or a baseline-format file.
+        current: an :class:`~ragmeter.run.runner.EvaluationResult`, a run id/name, or a baseline-format file.
         baseline: a baseline JSON file (``ragmeter baseline save``), a run id/name, or a result.
         metrics: the metrics to check (default: every metric in both).
         db: the store holding run ids (default ``$RAGMETER_DB`` / ``.ragmeter/ragmeter.db``).
 
     Returns:
-        The :class:`~ragmeter.experiments.gate.GateResult` when nothing regressed.
+        The :class:`~ragmeter.analysis.gate.GateResult` when nothing regressed.
 
     Raises:
         AssertionError: with the gate's table of what moved.

@@ -1,12 +1,17 @@
-"""Test-only metrics, loaded through $RAGMETER_PLUGINS (the user-facing plugin mechanism)."""
+"""Test-only metrics, loaded through $RAGMETER_PLUGINS (the user-facing plugin mechanism).
+
+Written against the import paths from before the modules moved into stage packages
+(``ragmeter.metrics.registry``, ``ragmeter.schema``): a plug-in written then keeps working.
+"""
 
 from __future__ import annotations
 
 import os
 import time
 
-from ragmeter.metrics.base import _REGISTRY, MetricSpec, register_metric
 from ragmeter.schema import Score
+
+from ragmeter.metrics.registry import _REGISTRY, MetricSpec, register_metric
 
 
 def _len_ratio(samples, ctx):

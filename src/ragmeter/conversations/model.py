@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ragmeter.schema import AgentTrace, Chunk, Sample, ToolCall
+from ragmeter.core.schema import AgentTrace, Chunk, Sample, ToolCall
 
 #: metadata key of a conversation sample holding the whole conversation
 CONVERSATION_KEY = "conversation"

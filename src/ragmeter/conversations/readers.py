@@ -31,8 +31,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from ragmeter.conversations.model import Conversation, Turn
-from ragmeter.errors import DatasetError
-from ragmeter.schema import Chunk, Sample, ToolCall
+from ragmeter.core.errors import DatasetError
+from ragmeter.core.schema import Chunk, Sample, ToolCall
 
 _ID_KEYS = ("id", "conversation_id", "thread_id", "name")
 _TURN_META = ("reference", "contexts", "expected_tools")

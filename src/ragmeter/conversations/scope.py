@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from ragmeter.conversations.model import CONVERSATION_ID, CONVERSATION_KEY, TURN_KEY
-from ragmeter.schema import Sample
+from ragmeter.core.schema import Sample
 
 FAMILY = "conversation"
 

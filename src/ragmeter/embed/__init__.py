@@ -12,7 +12,7 @@ Importing this package is cheap: torch and sentence-transformers load only when 
 
 from __future__ import annotations
 
-from ragmeter.context import register_service
+from ragmeter.core.context import register_service
 from ragmeter.embed.encoders import (
                                      DEFAULT_BATCH_SIZE,
                                      Encoder,

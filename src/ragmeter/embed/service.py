@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
+from ragmeter.core.errors import ConfigError
 from ragmeter.embed.encoders import DEFAULT_BATCH_SIZE, Encoder, load_encoder
 from ragmeter.embed.models import EmbeddingError, ModelRef, ModelUnavailableError, resolve_model
-from ragmeter.errors import ConfigError
 
 #: Batches handed to the encoder per call: the progress bar moves and the store is written this often.
 BLOCK_BATCHES = 16
@@ -78,13 +78,13 @@ class EmbeddingService:
         self._cached: Counter[str] = Counter()
         self._encode_s = 0.0
         #: encodes texts elsewhere (``(ref, items, batch_size=, batches_per_call=, device=)`` yielding
-        #: ``(part, vectors, where)``): set for a run on Ray (:mod:`ragmeter.engines.ray_embed`)
+        #: ``(part, vectors, where)``): set for a run on Ray (:mod:`ragmeter.run.engines.ray_embed`)
         self.remote: Callable[..., Iterable[tuple[list[tuple[str, str]], np.ndarray, dict[str, Any]]]] | None = None
         self._remote_seen: Counter[tuple[str, str, str]] = Counter()
 
     @classmethod
     def from_context(cls, ctx: Any) -> EmbeddingService:
-        """The service for a :class:`ragmeter.context.ScoringContext` (its store, options, progress;
+        """The service for a :class:`ragmeter.core.context.ScoringContext` (its store, options, progress;
         a context of a Ray run sets ``remote_embed``: texts are then encoded on the cluster)."""
         svc = cls(store=ctx.store, options=ctx.options, progress=ctx.progress)
         svc.remote = getattr(ctx, "remote_embed", None)

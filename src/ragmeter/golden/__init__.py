@@ -15,16 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ragmeter.golden.corpus import add_documents, chunk_document, corpus_documents, list_corpora
-from ragmeter.golden.datasets import (
-    diff,
-    export_jsonl,
-    list_datasets,
-    load_samples,
-    resolve,
-    review,
-    samples_of,
-    save_dataset,
-)
+from ragmeter.golden.datasets import diff, export_jsonl, review, save_dataset
+from ragmeter.io.stored import list_datasets, load_samples, resolve, samples_of
 
 __all__ = ["GenerationResult", "add_documents", "chunk_document", "corpus_documents", "diff",
            "export_jsonl", "generate", "list_corpora", "list_datasets", "load_samples", "resolve",

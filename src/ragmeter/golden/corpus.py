@@ -18,7 +18,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
-from ragmeter.errors import ConfigError, DatasetError
+from ragmeter.core.errors import ConfigError, DatasetError
 from ragmeter.pipeline.chunking import TextChunk, chunk_text
 
 FORMATS = {".txt": "txt", ".text": "txt", ".md": "md", ".markdown": "md", ".rst": "txt",

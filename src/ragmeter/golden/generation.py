@@ -25,7 +25,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from ragmeter.errors import ConfigError
+from ragmeter.core.errors import ConfigError
 from ragmeter.golden.corpus import Document, chunk_document
 from ragmeter.pipeline.chunking import TextChunk
 

@@ -1,5 +1,5 @@
 """Human evaluation: annotation tasks over a run's samples, the labels raters give, and how far a
-judge metric can be trusted against them (agreement statistics live in :mod:`ragmeter.agreement`)."""
+judge metric can be trusted against them (agreement statistics live in :mod:`ragmeter.stats.agreement`)."""
 
 from ragmeter.human.tasks import (
     Scale,

@@ -1,5 +1,5 @@
 """Human-calibrated estimates: a judge metric's mean over a run, corrected by the human labels of
-some of its samples with prediction-powered inference (:mod:`ragmeter.ppi`; Angelopoulos et al.,
+some of its samples with prediction-powered inference (:mod:`ragmeter.stats.ppi`; Angelopoulos et al.,
 Science 2023, power-tuned as PPI++). The judge is cheap and biased, the labels expensive and
 right: together they give an unbiased mean with a valid interval narrower than the labels' own.
 """
@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from ragmeter.errors import ConfigError, DatasetError
-from ragmeter.ppi import ppi_lambda, ppi_mean_ci
-from ragmeter.stats import mean_ci
+from ragmeter.core.errors import ConfigError, DatasetError
+from ragmeter.stats.intervals import mean_ci
+from ragmeter.stats.ppi import ppi_lambda, ppi_mean_ci
 from ragmeter.store import Store
 
 #: columns of a labels file: the sample id, then the label

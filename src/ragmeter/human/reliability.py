@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from ragmeter.agreement import agreement, krippendorff_alpha
-from ragmeter.errors import ConfigError, RagmeterError
+from ragmeter.core.errors import ConfigError, RagmeterError
+from ragmeter.core.schema import Score
 from ragmeter.human.tasks import (
     Scale,
     get_task,
@@ -23,7 +23,7 @@ from ragmeter.human.tasks import (
     list_tasks,
     task_scales,
 )
-from ragmeter.schema import Score
+from ragmeter.stats.agreement import agreement, krippendorff_alpha
 from ragmeter.store import Store
 
 KV_NAMESPACE = "reliability"
@@ -59,7 +59,7 @@ def task_agreement(store: Store, task_ref: str, scales: Sequence[str] | None = N
 def apply_human_scores(store: Store, task_ref: str, how: str = "mean") -> dict[str, int]:
     """Store each numeric scale's combined human label (normalised to [0, 1]) as metric
     ``human_<scale>`` of the task's run and add it to the run summary."""
-    from ragmeter.stats import aggregate
+    from ragmeter.stats.intervals import aggregate
 
     task = get_task(store, task_ref)
     run = store.get_run(task.run_id)
@@ -98,7 +98,7 @@ def apply_human_scores(store: Store, task_ref: str, how: str = "mean") -> dict[s
 
 
 def _judge_metrics(run: Any) -> list[str]:
-    from ragmeter.metrics.base import get_spec
+    from ragmeter.metrics.registry import get_spec
 
     out = []
     for m in run.metrics or []:
@@ -245,7 +245,7 @@ def reliability_card(store: Store, run_ref: str, metric: str, *, task: str | Non
 
 def _calibrated(judge_scores: dict[str, Score], items: list[str], hnorm: np.ndarray,
                 lower: bool) -> dict[str, Any] | None:
-    """The metric's mean over the run calibrated by the human labels (PPI++, :mod:`ragmeter.ppi`):
+    """The metric's mean over the run calibrated by the human labels (PPI++, :mod:`ragmeter.stats.ppi`):
     the labelled items' raters' mean (on [0, 1], ``1 -`` it for a lower-is-better metric) against
     the judge's score, and the judge's score alone on the other samples."""
     from ragmeter.human.calibrated import calibrate_values

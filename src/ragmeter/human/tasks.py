@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 from sqlalchemy import select
 
-from ragmeter.errors import ConfigError, DatasetError, StoreError
-from ragmeter.schema import Sample
+from ragmeter.core.errors import ConfigError, DatasetError, StoreError
+from ragmeter.core.schema import Sample
 from ragmeter.store import Store
 from ragmeter.store.models import AnnotationItem, AnnotationLabel, AnnotationRater, AnnotationTask, utcnow
 
@@ -412,7 +412,7 @@ def import_csv(store: Store, task_ref: str, path: str | Path, rater: str | None 
         DatasetError: naming the file and line of the first bad row.
     """
     task = get_task(store, task_ref)
-    from ragmeter.files import csv_rows, read_text
+    from ragmeter.core.files import csv_rows, read_text
 
     p = Path(path)
     table = csv_rows(read_text(p, "labels CSV"), p)
@@ -457,8 +457,8 @@ def import_csv(store: Store, task_ref: str, path: str | Path, rater: str | None 
 
 # ---- labels back into evaluation -----------------------------------------------------------------
 def labels_as_ratings(store: Store, task_ref: str, scale: str):  # noqa: ANN201 - Ratings
-    """One scale's labels as :class:`ragmeter.agreement.Ratings` (raters x items)."""
-    from ragmeter.agreement import Ratings
+    """One scale's labels as :class:`ragmeter.stats.agreement.Ratings` (raters x items)."""
+    from ragmeter.stats.agreement import Ratings
 
     task = get_task(store, task_ref)
     sc = {s.name: s for s in task_scales(task)}.get(scale)

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
-from ragmeter.errors import DatasetError
+from ragmeter.core.errors import DatasetError
 
 #: how a source's string cells are read: CSV text, DataFrame values, or JSON values
 CellMode = Literal["csv", "frame", "json"]

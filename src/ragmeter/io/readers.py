@@ -16,10 +16,10 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from ragmeter.errors import DatasetError
+from ragmeter.core.errors import DatasetError
+from ragmeter.core.schema import Chunk, Sample
 from ragmeter.io._cells import _check_text, _is_missing, _plain
 from ragmeter.io.formats import CellMode, _json_cell, _json_loads, _rows_from_file, iter_rows  # noqa: F401
-from ragmeter.schema import Chunk, Sample
 
 #: canonical field -> accepted column names (first match wins, in this order).
 #: ``retrieved_ids`` / ``relevant_ids`` are id-valued forms of ``contexts`` / ``relevant``.
@@ -76,7 +76,7 @@ _MAP_HINTS: dict[str, tuple[str, ...]] = {
     "contexts": ("ctx", "ctxs", "docs", "documents", "chunks", "retrieval", "hits", "sources"),
     "relevant": ("gold_docs", "gold_ctx", "gt_docs", "positive", "positives", "evidence"),
 }
-#: metric requirement names (``ragmeter.schema.FIELD_PRESENT``) -> the ``--map`` target.
+#: metric requirement names (``ragmeter.core.schema.FIELD_PRESENT``) -> the ``--map`` target.
 REQUIREMENT_TARGET = {"question": "question", "answer": "answer", "reference": "reference",
                       "negative_reference": "negative_references", "contexts": "contexts",
                       "context_texts": "contexts", "relevant": "relevant", "label": "label",

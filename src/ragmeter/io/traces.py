@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ragmeter.schema import AgentTrace
+from ragmeter.core.schema import AgentTrace
 
 #: canonical AgentTrace field -> accepted keys of a JSONL trace object (first present wins).
 TRACE_ALIASES: dict[str, tuple[str, ...]] = {
@@ -35,7 +35,7 @@ def parse_trace(value: Any) -> AgentTrace:
 
     Accepted:
 
-    - an :class:`~ragmeter.schema.AgentTrace` (returned as is);
+    - an :class:`~ragmeter.core.schema.AgentTrace` (returned as is);
     - our JSONL object: ``intent`` (``entity``, ``type``, ``confidence``), ``plan`` (strings, or
       objects with ``action``/``step``/``description``), ``tool_calls`` (objects with ``name``,
       ``arguments``, ``result``, ``latency_ms``, ``error``; or plain tool names; or OpenAI

@@ -6,7 +6,7 @@ import json
 from collections.abc import Iterable
 from pathlib import Path
 
-from ragmeter.schema import Sample
+from ragmeter.core.schema import Sample
 
 
 def save(samples: Iterable[Sample], path: str | Path, fmt: str | None = None) -> Path:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ragmeter.context import register_service
+from ragmeter.core.context import register_service
 from ragmeter.llm.config import (
     HOW_TO_CONFIGURE,
     JudgeConfig,

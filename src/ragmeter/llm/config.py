@@ -10,9 +10,9 @@ import importlib.util
 from dataclasses import dataclass
 from typing import Any
 
-from ragmeter.config import env_secret
-from ragmeter.errors import ConfigError, JudgeError
-from ragmeter.redact import SECRET_HELP, find_secrets, is_secret_name, redact_url
+from ragmeter.core.config import env_secret
+from ragmeter.core.errors import ConfigError, JudgeError
+from ragmeter.core.redact import SECRET_HELP, find_secrets, is_secret_name, redact_url
 
 
 class JudgeConfigError(JudgeError, ConfigError):

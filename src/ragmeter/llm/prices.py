@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ragmeter.errors import ConfigError
+from ragmeter.core.errors import ConfigError
 
 #: ragmeter's judge providers -> genai-prices provider ids (an Azure deployment falls back to
 #: OpenAI's models in genai-prices itself); the listing shows these providers' models
@@ -172,7 +172,7 @@ def read_price_file(path: str | Path) -> dict[str, tuple[float, float]]:
     p = Path(path)
     if not p.exists():
         raise ConfigError(f"judge price file not found: {p}")
-    from ragmeter.files import read_text
+    from ragmeter.core.files import read_text
 
     text = read_text(p, "price file")
     try:

@@ -21,10 +21,10 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from ragmeter.core.redact import redact
 from ragmeter.llm.config import JudgeConfig, JudgeConfigError, needs_key
 from ragmeter.llm.limits import remaining_requests
 from ragmeter.llm.structured import schema_json, strict_schema
-from ragmeter.redact import redact
 
 
 class NonJSONReply(Exception):

@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ragmeter.schema import Score
+from ragmeter.core.schema import Score
 
 #: status of a result
 OK, FAILED, BUDGET, DRY_RUN = "ok", "failed", "budget", "dry_run"

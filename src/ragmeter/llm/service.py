@@ -26,13 +26,13 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from typing import Any
 
+from ragmeter.core.redact import endpoint_id, redact, redact_url
 from ragmeter.llm.config import JudgeConfig, JudgeConfigError, config_from_options
 from ragmeter.llm.limits import OVERLOAD_STATUSES, AdaptiveLimit
 from ragmeter.llm.prices import Price, PriceTable
 from ragmeter.llm.providers import Problem, classify, make_client
 from ragmeter.llm.request import BUDGET, DRY_RUN, FAILED, OK, JudgeRequest, JudgeResult
 from ragmeter.llm.structured import ReplyParseError, parse_reply, schema_json
-from ragmeter.redact import endpoint_id, redact, redact_url
 
 _MEMORY_LIMIT = 20_000
 #: seconds a pre-flight request may take (capped by the judge's own timeout)

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ragmeter.errors import ConfigError
-from ragmeter.schema import Score
+from ragmeter.core.errors import ConfigError
+from ragmeter.core.schema import Score
 
 # =============================================================================================
 # Presets (data)
@@ -116,7 +116,7 @@ class Composite:
 
 
 def _load_file(path: Path) -> dict[str, Any]:
-    from ragmeter.files import read_text
+    from ragmeter.core.files import read_text
 
     text = read_text(path, "composite definition")
     try:
@@ -232,7 +232,7 @@ def _build(name: str, spec: Mapping[str, Any], custom: Mapping[str, Any] | None,
 
 def _registry_direction(key: str) -> bool | None:
     """``higher_is_better`` of a registered metric (by key, base name before ``(``/``@``)."""
-    from ragmeter.metrics.base import get_spec
+    from ragmeter.metrics.registry import get_spec
 
     for name in (key, _base(key)):
         try:
@@ -418,7 +418,7 @@ def composite_scores(store: Any, run_id: str, preset: str | Mapping[str, Any] | 
     Raises:
         ConfigError: unknown preset; StoreError: unknown run.
     """
-    from ragmeter.stats import aggregate
+    from ragmeter.stats.intervals import aggregate
 
     rid = store.resolve_run(run_id)
     run = store.get_run(rid)
@@ -472,7 +472,7 @@ def _inputs_view(plan: Mapping[str, Any]) -> dict[str, Any]:
 
 def consistency_record(rec: Mapping[str, Any]) -> tuple[dict[str, float], float | None]:
     """Per-sample overall consistency and its mean from a run's ``kv("consistency", run_id)``
-    record (written by :mod:`ragmeter.metrics.consistency`; same-model figures preferred)."""
+    record (written by :mod:`ragmeter.analysis.consistency`; same-model figures preferred)."""
     for kind in ("same_model", "cross_model"):
         part = rec.get(kind)
         if isinstance(part, Mapping) and isinstance(part.get("per_sample"), Mapping):

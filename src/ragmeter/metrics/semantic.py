@@ -14,11 +14,11 @@ from typing import Any
 
 import numpy as np
 
+from ragmeter.core.errors import MetricError
+from ragmeter.core.schema import Sample, Score
 from ragmeter.embed.models import BERT_MODELS, EmbeddingError, ModelUnavailableError
 from ragmeter.embed.service import is_blank
-from ragmeter.errors import MetricError
-from ragmeter.metrics.base import MetricSpec, register_metric
-from ragmeter.schema import Sample, Score
+from ragmeter.metrics.registry import MetricSpec, register_metric
 
 # ---- kernels ----------------------------------------------------------------------------------
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ragmeter.errors import ConfigError
+from ragmeter.core.errors import ConfigError
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|d|w)\s*$", re.IGNORECASE)
 _UNITS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "d": 86400, "w": 7 * 86400}

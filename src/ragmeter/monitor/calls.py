@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from ragmeter.errors import DatasetError
+from ragmeter.core.errors import DatasetError
 
 #: the fields a call may carry; anything else goes into ``metadata``.
 CALL_FIELDS = ("call_id", "timestamp", "query", "answer", "contexts", "latency_ms", "cost_usd",

@@ -16,8 +16,8 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ragmeter.core.redact import redact
 from ragmeter.monitor.calls import Privacy, insert_calls, normalise_call
-from ragmeter.redact import redact
 
 log = logging.getLogger("ragmeter.monitor")
 

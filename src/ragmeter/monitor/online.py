@@ -14,7 +14,7 @@ import random
 from datetime import datetime, timedelta
 from typing import Any
 
-from ragmeter.errors import ConfigError
+from ragmeter.core.errors import ConfigError
 
 KV_NAMESPACE = "monitor_runs"
 
@@ -37,9 +37,9 @@ def evaluate_window(store: Any, window: timedelta, metrics: list[str], *, sample
     """
     from sqlalchemy import select
 
-    from ragmeter.engines import check_engine
     from ragmeter.monitor.aggregate import now_utc
-    from ragmeter.runner import evaluate
+    from ragmeter.run.engines import check_engine
+    from ragmeter.run.runner import evaluate
     from ragmeter.store.models import CallRow
 
     check_engine(engine)
@@ -135,7 +135,7 @@ def trend(store: Any, metric: str, *, name: str | None = None, dataset: str | No
         name: only runs whose name starts with this.
         dataset: only runs whose dataset fingerprint starts with this.
     """
-    from ragmeter.experiments.gate import gate
+    from ragmeter.analysis.gate import gate
 
     runs = [r for r in store.list_runs() if metric in (r.summary or {})
             and (name is None or (r.name or "").startswith(name))

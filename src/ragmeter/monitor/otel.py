@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ragmeter.errors import DatasetError
+from ragmeter.core.errors import DatasetError
 from ragmeter.monitor.otlp import NotOTLPError, SpanRecord, decode_export
 
 __all__ = ["SpanRecord", "calls_from_spans", "check_span", "read_spans", "spans_from_console_json",
@@ -73,7 +73,7 @@ def spans_from_protobuf(body: bytes) -> list[SpanRecord]:
         msg.ParseFromString(body)
     except Exception as exc:  # noqa: BLE001 - any decode error is the sender's input error
         raise NotOTLPError(f"not an OTLP ExportTraceServiceRequest (protobuf): {exc}") from None
-    from ragmeter.safejson import JSONInputError, check
+    from ragmeter.core.safejson import JSONInputError, check
 
     obj = MessageToDict(msg)
     try:
@@ -170,7 +170,7 @@ def _first(attrs: Mapping[str, Any], keys: Iterable[str]) -> Any:
 
 def _json_text(text: str) -> Any:
     """``text`` parsed as JSON when it is JSON (checked: depth, numbers, texts), else ``text``."""
-    from ragmeter.safejson import JSONInputError, loads
+    from ragmeter.core.safejson import JSONInputError, loads
 
     try:
         return loads(text)

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ragmeter.errors import DatasetError
+from ragmeter.core.errors import DatasetError
 
 MAX_NANOS = 2**64 - 1
 MAX_INT64 = 2**63 - 1

@@ -19,7 +19,7 @@ import os
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ragmeter.errors import DatasetError
+from ragmeter.core.errors import DatasetError
 from ragmeter.monitor.calls import Privacy, insert_call_rows, normalise_call
 from ragmeter.monitor.otel import calls_from_spans, check_span
 from ragmeter.monitor.otlp import SpanRecord

@@ -29,10 +29,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ragmeter.errors import ConfigError
+from ragmeter.core.errors import ConfigError
 from ragmeter.pipeline.answer import ANSWERERS, answer_batch, idf_table
 from ragmeter.pipeline.chunking import TextChunk, chunk_corpus, chunk_text, read_corpus
-from ragmeter.pipeline.retrieval import RETRIEVERS, analyse, make_retriever, top_k
+from ragmeter.pipeline.retriever import RETRIEVERS, analyse, make_retriever, top_k
 
 __all__ = ["ANSWERERS", "DEFAULTS", "RETRIEVERS", "TextChunk", "chunk_corpus", "chunk_text",
            "load_pipeline", "rag", "read_corpus"]
@@ -99,7 +99,7 @@ def _params(params: dict[str, Any]) -> dict[str, Any]:
         raise ConfigError(f"answer_sentences must be a positive integer, got {n!r}")
     if p["corpus"] is not None:
         p["corpus"] = str(p["corpus"])
-    from ragmeter.language import normalize_code
+    from ragmeter.core.language import normalize_code
 
     p["language"] = normalize_code(p["language"])
     return p

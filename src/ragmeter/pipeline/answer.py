@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ragmeter.errors import ConfigError
-from ragmeter.pipeline.retrieval import analyse
+from ragmeter.core.errors import ConfigError
+from ragmeter.pipeline.retriever import analyse
 
 ANSWERERS = ("overlap", "embedding")
 _SPLIT = re.compile(r"(?<=[.!?])\s+|\n+")

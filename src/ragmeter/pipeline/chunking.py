@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ragmeter.errors import ConfigError
+from ragmeter.core.errors import ConfigError
 
 CORPUS_SUFFIXES = (".md", ".txt", ".rst", ".markdown")
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ragmeter.errors import DatasetError
+from ragmeter.core.errors import DatasetError
 
 FIELDS = ("id", "persona", "goal", "expected_outcome", "max_turns", "stop", "chatbot_role")
 REQUIRED = ("persona", "goal", "expected_outcome")
@@ -39,7 +39,7 @@ def read_scenarios(path: str | Path) -> list[Scenario]:
     """
     import yaml
 
-    from ragmeter.files import read_text
+    from ragmeter.core.files import read_text
 
     text = read_text(path, "scenarios file")
     file = str(path)

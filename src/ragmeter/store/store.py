@@ -16,8 +16,8 @@ from sqlalchemy import and_, create_engine, delete, event, func, inspect, or_, s
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.orm import Session, sessionmaker
 
-from ragmeter.errors import StoreError
-from ragmeter.schema import Sample, Score, ScoreColumn
+from ragmeter.core.errors import StoreError
+from ragmeter.core.schema import Sample, Score, ScoreColumn
 from ragmeter.store.models import (
     Base,
     EmbeddingCacheRow,
@@ -431,7 +431,7 @@ class Store(RunViewsMixin):
                    scores: Sequence[Score] | ScoreColumn) -> None:
         """Insert one metric's scores for some samples, in one transaction (one executemany).
         A pair already stored is left as it is, so concurrent or repeated writers never fail.
-        ``scores`` is a list of :class:`Score` or a :class:`~ragmeter.schema.ScoreColumn`."""
+        ``scores`` is a list of :class:`Score` or a :class:`~ragmeter.core.schema.ScoreColumn`."""
         if len(sample_ids) != len(scores):
             raise ValueError("sample_ids and scores differ in length")
         if not len(scores):

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import func, select
 
-from ragmeter.errors import StoreError
-from ragmeter.schema import Sample, Score
+from ragmeter.core.errors import StoreError
+from ragmeter.core.schema import Sample, Score
 from ragmeter.store.models import MetricName, Run, RunSample, ScoreRow
 
 if TYPE_CHECKING:

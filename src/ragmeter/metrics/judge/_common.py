@@ -19,8 +19,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from ragmeter.metrics.base import MetricSpec, register_metric
-from ragmeter.schema import Sample, Score
+from ragmeter.core.schema import Sample, Score
+from ragmeter.metrics.registry import MetricSpec, register_metric
 
 #: bump when the way requests are assembled changes (part of every template's version hash)
 FORMAT_VERSION = "1"
@@ -153,7 +153,7 @@ def judge_check(ctx: Any, **_params: Any) -> str | None:
     The pre-flight request is made once per judge configuration in a process, and never in a
     dry run.
     """
-    from ragmeter.errors import JudgeError
+    from ragmeter.core.errors import JudgeError
     from ragmeter.llm import problem
 
     msg = problem(ctx.options)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Literal
 
+from ragmeter.core.schema import Sample, Score
 from ragmeter.metrics.judge._common import (
     JudgedMetric,
     Verdict,
@@ -18,7 +19,6 @@ from ragmeter.metrics.judge._common import (
     register_judged,
     share_score,
 )
-from ragmeter.schema import Sample, Score
 
 
 class ContextVerdict(Verdict):

@@ -7,9 +7,9 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from ragmeter.errors import MetricError
+from ragmeter.core.errors import MetricError
+from ragmeter.core.schema import Sample, Score
 from ragmeter.metrics.judge._common import JudgedMetric, Verdict, context_blocks, register_judged
-from ragmeter.schema import Sample, Score
 
 
 class MatchingResult(Verdict):

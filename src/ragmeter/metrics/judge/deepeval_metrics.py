@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from ragmeter.errors import MetricError
+from ragmeter.core.errors import MetricError
+from ragmeter.core.schema import Sample, Score
 from ragmeter.metrics.judge._common import (
     JudgedMetric,
     Verdict,
@@ -45,7 +46,6 @@ from ragmeter.metrics.judge.generation import (
     _claims_out,
     _question_answer,
 )
-from ragmeter.schema import Sample, Score
 
 DEFAULTS: dict[str, Any] = {"threshold": 0.5, "strict_mode": False}
 REFUSED = "empty answer: DeepEval refuses the test case ('actual_output' cannot be empty)"

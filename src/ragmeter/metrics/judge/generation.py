@@ -13,7 +13,8 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import Field
 
-from ragmeter.errors import MetricError
+from ragmeter.core.errors import MetricError
+from ragmeter.core.schema import Sample, Score
 from ragmeter.metrics.judge._common import (
     JudgedMetric,
     Verdict,
@@ -23,7 +24,6 @@ from ragmeter.metrics.judge._common import (
     register_judged,
     share_score,
 )
-from ragmeter.schema import Sample, Score
 
 # ---- reply schemas --------------------------------------------------------------------------------
 

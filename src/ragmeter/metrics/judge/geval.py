@@ -19,8 +19,8 @@ from typing import Any
 
 from pydantic import Field
 
-from ragmeter.errors import MetricError
-from ragmeter.metrics.base import MetricSpec, register_metric
+from ragmeter.core.errors import MetricError
+from ragmeter.core.schema import Sample, Score
 from ragmeter.metrics.judge._common import (
     Verdict,
     context_blocks,
@@ -29,7 +29,7 @@ from ragmeter.metrics.judge._common import (
     load_template,
     tool_equals,
 )
-from ragmeter.schema import Sample, Score
+from ragmeter.metrics.registry import MetricSpec, register_metric
 
 NAME = "deepeval:g_eval"
 #: DeepEval's evaluation params -> (block label, the name in DeepEval's prompt, the sample's value)

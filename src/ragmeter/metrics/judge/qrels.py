@@ -24,7 +24,7 @@ from typing import Any
 
 from pydantic import Field
 
-from ragmeter.schema import Chunk, Sample
+from ragmeter.core.schema import Chunk, Sample
 
 NAMESPACE = "llm_qrels"
 METRIC = "context_relevance_labels"

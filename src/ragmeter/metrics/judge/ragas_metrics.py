@@ -18,7 +18,8 @@ from typing import Any
 import numpy as np
 from pydantic import Field
 
-from ragmeter.errors import MetricError
+from ragmeter.core.errors import MetricError
+from ragmeter.core.schema import Sample, Score
 from ragmeter.metrics.judge._common import (
     JudgedMetric,
     Verdict,
@@ -43,7 +44,6 @@ from ragmeter.metrics.judge.generation import (
     _claims_out,
     _correctness_blocks,
 )
-from ragmeter.schema import Sample, Score
 
 REFUSED = "ragas refuses the sample"
 

@@ -12,10 +12,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ragmeter.errors import MetricError
-from ragmeter.metrics.base import MetricSpec, register_metric
+from ragmeter.core.errors import MetricError
+from ragmeter.core.schema import Sample, Score
 from ragmeter.metrics.judge._common import judge_check
-from ragmeter.schema import Sample, Score
+from ragmeter.metrics.registry import MetricSpec, register_metric
 
 
 def _prepare(samples: Sequence[Sample], ctx: Any, **params: Any) -> None:
@@ -81,8 +81,8 @@ class LabelledRanking:
 
     def __call__(self, samples: Sequence[Sample], ctx: Any, *, k: int | None = None, min_grade: int = 1,
                  use_reference: bool = True, pool: bool = False, gain: str | None = None) -> list[Score]:
-        from ragmeter.metrics.base import resolve
         from ragmeter.metrics.judge.qrels import fill_relevant_from_llm
+        from ragmeter.metrics.registry import resolve
 
         if not isinstance(min_grade, int) or isinstance(min_grade, bool) or not 0 <= min_grade <= 3:
             raise MetricError(f"{self.name}: min_grade must be 0, 1, 2 or 3, got {min_grade!r}")

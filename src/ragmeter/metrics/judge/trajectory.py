@@ -11,10 +11,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ragmeter.agent.config import agent_config
+from ragmeter.core.schema import AgentTrace, Sample, Score
 from ragmeter.metrics.agent import _reference
-from ragmeter.metrics.base import MetricSpec, register_metric
-from ragmeter.schema import AgentTrace, Sample, Score
+from ragmeter.metrics.agent.config import agent_config
+from ragmeter.metrics.registry import MetricSpec, register_metric
 
 
 class TrajectoryVerdict(BaseModel):

@@ -1,0 +1,266 @@
+"""Meta-evaluation: score human-labelled items with metrics (through the runner, so judge metrics use
+the usual judge client, cache and budget), measure each metric's agreement with the labels next
+to the raters' own agreement, store the result with the run, and compare two stored results.
+
+The result is kept in the run it scored (``Run.extra["meta_eval"]``, the run tagged ``meta-eval``),
+so no table of its own is needed and ``ragmeter report RUN`` can draw it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ragmeter.analysis.meta_eval.reader import HumanLabels, read_labels
+from ragmeter.analysis.meta_eval.statistics import (
+    CORRELATIONS,
+    N_BOOTSTRAP,
+    SEED,
+    Resamples,
+    agreement,
+    boot_correlations,
+    correlations,
+    human_ceiling,
+    interval,
+)
+from ragmeter.core.errors import ConfigError, StoreError
+from ragmeter.core.schema import FIELD_PRESENT, Sample
+
+EXTRA_KEY = "meta_eval"
+TAG = "meta-eval"
+FORMAT = 1
+#: statistics the table can be sorted by
+SORT_KEYS = ("kendall", "spearman", "pearson", "pairwise_accuracy", "auroc", "f1")
+CI_METHOD = "percentile bootstrap over items (one set of resamples shared by every metric and the ceiling)"
+
+
+def offline_metrics(samples: Sequence[Sample]) -> list[str]:
+    """Every registered metric that runs here without a judge or a download and whose fields some
+    sample has: the lexical family, the bundled embedding model's semantic metrics, the
+    non-judge correctness methods (what ``--metrics offline`` means)."""
+    from ragmeter.embed.models import resolve_model
+    from ragmeter.metrics.registry import all_metrics, resolve_all
+
+    present = {f for f, has in FIELD_PRESENT.items() if any(has(s) for s in samples)}
+    out = []
+    for spec in all_metrics():
+        if spec.needs_llm or not set(spec.requires) <= present:
+            continue
+        if spec.name == "correct_semantic_dynamic" and "label" not in present:
+            continue  # it calibrates its threshold on the samples' 0/1 labels; without them, on itself
+        if spec.needs_embeddings:
+            fn_model = getattr(spec.fn, "keywords", {}).get("model")
+            if not resolve_model(fn_model or spec.defaults.get("model")).local:
+                continue
+        try:
+            resolve_all([spec.name])
+        except ConfigError:  # a metric whose parameter has no default (name@value only)
+            continue
+        out.append(spec.name)
+    return out
+
+
+def expand_metrics(metrics: Iterable[str], samples: Sequence[Sample]) -> list[str]:
+    """Metric names with ``offline`` expanded (:func:`offline_metrics`), duplicates dropped."""
+    out: list[str] = []
+    for m in metrics:
+        for name in (offline_metrics(samples) if m == "offline" else [m]):
+            if name not in out:
+                out.append(name)
+    return out
+
+
+def item_values(labels: HumanLabels, values: Mapping[str, float | None]) -> np.ndarray:
+    """A metric's value per item from its value per sample id: the sample's (pointwise) or the
+    difference B - A (pairwise); NaN where there is none."""
+    def get(sid: str) -> float:
+        v = values.get(sid)
+        return np.nan if v is None else float(v)
+
+    if labels.kind == "pairwise":
+        return np.array([get(b) - get(a) for a, b in map(labels.side_ids, labels.items)], dtype=np.float64)
+    return np.array([get(i) for i in labels.items], dtype=np.float64)
+
+
+def _oriented(entry: Mapping[str, Any], sort: str, higher: bool) -> float | None:
+    stat = entry.get(sort)
+    v = stat.get("value") if isinstance(stat, Mapping) else None
+    if v is None:
+        return None
+    if sort == "auroc":
+        return (v - 0.5) if higher else (0.5 - v)
+    if sort in ("pairwise_accuracy", "f1"):
+        return v
+    return v if higher else -v
+
+
+def analyse(labels: HumanLabels, per_sample: Mapping[str, Mapping[str, float | None]],
+            info: Mapping[str, Mapping[str, Any]], *, n_bootstrap: int = N_BOOTSTRAP, level: float = 0.95,
+            seed: int = SEED, sort: str = "kendall") -> dict[str, Any]:
+    """The meta-evaluation record of scored items.
+
+    Args:
+        labels: the human-labelled items.
+        per_sample: ``{metric: {sample id: value or None}}``.
+        info: ``{metric: {"direction": "higher"|"lower", "family": ...}}``.
+        n_bootstrap: resamples of the intervals (0: none).
+        level: the intervals' confidence level.
+        seed: the resamples' seed.
+        sort: the statistic the ranking orders by (:data:`SORT_KEYS`; sign flipped for
+            lower-is-better metrics).
+    """
+    if sort not in SORT_KEYS:
+        raise ConfigError(f"unknown sort statistic {sort!r}: use one of {', '.join(SORT_KEYS)}")
+    if not 0 < level < 1:
+        raise ConfigError(f"level must be between 0 and 1, got {level!r}")
+    pairwise = labels.kind == "pairwise"
+    human = labels.human
+    n = len(labels.items)
+    counts = Resamples.draw(n, n_bootstrap, seed=seed, level=level).counts
+    binary = labels.majority() if labels.binary else None
+    ceiling_all = human_ceiling(labels.ratings, labels.raters, counts, level=level, pairwise=pairwise)
+    ceilings: dict[bytes, Any] = {}
+    metrics: dict[str, Any] = {}
+    for key, vals in per_sample.items():
+        higher = (info.get(key) or {}).get("direction", "higher") != "lower"
+        v = item_values(labels, vals)
+        keep = np.isfinite(v)
+        idx = np.flatnonzero(keep)
+        stats = agreement(v[idx], human[idx], counts[:, idx], level=level, pairwise=pairwise,
+                          binary=binary[idx] if binary is not None else None, higher_is_better=higher)
+        if idx.size == n:
+            ceiling = ceiling_all
+        else:
+            sig = keep.tobytes()
+            if sig not in ceilings:
+                ceilings[sig] = human_ceiling(labels.ratings[idx], labels.raters, counts[:, idx], level=level,
+                                              pairwise=pairwise)
+            ceiling = ceilings[sig]
+        entry = {"direction": "higher" if higher else "lower", "family": (info.get(key) or {}).get("family"),
+                 **stats, "n_missing": int(n - idx.size), "human_ceiling": ceiling}
+        entry["agreement"] = _oriented(entry, sort, higher)
+        metrics[key] = entry
+    ranking = sorted(metrics, key=lambda k: (metrics[k]["agreement"] is None, -(metrics[k]["agreement"] or 0.0)))
+    return {
+        "format": FORMAT, "kind": labels.kind, "dataset": labels.source, "label": labels.label,
+        "n_items": n, "n_ratings": int((~np.isnan(labels.ratings)).sum()), "raters": labels.raters,
+        "rater_layout": labels.rater_layout, "binary": labels.binary, "level": level,
+        "n_bootstrap": int(counts.shape[0]), "seed": seed, "ci_method": CI_METHOD, "sort": sort,
+        "metrics": metrics, "ranking": ranking, "human_ceiling": ceiling_all,
+        "items": {"ids": labels.items, "human": [float(x) for x in human]},
+    }
+
+
+def meta_evaluate(data: Any, metrics: Sequence[str], *, pairwise: bool = False,
+                  label: str | Sequence[str] | None = None, rater: str | None = None,
+                  mapping: Mapping[str, str] | Iterable[str] | None = None, fmt: str | None = None,
+                  db: Any = None, options: dict[str, Any] | None = None, name: str | None = None,
+                  n_bootstrap: int = N_BOOTSTRAP, level: float = 0.95, seed: int = SEED, sort: str = "kendall",
+                  progress: bool = False, skip_unavailable: bool = False) -> dict[str, Any]:
+    """Score human-labelled data with ``metrics`` and measure how well each agrees with people.
+
+    The metrics run through :func:`ragmeter.evaluate` (a stored run tagged ``meta-eval``; judge
+    metrics use the configured judge with its cache and budget, ``options`` as in ``ragmeter
+    eval``); the record of :func:`analyse` is stored in the run and returned with ``run_id``,
+    ``status`` and ``incomplete`` (why a metric has no value, as ``ragmeter eval`` says).
+
+    Args:
+        data: what :func:`~ragmeter.analysis.meta_eval.reader.read_labels` reads.
+        metrics: metric names; ``offline`` adds every metric that runs without a judge or a download.
+        pairwise, label, rater, mapping, fmt: passed to :func:`~ragmeter.analysis.meta_eval.reader.read_labels`.
+        db: a store or its URL.
+        options: run options (``judge``, ``judge_max_cost`` ...).
+        name: the run's name.
+        n_bootstrap, level, seed, sort: passed to :func:`analyse`.
+        progress: progress bars on stderr.
+        skip_unavailable: metrics that cannot run here get no value instead of stopping the run.
+    """
+    from ragmeter.io.readers import Dataset
+    from ragmeter.run.runner import evaluate
+    from ragmeter.store import Store, open_store
+
+    if sort not in SORT_KEYS:
+        raise ConfigError(f"unknown sort statistic {sort!r}: use one of {', '.join(SORT_KEYS)}")
+    labels = read_labels(data, pairwise=pairwise, label=label, rater=rater, mapping=mapping, fmt=fmt)
+    entries = expand_metrics(metrics, labels.samples)
+    if not entries:
+        raise ConfigError("no metrics given: pass --metrics (e.g. token_f1,semantic_similarity, or offline)")
+    store = db if isinstance(db, Store) else open_store(db)
+    ds = Dataset(labels.samples, source=labels.source)
+    result = evaluate(ds, entries, db=store, options=options, name=name or f"meta-eval {labels.source}",
+                      progress=progress, skip_unavailable=skip_unavailable)
+    per_sample = {k: dict(zip((s.id for s in result.samples), result.scores.column(k).value_list(), strict=True))
+                  for k in result.scores}
+    record = analyse(labels, per_sample, result.summary, n_bootstrap=n_bootstrap, level=level, seed=seed,
+                     sort=sort)
+    if result.extra.get("judge"):
+        record["judge"] = result.extra["judge"]
+    run = store.get_run(result.run_id)
+    store.update_run(result.run_id, extra={**(run.extra or {}), EXTRA_KEY: record})
+    store.tag_run(result.run_id, add=[TAG])
+    return {"run_id": result.run_id, "status": result.status, "incomplete": result.incomplete, **record}
+
+
+def load_meta_eval(store: Any, ref: str) -> dict[str, Any]:
+    """The stored meta-evaluation of a run (id, prefix, name or ``latest``)."""
+    run = store.get_run(ref)
+    rec = (run.extra or {}).get(EXTRA_KEY)
+    if not isinstance(rec, dict):
+        raise StoreError(f"run {run.id} is not a meta-evaluation (`ragmeter runs --tag {TAG}` lists them)")
+    return {"run_id": run.id, "status": run.status, "incomplete": (run.extra or {}).get("incomplete", []), **rec}
+
+
+def stored_item_values(store: Any, record: Mapping[str, Any], metric: str) -> np.ndarray:
+    """A stored meta-evaluation's per-item values of one metric (NaN where none), from its run."""
+    table = store.score_table(record["run_id"]).get(metric, {})
+    values = {sid: s.value for sid, s in table.items()}
+    ids = record["items"]["ids"]
+    labels = HumanLabels(record["kind"], record["dataset"], record["label"], list(ids), [], np.zeros((len(ids), 0)), [])
+    return item_values(labels, values)
+
+
+def compare_meta_evals(store: Any, a: str, b: str, *, n_bootstrap: int = N_BOOTSTRAP,
+                       seed: int = SEED) -> dict[str, Any]:
+    """Two stored meta-evaluations side by side, metric by metric (``b`` minus ``a``).
+
+    When both scored the same items against the same human labels (the same file, e.g. before and
+    after a judge prompt change), each difference of correlations gets a paired bootstrap interval
+    over items (one set of resamples for both); otherwise the values are only set side by side.
+    """
+    ra, rb = load_meta_eval(store, a), load_meta_eval(store, b)
+    same = (ra["kind"] == rb["kind"] and ra["items"]["ids"] == rb["items"]["ids"]
+            and np.allclose(ra["items"]["human"], rb["items"]["human"], equal_nan=True))
+    level = rb.get("level", 0.95)
+    human = np.array(rb["items"]["human"], dtype=np.float64)
+    counts = Resamples.draw(len(human), n_bootstrap, seed=seed, level=level).counts if same else None
+    out: dict[str, Any] = {}
+    for key in list(dict.fromkeys([*ra["ranking"], *rb["ranking"]])):
+        ma, mb = ra["metrics"].get(key), rb["metrics"].get(key)
+        row: dict[str, Any] = {}
+        names = list(CORRELATIONS) + [s for s in ("pairwise_accuracy", "auroc", "f1")
+                                      if (ma and s in ma) or (mb and s in mb)]
+        paired: dict[str, tuple[float, np.ndarray]] = {}
+        if same and ma and mb and counts is not None:
+            # the difference on the items both have a value for, on one set of resamples
+            va, vb = stored_item_values(store, ra, key), stored_item_values(store, rb, key)
+            keep = np.flatnonzero(np.isfinite(va) & np.isfinite(vb))
+            pa, pb = correlations(va[keep], human[keep], None), correlations(vb[keep], human[keep], None)
+            if all(pa[c]["value"] is not None and pb[c]["value"] is not None for c in CORRELATIONS):
+                w = counts[:, keep]
+                ba, bb = boot_correlations(va[keep], human[keep], w), boot_correlations(vb[keep], human[keep], w)
+                paired = {c: (pb[c]["value"] - pa[c]["value"], bb[c] - ba[c]) for c in CORRELATIONS}
+        for s in names:
+            x = (ma or {}).get(s, {}).get("value") if ma else None
+            y = (mb or {}).get(s, {}).get("value") if mb else None
+            d = None if x is None or y is None else y - x
+            lo = hi = None
+            if s in paired:
+                d = paired[s][0]
+                lo, hi = interval(paired[s][1], level)
+            row[s] = {"a": x, "b": y, "difference": d, "ci_low": lo, "ci_high": hi}
+        out[key] = row
+    return {"a": ra["run_id"], "b": rb["run_id"], "paired": same, "level": level,
+            "note": None if same else "different items or labels: no paired interval of the differences",
+            "metrics": out}

@@ -1,0 +1,253 @@
+"""Per-sample values of a run (from the store, a baseline file or an in-memory result), aligned by
+sample id for paired statistics."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ragmeter.core.errors import ConfigError, StoreError
+
+BASELINE_FORMAT = "ragmeter-baseline"
+BASELINE_VERSION = 1
+
+
+@dataclass
+class RunValues:
+    """What paired comparisons need from a run.
+
+    Attributes:
+        run_id: the run id (or the baseline file's run id).
+        name: the run's name, if any.
+        values: ``{metric_key: {sample_id: value or None}}``.
+        means: ``{metric_key: mean}`` as stored (used when per-sample values are absent).
+        directions: ``{metric_key: "higher" | "lower"}``.
+        label: how to show it (name or id, or the file path).
+        ranges: ``{metric_key: (low, high)}``, the range of the metric's values (the registry's
+            ``range``, else the one recorded with the run); see :meth:`range_of`.
+    """
+
+    run_id: str
+    name: str | None = None
+    values: dict[str, dict[str, float | None]] = field(default_factory=dict)
+    means: dict[str, float | None] = field(default_factory=dict)
+    directions: dict[str, str] = field(default_factory=dict)
+    label: str = ""
+    dataset_fingerprint: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    ranges: dict[str, tuple[float, float]] = field(default_factory=dict)
+
+    @property
+    def metrics(self) -> list[str]:
+        return list(dict.fromkeys([*self.values, *self.means]))
+
+    def range_of(self, metric: str) -> tuple[float, float] | None:
+        """The range of ``metric``'s values: the registry's (found when the run was loaded, by the
+        requested name), else the one recorded with the run, else ``None`` (unknown here)."""
+        return self.ranges.get(metric) or registry_range(metric)
+
+    def higher_is_better(self, metric: str) -> bool:
+        return self.directions.get(metric, "higher") != "lower"
+
+
+def from_store(store: Any, ref: str) -> RunValues:
+    """A stored run's per-sample values.
+
+    Raises:
+        StoreError: no such run.
+    """
+    run = store.get_run(ref)
+    table = store.score_table(run.id)
+    values = {m: {sid: sc.value for sid, sc in by_id.items()} for m, by_id in table.items()}
+    summary = run.summary or {}
+    directions = {m: str(summary.get(m, {}).get("direction", "higher")) for m in values}
+    for m in values:
+        if m not in summary:
+            directions[m] = _registry_direction(m)
+    means = {m: _mean(v) for m, v in values.items()}
+    names = {m.get("key"): m.get("name") for m in (run.metrics or []) if isinstance(m, dict)}
+    ranges = {}
+    for m in values:
+        rng = registry_range(names.get(m) or m) or _stored_range(summary.get(m))
+        if rng is not None:
+            ranges[m] = rng
+    return RunValues(run_id=run.id, name=run.name, values=values, means=means, directions=directions,
+                     label=f"{run.name} ({run.id})" if run.name else run.id,
+                     dataset_fingerprint=run.dataset_fingerprint, extra=dict(run.extra or {}),
+                     ranges=ranges)
+
+
+def from_result(result: Any) -> RunValues:
+    """Values of an :class:`ragmeter.run.runner.EvaluationResult`."""
+    ids = [s.id for s in result.samples]
+    values = {m: {i: sc.value for i, sc in zip(ids, scores, strict=True)} for m, scores in result.scores.items()}
+    directions = {m: str(result.summary.get(m, {}).get("direction", "higher")) for m in values}
+    ranges = {m: r for m in values if (r := _stored_range(result.summary.get(m))) is not None}
+    return RunValues(run_id=result.run_id, values=values, means={m: _mean(v) for m, v in values.items()},
+                     directions=directions, label=result.run_id, extra=dict(result.extra or {}),
+                     ranges=ranges)
+
+
+def _stored_range(entry: Any) -> tuple[float, float] | None:
+    """The ``range`` recorded in a run summary's (or a baseline file's) metric entry, if valid."""
+    rng = entry.get("range") if isinstance(entry, dict) else None
+    if not isinstance(rng, list | tuple) or len(rng) != 2:
+        return None
+    try:
+        low, high = float(rng[0]), float(rng[1])
+    except (TypeError, ValueError):
+        return None
+    return (low, high) if low < high else None
+
+
+def registry_range(metric: str) -> tuple[float, float] | None:
+    """The registry's ``range`` of a metric key (``ndcg@10``, ``faithfulness(judge=...)`` resolve to
+    their metric); ``None`` for a name this process does not know."""
+    from ragmeter.metrics.registry import resolve
+
+    for name in dict.fromkeys((metric, metric.split("(", 1)[0])):
+        try:
+            spec = resolve(name).spec
+        except (ConfigError, ImportError):
+            continue
+        return float(spec.range[0]), float(spec.range[1])
+    return None
+
+
+def _registry_direction(metric: str) -> str:
+    try:
+        from ragmeter.metrics.registry import resolve
+
+        return "higher" if resolve(metric).spec.higher_is_better else "lower"
+    except Exception:  # noqa: BLE001 - an unknown key keeps the default direction
+        return "higher"
+
+
+def _mean(v: dict[str, float | None]) -> float | None:
+    xs = [x for x in v.values() if x is not None]
+    return float(np.mean(xs)) if xs else None
+
+
+def load_runs(ref: str | Any, store: Any = None) -> RunValues:
+    """A run id/name/prefix (needs ``store``), a baseline JSON file path, an ``EvaluationResult``
+    or a :class:`RunValues`.
+
+    Raises:
+        StoreError / ConfigError: the reference names neither a stored run nor a readable file.
+    """
+    if isinstance(ref, RunValues):
+        return ref
+    if hasattr(ref, "scores") and hasattr(ref, "samples"):
+        return from_result(ref)
+    ref = str(ref)
+    path = Path(ref)
+    if path.suffix.lower() == ".json" or (path.is_file() and not _looks_like_run_id(ref)):
+        return load_baseline(path)
+    if store is None:
+        from ragmeter.store import open_store
+
+        store = open_store()
+    return from_store(store, ref)
+
+
+def _looks_like_run_id(ref: str) -> bool:
+    return len(ref) <= 32 and ref.isalnum()
+
+
+def save_baseline(values: RunValues, path: str | Path, *, metrics: list[str] | None = None) -> Path:
+    """Write a baseline file: per metric its direction, mean, count and every per-sample value,
+    so a later paired test works against the file without the database.
+
+    Format (JSON)::
+
+        {"format": "ragmeter-baseline", "version": 1, "run_id": "...", "name": "...",
+         "created_at": "...", "dataset_fingerprint": "...",
+         "metrics": {"ndcg@5": {"direction": "higher", "mean": 0.71, "n": 48,
+                                "values": {"sample-id": 0.63, "other-id": null, ...}}}}
+    """
+    from datetime import UTC, datetime
+
+    keys = metrics or values.metrics
+    missing = [m for m in keys if m not in values.values]
+    if missing:
+        raise ConfigError(f"run {values.label} has no metric(s) {missing}; it has {values.metrics}")
+    doc = {"format": BASELINE_FORMAT, "version": BASELINE_VERSION, "run_id": values.run_id,
+           "name": values.name, "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
+           "dataset_fingerprint": values.dataset_fingerprint,
+           "metrics": {m: {"direction": values.directions.get(m, "higher"), "mean": values.means.get(m),
+                           "n": sum(v is not None for v in values.values[m].values()),
+                           **({"range": list(r)} if (r := values.range_of(m)) is not None else {}),
+                           "values": values.values[m]} for m in keys}}
+    if "method" in values.extra:
+        doc["method"] = values.extra["method"]
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return path
+
+
+def load_baseline(path: str | Path) -> RunValues:
+    """Read a baseline file written by :func:`save_baseline`. Also accepted: baseline files of the form
+    ``{"date": ..., "metrics": {"name": mean, ...}}`` (means only: the gate then compares means
+    without a significance test and says so).
+
+    Raises:
+        ConfigError: unreadable file or an unknown structure.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise StoreError(f"baseline file not found: {path}")
+    from ragmeter.core.files import read_text
+
+    text = read_text(path, "baseline file")
+    try:
+        doc = json.loads(text)
+    except (ValueError, RecursionError) as exc:  # not JSON, a 5,000-digit number, nested too deeply
+        raise ConfigError(f"{path}: cannot read baseline: {str(exc)[:200]}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("metrics"), dict):
+        raise ConfigError(f"{path}: a baseline needs a 'metrics' mapping")
+    values: dict[str, dict[str, float | None]] = {}
+    means: dict[str, float | None] = {}
+    directions: dict[str, str] = {}
+    ranges: dict[str, tuple[float, float]] = {}
+    for m, entry in doc["metrics"].items():
+        if isinstance(entry, int | float) and not isinstance(entry, bool):
+            means[m] = float(entry)  # {"metrics": {name: mean}} style: mean only
+            directions[m] = _registry_direction(m)
+            continue
+        if not isinstance(entry, dict):
+            raise ConfigError(f"{path}: metric {m!r} must be a number or a mapping")
+        directions[m] = str(entry.get("direction") or _registry_direction(m))
+        if (rng := registry_range(m) or _stored_range(entry)) is not None:
+            ranges[m] = rng
+        if entry.get("mean") is not None:
+            means[m] = float(entry["mean"])
+        raw = entry.get("values")
+        if isinstance(raw, dict):
+            vals: dict[str, float | None] = {}
+            for sid, v in raw.items():
+                if v is not None and not (isinstance(v, int | float) and math.isfinite(v)):
+                    raise ConfigError(f"{path}: metric {m!r}, sample {sid!r}: value must be a number or null")
+                vals[str(sid)] = None if v is None else float(v)
+            values[m] = vals
+            if m not in means:
+                means[m] = _mean(vals)
+    rid = str(doc.get("run_id") or path.stem)
+    return RunValues(run_id=rid, name=doc.get("name"), values=values, means=means, directions=directions,
+                     label=str(path), dataset_fingerprint=doc.get("dataset_fingerprint"), ranges=ranges)
+
+
+def paired_arrays(a: RunValues, b: RunValues, metric: str) -> tuple[np.ndarray, np.ndarray, list[str], int]:
+    """Values of ``metric`` for the samples both runs scored (paired by sample id, in ``a``'s
+    order), the ids, and how many samples of either run were left out (no value or not in both)."""
+    va, vb = a.values.get(metric, {}), b.values.get(metric, {})
+    ids = [i for i, x in va.items() if x is not None and vb.get(i) is not None]
+    union = {i for i, x in va.items() if x is not None} | {i for i, x in vb.items() if x is not None}
+    xa = np.array([va[i] for i in ids], dtype=np.float64)
+    xb = np.array([vb[i] for i in ids], dtype=np.float64)
+    return xa, xb, ids, len(union) - len(ids)

@@ -1,0 +1,328 @@
+"""Core commands: eval, metrics, runs, show, export, example."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from ragmeter.apps.cli._common import DB_HELP, console, err_console, fmt, get_store, summary_table
+from ragmeter.apps.cli._params import number
+from ragmeter.core.redact import redact_obj
+
+
+def register(app: typer.Typer) -> None:
+    app.command("eval")(eval_cmd)
+    app.command("metrics")(metrics_cmd)
+    from ragmeter.apps.cli.runs import runs_app
+
+    app.add_typer(runs_app, name="runs")
+    app.command("show")(show_cmd)
+    app.command("export")(export_cmd)
+    app.command("example")(example_cmd)
+
+
+def _split_metrics(values: list[Any] | None) -> list[Any]:
+    out: list[Any] = []
+    for v in values or []:
+        if isinstance(v, dict):  # a resolved entry ({name, params, key}: --openai-eval's graders)
+            out.append(v)
+            continue
+        out.extend(x.strip() for x in v.split(",") if x.strip())
+    return out
+
+
+def eval_cmd(
+    data: Annotated[str | None, typer.Argument(help="Dataset file (.jsonl/.csv/.parquet) or 'example'. Optional with --resume.")] = None,
+    metrics: Annotated[list[str] | None, typer.Option("--metrics", "-m", help="Comma-separated metric names (see `ragmeter metrics`).")] = None,
+    config: Annotated[Path | None, typer.Option("--config", "-c", help="JSON/YAML config: metrics (or metric_types), options.")] = None,
+    map_: Annotated[list[str] | None, typer.Option("--map", help="field=column for columns the aliases miss (repeatable).")] = None,
+    on_error: Annotated[str, typer.Option(help="What to do with a bad row: raise or skip.")] = "raise",
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Write per-sample results (JSONL).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the run summary as one JSON object.")] = False,
+    resume: Annotated[str | None, typer.Option(help="Finish an interrupted run (its id).")] = None,
+    name: Annotated[str | None, typer.Option(help="A name for the run.")] = None,
+    db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
+    option: Annotated[list[str] | None, typer.Option("--option", help="key=value run option passed to metrics (repeatable).")] = None,
+    skip_unavailable: Annotated[bool, typer.Option(help="Record no value for metrics that cannot run here (e.g. no judge) instead of failing.")] = False,
+    no_progress: Annotated[bool, typer.Option("--no-progress", help="Hide progress bars.")] = False,
+    judge: Annotated[str | None, typer.Option("--judge", help="LLM judge as provider:model (openai:gpt-4o-mini, anthropic:..., google:..., ollama:...).")] = None,
+    judge_base_url: Annotated[str | None, typer.Option("--judge-base-url", help="Endpoint of an OpenAI-compatible judge (vLLM, Ollama, llama.cpp, LM Studio, Azure ...).")] = None,
+    judge_api_key_env: Annotated[str | None, typer.Option("--judge-api-key-env", help="Name of the environment variable that holds the judge's API key.")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the judge calls and estimated cost; call nothing, store nothing.")] = False,
+    max_cost: Annotated[float | None, typer.Option("--max-cost", help="Stop judging once this many USD are spent.", parser=number(0))] = None,
+    concurrency: Annotated[int | None, typer.Option("--concurrency", help="Judge requests in flight at most (default 16; lowered while the judge answers 429).", parser=number(1, 10_000, integer=True))] = None,
+    rpm: Annotated[float | None, typer.Option("--rpm", help="Judge requests per minute (default: no limit).", parser=number(0, low_open=True))] = None,
+    where: Annotated[list[str] | None, typer.Option("--where", help="Only samples whose metadata match field=value (repeatable), e.g. type=multi_hop.")] = None,
+    method: Annotated[str | None, typer.Option("--method", help="Answer correctness method: keyword, semantic_fixed, semantic_dynamic, semantic_guarded, llm_judge, hybrid (adds metric correct_<method>).")] = None,
+    max_missing: Annotated[float | None, typer.Option("--max-missing", help="Share of samples (0-1) a metric may lack a value on before the run is incomplete (exit 3). Default: incomplete only when a metric has no value at all.")] = None,
+    language: Annotated[str | None, typer.Option("--language", help="Language of the texts (ISO code: en, pt, el, zh ...): tokenisation, stemming, stopwords and negation cues of lexical and correctness metrics. A sample's own `language` field wins.")] = None,
+    engine: Annotated[str, typer.Option("--engine", help="local, or ray: score metrics in blocks, encode embeddings and send judge calls (under one limit and budget) on a Ray runtime (pip install 'ragmeter-eval[ray]').")] = "local",
+    ray_address: Annotated[str | None, typer.Option("--ray-address", help="ray://HOST:10001 of a Ray cluster (default: a local Ray runtime).")] = None,
+    threshold: Annotated[list[str] | None, typer.Option("--threshold", "-t", help="METRIC=VALUE, METRIC>=VALUE or METRIC<=VALUE per-sample threshold (repeatable); exit 1 when one fails (docs/ci.md).")] = None,
+    pass_rule: Annotated[str | None, typer.Option("--pass-rule", help="With --threshold: 'all' samples (default) or a pass-rate target for the Wilson lower bound, e.g. 0.9.")] = None,
+    openai_eval: Annotated[Path | None, typer.Option("--openai-eval", help="Run an exported OpenAI eval definition (data_source_config + testing_criteria) on DATA: one metric per grader, named after it, with its pass rate (docs/openai-evals.md).")] = None,
+    allow_python_graders: Annotated[bool, typer.Option("--allow-python-graders", help="With --openai-eval: run python graders (each call in a separate process with a time and memory limit); refused without it.")] = False,
+) -> None:
+    """Evaluate a dataset: score every sample with every metric, store the run, print the summary.
+
+    Exits 3 when the run is incomplete (no samples, or a metric without values); the run is
+    stored with status 'incomplete' and the reasons.
+    """
+    from ragmeter.run.runner import evaluate
+
+    if on_error not in {"raise", "skip"}:
+        raise typer.BadParameter(f"use 'raise' or 'skip', got {on_error!r}",
+                                 param_hint="'--on-error'")
+    if data is None and not resume:
+        raise typer.BadParameter("give a dataset file or 'example', e.g. `ragmeter eval data.jsonl "
+                                 "-m token_f1`, or --resume RUN_ID", param_hint="'DATA'")
+    if max_missing is not None and not 0 <= max_missing <= 1:
+        raise typer.BadParameter(f"a share of the samples between 0 and 1 (0.2 = 20%), got {max_missing:g}",
+                                 param_hint="'--max-missing'")
+    if method:
+        from ragmeter.metrics.correctness import metric_for_method
+
+        metrics = [*(metrics or []), metric_for_method(method)]
+    opts: dict[str, Any] = {}
+    for item in option or []:
+        k, eq, v = item.partition("=")
+        if not eq or not k.strip():
+            raise typer.BadParameter(f"use key=value, e.g. --option embedding_model=all-MiniLM-L6-v2; got {item!r}",
+                                     param_hint="'--option'")
+        opts[k.strip()] = _parse_value(v)
+    opts.update({k: v for k, v in {"judge": judge, "judge_base_url": judge_base_url,
+                                   "judge_api_key_env": judge_api_key_env, "judge_max_cost": max_cost,
+                                   "judge_concurrency": concurrency, "judge_rpm": rpm,
+                                   "language": language}.items() if v is not None})
+    if openai_eval is not None:
+        from ragmeter.apps.cli._openai_eval import eval_arguments
+
+        args = eval_arguments(openai_eval, data, metrics=_split_metrics(metrics), threshold=threshold,
+                              pass_rule=pass_rule, mapping=map_, options=opts,
+                              allow_python_graders=allow_python_graders, on_error=on_error)
+        data, metrics, threshold, pass_rule, opts, map_ = (args["data"], args["metrics"], args["thresholds"],
+                                                           args["pass_rule"], args["options"], None)
+    if dry_run:
+        if resume:
+            raise typer.BadParameter("--dry-run plans a new evaluation; it cannot be combined with --resume")
+        from ragmeter.apps.cli.judge import dry_run_report
+
+        dry_run_report(data, _split_metrics(metrics), config=config, mapping=map_ or None,
+                       on_error=on_error, db=db, options=opts, as_json=as_json)
+        return
+    result = evaluate(data, _split_metrics(metrics), config=config, max_missing=max_missing, mapping=map_ or None,
+                      on_error=on_error, db=db, resume=resume, name=name, options=opts or None,
+                      progress=not no_progress and not as_json, skip_unavailable=skip_unavailable,
+                      where=where or None, engine=engine, ray_address=ray_address,
+                      thresholds=threshold or None, pass_rule=pass_rule)
+    if out:
+        result.write_jsonl(out)
+    skipped = result.extra.get("skipped_rows")
+    if skipped:
+        err_console.print(f"[yellow]skipped {skipped['count']} bad row(s):[/yellow]")
+        for e in skipped["errors"][:20]:
+            err_console.print(f"  {e}", markup=False, highlight=False)
+    if as_json:
+        typer.echo(json.dumps(result.to_dict(), default=str))
+    else:
+        from ragmeter.conversations.scope import describe
+
+        console.print(summary_table(result.summary, title=f"run {result.run_id} — {describe(result.samples)}"))
+        _print_extra(result.extra)
+        if out:
+            console.print(f"per-sample results: {out}")
+        for s in result.summary.values():
+            if p := s.get("pass"):
+                verdict = "" if p.get("checked") is False else " PASS" if p["ok"] else " FAIL"
+                console.print(f"{p['threshold']}: {p['passed']}/{p['n']} passed, Wilson 95% "
+                              f"[{p['rate_low']:.3f}, {p['rate_high']:.3f}]{verdict}",
+                              markup=False, highlight=False, soft_wrap=True)
+    if result.passed is False:  # a threshold failed: the check this command was asked for
+        raise typer.Exit(1)
+    from ragmeter.apps.cli._common import exit_if_incomplete
+
+    exit_if_incomplete(result)
+
+
+def _parse_value(v: str) -> Any:
+    try:
+        return json.loads(v)
+    except (ValueError, RecursionError):  # not JSON (or a 5,000-digit number): the text itself
+        return v
+
+
+def _print_extra(extra: dict[str, Any]) -> None:
+    emb = extra.get("embeddings")
+    if emb:
+        console.print(f"embeddings: computed {emb.get('computed', 0)}, cached {emb.get('cached', 0)}")
+    judge = extra.get("judge")
+    if judge:
+        console.print("judge: " + ", ".join(f"{k} {fmt(v)}" for k, v in judge.items()
+                                           if not isinstance(v, dict | list)))
+
+
+def metrics_cmd(
+    family: Annotated[str | None, typer.Option(help="Only this family.")] = None,
+    long: Annotated[bool, typer.Option("--long", "-l", help="Also print each metric's definition.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="JSON list.")] = False,
+) -> None:
+    """List every metric with its family, direction, needed fields and range (--long: definitions)."""
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
+    from ragmeter.metrics.registry import all_metrics
+
+    specs = [s for s in all_metrics() if family is None or s.family == family]
+    if family is not None and not specs:
+        families = sorted({s.family for s in all_metrics()})
+        raise typer.BadParameter(f"no metric family {family!r}; families: {', '.join(families)}",
+                                 param_hint="'--family'")
+    if as_json:
+        typer.echo(json.dumps([s.info() for s in specs]))
+        return
+    ranges = {_range_text(s.range) for s in specs}
+    # a few metrics off the common range are named in the title, so the table keeps its columns
+    common = max(ranges, key=lambda r: sum(_range_text(s.range) == r for s in specs))
+    odd = [s for s in specs if _range_text(s.range) != common]
+    one_range = len(odd) <= 8
+    title = f"{len(specs)} metrics" + (f", every score in {common}" if one_range else "")
+    if odd and one_range:
+        title += f" but {len(odd)} (below)"
+    # names, families and directions never wrap or shrink; only the field lists wrap, so the
+    # table reads at 80 columns (definitions are too long for a column: --long prints them below)
+    t = Table(title=title,
+              box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True,
+              title_justify="left")
+    t.add_column("name", no_wrap=True)
+    t.add_column("family", no_wrap=True)
+    t.add_column("better", no_wrap=True)
+    t.add_column("needs", overflow="fold")
+    for s in specs:
+        uses = [x for x, f in (("+emb", s.needs_embeddings), ("+judge", s.needs_llm)) if f]
+        row = [s.name + (f"@{s.param}" if s.param else ""), s.family,
+               "higher" if s.higher_is_better else "lower"]
+        if not one_range:
+            row.append(_range_text(s.range))
+        row.append(", ".join([*s.requires, *uses]))
+        t.add_row(*row)
+    console.print(t)
+    if odd and one_range:
+        console.print("Other ranges: " + ", ".join(f"{s.name} {_range_text(s.range)}" for s in odd)
+                      + ".", markup=False, highlight=False)
+    if any(s.needs_embeddings or s.needs_llm for s in specs):
+        console.print("+emb: computes embeddings (offline default model); +judge: needs an LLM judge "
+                      "(--judge). `ragmeter metrics --long` prints every definition.",
+                      markup=False, highlight=False)
+    if any(s.equals for s in specs):
+        tools = sorted({(s.equals["tool"], s.equals["version"]) for s in specs if s.equals})
+        console.print(", ".join(f"{t}:* equal {TOOL_LABELS.get(t, t)} {v}'s numbers" for t, v in tools)
+                      + " given the same judge verdicts; `--long` says, for every judge metric, which "
+                      "tool's number it equals and where it differs.", markup=False, highlight=False)
+    if long:
+        for s in specs:
+            head = Text(s.name + (f"@{s.param}" if s.param else ""), style="bold")
+            console.print(head)
+            console.print(Text(s.info()["description"]), style=None, soft_wrap=False,
+                          markup=False, highlight=False)
+            if s.equals:
+                console.print(Text(f"equals: {TOOL_LABELS.get(s.equals['tool'], s.equals['tool'])} "
+                                   f"{s.equals['version']} {s.equals['metric']}, given the same verdicts"),
+                              soft_wrap=False, markup=False, highlight=False)
+            if s.parity_text():
+                console.print(Text("parity: " + s.parity_text()), soft_wrap=False, markup=False, highlight=False)
+
+
+TOOL_LABELS = {"ragas": "ragas", "deepeval": "DeepEval"}
+
+
+def _range_text(r: tuple[float, float]) -> str:
+    if max(abs(r[0]), abs(r[1])) >= 1e9:  # no set range (an OpenAI python grader)
+        return "any number"
+    return f"{r[0]:g}-{r[1]:g}" if r[0] >= 0 else f"{r[0]:g} to {r[1]:g}"
+
+
+def show_cmd(
+    run: Annotated[str, typer.Argument(help="Run id (or unique prefix, name, 'latest').")] = "latest",
+    as_json: Annotated[bool, typer.Option("--json", help="JSON object.")] = False,
+    db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
+) -> None:
+    """Print a run's aggregates, config and service figures (embeddings, judge tokens and cost)."""
+    store = get_store(db, must_exist=True)
+    r = store.get_run(run)
+    info = {"id": r.id, "name": r.name, "status": r.status, "created_at": r.created_at.isoformat(),
+            "finished_at": r.finished_at.isoformat() if r.finished_at else None,
+            "ragmeter_version": r.ragmeter_version, "dataset": r.dataset_source,
+            "dataset_fingerprint": r.dataset_fingerprint, "n_samples": r.n_samples,
+            "config": redact_obj(r.config), "timings": r.timings, "metrics": r.summary, **(r.extra or {})}
+    from ragmeter.apps.cli import show_hooks
+
+    sections = show_hooks.collect(store, r)
+    if sections:
+        info["sections"] = sections
+    if as_json:
+        typer.echo(json.dumps(info, default=str))
+        return
+    console.print(f"[bold]run {r.id}[/bold] {r.name or ''} — {r.status}, {r.n_samples} samples, "
+                  f"dataset {r.dataset_source}, ragmeter {r.ragmeter_version}")
+    if r.summary:
+        console.print(summary_table(r.summary))
+    else:
+        console.print("(no summary: the run did not finish; `ragmeter eval --resume "
+                      f"{r.id}` completes it)")
+    _print_extra(r.extra or {})
+    for title, body in sections.items():
+        console.print(f"\n[bold]{title}[/bold]")
+        console.print(body if isinstance(body, str) else json.dumps(body, indent=2, default=str),
+                      markup=False, highlight=False)
+
+
+def export_cmd(
+    run: Annotated[str, typer.Argument(help="Run id (or prefix, name, 'latest').")],
+    format: Annotated[str, typer.Option("--format", "-f", help="csv, parquet, jsonl, or excel (also: xlsx) for an .xlsx workbook.")] = "csv",
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Output file (default RUN.FORMAT).")] = None,
+    columns: Annotated[str | None, typer.Option(
+        "--columns", help="Comma-separated columns to keep, in order (default: all).")] = None,
+    db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
+    to: Annotated[str | None, typer.Option("--to", help="Send the run to a sink instead of a file: mlflow (MLFLOW_TRACKING_URI) or sheets (Google Sheets).")] = None,
+    experiment: Annotated[str | None, typer.Option("--experiment", help="MLflow experiment name (with --to mlflow; default 'ragmeter').")] = None,
+    spreadsheet: Annotated[str | None, typer.Option("--spreadsheet", help="Google spreadsheet id (with --to sheets).")] = None,
+) -> None:
+    """Write a run's per-sample rows to a file: id, question, answer, reference, contexts and their
+    ids, every metric's value, METRIC__pass (thresholded metrics), no-value reasons, judge verdicts;
+    or send the run to MLflow or Google Sheets (--to)."""
+    from ragmeter.apps.export.files import check_format, export_run
+
+    format = check_format(format)
+    store = get_store(db, must_exist=True)
+    rid = store.resolve_run(run)
+    if to is not None:
+        from ragmeter.apps.export.dispatch import export_to
+
+        console.print(export_to(store, rid, to, experiment=experiment, spreadsheet=spreadsheet))
+        return
+    cols = [c.strip() for c in columns.split(",") if c.strip()] if columns else None
+    path = export_run(store, rid, format, output or Path(f"{rid}.{'xlsx' if format == 'excel' else format}"), columns=cols)
+    console.print(f"wrote {path}")
+
+
+def example_cmd(
+    write: Annotated[Path, typer.Option("--write", help="Copy the bundled example's files to this folder.")],
+) -> None:
+    """Copy the bundled example dataset (corpus + samples) out, to read and imitate."""
+    from ragmeter.io.readers import example_path
+
+    src = example_path().parent
+    write.mkdir(parents=True, exist_ok=True)
+    n = 0
+    for p in src.rglob("*"):
+        if p.is_file() and "__pycache__" not in p.parts:
+            dest = write / p.relative_to(src)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(p, dest)
+            n += 1
+    console.print(f"copied {n} files to {write}")

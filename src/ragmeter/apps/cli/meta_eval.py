@@ -1,0 +1,343 @@
+"""``ragmeter meta-eval`` (how well each metric agrees with human labels, beside the raters' own
+agreement) and ``ragmeter calibrate`` (a judge metric's mean corrected by human labels with
+prediction-powered inference)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from ragmeter.apps.cli._common import DB_HELP, console, err_console, fmt, get_store
+
+
+def register(app: typer.Typer) -> None:
+    app.command("meta-eval")(meta_eval_cmd)
+    app.command("calibrate")(calibrate_cmd)
+    from ragmeter.apps.cli import show_hooks
+
+    show_hooks.add(_show_section)
+
+
+def _show_section(store: Any, run: Any) -> dict[str, Any]:
+    """``ragmeter show`` of a meta-evaluation run: its ranking with the human ceiling."""
+    rec = (run.extra or {}).get("meta_eval")
+    if not isinstance(rec, dict) or not rec.get("metrics"):
+        return {}
+    stat = rec.get("sort", "kendall")
+    lines = [f"{rec['kind']}, {rec['n_items']} items, {len(rec['raters'])} rater(s), label {rec['label']!r}; "
+             f"{stat} with the human label ({rec['level']:.0%} CI):"]
+    lines += [f"  {k}: {_stat(rec['metrics'][k].get(stat))}" for k in rec["ranking"]]
+    c = rec.get("human_ceiling") or {}
+    for part, title in (("rater_vs_rater", "human, rater vs rater"), ("leave_one_out", "human, one vs the rest")):
+        if c.get(part):
+            lines.append(f"  {title}: {_stat(c[part].get(stat))}")
+    return {"meta-evaluation": "\n".join(lines)}
+
+
+def _errors_exit(fn: Any) -> Any:
+    """Run a command so that an error the user caused is one line and its exit status (2 for bad
+    input), also when the app is called without :func:`ragmeter.apps.cli.main` (a test's CliRunner)."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from rich.markup import escape
+
+        from ragmeter.core.errors import RagmeterError
+
+        try:
+            return fn(*args, **kwargs)
+        except RagmeterError as exc:
+            err_console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
+            raise typer.Exit(exc.exit_code) from None
+        except ValueError as exc:  # numeric checks of the statistics (a label that is not finite ...)
+            err_console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
+            raise typer.Exit(2) from None
+
+    return wrapper
+
+
+def _split(values: list[str] | None) -> list[str]:
+    return [x.strip() for v in values or [] for x in v.split(",") if x.strip()]
+
+
+def _stat(e: Any, digits: int = 3, sep: str = " ") -> str:
+    """``value [low, high]`` (``sep`` between them: a newline in the table)."""
+    if not isinstance(e, dict) or e.get("value") is None:
+        return "—"
+    ci = f"{sep}[{e['ci_low']:.{digits}f}, {e['ci_high']:.{digits}f}]" if e.get("ci_low") is not None else ""
+    return f"{e['value']:.{digits}f}{ci}"
+
+
+def _cell(e: Any) -> str:
+    """A table cell: the value, and its interval (low–high) below it."""
+    if not isinstance(e, dict) or e.get("value") is None:
+        return "—"
+    ci = f"\n{e['ci_low']:.2f}–{e['ci_high']:.2f}" if e.get("ci_low") is not None else ""
+    return f"{e['value']:.3f}{ci}"
+
+
+def _print_record(rec: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    raters = rec["raters"]
+    who = f"{len(raters)} raters ({', '.join(raters[:6])}{', ...' if len(raters) > 6 else ''})" \
+        if len(raters) > 1 else "1 rater"
+    console.print(f"[bold]meta-evaluation[/bold] of {rec['dataset']} ({rec['kind']}): {rec['n_items']} items, "
+                  f"{rec['n_ratings']} labels by {who}, label {rec['label']!r} — run {rec['run_id']}",
+                  highlight=False, soft_wrap=True)
+    pairwise = rec["kind"] == "pairwise"
+    binary = rec.get("binary")
+    pct = f"{rec['level']:.0%}"
+    from rich import box
+
+    t = Table(title=f"agreement with the human label, sorted by {rec['sort']} ({pct} bootstrap CIs over items)",
+              title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    cols = ["metric", "n", "Pearson", "Spearman", "Kendall"]
+    cols += ["pair acc", "tie-cal"] if pairwise else []
+    cols += ["AUROC", "F1 (cv)"] if binary else []
+    for col in cols:
+        t.add_column(col, no_wrap=col == "metric", justify="left" if col == "metric" else "right",
+                     min_width=9 if col not in ("metric", "n") else None)
+    for key in rec["ranking"]:
+        m = rec["metrics"][key]
+        row = [key + (" ↓" if m["direction"] == "lower" else ""), str(m["n"]),
+               *(_cell(m[c]) for c in ("pearson", "spearman", "kendall"))]
+        if pairwise:
+            row += [_cell(m.get("pairwise_accuracy")), _cell(m.get("pairwise_accuracy_tie_calibrated"))]
+        if binary:
+            f1 = m.get("f1") or {}
+            row += [_cell(m.get("auroc")),
+                    _cell(f1) + (f"\nat {f1['threshold']:.3g}" if f1.get("threshold") is not None else "")]
+        t.add_row(*row)
+    ceiling = rec.get("human_ceiling")
+    if ceiling:
+        for part, title in (("rater_vs_rater", "human pairs"), ("leave_one_out", "human 1 vs rest")):
+            c = ceiling.get(part)
+            if not c:
+                continue
+            row = [title, str(ceiling["n_items"]), *(_cell(c[s]) for s in ("pearson", "spearman", "kendall"))]
+            if pairwise:
+                row += [_cell(c.get("pairwise_accuracy")), ""]
+            if binary:
+                row += ["", ""]
+            t.add_row(*row, style="italic")
+    console.print(t)
+    if ceiling:
+        console.print("human ceiling: the same statistics between people; 'human pairs' = each pair of raters, "
+                      "'human 1 vs rest' = each rater against the mean of the others. A metric at or above them "
+                      "agrees with people as well as they agree with each other.", highlight=False, soft_wrap=True)
+    else:
+        console.print("one rater: no human ceiling (give two or more raters per item to have one)", highlight=False)
+    for key in rec["ranking"]:
+        undefined = [f"{s}: {rec['metrics'][key][s]['undefined']}" for s in ("pearson",)
+                     if rec["metrics"][key][s].get("undefined")]
+        if undefined:
+            console.print(f"{key}: undefined ({'; '.join(undefined)})", highlight=False)
+
+
+def _print_comparison(cmp: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    t = Table(title=f"meta-evaluation {cmp['b']} vs {cmp['a']} (difference b - a"
+                    + (f", paired {cmp['level']:.0%} bootstrap CI)" if cmp["paired"] else ")"), title_justify="left")
+    for col in ("metric", "statistic", "a", "b", "difference"):
+        t.add_column(col, justify="left" if col in ("metric", "statistic") else "right")
+    for key, row in cmp["metrics"].items():
+        for s, v in row.items():
+            d = v["difference"]
+            diff = "—" if d is None else f"{d:+.3f}" + (
+                f" [{v['ci_low']:+.3f}, {v['ci_high']:+.3f}]" if v.get("ci_low") is not None else "")
+            t.add_row(key, s, fmt(v["a"], 3), fmt(v["b"], 3), diff)
+    console.print(t)
+    if cmp.get("note"):
+        console.print(cmp["note"], highlight=False)
+
+
+def _is_data(data: str) -> bool:
+    from ragmeter.io.readers import BUNDLED
+
+    return data in BUNDLED or Path(data).exists()
+
+
+@_errors_exit
+def meta_eval_cmd(
+    data: Annotated[str, typer.Argument(help="Human-labelled file (.jsonl/.json/.csv/.parquet, gzipped or not), "
+                                             "'example-human', or a stored meta-evaluation run to show again.")],
+    metrics: Annotated[list[str] | None, typer.Option("--metrics", "-m", help="Comma-separated metrics to measure "
+                                                      "(any of `ragmeter metrics`); 'offline' = every metric that "
+                                                      "runs without a judge or a download.")] = None,
+    pairwise: Annotated[bool, typer.Option("--pairwise", help="Rows compare two answers (A, B) with a "
+                                           "preference: RAGChecker's model1/model2 layout, answer_a/answer_b, "
+                                           "response_a/response_b; a positive label prefers B.")] = False,
+    label: Annotated[str | None, typer.Option("--label", help="The human label column, or several "
+                                              "(one per rater), comma-separated. Default: human, human_score, "
+                                              "label ... (pairwise: preference, overall_label, label ...).")] = None,
+    rater: Annotated[str | None, typer.Option("--rater", help="Column naming the rater in a long layout "
+                                              "(one row per item and rater). Default: rater, annotator, "
+                                              "worker_id ... if present; else rows of one id are raters in order.")] = None,
+    map_: Annotated[list[str] | None, typer.Option("--map", help="field=column for columns the aliases miss "
+                                                   "(repeatable); pairwise files also take answer_a=, answer_b=.")] = None,
+    fmt_: Annotated[str | None, typer.Option("--format", help="File format when the suffix does not say: "
+                                             "jsonl, json, csv, tsv, parquet.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as one JSON object.")] = False,
+    bootstrap: Annotated[int, typer.Option("--bootstrap", help="Bootstrap resamples over items (0: no intervals).")] = 1000,
+    level: Annotated[float, typer.Option("--level", help="Confidence level of the intervals.")] = 0.95,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the resamples.")] = 20261122,
+    sort: Annotated[str, typer.Option("--sort", help="Order the table by kendall, spearman, pearson, "
+                                      "pairwise_accuracy, auroc or f1 (sign flipped for lower-is-better metrics).")] = "kendall",
+    compare: Annotated[str | None, typer.Option("--compare", help="A stored meta-evaluation run to compare "
+                                                "with (paired intervals when both have the same items and labels).")] = None,
+    name: Annotated[str | None, typer.Option("--name", help="A name for the run.")] = None,
+    db: Annotated[str | None, typer.Option("--db", help=DB_HELP)] = None,
+    option: Annotated[list[str] | None, typer.Option("--option", help="key=value run option (repeatable), as in `ragmeter eval`.")] = None,
+    judge: Annotated[str | None, typer.Option("--judge", help="LLM judge as provider:model for judge metrics.")] = None,
+    judge_base_url: Annotated[str | None, typer.Option("--judge-base-url", help="Endpoint of an OpenAI-compatible judge.")] = None,
+    judge_api_key_env: Annotated[str | None, typer.Option("--judge-api-key-env", help="Environment variable holding the judge's API key.")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the judge calls and estimated cost; call nothing, store nothing.")] = False,
+    max_cost: Annotated[float | None, typer.Option("--max-cost", help="Stop judging once this many USD are spent.")] = None,
+    concurrency: Annotated[int | None, typer.Option("--concurrency", help="Judge requests in flight at most.")] = None,
+    rpm: Annotated[float | None, typer.Option("--rpm", help="Judge requests per minute.")] = None,
+    skip_unavailable: Annotated[bool, typer.Option(help="Record no value for metrics that cannot run here instead of failing.")] = False,
+    no_progress: Annotated[bool, typer.Option("--no-progress", help="Hide progress bars.")] = False,
+) -> None:
+    """How well each metric agrees with human judgement: Pearson, Spearman and Kendall tau-b with
+    the human label (pairwise: of the metric's B - A with the preference, and the pairwise accuracy
+    with ties as in Deutsch et al. 2023), each with a bootstrap interval over items; AUROC and a
+    cross-validated F1 for 0/1 labels; and the human ceiling (the same statistics between raters)
+    when items have two or more raters. Judge metrics go through the configured judge (cache,
+    budget, --dry-run). The result is stored with its run (tag meta-eval): `ragmeter report RUN`
+    draws one plot per metric, `ragmeter meta-eval RUN --compare OTHER` compares two.
+    """
+    from ragmeter.analysis.meta_eval.run import SORT_KEYS, compare_meta_evals, load_meta_eval, meta_evaluate
+    from ragmeter.apps.cli.core import _parse_value
+
+    if sort not in SORT_KEYS:
+        raise typer.BadParameter(f"use one of {', '.join(SORT_KEYS)}; got {sort!r}", param_hint="'--sort'")
+    if bootstrap < 0:
+        raise typer.BadParameter(f"a number of resamples >= 0, got {bootstrap}", param_hint="'--bootstrap'")
+    if not 0 < level < 1:
+        raise typer.BadParameter(f"a level between 0 and 1 (0.95), got {level:g}", param_hint="'--level'")
+    opts: dict[str, Any] = {}
+    for item in option or []:
+        k, eq, v = item.partition("=")
+        if not eq or not k.strip():
+            raise typer.BadParameter(f"use key=value; got {item!r}", param_hint="'--option'")
+        opts[k.strip()] = _parse_value(v)
+    opts.update({k: v for k, v in {"judge": judge, "judge_base_url": judge_base_url,
+                                   "judge_api_key_env": judge_api_key_env, "judge_max_cost": max_cost,
+                                   "judge_concurrency": concurrency, "judge_rpm": rpm}.items() if v is not None})
+    names = _split(metrics)
+    if not _is_data(data):
+        from ragmeter.core.errors import DatasetError, StoreError
+
+        try:
+            rec = load_meta_eval(get_store(db, must_exist=True), data)
+        except StoreError as exc:
+            raise DatasetError(f"file not found, nor a stored meta-evaluation ({exc})", file=data) from None
+        if names:
+            raise typer.BadParameter(f"{data!r} is a stored meta-evaluation: --metrics applies to a file")
+    else:
+        if not names:
+            raise typer.BadParameter("name the metrics to measure, e.g. --metrics token_f1,semantic_similarity "
+                                     "(or --metrics offline)", param_hint="'--metrics'")
+        if dry_run:
+            _dry_run(data, names, pairwise=pairwise, label=label, rater=rater, mapping=map_, fmt=fmt_, db=db,
+                     options=opts, as_json=as_json)
+            return
+        rec = meta_evaluate(data, names, pairwise=pairwise, label=label, rater=rater, mapping=map_ or None,
+                            fmt=fmt_, db=db, options=opts or None, name=name, n_bootstrap=bootstrap, level=level,
+                            seed=seed, sort=sort, progress=not no_progress and not as_json,
+                            skip_unavailable=skip_unavailable)
+    if compare:
+        rec["comparison"] = compare_meta_evals(get_store(db), compare, rec["run_id"], n_bootstrap=bootstrap, seed=seed)
+    if as_json:
+        typer.echo(json.dumps({k: v for k, v in rec.items() if k != "items"}, default=str))
+    else:
+        _print_record(rec)
+        if rec.get("comparison"):
+            _print_comparison(rec["comparison"])
+    if rec.get("status") == "incomplete":
+        err_console.print(f"[yellow]run {rec['run_id']} is incomplete (exit 3):[/yellow]")
+        for reason in rec.get("incomplete") or []:
+            err_console.print(f"  {reason}", markup=False, highlight=False)
+        raise typer.Exit(3)
+
+
+def _dry_run(data: str, names: list[str], *, db: str | None, options: dict[str, Any], as_json: bool,
+             **read: Any) -> None:
+    from ragmeter.analysis.meta_eval.reader import read_labels
+    from ragmeter.analysis.meta_eval.run import expand_metrics
+    from ragmeter.apps.cli.judge import dry_run_report
+    from ragmeter.io.readers import Dataset
+
+    labels = read_labels(data, pairwise=read["pairwise"], label=read["label"], rater=read["rater"],
+                         mapping=read["mapping"], fmt=read["fmt"])
+    dry_run_report(Dataset(labels.samples, source=labels.source), expand_metrics(names, labels.samples),
+                   config=None, mapping=None, on_error="raise", db=db, options=options, as_json=as_json)
+
+
+def _range(text: str | None) -> tuple[float, float] | None:
+    if text is None:
+        return None
+    try:
+        lo, hi = (float(x) for x in text.split(","))
+    except ValueError:
+        raise typer.BadParameter(f"use LO,HI (e.g. 1,5), got {text!r}", param_hint="'--label-range'") from None
+    if not lo < hi:
+        raise typer.BadParameter(f"LO must be below HI, got {text!r}", param_hint="'--label-range'")
+    return lo, hi
+
+
+@_errors_exit
+def calibrate_cmd(
+    run: Annotated[str, typer.Argument(help="Run id (or prefix, name, 'latest') holding the metric.")],
+    metric: Annotated[str, typer.Option("--metric", help="The metric to calibrate (usually a judge metric).")],
+    labels: Annotated[Path | None, typer.Option("--labels", help="CSV (or JSONL) with columns sample_id,label: "
+                                                "human labels of some of the run's samples, on the metric's scale.")] = None,
+    task: Annotated[str | None, typer.Option("--task", help="An annotation task with the labels instead "
+                                             "(`ragmeter annotate`).")] = None,
+    scale: Annotated[str | None, typer.Option("--scale", help="The task's numeric scale to use (its raters' "
+                                              "mean, mapped to [0, 1]).")] = None,
+    label_range: Annotated[str | None, typer.Option("--label-range", help="LO,HI: the file's labels are on "
+                                                    "this scale; mapped to [0, 1].")] = None,
+    level: Annotated[float, typer.Option("--level", help="Confidence level.")] = 0.95,
+    lam: Annotated[float | None, typer.Option("--lam", help="PPI's lambda: 1 = classic PPI, 0 = labels only; "
+                                              "default: power-tuned (PPI++).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object.")] = False,
+    db: Annotated[str | None, typer.Option("--db", help=DB_HELP)] = None,
+) -> None:
+    """A judge metric's mean over a run, the human labels' mean, and the calibrated estimate of
+    prediction-powered inference (Angelopoulos et al., Science 2023; power-tuned PPI++), each with
+    its interval: the judge scores every sample, people some; the estimate is unbiased and its
+    interval narrower than the labels' alone when the judge tracks them."""
+    from ragmeter.human.calibrated import (
+        calibrated_estimate,
+        calibration_lines,
+        read_labels_file,
+        task_labels,
+    )
+
+    if (labels is None) == (task is None):
+        raise typer.BadParameter("give either --labels FILE or --task TASK --scale SCALE", param_hint="'--labels'")
+    if task is not None and scale is None:
+        raise typer.BadParameter("--task needs --scale (the task's numeric scale to use)", param_hint="'--scale'")
+    if not 0 < level < 1:
+        raise typer.BadParameter(f"a level between 0 and 1, got {level:g}", param_hint="'--level'")
+    store = get_store(db, must_exist=True)
+    if labels is not None:
+        got: dict[str, Any] = read_labels_file(labels, label_range=_range(label_range))
+        source, flip = str(labels), False
+    else:
+        got = task_labels(store, task, scale)  # type: ignore[arg-type]
+        source, flip = f"task {task}, scale {scale}", True
+    res = calibrated_estimate(store, run, metric, got, level=level, lam=lam, source=source, flip_lower=flip)
+    if as_json:
+        typer.echo(json.dumps(res, default=str))
+        return
+    console.print(f"[bold]calibrated estimate[/bold] of {metric} in run {res['run_id']} ({source})", highlight=False)
+    for line in calibration_lines(res):
+        console.print(line, highlight=False, markup=False)

@@ -1,0 +1,79 @@
+"""Export a stored run's per-sample rows (inputs, values, pass/fail, reasons, judge verdicts) to
+CSV, Parquet, JSONL or Excel."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ragmeter.core.errors import ConfigError
+from ragmeter.run.rows import result_rows, select_columns
+from ragmeter.store import Store
+
+
+def run_rows(store: Store, run_id: str) -> tuple[list[str], list[dict[str, Any]]]:
+    """``(metric keys, rows)``: one row per sample as :func:`ragmeter.run.rows.result_rows` builds it
+    (inputs, one value per metric with ``None`` = no value, ``METRIC__pass``, ``no_value_reasons``, ``judge``)."""
+    run = store.get_run(run_id)
+    keys = [m["key"] for m in run.metrics]
+    table = store.score_table(run_id)
+    samples = store.run_samples(run_id)
+    scores = {k: [table.get(k, {}).get(s.id) for s in samples] for k in keys}
+    summary = run.summary or {}
+    higher = {k: (summary.get(k) or {}).get("direction", "higher") == "higher" for k in keys}
+    return keys, result_rows(samples, scores, higher, (run.extra or {}).get("thresholds"))
+
+
+#: the file formats ``export_run`` writes (``excel`` writes an .xlsx workbook with openpyxl)
+EXPORT_FORMATS = ("csv", "parquet", "jsonl", "excel")
+
+
+#: other names of the formats (``-f xlsx`` is ``-f excel``)
+FORMAT_ALIASES = {"xlsx": "excel"}
+
+
+def check_format(fmt: str) -> str:
+    """The format ``fmt`` names (an alias such as ``xlsx`` gives ``excel``) when ragmeter can export
+    to it.
+
+    Raises:
+        ConfigError: an unknown format, listing the ones there are.
+    """
+    fmt = FORMAT_ALIASES.get(fmt.lower(), fmt.lower())
+    if fmt not in EXPORT_FORMATS:
+        raise ConfigError(f"cannot export to {fmt!r}: use one of {', '.join(EXPORT_FORMATS)} (xlsx = excel)")
+    return fmt
+
+
+def _flat(v: Any) -> Any:
+    return json.dumps(v, ensure_ascii=False) if isinstance(v, (list, dict)) else v
+
+
+def export_run(store: Store, run_id: str, fmt: str, path: Path, columns: Sequence[str] | None = None) -> Path:
+    """Write the run's rows to ``path`` in ``fmt`` (csv, parquet, jsonl, excel); ``columns`` chooses
+    and orders the columns (lists and mappings become JSON text in the tabular formats)."""
+    fmt = check_format(fmt)
+    _, rows = run_rows(store, run_id)
+    rows = select_columns(rows, columns)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if fmt == "jsonl":
+        with path.open("w", encoding="utf-8") as fh:
+            for r in rows:
+                fh.write(json.dumps(r, ensure_ascii=False) + "\n")
+        return path
+    import pandas as pd
+
+    df = pd.DataFrame([{k: _flat(v) for k, v in r.items()} for r in rows])
+    if fmt == "csv":
+        df.to_csv(path, index=False)
+    elif fmt == "parquet":
+        df.to_parquet(path, index=False)
+    else:
+        try:
+            import openpyxl  # noqa: F401
+        except ImportError:
+            raise ConfigError("xlsx export needs openpyxl: pip install 'ragmeter-eval[excel]'") from None
+        df.to_excel(path, index=False, engine="openpyxl")
+    return path

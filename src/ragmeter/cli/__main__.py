@@ -1,3 +1,0 @@
-from ragmeter.cli import main
-
-main()

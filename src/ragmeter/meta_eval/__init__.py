@@ -1,9 +1,0 @@
-"""Meta-evaluation: how well each metric agrees with human judgement, beside how well people agree
-among themselves (docs/meta-eval.md). ``read_labels`` reads pointwise and pairwise human-labelled
-files, ``meta_evaluate`` scores them through the runner and measures the agreement,
-``load_meta_eval`` / ``compare_meta_evals`` read stored results back."""
-
-from ragmeter.meta_eval.reader import HumanLabels, read_labels
-from ragmeter.meta_eval.run import compare_meta_evals, load_meta_eval, meta_evaluate, offline_metrics
-
-__all__ = ["HumanLabels", "compare_meta_evals", "load_meta_eval", "meta_evaluate", "offline_metrics", "read_labels"]

@@ -1,0 +1,131 @@
+"""Corpus-level BLEU and chrF of a run, with a bootstrap interval over segments.
+
+A run's ``bleu`` / ``chrf`` is the *mean of sentence scores*; what machine-translation users call
+BLEU is the corpus score: n-gram matches and lengths summed over every segment first, then one
+score (``sacrebleu.BLEU().corpus_score``). The two differ (a corpus BLEU is not the average of
+sentence BLEUs). Those metrics declare :func:`corpus_hook` (``MetricSpec.corpus``): it puts the
+corpus score beside the sentence mean in the run summary, on the same 0-1 scale: ``corpus_score``,
+``corpus_ci_low``, ``corpus_ci_high`` (percentile bootstrap over segments: resample the segments, sum their sacrebleu sufficient
+statistics, recompute the score; 1000 resamples, fixed seed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+#: metric name -> sacrebleu class name; the corpus score is added for these
+CORPUS_METRICS = {"bleu": "BLEU", "bleu2": "BLEU", "chrf": "CHRF"}
+N_RESAMPLES = 1000
+SEED = 20261123
+
+
+def _scorer(name: str, params: Mapping[str, Any]) -> Any:
+    from sacrebleu.metrics import BLEU, CHRF
+
+    if CORPUS_METRICS[name] == "BLEU":
+        return BLEU(max_ngram_order=params.get("max_ngram_order", 4),
+                    smooth_method=params.get("smooth_method", "exp"),
+                    smooth_value=params.get("smooth_value"), lowercase=params.get("lowercase", False),
+                    tokenize=params.get("tokenize", "13a"), effective_order=False)
+    return CHRF(char_order=params.get("char_order", 6), word_order=params.get("word_order", 0),
+                beta=params.get("beta", 2), lowercase=params.get("lowercase", False),
+                whitespace=params.get("whitespace", False), eps_smoothing=params.get("eps_smoothing", False))
+
+
+def corpus_score(name: str, answers: Sequence[str], references: Sequence[Sequence[str]],
+                 params: Mapping[str, Any] | None = None, *, n_resamples: int = N_RESAMPLES,
+                 seed: int = SEED, level: float = 0.95) -> dict[str, Any] | None:
+    """Corpus-level score (0-1) of ``name`` (bleu, bleu2, chrf) with its segment-bootstrap interval.
+
+    Equal to ``sacrebleu.BLEU(...).corpus_score(answers, refs).score / 100`` (``CHRF`` for chrf),
+    references padded with ``None`` where a segment has fewer. ``None`` without segments.
+    """
+    pairs = [(a, list(r)) for a, r in zip(answers, references, strict=True) if r]
+    if not pairs:
+        return None
+    hyps = [a for a, _ in pairs]
+    refs = [r for _, r in pairs]
+    if CORPUS_METRICS[name] == "BLEU":
+        stats, from_stats = _bleu_corpus_stats(hyps, refs, params or {})
+    else:
+        sc = _scorer(name, params or {})
+        width = max(len(r) for r in refs)
+        streams = [[r[i] if i < len(r) else None for r in refs] for i in range(width)]
+        stats = np.asarray(sc._extract_corpus_statistics(hyps, streams), dtype=np.float64)
+
+        def from_stats(row: Any) -> float:
+            return float(sc._compute_score_from_stats(list(row)).score)
+    score = from_stats(stats.sum(axis=0)) / 100
+    out: dict[str, Any] = {"corpus_score": score, "corpus_ci_low": None, "corpus_ci_high": None,
+                           "corpus_n": len(pairs)}
+    n = len(pairs)
+    if n >= 2:
+        boot = np.array([from_stats(row) for row in _resampled_sums(stats, n_resamples, seed)]) / 100
+        a = (1 - level) / 2
+        lo, hi = np.quantile(boot, [a, 1 - a])
+        out.update(corpus_ci_low=float(lo), corpus_ci_high=float(hi))
+    return out
+
+
+def _bleu_corpus_stats(hyps: list[str], refs: list[list[str]], params: Mapping[str, Any]) -> tuple[np.ndarray, Any]:
+    """Per-segment BLEU statistics in sacrebleu's order (hyp length, closest reference length,
+    then matches and totals per order), from the same counter sentence BLEU uses (and remembers),
+    and the corpus score of a row of summed statistics (``BLEU.compute_bleu``, no effective order)."""
+    from ragmeter.metrics.lexical.translation import bleu_from_stats, bleu_stats
+
+    order = params.get("max_ngram_order", 4)
+    st = bleu_stats(hyps, refs, max_ngram_order=order, lowercase=params.get("lowercase", False),
+                    tokenize=params.get("tokenize", "13a"))
+    stats = np.column_stack([st["hyp_len"], st["ref_len"], st["correct"], st["total"]]).astype(np.float64)
+    smooth, value = params.get("smooth_method", "exp"), params.get("smooth_value")
+
+    def from_stats(row: Any) -> float:
+        r = [int(x) for x in row]
+        return bleu_from_stats(r[2:2 + order], r[2 + order:], r[0], r[1], smooth, value, False, order)
+
+    return stats, from_stats
+
+
+def _resampled_sums(stats: np.ndarray, n_resamples: int, seed: int) -> np.ndarray:
+    """Column sums of ``n_resamples`` bootstrap resamples of the rows of ``stats``: each resample's
+    multiplicities are the counts of ``n`` uniform draws (a bincount), applied by a matrix product."""
+    n = len(stats)
+    rng = np.random.default_rng(seed)
+    out = np.empty((n_resamples, stats.shape[1]))
+    block = max(1, min(n_resamples, (1 << 17) // n))  # small blocks: no page-fault churn
+    for i in range(0, n_resamples, block):
+        m = min(block, n_resamples - i)
+        # uniform draws on 0..n-1 from raw 32-bit halves (Lemire's multiply-shift), offset per resample
+        raw = rng.bit_generator.random_raw((m * n + 1) // 2).view(np.uint32)[:m * n]
+        draws = (np.multiply(raw, np.uint64(n), dtype=np.uint64) >> np.uint64(32)).view(np.int64)
+        draws += np.repeat(np.arange(m, dtype=np.int64) * n, n)
+        counts = np.bincount(draws, minlength=m * n).reshape(m, n).astype(np.float64)
+        out[i:i + m] = counts @ stats
+    return out
+
+
+def corpus_fields(samples: Sequence[Any], options: Mapping[str, Any], params: Mapping[str, Any],
+                  name: str) -> dict[str, Any] | None:
+    """The corpus score of metric ``name`` over a run's samples (as the metric sees their texts), with
+    ``mean_kind: "sentence mean"`` so the summary's mean and the corpus score are never confused."""
+    from ragmeter.metrics.lexical.texts import sample_texts
+
+    class _Ctx:
+        def __init__(self, opts: Mapping[str, Any]) -> None:
+            self.options = dict(opts)
+
+    answers, refs = sample_texts(samples, _Ctx(options))  # type: ignore[arg-type]
+    res = corpus_score(name, answers, refs, params)
+    return None if res is None else {**res, "mean_kind": "sentence mean"}
+
+
+def corpus_hook(name: str) -> Callable[[Sequence[Any], Mapping[str, Any], Mapping[str, Any]], dict[str, Any] | None]:
+    """The ``corpus`` hook of metric ``name`` (bleu, bleu2, chrf) for its registration."""
+    def hook(samples: Sequence[Any], options: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, Any] | None:
+        return corpus_fields(samples, options, params, name)
+
+    hook.__name__ = f"{name}_corpus"
+    return hook

@@ -1,0 +1,399 @@
+"""Metric registry: every metric is registered under its config key with what it needs.
+
+A metric is a *batch* function ``fn(samples, ctx, **params) -> list[Score]``: it receives only the
+samples that have every field it requires and returns one ``Score`` per sample, in order. It never
+reads files, prints, or touches the store; shared services (embeddings, judge) come from ``ctx``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ragmeter.core.context import declare_service
+from ragmeter.core.errors import ConfigError
+from ragmeter.core.schema import FIELD_PRESENT, Sample, Score
+
+# the services that metrics with ``needs_embeddings`` / ``needs_llm`` ask their context for
+declare_service("embeddings", "ragmeter.embed")
+declare_service("judge", "ragmeter.llm")
+
+BatchFn = Callable[..., list[Score]]
+PrepareFn = Callable[..., None]
+#: ``corpus(samples, options, params) -> fields | None``: a score of the whole run (e.g. corpus BLEU),
+#: computed once the run is summarised; its fields are added to the metric's summary
+CorpusFn = Callable[[Sequence[Sample], Mapping[str, Any], Mapping[str, Any]], "dict[str, Any] | None"]
+
+
+@dataclass(frozen=True)
+class WorkerCache:
+    """A cache of a metric that a worker process fills and hands back with its scores, so the
+    parent does not count the same thing again (e.g. BLEU's n-gram statistics).
+
+    Attributes:
+        key: names the cache (several metrics may share one).
+        export: ``export() -> state``: what the cache holds, picklable (called in the worker).
+        merge: ``merge(state)``: add a worker's state to this process's cache.
+    """
+
+    key: str
+    export: Callable[[], Any]
+    merge: Callable[[Any], None]
+
+
+@dataclass
+class MetricSpec:
+    """What the registry knows about a metric.
+
+    Attributes:
+        name: config key (e.g. ``rouge1_fmeasure``).
+        family: ``lexical``, ``retrieval``, ``semantic``, ``llm``, ``agent``, ...
+        fn: the batch scoring function.
+        requires: sample fields needed (keys of ``ragmeter.core.schema.FIELD_PRESENT``).
+        range: (low, high) of the values.
+        higher_is_better: direction; ``False`` for hallucination, bias, toxicity.
+        needs_embeddings / needs_llm: whether the metric uses those services.
+        defaults: default parameters passed to ``fn``.
+        param: name of the parameter set by the ``name@value`` shorthand (e.g. ``k`` for ``ndcg@10``).
+        prepare: optional ``prepare(samples, ctx, **params)`` called for every metric before any
+            scoring, so services can collect work once for the whole run (e.g. texts to embed).
+        check: optional ``check(ctx, **params) -> str | None``: a message when the metric cannot
+            run in this context (e.g. no judge configured), checked before any work starts.
+        batch_size: the runner scores and stores this many samples at a time.
+        description: one paragraph with the formula.
+        aliases: other names accepted for the metric (results are stored under ``name``).
+        equals: the exactness contract of a namespaced metric (``ragas:faithfulness``,
+            ``deepeval:bias`` ...): ``{"tool", "version", "metric"}`` -- given the same
+            intermediate judge verdicts its number equals that tool's (that version, that class),
+            which the differential tests check. ``None`` for ragmeter's own definitions.
+        parity: for a judge metric, which tool's number it equals and where it differs (one
+            paragraph; ``ragmeter metrics --long`` and ``--json`` show it).
+        per_sample: each sample's value depends on that sample alone (and the run's options), so
+            splitting the samples into batches or reordering them changes no value: what the
+            runner's batches, the judge stream and the forked and Ray engines rely on, and what
+            tests/test_common_metrics.py checks for every metric. ``False`` for a metric fitted on
+            its whole batch (a threshold calibrated on the run's labelled samples), which must
+            then declare a ``batch_size`` that keeps the run's samples in one batch.
+        corpus: optional corpus-level score of a run (:data:`CorpusFn`), beside the mean of the
+            per-sample values; the run calls it through :func:`add_corpus_scores`.
+        worker_cache: optional :class:`WorkerCache` a worker process hands back
+            (:func:`export_worker_caches`, :func:`merge_worker_caches`).
+    """
+
+    name: str
+    family: str
+    fn: BatchFn
+    requires: tuple[str, ...] = ()
+    range: tuple[float, float] = (0.0, 1.0)
+    higher_is_better: bool = True
+    needs_embeddings: bool = False
+    needs_llm: bool = False
+    defaults: dict[str, Any] = field(default_factory=dict)
+    param: str | None = None
+    prepare: PrepareFn | None = None
+    check: Callable[..., str | None] | None = None
+    batch_size: int = 2000
+    description: str = ""
+    aliases: tuple[str, ...] = ()
+    equals: dict[str, str] | None = None
+    parity: str = ""
+    per_sample: bool = True
+    corpus: CorpusFn | None = None
+    worker_cache: WorkerCache | None = None
+
+    def info(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "family": self.family,
+            "requires": list(self.requires),
+            "range": list(self.range),
+            "direction": "higher" if self.higher_is_better else "lower",
+            "needs_embeddings": self.needs_embeddings,
+            "needs_llm": self.needs_llm,
+            "defaults": dict(self.defaults),
+            "param": self.param,
+            "aliases": list(self.aliases),
+            "description": " ".join(inspect.cleandoc(self.description).split("\n\n")[0].split()),
+            "equals": dict(self.equals) if self.equals else None,
+            "parity": self.parity_text() or None,
+        }
+
+    def parity_text(self) -> str:
+        """:attr:`parity` on one line; for a judge metric without one, that no tool computes it."""
+        text = " ".join(self.parity.split())
+        if not text and self.needs_llm:
+            text = "ragmeter's own definition: no ragas or DeepEval metric computes this number."
+        return text
+
+
+_REGISTRY: dict[str, MetricSpec] = {}
+_ALIASES: dict[str, str] = {}
+_WORKER_CACHES: dict[str, WorkerCache] = {}
+
+
+def register_metric(spec: MetricSpec) -> MetricSpec:
+    """Add ``spec`` to the registry (its name and aliases must be new)."""
+    for key in (spec.name, *spec.aliases):
+        if key in _REGISTRY or key in _ALIASES:
+            raise ValueError(f"metric name {key!r} is already registered")
+    _REGISTRY[spec.name] = spec
+    for alias in spec.aliases:
+        _ALIASES[alias] = spec.name
+    if spec.worker_cache is not None:
+        _WORKER_CACHES[spec.worker_cache.key] = spec.worker_cache
+    return spec
+
+
+def add_corpus_scores(summary: dict[str, dict[str, Any]], requests: Sequence[MetricRequest],
+                      samples: Sequence[Sample], options: Mapping[str, Any] | None = None) -> None:
+    """Add the corpus-level score of every requested metric that declares one (``spec.corpus``) to
+    its summary, in place. A corpus score never fails a finished run: its error becomes
+    ``corpus_note``."""
+    for r in requests:
+        hook = r.spec.corpus
+        if hook is None or r.key not in summary:
+            continue
+        try:
+            fields = hook(samples, dict(options or {}), r.params)
+        except Exception as exc:  # a corpus score must never fail a finished run
+            summary[r.key]["corpus_note"] = f"corpus score unavailable: {exc}"
+            continue
+        if fields is not None:
+            summary[r.key].update(fields)
+
+
+def export_worker_caches() -> dict[str, Any]:
+    """The state of every declared worker cache (in a worker process, handed back with its scores)."""
+    return {key: cache.export() for key, cache in _WORKER_CACHES.items()}
+
+
+def merge_worker_caches(states: Mapping[str, Any]) -> None:
+    """Add the states a worker exported (:func:`export_worker_caches`) to this process's caches."""
+    for key, state in states.items():
+        cache = _WORKER_CACHES.get(key)
+        if cache is not None:
+            cache.merge(state)
+
+
+def metric(name: str, *, family: str, requires: Iterable[str] = (), **kwargs: Any) -> Callable[[BatchFn], BatchFn]:
+    """Decorator form of :func:`register_metric`; the docstring becomes the description."""
+
+    def deco(fn: BatchFn) -> BatchFn:
+        register_metric(MetricSpec(name=name, family=family, fn=fn, requires=tuple(requires),
+                                   description=kwargs.pop("description", None) or (fn.__doc__ or ""),
+                                   **kwargs))
+        return fn
+
+    return deco
+
+
+def all_metrics() -> list[MetricSpec]:
+    """Every registered metric, sorted by family then name."""
+    _load_families()
+    return sorted(_REGISTRY.values(), key=lambda s: (s.family, s.name))
+
+
+def get_spec(name: str) -> MetricSpec:
+    key = _ALIASES.get(name, name)
+    if key not in _REGISTRY:
+        # the lexical family alone names most metrics of a run: the other families (and plugins)
+        # are imported only for a name it does not have
+        _load_lexical()
+        key = _ALIASES.get(name, name)
+    if key not in _REGISTRY:
+        _load_families()
+        key = _ALIASES.get(name, name)
+    if key not in _REGISTRY:
+        raise ConfigError(_unknown_message(name))
+    return _REGISTRY[key]
+
+
+def _unknown_message(name: str) -> str:
+    names = list(_REGISTRY) + list(_ALIASES)
+    close = difflib.get_close_matches(name, names, n=5, cutoff=0.5)
+    hint = f" Did you mean: {', '.join(close)}?" if close else ""
+    return (f"unknown metric {name!r}.{hint} Run `ragmeter metrics` to list every metric "
+            f"(groups: {', '.join(sorted(GROUPS))}; docs/config-keys.md lists every accepted name).")
+
+
+#: names that stand for several metrics, in a config's ``metrics`` / ``metric_types`` or ``--metrics``.
+#: ``rouge`` is the usual short name for the ROUGE-1/2/L F-measures (rouge-score's default report).
+GROUPS: dict[str, tuple[str, ...]] = {
+    "rouge": ("rouge1_fmeasure", "rouge2_fmeasure", "rougeL_fmeasure"),
+}
+
+
+def expand_groups(entries: Sequence[str | dict[str, Any]]) -> list[str | dict[str, Any]]:
+    """Replace each group name (:data:`GROUPS`, e.g. ``"rouge"``) by its members, in order."""
+    out: list[str | dict[str, Any]] = []
+    for e in entries:
+        name = e.strip() if isinstance(e, str) else None
+        out.extend(GROUPS[name] if name in GROUPS and name not in _loaded_names() else [e])
+    return out
+
+
+@dataclass(frozen=True)
+class MetricRequest:
+    """A metric resolved from a config entry: spec + parameters + the key results are stored under."""
+
+    key: str
+    spec: MetricSpec
+    params: dict[str, Any]
+
+
+_SHORTHAND = re.compile(r"^(?P<name>[A-Za-z_][\w.:]*?)@(?P<value>[^@]+)$")
+
+
+def _coerce(value: str) -> Any:
+    for conv in (int, float):
+        try:
+            return conv(value)
+        except ValueError:
+            pass
+    return value
+
+
+def _shorthand_value(spec: MetricSpec, raw: str) -> Any:
+    """The ``@`` value coerced to the parameter's type: an integer for ``k`` (and for integer
+    defaults), a number for float defaults; anything else stays as given."""
+    value = _coerce(raw)
+    default = spec.defaults.get(spec.param or "")
+    wants_int = spec.param == "k" or (isinstance(default, int) and not isinstance(default, bool))
+    if wants_int and not isinstance(value, int):
+        raise ConfigError(f"{spec.name}@{spec.param} expects an integer {spec.param}, got {raw!r} "
+                          f"(e.g. {spec.name}@10)")
+    if isinstance(default, float) and not isinstance(value, int | float):
+        raise ConfigError(f"{spec.name}@{spec.param} expects a number, got {raw!r} "
+                          f"(e.g. {spec.name}@{default:g})")
+    return value
+
+
+def resolve(entry: str | dict[str, Any]) -> MetricRequest:
+    """Turn ``"rouge1_fmeasure"``, ``"ndcg@10"`` or ``{"name": ..., "params": {...}, "key": ...}`` into a request.
+
+    Raises:
+        ConfigError: unknown name (listing the closest valid names) or unknown parameter.
+    """
+    params: dict[str, Any] = {}
+    key: str | None = None
+    if isinstance(entry, dict):
+        if "name" not in entry:
+            raise ConfigError(f"metric entry {entry!r} has no 'name'")
+        name = str(entry["name"])
+        params = dict(entry.get("params") or {})
+        key = entry.get("key")
+    elif isinstance(entry, str):
+        name = entry.strip()
+    else:
+        raise ConfigError(f"metric entry must be a name or a mapping, got {type(entry).__name__}")
+
+    m = _SHORTHAND.match(name)
+    if m and m.group("name") in _loaded_names():
+        spec = get_spec(m.group("name"))
+        if spec.param is None:
+            raise ConfigError(f"metric {spec.name!r} takes no '@' parameter (got {name!r})")
+        params = {spec.param: _shorthand_value(spec, m.group("value")), **params}
+        base_key = name
+    else:
+        spec = get_spec(name)
+        base_key = spec.name if name in _ALIASES else name
+
+    unknown = set(params) - set(spec.defaults) - ({spec.param} if spec.param else set())
+    if unknown:
+        raise ConfigError(f"metric {spec.name!r} has no parameter(s) {sorted(unknown)}; "
+                          f"valid: {sorted(set(spec.defaults) | ({spec.param} if spec.param else set()))}")
+    merged = {**spec.defaults, **params}
+    if key is None:
+        # the '@' value is already in base_key; a param given in the mapping must show in the key
+        extra = {k: v for k, v in params.items()
+                 if (k != spec.param or "@" not in base_key) and spec.defaults.get(k) != v}
+        key = base_key + ("(" + ",".join(f"{k}={v}" for k, v in sorted(extra.items())) + ")" if extra else "")
+    return MetricRequest(key=key, spec=spec, params=merged)
+
+
+def resolve_all(entries: Sequence[str | dict[str, Any]]) -> list[MetricRequest]:
+    """Resolve a list of entries, reporting every unknown name at once; duplicates are dropped.
+
+    Group names (:data:`GROUPS`: ``rouge`` = ``rouge1_fmeasure, rouge2_fmeasure, rougeL_fmeasure``)
+    expand to their members.
+    """
+    out: dict[str, MetricRequest] = {}
+    errors: list[str] = []
+    for e in expand_groups(entries):
+        try:
+            r = resolve(e)
+        except ConfigError as exc:
+            errors.append(str(exc))
+            continue
+        out.setdefault(r.key, r)
+    if errors:
+        raise ConfigError("\n".join(errors))
+    return list(out.values())
+
+
+def missing_fields(sample: Sample, requires: Iterable[str]) -> list[str]:
+    """The required fields ``sample`` lacks."""
+    return [f for f in requires if not FIELD_PRESENT[f](sample)]
+
+
+def _loaded_names() -> set[str]:
+    _load_families()
+    return set(_REGISTRY) | set(_ALIASES)
+
+
+_FAMILY_MODULES = (
+    "ragmeter.metrics.lexical",
+    "ragmeter.metrics.retrieval.ranking",
+    "ragmeter.metrics.semantic",
+    "ragmeter.metrics.judge",
+    "ragmeter.metrics.agent",
+    "ragmeter.metrics.conversation",
+    "ragmeter.metrics.composite",
+    "ragmeter.metrics.correctness.correct",
+    "ragmeter.metrics.openai_evals.graders",
+    "ragmeter.metrics.openai_evals.basic",
+)
+_loaded = False
+
+
+def _load_lexical() -> None:
+    import importlib
+
+    importlib.import_module(_FAMILY_MODULES[0])
+
+
+def _load_families() -> None:
+    """Import every metric family module (each registers its metrics on import). Cheap: heavy
+    dependencies are imported only when a metric runs."""
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    import importlib
+    import importlib.util
+
+    for mod in _FAMILY_MODULES:
+        if importlib.util.find_spec(mod) is not None:
+            importlib.import_module(mod)
+    _load_plugins()
+
+
+def _load_plugins() -> None:
+    """Third-party metrics: modules named in ``$RAGMETER_PLUGINS`` (comma-separated) and the
+    ``ragmeter.metrics`` entry-point group are imported, and register their metrics on import."""
+    import importlib
+    import os
+    from importlib.metadata import entry_points
+
+    names = [m.strip() for m in os.environ.get("RAGMETER_PLUGINS", "").split(",") if m.strip()]
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:
+            raise ConfigError(f"cannot import metric plugin {name!r} from $RAGMETER_PLUGINS: {exc}") from exc
+    for ep in entry_points(group="ragmeter.metrics"):
+        ep.load()

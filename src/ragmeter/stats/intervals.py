@@ -1,0 +1,417 @@
+"""Aggregation statistics: the mean of a metric with a confidence interval that keeps its nominal
+coverage at every sample size and never leaves the metric's range.
+
+The interval of a mean (:func:`mean_ci`) depends on the values and on the metric's declared range
+``bounds = (low, high)`` (rule in :func:`choose_method`; coverage-and-width study in
+``benchmarks/intervals.py`` and docs/statistics.md):
+
+- every value sits at ``low`` or ``high`` (a 0/1 metric such as exact_match, hit_rate, the
+  ``correct_*`` methods): the **Clopper-Pearson** exact binomial interval of the share at ``high``,
+  mapped onto ``[low, high]``. Its coverage is at least the nominal level for every n and p; 20
+  passes out of 20 give ``[0.832, 1]``.
+- every value equal to some ``v`` strictly inside the range (``constant``): no value differs from
+  ``v``, so the share ``pi`` of the population that does is at most the Clopper-Pearson bound of 0
+  out of n, ``1 - (alpha/2)^(1/n)``, and the mean lies within ``[v - pi (v - low), v + pi (high - v)]``
+  (the interval Clopper-Pearson gives when ``v`` is a bound; zero width without declared bounds).
+- otherwise the **quasi-binomial score interval with a Student-t quantile** (``quasi_score``): with
+  the values rescaled to ``y = (x - low) / (high - low)`` in [0, 1], mean ``m``, variance ``s^2``,
+  the interval is every ``mu`` with ``(m - mu)^2 <= q^2 * phi * mu * (1 - mu) / n``, where
+  ``phi = s^2 / (m (1 - m))`` is the quasi-binomial dispersion (McCullagh & Nelder, *Generalized
+  Linear Models*, ch. 9) and ``q`` the Student-t quantile with the Satterthwaite degrees of freedom
+  of ``s^2``, ``nu = 2n(n-1) / ((k-1)(n-1) + 2)`` (``k`` the sample kurtosis; ``nu = n - 1`` for
+  normal data, fewer when a few values carry the spread), rounded down, between 1 and ``n - 1``.
+  It is Wilson's score interval with the binomial variance replaced by the observed one: inside
+  the range by construction, containing the mean strictly, narrowing toward the bound a mean is
+  close to, and equal to Student's t interval when the values sit far from both bounds.
+
+Without ``bounds``, 0/1 values are bounded by [0, 1] and any other values by the smallest and
+largest value observed. The interval is a closed form: deterministic, no resampling, O(n).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Literal
+
+import numpy as np
+
+from ragmeter.core.schema import Score
+
+N_BOOTSTRAP = 2000
+SEED = 20261122
+
+Method = Literal["clopper_pearson", "quasi_score", "constant"]
+Bounds = tuple[float, float] | Sequence[float] | None
+
+#: indices drawn per block: a block and its gathered values stay in cache
+_BLOCK_ELEMENTS = 1 << 17
+
+
+def _block_sums(cols: np.ndarray, start: int, m: int, seed: int, out: np.ndarray) -> None:
+    """Resample sums of every row of ``cols`` (``k x n``) for resamples ``start .. start + m``.
+
+    The indices of a block come from their own PCG64 stream (``SeedSequence(seed, block start)``),
+    so blocks can run in any order, on any thread, with the same result. The buffers are made once
+    per block and written in place (``out=``), which spares the allocator's page faults."""
+    n = cols.shape[1]
+    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, start])))
+    u = np.empty(m * n)
+    rng.random(out=u)
+    u *= n
+    idx = np.empty(m * n, dtype=np.intp)
+    np.copyto(idx, u, casting="unsafe")  # floor(u * n): uniform on 0 .. n-1
+    g = np.empty(m * n)
+    for j in range(cols.shape[0]):
+        np.take(cols[j], idx, out=g, mode="clip")  # "raise" would copy the indices first
+        out[j, start:start + m] = g.reshape(m, n).sum(axis=1)
+
+
+def boot_means_many(cols: np.ndarray, n_resamples: int = N_BOOTSTRAP, seed: int = SEED) -> np.ndarray:
+    """Bootstrap means of several columns of equal length, resampled with the *same* indices.
+
+    Args:
+        cols: ``k x n`` values (one row per metric, aligned or not: each row is resampled by
+            the same index draws, which is what makes one draw serve every row).
+        n_resamples: resamples per row.
+        seed: the draws are deterministic for a seed, whatever ``k`` and the thread count.
+
+    Returns:
+        ``k x n_resamples`` resample means. The blocks run on two threads (numpy releases the
+        GIL while it draws, gathers and sums).
+    """
+    cols = np.ascontiguousarray(np.atleast_2d(cols), dtype=np.float64)
+    k, n = cols.shape
+    sums = np.empty((k, n_resamples))
+    m = max(1, min(n_resamples, _BLOCK_ELEMENTS // max(n, 1)))
+    starts = list(range(0, n_resamples, m))
+    if len(starts) > 1 and k * n * n_resamples > 2_000_000:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            list(pool.map(lambda a: _block_sums(cols, a, min(m, n_resamples - a), seed, sums), starts))
+    else:
+        for a in starts:
+            _block_sums(cols, a, min(m, n_resamples - a), seed, sums)
+    return sums / n
+
+
+def _boot_means(x: np.ndarray, n_resamples: int, seed: int) -> np.ndarray:
+    """Means of ``n_resamples`` bootstrap resamples of ``x`` (deterministic for a ``seed``)."""
+    return boot_means_many(x[None, :], n_resamples, seed)[0]
+
+
+def bootstrap_ci(values: Sequence[float] | np.ndarray, *, level: float = 0.95,
+                 n_resamples: int = N_BOOTSTRAP, seed: int = SEED) -> tuple[float, float] | None:
+    """Percentile bootstrap confidence interval of the mean.
+
+    Kept for callers that want the plain percentile interval; means in runs and reports use
+    :func:`mean_ci`. Returns ``None`` for fewer than two values. Deterministic for a given ``seed``.
+    """
+    x = np.asarray(values, dtype=np.float64)
+    n = x.size
+    if n < 2:
+        return None
+    if np.all(x == x[0]):
+        return float(x[0]), float(x[0])
+    means = _boot_means(x, n_resamples, seed)
+    alpha = (1 - level) / 2
+    lo, hi = np.quantile(means, [alpha, 1 - alpha])
+    return float(lo), float(hi)
+
+
+def clopper_pearson_ci(k: int, n: int, *, level: float = 0.95) -> tuple[float, float]:
+    """Clopper-Pearson exact interval of a proportion ``k / n``: Beta quantiles
+    ``[B(a/2; k, n-k+1), B(1-a/2; k+1, n-k)]`` (0 and 1 at the ends).
+
+    >>> [round(v, 3) for v in clopper_pearson_ci(20, 20)]
+    [0.832, 1.0]
+    """
+    a = (1 - level) / 2
+    lo = beta_quantile(a, k, n - k + 1) if k > 0 else 0.0
+    hi = beta_quantile(1 - a, k + 1, n - k) if k < n else 1.0
+    return lo, hi
+
+
+def _betacf(x: float, a: float, b: float) -> float:
+    """Continued fraction of the incomplete beta function (modified Lentz; Numerical Recipes 6.4)."""
+    tiny = 1e-300
+    qab, qap, qam = a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 100_000):
+        m2 = 2 * m
+        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c
+        c = c if abs(c) > tiny else tiny
+        h *= d * c
+        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c
+        c = c if abs(c) > tiny else tiny
+        step = d * c
+        h *= step
+        if abs(step - 1.0) < 1e-16:
+            break
+    return h
+
+
+def beta_cdf(x: float, a: float, b: float) -> float:
+    """The regularized incomplete beta function :math:`I_x(a, b)` (the Beta(a, b) CDF), by its
+    continued fraction on the side where it converges fast."""
+    import math
+
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
+                     + a * math.log(x) + b * math.log1p(-x))
+    if x < (a + 1.0) / (a + b + 2.0):
+        return front * _betacf(x, a, b) / a
+    return 1.0 - front * _betacf(1.0 - x, b, a) / b
+
+
+def beta_quantile(p: float, a: float, b: float) -> float:
+    """The ``p`` quantile of Beta(a, b) (``scipy.special.betaincinv(a, b, p)``), by bisection of
+    :func:`beta_cdf` to the last bit of a double. Plain Python: the interval of a 0/1 metric
+    does not load scipy (0.15 s of a command's start)."""
+    lo, hi = 0.0, 1.0
+    for _ in range(1100):  # halving down to the smallest subnormal gap takes at most ~1075 steps
+        mid = 0.5 * (lo + hi)
+        if mid <= lo or mid >= hi:
+            break
+        if beta_cdf(mid, a, b) < p:
+            lo = mid
+        else:
+            hi = mid
+    return 0.5 * (lo + hi)
+
+
+@lru_cache(maxsize=4096)
+def t_quantile(p: float, df: float) -> float:
+    """The ``p`` quantile (``0.5 < p < 1``) of Student's t with ``df`` degrees of freedom
+    (``scipy.special.stdtrit(df, p)`` to about 1e-12): ``T^2 / (df + T^2)`` is Beta(1/2, df/2), so
+    ``t = sqrt(df * y / (1 - y))`` with ``y`` its ``2p - 1`` quantile (:func:`beta_quantile`)."""
+    if not 0.5 < p < 1 or not df > 0:
+        raise ValueError(f"t_quantile needs 0.5 < p < 1 and df > 0, got p={p}, df={df}")
+    y = beta_quantile(2 * p - 1, 0.5, df / 2)
+    return math.sqrt(df * y / (1 - y))
+
+
+@lru_cache(maxsize=4096)
+def _clopper_pearson_cached(k: int, n: int, level: float) -> tuple[float, float]:
+    return clopper_pearson_ci(k, n, level=level)
+
+
+def _check_bounds(bounds: Bounds) -> tuple[float, float]:
+    try:
+        low, high = (float(b) for b in bounds)  # type: ignore[union-attr]
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"bounds must be a pair (low, high) of numbers, got {bounds!r}") from exc
+    if math.isnan(low) or math.isnan(high) or not low < high:
+        raise ValueError(f"bounds must satisfy low < high, got {bounds!r}")
+    return low, high
+
+
+def difference_bounds(bounds: Bounds) -> tuple[float, float] | None:
+    """The range of the difference of two values of a metric on ``[low, high]``:
+    ``[low - high, high - low]`` (``[-1, 1]`` for a 0-1 metric); ``None`` stays ``None``."""
+    if bounds is None:
+        return None
+    low, high = _check_bounds(bounds)
+    return low - high, high - low
+
+
+@dataclass(frozen=True)
+class Intervals:
+    """The intervals of the means of the rows of a matrix (:func:`mean_ci_rows`): per row ``low``,
+    ``high`` (NaN where no interval is defined), ``mean`` and ``method`` (``""`` where none)."""
+
+    low: np.ndarray
+    high: np.ndarray
+    mean: np.ndarray
+    method: np.ndarray
+
+
+def _effective_bounds(x: np.ndarray, bounds: Bounds) -> tuple[np.ndarray, np.ndarray]:
+    """Per row, the range the interval stays in: the declared one, widened to the values (a metric
+    that breaks its own range must not get an interval that excludes its mean), an infinite side
+    replaced by the observed extreme; without ``bounds``, [0, 1] for 0/1 rows, else ``[min, max]``."""
+    xmin, xmax = x.min(axis=1), x.max(axis=1)
+    if bounds is None:
+        binary = np.all((x == 0.0) | (x == 1.0), axis=1)
+        return np.where(binary, 0.0, xmin), np.where(binary, 1.0, xmax)
+    low, high = _check_bounds(bounds)
+    lo = np.minimum(xmin, low) if math.isfinite(low) else xmin
+    hi = np.maximum(xmax, high) if math.isfinite(high) else xmax
+    return lo, hi
+
+
+def _quasi_score(y: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:
+    """The quasi-binomial score interval (module docstring) of the mean of each row of ``y``: rows
+    of values in [0, 1] that vary; the interval on the same 0-1 scale."""
+    n = y.shape[1]
+    m = y.mean(axis=1)
+    # moments of the deviations scaled by their largest size: no underflow for tiny spreads
+    z = y - m[:, None]
+    scale = np.abs(z).max(axis=1)
+    z /= np.where(scale > 0, scale, 1.0)[:, None]
+    z *= z
+    m2 = z.mean(axis=1)  # >= 1/n where scale > 0
+    z *= z
+    kurt = np.where(scale > 0, z.mean(axis=1) / np.where(scale > 0, m2 * m2, 1.0), 3.0)
+    nu = np.floor(np.clip(2.0 * n * (n - 1) / ((kurt - 1.0) * (n - 1) + 2.0), 1.0, n - 1.0))
+    p = 1 - (1 - level) / 2
+    uniq, inv = np.unique(nu, return_inverse=True)
+    q = np.array([t_quantile(p, float(v)) for v in uniq])[inv.ravel()]
+    # q^2 phi / n, phi = s^2 / (m (1 - m)) the quasi-binomial dispersion
+    den = m * (1 - m)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        phi = np.where(den > 0, scale * (scale / np.where(den > 0, den, 1.0)) * m2 * (n / (n - 1)), 0.0)
+    c = q * q * phi / n
+    r = np.sqrt(c * c + 4.0 * c * m * (1 - m))
+    # the roots of (1 + c) mu^2 - (2m + c) mu + m^2 = 0, each written where it does not cancel:
+    # their product is m^2 / (1 + c), and (1 - m)^2 / (1 + c) for 1 - mu
+    d_lo, d_hi = 2 * m + c + r, 2 * (1 - m) + c + r
+    low = np.where(d_lo > 0, 2 * m * m / np.where(d_lo > 0, d_lo, 1.0), m)
+    high = np.where(d_hi > 0, 1.0 - 2 * (1 - m) ** 2 / np.where(d_hi > 0, d_hi, 1.0), m)
+    return low, high
+
+
+def mean_ci_rows(x: np.ndarray, *, level: float = 0.95, bounds: Bounds = None) -> Intervals:
+    """:func:`mean_ci` of every row of a 2-D array at once (vectorised: the coverage study calls it
+    on thousands of simulated data sets; a run's summary on one row per metric)."""
+    x = np.asarray(x, dtype=np.float64)
+    if x.ndim != 2:
+        raise ValueError(f"mean_ci_rows needs a 2-D array, got {x.ndim} dimension(s)")
+    if not 0 < level < 1:
+        raise ValueError(f"level must be in (0, 1), got {level}")
+    rows, n = x.shape
+    lo, hi = np.full(rows, np.nan), np.full(rows, np.nan)
+    method = np.full(rows, "", dtype=object)
+    if n == 0:
+        return Intervals(lo, hi, np.full(rows, np.nan), method)
+    if not np.all(np.isfinite(x)):
+        raise ValueError("mean_ci needs finite values (leave the values without a result out)")
+    mean = x.mean(axis=1)
+    low_b, high_b = _effective_bounds(x, bounds)
+    span = high_b - low_b
+    at_bounds = (span > 0) & np.all((x == low_b[:, None]) | (x == high_b[:, None]), axis=1)
+    vary = x.min(axis=1) < x.max(axis=1)
+    for i in np.flatnonzero(at_bounds):
+        k = int(np.count_nonzero(x[i] == high_b[i]))
+        cp_lo, cp_hi = _clopper_pearson_cached(k, n, level)
+        lo[i] = low_b[i] + span[i] * cp_lo if k > 0 else low_b[i]
+        hi[i] = low_b[i] + span[i] * cp_hi if k < n else high_b[i]
+    method[at_bounds] = "clopper_pearson"
+    if n >= 2:
+        constant = ~at_bounds & ~vary
+        # no value differs from v: the share of the population that does is below the
+        # Clopper-Pearson bound of 0 out of n, and the mean moves at most that share of the way
+        # from v to either bound (zero width when the range is the observed one)
+        share = _clopper_pearson_cached(0, n, level)[1]
+        lo[constant] = mean[constant] - share * (mean[constant] - low_b[constant])
+        hi[constant] = mean[constant] + share * (high_b[constant] - mean[constant])
+        method[constant] = "constant"
+        rest = ~at_bounds & vary
+        if rest.any():
+            y = (x[rest] - low_b[rest, None]) / span[rest, None]
+            ylo, yhi = _quasi_score(y, level)
+            lo[rest] = low_b[rest] + span[rest] * ylo
+            hi[rest] = low_b[rest] + span[rest] * yhi
+            method[rest] = "quasi_score"
+    # the guarantees, whatever the rounding: inside the range, around the mean, strictly around it
+    # when the values vary (and the mean is not at a bound)
+    mean = np.clip(mean, low_b, high_b)
+    lo = np.minimum(np.clip(lo, low_b, high_b), mean)
+    hi = np.maximum(np.clip(hi, low_b, high_b), mean)
+    nudge_lo = vary & (lo >= mean) & (mean > low_b)
+    lo[nudge_lo] = np.maximum(np.nextafter(mean[nudge_lo], -np.inf), low_b[nudge_lo])
+    nudge_hi = vary & (hi <= mean) & (mean < high_b)
+    hi[nudge_hi] = np.minimum(np.nextafter(mean[nudge_hi], np.inf), high_b[nudge_hi])
+    return Intervals(lo, hi, mean, method)
+
+
+def mean_ci(values: Sequence[float] | np.ndarray, *, level: float = 0.95,
+            bounds: Bounds = None) -> tuple[float, float] | None:
+    """Confidence interval of the mean of ``values`` (method: :func:`choose_method`).
+
+    Args:
+        values: finite numbers (leave the values without a result out).
+        level: the confidence level.
+        bounds: ``(low, high)``, the range the metric's values can take (its registry ``range``;
+            a side may be infinite). ``None``: [0, 1] for 0/1 values, else the smallest and the
+            largest value observed.
+
+    Returns:
+        ``(low, high)`` inside the range with ``low <= mean <= high``, strictly when the values vary
+        (and the mean is not at a bound); ``None`` for no value, or one value not at a bound (a value
+        at a bound gets Clopper-Pearson, which is defined from one value on).
+
+    >>> [round(v, 3) for v in mean_ci([1.0] * 20, bounds=(0, 1))]
+    [0.832, 1.0]
+    >>> [round(v, 3) for v in mean_ci([0.2, 0.4, 0.9, 0.95, 1, 1, 1, 1, 1, 1], bounds=(0, 1))]
+    [0.544, 0.962]
+    """
+    x = np.asarray(values, dtype=np.float64).ravel()
+    res = mean_ci_rows(x[None, :], level=level, bounds=bounds)
+    if not res.method[0]:
+        return None
+    return float(res.low[0]), float(res.high[0])
+
+
+def choose_method(values: Sequence[float] | np.ndarray, *, bounds: Bounds = None) -> Method | None:
+    """The interval method :func:`mean_ci` uses for these values (module docstring): one of
+    ``clopper_pearson``, ``constant``, ``quasi_score``; ``None`` when no interval is defined."""
+    x = np.asarray(values, dtype=np.float64).ravel()
+    return mean_ci_rows(x[None, :], bounds=bounds).method[0] or None
+
+
+def aggregate(scores: Sequence[Score], *, level: float = 0.95, bounds: Bounds = None) -> dict[str, Any]:
+    """Summary of one metric's scores: mean, std, min, max, the CI of the mean (:func:`mean_ci`
+    within ``bounds``, the metric's range; its method in ``ci_method``), the count with a value and
+    the count without, with why."""
+    return aggregate_many({"_": scores}, level=level, bounds={"_": bounds})["_"]
+
+
+def aggregate_many(columns: Mapping[str, Sequence[Score] | tuple[np.ndarray, Sequence[str | None]]],
+                   *, level: float = 0.95, bounds: Mapping[str, Bounds] | None = None
+                   ) -> dict[str, dict[str, Any]]:
+    """:func:`aggregate` of several metrics.
+
+    A column is a list of :class:`Score`, or ``(values, reasons)``: a float array with NaN where
+    there is no value, and the reasons of the missing ones. ``bounds`` maps a column to its
+    metric's range (the registry's ``range``); a column without one gets :func:`mean_ci`'s rule for
+    no bounds."""
+    out: dict[str, dict[str, Any]] = {}
+    for key, col in columns.items():
+        if isinstance(col, tuple):
+            vals_all, why = col
+            vals_all = np.asarray(vals_all, dtype=np.float64)
+            present = ~np.isnan(vals_all)
+            vals = vals_all[present]
+            reasons = Counter(r or "no value" for r, p in zip(why, present.tolist(), strict=True) if not p)
+        else:
+            vals = np.array([s.value for s in col if s.value is not None], dtype=np.float64)
+            reasons = Counter(s.reason or "no value" for s in col if s.value is None)
+        agg: dict[str, Any] = {"n": int(vals.size), "n_missing": int(sum(reasons.values())),
+                               "missing_reasons": dict(reasons.most_common())}
+        out[key] = agg
+        if not vals.size:
+            agg.update(mean=None, std=None, min=None, max=None, ci_low=None, ci_high=None, ci_method=None)
+            continue
+        res = mean_ci_rows(vals[None, :], level=level, bounds=(bounds or {}).get(key))
+        method = res.method[0] or None
+        agg.update(mean=float(vals.mean()), std=float(vals.std(ddof=1)) if vals.size > 1 else 0.0,
+                   min=float(vals.min()), max=float(vals.max()),
+                   ci_low=float(res.low[0]) if method else None,
+                   ci_high=float(res.high[0]) if method else None, ci_method=method)
+    return out
