@@ -41,6 +41,7 @@ from ragmeter.run.plan import MetricPlan, Split, Started, make_plans
 from ragmeter.run.provenance import provenance
 from ragmeter.stats.intervals import aggregate_many
 from ragmeter.store import Store, open_store
+from ragmeter.store.records import RunSummary
 
 
 @dataclass
@@ -66,6 +67,12 @@ class EvaluationResult:
     store_url: str | None = None
     status: str = "completed"
     incomplete: list[str] = field(default_factory=list)
+
+    @property
+    def record(self) -> RunSummary:
+        """:attr:`summary` as the typed, versioned record the store keeps
+        (:class:`~ragmeter.store.records.RunSummary`)."""
+        return RunSummary.from_dict(self.summary)
 
     @property
     def complete(self) -> bool:
@@ -370,9 +377,9 @@ def run(data: Any, config: EvalConfig) -> EvaluationResult:
     run_extra = {k: v for k, v in (previous.extra or {}).items() if k != "incomplete"}
     if problems:
         extra["incomplete"] = problems
-    store.finish_run(run_id, status=status, summary=summary, timings=timings,
-                     extra={**run_extra, **extra})
-    return EvaluationResult(run_id=run_id, samples=samples, scores=scores, summary=summary,
+    record = RunSummary.from_dict(summary)  # typed and versioned, as the store keeps it
+    store.finish_run(run_id, status=status, summary=record, timings=timings, extra={**run_extra, **extra})
+    return EvaluationResult(run_id=run_id, samples=samples, scores=scores, summary=record.to_dict(),
                             extra=extra, store_url=store.url, status=status, incomplete=problems)
 
 
