@@ -649,7 +649,7 @@ def _score_plans(plans: list[MetricPlan], ctx: ScoringContext, put: Callable[[st
             put(p.key, [s.id for s in p.eligible], [Score.missing(f"unavailable: {p.unavailable}")] * len(p.eligible))
             continue
         advance = advancers.get(p.key) or advancers.setdefault(p.key, ctx.progress(p.key, len(p.eligible) + rest))
-        on = local if p.needs_llm else engine
+        on = local if p.needs_llm or not p.eligible else engine  # nothing to send: no remote work
         for batch in on.run(p, ctx):
             put(p.key, [s.id for s in batch.samples], batch.scores)
             advance(len(batch.samples))
