@@ -275,6 +275,7 @@ class SecondHalf:
             conn.close()
         if fd >= 0 or conn is not None:
             release()
+
     def result(self) -> dict[str, Any]:
         """The worker's scores per metric key (a :class:`~ragmeter.core.schema.ScoreColumn`, in the order of
         its batches; re-raises its error)."""
