@@ -54,11 +54,12 @@ def _alive(pid: int) -> bool:
 
 @pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux") or (os.cpu_count() or 1) < 2,
-                    reason="the forked worker runs on Linux with two CPUs or more")
-def test_kill_9_of_eval_leaves_no_worker_behind(tmp_path):
+                    reason="the second process runs on Linux with two CPUs or more")
+@pytest.mark.parametrize("method", ["auto", "spawn"])
+def test_kill_9_of_eval_leaves_no_worker_behind(tmp_path, method):
     data, db = tmp_path / "rows.jsonl", tmp_path / "store.db"
     _rows(data, 40_000)
-    env = {**os.environ, "PYTHONPATH": SRC, "HF_HUB_OFFLINE": "1"}
+    env = {**os.environ, "PYTHONPATH": SRC, "HF_HUB_OFFLINE": "1", "RAGMETER_START_METHOD": method}
     env.pop("RAGMETER_WORKERS", None)
     proc = subprocess.Popen([sys.executable, "-c", "from ragmeter.apps.cli import entry; entry()", "eval", str(data),
                              "-m", "token_f1,rouge1_fmeasure,rougeL_fmeasure,bleu,chrf,exact_match",
@@ -85,26 +86,37 @@ def test_kill_9_of_eval_leaves_no_worker_behind(tmp_path):
             proc.wait()
 
 
-def test_worker_ends_when_its_parent_is_killed():
-    """The same guarantee in small: a process that starts a forked worker (SecondHalf) and is
-    killed with SIGKILL takes the worker with it within 5 s, on the pipe or PR_SET_PDEATHSIG."""
+SLOW_MODULE = """
+import time
+def slow(req, chunk, ctx):
+    time.sleep(600)
+"""
+
+
+@pytest.mark.parametrize("method", [
+    pytest.param("fork", marks=pytest.mark.skipif(not hasattr(os, "fork"), reason="POSIX fork")), "spawn"])
+def test_worker_ends_when_its_parent_is_killed(tmp_path, method):
+    """The same guarantee in small: a process that starts a worker (SecondHalf, forked or spawned)
+    and is killed with SIGKILL takes the worker with it within 5 s, on the pipe or PR_SET_PDEATHSIG.
+    (The scoring function lives in a module: a spawned worker imports it by name.)"""
+    (tmp_path / "slow_metric.py").write_text(SLOW_MODULE)
     code = """
 import os, sys, time
 from ragmeter.run.engines import forked
-def slow(req, chunk, ctx):
-    time.sleep(600)
+from slow_metric import slow
 assert forked.claim()
-half = forked.SecondHalf([(None, [[1]])], {}, slow)
-for _ in range(200):
-    kids = __import__("psutil").Process().children()
+half = forked.SecondHalf([(None, [[1]])], {}, slow, method=sys.argv[1])
+for _ in range(400):
+    tracker = "resource" + "_tracker"  # multiprocessing's helper of a spawning process is not the worker
+    kids = [k for k in __import__("psutil").Process().children() if tracker not in " ".join(k.cmdline())]
     if kids:
         break
     time.sleep(0.05)
 print(kids[0].pid, flush=True)
 time.sleep(600)
 """
-    env = {**os.environ, "PYTHONPATH": SRC}
-    proc = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([SRC, str(tmp_path)])}
+    proc = subprocess.Popen([sys.executable, "-c", code, method], env=env, stdout=subprocess.PIPE, text=True)
     try:
         worker = int(proc.stdout.readline())
         assert _alive(worker)

@@ -3,6 +3,7 @@ inputs, the notebook display (issue: CI and notebook workflow)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -239,11 +240,15 @@ def test_docs_notebook_runs(tmp_path, monkeypatch):
 def test_public_evaluate_has_the_runner_signature(db_url):
     import inspect
 
+    from ragmeter.run.eval_config import EvalConfig
     from ragmeter.run.runner import evaluate as runner_evaluate
 
     facade = inspect.signature(ragmeter.evaluate).parameters
     assert list(facade) == list(inspect.signature(runner_evaluate).parameters)
-    assert "thresholds" in facade and ragmeter.evaluate.__doc__.count("Args:") == 1
+    # the options are the fields of the one EvalConfig, each documented in the facade
+    fields = [f.name for f in dataclasses.fields(EvalConfig)]
+    assert "thresholds" in fields and ragmeter.evaluate.__doc__.count("Args:") == 1
+    assert all(f"``{f}``" in ragmeter.evaluate.__doc__ for f in fields if f not in {"file", "metrics"})
     res = ragmeter.evaluate("example", ["token_f1", "mrr"], thresholds={"token_f1": 0.3}, db=db_url)
     fig = res.figure("token_f1")
     assert len(fig.data[0].x) == res.summary["token_f1"]["n"]

@@ -42,9 +42,11 @@ import pytest
 
 from judge_server import judge_options, server_fixtures
 from ragmeter.core.context import ScoringContext
-from ragmeter.metrics.registry import MetricRequest, MetricSpec, all_metrics, resolve
-from ragmeter.run.runner import _plan, _prepare, _run_metric
 from ragmeter.core.schema import Sample, Score
+from ragmeter.metrics.registry import MetricRequest, MetricSpec, all_metrics, resolve
+from ragmeter.run.engines.checks import run_metric
+from ragmeter.run.plan import make_plans
+from ragmeter.run.runner import _prepare
 
 judge_server_module, server = server_fixtures()
 
@@ -298,16 +300,16 @@ class Scorer:
     def _batches(self, ctx: ScoringContext, prepared: list[Sample], pieces: list[list[Sample]]) -> list[Score]:
         """The runner's way: plan (samples lacking a field get no value), prepare every eligible
         sample of ``prepared`` and flush, then the checked call on each piece's eligible samples."""
-        plans = _plan(prepared, [self.req], set(), {})
+        plans = make_plans(prepared, [self.req], set(), {})
         _prepare(plans, ctx)
         ctx.flush()
         out: dict[str, Score] = {}
         for piece in pieces:
-            for req, eligible, lacking, _ in _plan(piece, [self.req], set(), {}):
-                out.update((s.id, Score.missing(why)) for s, why in lacking)
-                if eligible:
-                    col = _run_metric(req, eligible, ctx)
-                    out.update(zip([s.id for s in eligible], col.scores(), strict=True))
+            for p in make_plans(piece, [self.req], set(), {}):
+                out.update((s.id, Score.missing(why)) for s, why in p.lacking)
+                if p.eligible:
+                    col = run_metric(p.request, p.eligible, ctx)
+                    out.update(zip([s.id for s in p.eligible], col.scores(), strict=True))
         return [out[s.id] for piece in pieces for s in piece]
 
     def score(self, samples: list[Sample]) -> list[Score]:

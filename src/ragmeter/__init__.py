@@ -6,7 +6,7 @@ Per-metric functions live in ``ragmeter.metrics`` (e.g. ``ragmeter.metrics.retri
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +28,7 @@ _compat.install()  # the old import paths of moved modules keep working (docs/in
 if TYPE_CHECKING:
     from ragmeter.core.schema import AgentTrace, Chunk, Sample, Score, ToolCall
     from ragmeter.io import Dataset, load, save
+    from ragmeter.run.eval_config import EvalConfig
     from ragmeter.run.runner import EvaluationResult
 
 #: names loaded on first use, so that ``import ragmeter`` (and every CLI command) does not pay
@@ -40,7 +41,7 @@ _LAZY = {"Dataset": "ragmeter.io", "load": "ragmeter.io", "save": "ragmeter.io",
 _SUBPACKAGES = {"agreement": "ragmeter.stats.agreement", "human": "ragmeter.human"}
 
 __all__ = [
-    "AgentTrace", "Chunk", "ConfigError", "Dataset", "DatasetError", "EvaluationResult",
+    "AgentTrace", "Chunk", "ConfigError", "Dataset", "DatasetError", "EvalConfig", "EvaluationResult",
     "JudgeError", "MetricError", "RagmeterError", "Sample", "Score", "StoreError", "ToolCall",
     "__version__", "estimate_run_cost", "evaluate", "load", "save",
     "CheckFailedError", "IncompleteRunError",
@@ -48,42 +49,32 @@ __all__ = [
 
 
 def evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None = None, *,
-             config: str | Path | dict[str, Any] | None = None,
-             max_missing: float | None = None,
-             mapping: Mapping[str, str] | Sequence[str] | None = None,
-             on_error: str = "raise", db: Any = None, resume: str | None = None,
-             name: str | None = None, options: dict[str, Any] | None = None,
-             progress: bool = False, skip_unavailable: bool = False,
-             where: Mapping[str, str] | Sequence[str] | None = None,
-             engine: str = "local", ray_address: str | None = None,
-             thresholds: Mapping[str, Any] | Sequence[str] | None = None,
-             pass_rule: Any = None) -> EvaluationResult:
+             config: EvalConfig | str | Path | dict[str, Any] | None = None, **options: Any) -> EvaluationResult:
     """Score every sample of ``data`` with every metric and store the run.
 
     >>> result = ragmeter.evaluate("example", ["token_f1", "mrr"], thresholds={"token_f1": 0.3})  # doctest: +SKIP
     >>> result.summary["token_f1"]["pass"]["rate"]                                                # doctest: +SKIP
 
+    The options build one :class:`~ragmeter.run.eval_config.EvalConfig` (checked once, a bad value
+    is a :class:`ConfigError` naming the field); ``config=`` also takes one, ready made:
+    ``ragmeter.evaluate("example", config=EvalConfig(metrics=("token_f1",), db="sqlite:///:memory:"))``.
+
     Args:
         data: a dataset path (.jsonl/.csv/.parquet), ``"example"`` (the bundled dataset),
             ``"dataset:NAME"`` (a stored dataset), or a list of dicts / :class:`Sample`.
         metrics: metric names (``"token_f1"``, ``"ndcg@10"``) or ``{"name", "params"}`` mappings.
-        config: a config file path or mapping (``metrics``, ``options``, ``thresholds`` ...).
-        max_missing: the share of samples (0-1) a metric may lack a value on before the run is
-            ``incomplete`` (default: incomplete only when a metric has no value at all).
-        mapping: ``{field: column}`` for columns the aliases do not cover.
-        on_error: ``"raise"`` or ``"skip"`` bad dataset rows.
-        db: a store or SQLAlchemy URL (default ``$RAGMETER_DB`` or ``.ragmeter/ragmeter.db``;
-            ``"sqlite:///:memory:"`` keeps nothing).
-        resume: a run id to finish.
-        name: a name for the run.
-        options: run-wide options for the metrics (``judge``, ``embedding_model`` ...).
-        progress: show progress bars on stderr.
-        skip_unavailable: record no value for metrics that cannot run here instead of failing.
-        where: keep only samples whose metadata match (``{"type": "multi_hop"}``).
-        engine: ``"local"`` or ``"ray"`` (non-judge metrics scored in blocks on a Ray runtime).
-        ray_address: ``ray://HOST:PORT`` of a Ray cluster (default: a local Ray runtime).
-        thresholds: per-metric thresholds (``{"token_f1": 0.5, "hallucination": "<=0.2"}``).
-        pass_rule: ``"all"`` samples (default) or a pass-rate target for the Wilson lower bound.
+        config: an :class:`~ragmeter.run.eval_config.EvalConfig`, or a config file path or mapping
+            (``metrics``, ``options``, ``thresholds`` ...).
+        **options: the fields of :class:`~ragmeter.run.eval_config.EvalConfig`:
+            ``max_missing`` (the share of samples, 0-1, a metric may lack a value on before the run
+            is ``incomplete``), ``mapping`` (``{field: column}``), ``on_error`` (``"raise"`` or
+            ``"skip"`` bad rows), ``db`` (a store or SQLAlchemy URL; default ``$RAGMETER_DB`` or
+            ``.ragmeter/ragmeter.db``; ``"sqlite:///:memory:"`` keeps nothing), ``resume`` (a run
+            id to finish), ``name``, ``options`` (run-wide metric options: ``judge``,
+            ``embedding_model`` ...), ``progress``, ``skip_unavailable``, ``where`` (keep samples
+            whose metadata match), ``engine`` (``"local"`` or ``"ray"``), ``ray_address``,
+            ``thresholds`` (``{"token_f1": 0.5, "hallucination": "<=0.2"}``) and ``pass_rule``
+            (``"all"`` samples or a pass-rate target for the Wilson lower bound).
 
     Returns:
         An :class:`~ragmeter.run.runner.EvaluationResult` (``summary``, ``rows()``, ``to_pandas()``;
@@ -91,22 +82,20 @@ def evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None = None, *
 
     Raises:
         DatasetError: a bad row (with ``on_error="raise"``).
-        ConfigError: unknown metrics, bad thresholds, unavailable metrics.
+        ConfigError: unknown options or metrics, bad values, unavailable metrics.
     """
     from ragmeter.run.runner import evaluate as _evaluate
 
-    return _evaluate(data, metrics, config=config, max_missing=max_missing, mapping=mapping,
-                     on_error=on_error, db=db, resume=resume, name=name, options=options,
-                     progress=progress, skip_unavailable=skip_unavailable, where=where,
-                     engine=engine, ray_address=ray_address, thresholds=thresholds,
-                     pass_rule=pass_rule)
+    return _evaluate(data, metrics, config=config, **options)
 
 
-def estimate_run_cost(*args, **kwargs):  # type: ignore[no-untyped-def]
-    """See :func:`ragmeter.run.estimate.estimate_run_cost` (judge calls and cost of an evaluation, no calls made)."""
+def estimate_run_cost(data: Any, metrics: Sequence[str | dict[str, Any]] | None = None, *,
+                      config: EvalConfig | str | Path | dict[str, Any] | None = None, **options: Any) -> dict[str, Any]:
+    """See :func:`ragmeter.run.estimate.estimate_run_cost` (judge calls and cost of an evaluation, no
+    calls made); takes what :func:`evaluate` takes."""
     from ragmeter.run.estimate import estimate_run_cost as _estimate
 
-    return _estimate(*args, **kwargs)
+    return _estimate(data, metrics, config=config, **options)
 
 
 def __getattr__(name: str):  # type: ignore[no-untyped-def]
@@ -120,6 +109,10 @@ def __getattr__(name: str):  # type: ignore[no-untyped-def]
         from ragmeter.run.runner import EvaluationResult
 
         return EvaluationResult
+    if name == "EvalConfig":
+        from ragmeter.run.eval_config import EvalConfig
+
+        return EvalConfig
     if name in _SUBPACKAGES:  # ``ragmeter.stats.agreement.cohen_kappa`` after ``import ragmeter``
         import importlib
 

@@ -59,15 +59,16 @@ def assert_scores(sample: Any, metrics: Sequence[str], thresholds: Mapping[str, 
             (no value, or the judge's verdict).
         ConfigError: a threshold for a metric not in ``metrics``, or an unknown metric.
     """
-    from ragmeter.run.runner import evaluate
+    from ragmeter.run.eval_config import EvalConfig
+    from ragmeter.run.runner import run
 
     items = list(sample) if isinstance(sample, (list, tuple)) else [sample]
     items = [dict(x) if isinstance(x, Mapping) else x for x in items]
     for i, x in enumerate(items):
         if isinstance(x, dict) and "id" not in x:
             x["id"] = f"sample-{i + 1}"
-    res = evaluate(items, list(metrics), thresholds=thresholds, options=dict(options or {}),
-                   db=db or "sqlite:///:memory:")
+    res = run(items, EvalConfig(metrics=tuple(metrics), thresholds=thresholds, options=dict(options or {}),
+                                db=db or "sqlite:///:memory:"))
     failures = []
     rows = res.rows()
     for key, summ in res.summary.items():

@@ -31,14 +31,17 @@ from ragmeter.core.errors import (
 from ragmeter.core.schema import Sample, Score, ScoreColumn, ScoreColumns
 from ragmeter.io.readers import REQUIREMENT_TARGET, Dataset, load
 from ragmeter.metrics.registry import MetricRequest, missing_fields, resolve_all
-from ragmeter.run.engines.checks import checked_column, checked_scores
-from ragmeter.run.engines.lifecycle import gc_paused as _gc_paused
+from ragmeter.run.engines.base import Engine, LocalEngine
+from ragmeter.run.engines.checks import run_metric
 from ragmeter.run.engines.lifecycle import heartbeat as _heartbeat
 from ragmeter.run.engines.lifecycle import in_background as _in_background
 from ragmeter.run.engines.lifecycle import join_writer as _join_writer
+from ragmeter.run.eval_config import EvalConfig
+from ragmeter.run.plan import MetricPlan, Split, Started, make_plans
 from ragmeter.run.provenance import provenance
 from ragmeter.stats.intervals import aggregate_many
 from ragmeter.store import Store, open_store
+from ragmeter.store.records import RunSummary
 
 
 @dataclass
@@ -64,6 +67,12 @@ class EvaluationResult:
     store_url: str | None = None
     status: str = "completed"
     incomplete: list[str] = field(default_factory=list)
+
+    @property
+    def record(self) -> RunSummary:
+        """:attr:`summary` as the typed, versioned record the store keeps
+        (:class:`~ragmeter.store.records.RunSummary`)."""
+        return RunSummary.from_dict(self.summary)
 
     @property
     def complete(self) -> bool:
@@ -198,52 +207,22 @@ def summarise(columns: Mapping[str, Any], requests: Sequence[MetricRequest]) -> 
 
 
 def evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None = None, *,
-             config: str | Path | dict[str, Any] | None = None,
-             max_missing: float | None = None,
-             mapping: Mapping[str, str] | Sequence[str] | None = None,
-             on_error: str = "raise", db: str | Store | None = None, resume: str | None = None,
-             name: str | None = None, options: dict[str, Any] | None = None,
-             progress: bool = False, skip_unavailable: bool = False,
-             where: Mapping[str, str] | Sequence[str] | None = None,
-             engine: str = "local", ray_address: str | None = None,
-             thresholds: Mapping[str, Any] | Sequence[str] | None = None,
-             pass_rule: Any = None) -> EvaluationResult:
+             config: EvalConfig | str | Path | dict[str, Any] | None = None, **options: Any) -> EvaluationResult:
     """Score every sample of ``data`` with every metric and store the run.
 
     Args:
         data: anything :func:`ragmeter.load` accepts (path, ``"example"``, pandas DataFrame,
-            ``datasets.Dataset``, an iterable of dicts, a list of Samples).
+            ``datasets.Dataset``, an iterable of dicts, a list of Samples). ``data`` may also be
+            ``"dataset:NAME"`` (or ``NAME@VERSION``, ``NAME@TAG``): a dataset stored by
+            ``ragmeter golden generate`` / ``ragmeter dataset``.
         metrics: metric names (``"rouge1_fmeasure"``, ``"ndcg@10"``) or ``{"name", "params"}``
-            mappings. Added to the config file's metrics, if any.
-        config: a config file path or mapping (``metrics``/``metric_types``, ``options`` ...).
-        max_missing: the share of samples (0 to 1) a metric may lack a value on before the run
-            counts as incomplete. Default: a run is incomplete only when a metric has no value on
-            any sample (or there are no samples); ``0.2`` also flags a metric missing on more than
-            20% of the samples.
-        mapping: ``{field: column}`` for columns the aliases do not cover.
-        on_error: ``"raise"`` or ``"skip"`` bad dataset rows.
-        db: a store, or a SQLAlchemy URL (default ``$RAGMETER_DB`` or ``.ragmeter/ragmeter.db``).
-        resume: a run id to finish; only pairs not yet stored are computed.
-        name: a name for the run.
-        options: run-wide options passed to metrics (``embedding_model``, ``judge`` ...).
-        progress: show progress bars on stderr.
-        skip_unavailable: when a metric cannot run here (no judge configured ...), record no value
-            for it and go on instead of failing before any work.
-        where: keep only samples whose metadata match, e.g. ``{"type": "multi_hop"}`` or
-            ``["type=multi_hop"]``.
-        engine: ``"local"`` (this process) or ``"ray"``: metrics scored in blocks, embeddings encoded
-            and judge calls sent (under one limit and budget) on a Ray runtime
-            (:mod:`ragmeter.run.engines.ray_engine`, ``ray_embed``, ``ray_judge``), same values, same
-            store, caches and resume.
-        ray_address: ``ray://HOST:PORT`` of a Ray cluster (default: a local Ray runtime).
-        thresholds: per-metric thresholds, ``{"token_f1": 0.3, "hallucination": "<=0.2"}`` or
-            ``["faithfulness=0.7"]``; stored in ``Run.extra["thresholds"]`` (pass/fail is derived
-            from value + threshold by :func:`ragmeter.core.thresholds.passes`, never stored per score).
-        pass_rule: when a thresholded metric passes for the run: ``"all"`` samples (default) or a
-            pass-rate target its Wilson lower bound must reach (``0.8``).
-
-    ``data`` may also be ``"dataset:NAME"`` (or ``NAME@VERSION``, ``NAME@TAG``): a dataset stored
-    by ``ragmeter golden generate`` / ``ragmeter dataset``.
+            mappings. Added to the config's metrics, if any.
+        config: an :class:`~ragmeter.run.eval_config.EvalConfig`, or a config file path or mapping
+            (``metrics``/``metric_types``, ``options``, ``thresholds`` ...).
+        **options: the fields of :class:`~ragmeter.run.eval_config.EvalConfig` (``max_missing``,
+            ``mapping``, ``on_error``, ``db``, ``resume``, ``name``, ``options``, ``progress``,
+            ``skip_unavailable``, ``where``, ``engine``, ``ray_address``, ``thresholds``,
+            ``pass_rule``), each described there; they override ``config``'s.
 
     Returns:
         An :class:`EvaluationResult`. An incomplete run is stored with status ``incomplete`` and
@@ -253,48 +232,45 @@ def evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None = None, *
     Raises:
         DatasetError: a bad row (with ``on_error="raise"``), or a row that gives none of the
             fields a requested metric needs (listing the columns found and a ``--map`` to use).
-        ConfigError: unknown metric names (listing the closest), unavailable metrics, a bad
-            ``max_missing``.
+        ConfigError: an unknown option or a bad value (naming the field), unknown metric names
+            (listing the closest), unavailable metrics.
         JudgeError: the judge did not answer its pre-flight request (unreachable, key refused,
             unknown model); raised before any run is stored.
     """
-    with _gc_paused():
-        return _evaluate(data, metrics, config=config, max_missing=max_missing, mapping=mapping,
-                         on_error=on_error, db=db, resume=resume, name=name, options=options,
-                         progress=progress, skip_unavailable=skip_unavailable, where=where, engine=engine,
-                         ray_address=ray_address, thresholds=thresholds, pass_rule=pass_rule)
+    return run(data, EvalConfig.of(config, metrics, **options))
 
 
-def _evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None, *,
-              config: str | Path | dict[str, Any] | None, max_missing: float | None,
-              mapping: Mapping[str, str] | Sequence[str] | None, on_error: str, db: str | Store | None,
-              resume: str | None, name: str | None, options: dict[str, Any] | None, progress: bool,
-              skip_unavailable: bool, where: Mapping[str, str] | Sequence[str] | None, engine: str,
-              ray_address: str | None, thresholds: Mapping[str, Any] | Sequence[str] | None,
-              pass_rule: Any) -> EvaluationResult:
-    if max_missing is not None and not (isinstance(max_missing, int | float) and 0 <= max_missing <= 1):
-        raise ConfigError(f"max_missing must be a share of the samples between 0 and 1, got {max_missing!r}")
-    cfg = load_config(config)
-    thr = {**th.parse_thresholds(cfg.get("thresholds")), **th.parse_thresholds(thresholds)}
-    rule = th.parse_rule(pass_rule if pass_rule is not None else cfg.get("pass_rule"))
-    entries = list(cfg.get("metrics") or []) + list(metrics or [])
-    opts = {**cfg.get("options", {}), **(options or {})}
-    store = db if isinstance(db, Store) else open_store(db)
+def run(data: Any, config: EvalConfig) -> EvaluationResult:
+    """:func:`evaluate` with its :class:`~ragmeter.run.eval_config.EvalConfig` built: load, plan,
+    score on the config's engine, aggregate, store. The interpreter's state (garbage collector,
+    allocator) is left as it is: that policy belongs to the ``ragmeter`` command
+    (:mod:`ragmeter.apps.cli.runtime`)."""
+    c = config
+    cfg = load_config(c.file)
+    thr = {**th.parse_thresholds(cfg.get("thresholds")), **th.parse_thresholds(c.thresholds)}
+    rule = th.parse_rule(c.pass_rule if c.pass_rule is not None else cfg.get("pass_rule"))
+    entries = list(cfg.get("metrics") or []) + list(c.metrics)
+    opts = {**cfg.get("options", {}), **c.options}
+    store = c.db if isinstance(c.db, Store) else open_store(c.db)
     t0 = time.perf_counter()
-    if engine not in {"local", "ray"}:
-        raise ConfigError(f"unknown engine {engine!r}: use local or ray")
-    if engine == "ray":
-        from ragmeter.run.engines.ray_engine import init
+    if c.engine == "local":
+        from ragmeter.run.engines.forked import start_method
 
-        init(ray_address)
+        start_method()  # a bad RAGMETER_START_METHOD stops the run before any work
+    engine: Engine = LocalEngine()
+    if c.engine == "ray":
+        from ragmeter.run.engines.ray_engine import RayEngine
 
-    early: tuple[list[Plan], dict[str, tuple[list[Sample], list[Sample]]], Any] | None = None
-    if resume:
-        run_id = store.resolve_run(resume)
+        engine = RayEngine(c.ray_address, store.url)
+
+    early: Started | None = None
+    mapping, on_error = c.mapping or cfg.get("map"), c.on_error
+    if c.resume:
+        run_id = store.resolve_run(c.resume)
         run = store.get_run(run_id)
         stored = store.run_samples(run_id)
-        dataset = load(data, mapping=mapping or cfg.get("map"),
-                       on_error=on_error) if data is not None else Dataset(stored, run.dataset_source or "")
+        dataset = load(data, mapping=mapping, on_error=on_error) if data is not None else Dataset(
+            stored, run.dataset_source or "")
         if dataset.fingerprint != run.dataset_fingerprint:
             raise StoreError(f"cannot resume run {run_id}: the dataset differs from the one it "
                              f"started with ({run.dataset_source})")
@@ -305,11 +281,14 @@ def _evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None, *,
                               f"{[r.key for r in requests]}; resume it without --metrics or with the same list")
         opts = {**run.config.get("options", {}), **opts}
         done = store.scored_pairs(run_id)
-        unavailable = _preflight(requests, opts, store, skip_unavailable, dataset.samples, done)
+        unavailable = _preflight(requests, opts, store, c.skip_unavailable, dataset.samples, done)
         if not store.acquire_lease(run_id):
             raise RunLeaseError(f"run {run_id} is still running (its writer {run.owner} beat "
                                 f"{run.heartbeat_at:%H:%M:%S} UTC); resume it after that process ends")
         done = store.scored_pairs(run_id)
+        if c.engine == "local":  # the worker starts before the lease's heartbeat thread
+            early = _start_worker(make_plans(dataset.samples, requests, done, unavailable),
+                                  len(dataset.samples), opts)
     else:
         if not entries:
             raise ConfigError("no metrics given: pass metrics=[...] / --metrics, or a config "
@@ -318,18 +297,18 @@ def _evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None, *,
             from ragmeter.io.stored import as_dataset
 
             data = as_dataset(store, data.removeprefix("dataset:"))
-        dataset = load(data, mapping=mapping or cfg.get("map"), on_error=on_error)  # type: ignore[arg-type]
-        if where:
+        dataset = load(data, mapping=mapping, on_error=on_error)  # type: ignore[arg-type]
+        if c.where:
             from ragmeter.io.stored import parse_where, select_where
 
-            dataset = select_where(dataset, where if isinstance(where, Mapping) else parse_where(list(where)))
+            dataset = select_where(dataset, c.where if isinstance(c.where, Mapping) else parse_where(list(c.where)))
         requests = resolve_all(entries)
         th.check_known(thr, [r.key for r in requests])
         _check_fields(dataset, requests)
-        unavailable = _preflight(requests, opts, store, skip_unavailable, dataset.samples)
-        if engine == "local":  # the worker scores while this process stores the samples
-            plans = _plan(dataset.samples, requests, set(), unavailable)
-            early = (plans, *_fork_second(plans, len(dataset.samples), opts))
+        unavailable = _preflight(requests, opts, store, c.skip_unavailable, dataset.samples)
+        if c.engine == "local":  # the worker scores while this process stores the samples
+            early = _start_worker(make_plans(dataset.samples, requests, set(), unavailable),
+                                  len(dataset.samples), opts)
         try:
             run_id = store.create_run(
                 dataset_source=dataset.source, fingerprint=dataset.fingerprint,
@@ -337,26 +316,25 @@ def _evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None, *,
                 metrics=[{"name": r.spec.name, "params": _jsonable(r.params), "key": r.key} for r in requests],
                 config={"options": _jsonable(_public_options(opts)), "source": cfg.get("source"),
                         "extra": _jsonable(cfg.get("extra", {})), "provenance": provenance()},
-                version=__version__, name=name or cfg.get("name"))
+                version=__version__, name=c.name or cfg.get("name"))
         except BaseException:
-            if early is not None and early[2] is not None:
-                early[2].cancel()
+            if early is not None:
+                early.cancel()
             raise
         done = set()
 
     samples = dataset.samples
     deferred: list[Callable[[], Any]] = []
-    collected: dict[str, list[tuple[list[str], ScoreColumn]]] | None = None if resume else {}
-    with _rich_progress(progress) as prog:
+    collected: dict[str, list[tuple[list[str], ScoreColumn]]] | None = None if c.resume else {}
+    with _rich_progress(c.progress) as prog:
         ctx = ScoringContext(opts, store=store, run_id=run_id, progress=prog)
         try:
             with _heartbeat(store, run_id):
-                timings = _score_all(samples, requests, ctx, store, run_id, done, unavailable,
-                                     engine=(engine, ray_address), collected=collected, early=early,
-                                     deferred=deferred)
+                timings = _score_all(ctx, store, run_id, engine, early or Started(
+                    make_plans(samples, requests, done, unavailable), {}), collected, deferred)
         except BaseException:
-            if early is not None and early[2] is not None:
-                early[2].cancel()
+            if early is not None:
+                early.cancel()
             if store.owns_lease(run_id):  # never mark a run another process now writes
                 store.update_run(run_id, status="failed", heartbeat_at=None)
             ctx.close()
@@ -399,14 +377,14 @@ def _evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None, *,
     previous = store.get_run(run_id)
     total = time.perf_counter() - t0
     timings["total_s"] = round(total + (previous.timings or {}).get("total_s", 0.0), 4)
-    problems = incomplete_reasons(len(samples), summary, max_missing)
+    problems = incomplete_reasons(len(samples), summary, c.max_missing)
     status = "incomplete" if problems else "completed"
     run_extra = {k: v for k, v in (previous.extra or {}).items() if k != "incomplete"}
     if problems:
         extra["incomplete"] = problems
-    store.finish_run(run_id, status=status, summary=summary, timings=timings,
-                     extra={**run_extra, **extra})
-    return EvaluationResult(run_id=run_id, samples=samples, scores=scores, summary=summary,
+    record = RunSummary.from_dict(summary)  # typed and versioned, as the store keeps it
+    store.finish_run(run_id, status=status, summary=record, timings=timings, extra={**run_extra, **extra})
+    return EvaluationResult(run_id=run_id, samples=samples, scores=scores, summary=record.to_dict(),
                             extra=extra, store_url=store.url, status=status, incomplete=problems)
 
 
@@ -506,96 +484,61 @@ def _jsonable(obj: Any) -> Any:
     return json.loads(json.dumps(obj, default=str))
 
 
-Plan = tuple[MetricRequest, list[Sample], list[tuple[Sample, str]], str | None]
-#: share of each pure metric's samples this process scores when a forked worker takes the rest: this
+#: share of each pure metric's samples this process scores when a second process takes the rest: this
 #: process also stores the run's samples and every score, so it takes less (30,000 RAG pairs x 5 lexical
 #: metrics: both processes finish together at 0.38)
 MAIN_SHARE = 0.38
 
 
-def _plan(samples: list[Sample], requests: list[MetricRequest], done: set[tuple[str, str]],
-          unavailable_by_key: dict[str, str]) -> list[Plan]:
-    """Per metric: (request, samples to score, samples lacking a field and why, why it is unavailable)."""
-    from ragmeter.conversations.scope import FAMILY, for_metric
-
-    plans: list[Plan] = []
-    lacks: dict[tuple[tuple[str, ...], bool], tuple[list[Sample], dict[int, str]]] = {}  # same fields
-    everything = samples
-    pools: dict[bool, list[Sample]] = {}
-    for req in requests:
-        # a conversation run: conversation metrics score conversations, the others assistant turns
-        kind = req.spec.family == FAMILY
-        if kind not in pools:
-            pools[kind] = for_metric(FAMILY if kind else "", everything)
-        samples = pools[kind]
-        need = tuple(req.spec.requires)
-        cache = (need, req.spec.family == FAMILY)
-        if cache not in lacks:
-            why = {}
-            for i, s in enumerate(samples):
-                miss = missing_fields(s, need)
-                if miss:
-                    why[i] = "missing field: " + ", ".join(miss)
-            lacks[cache] = ([s for i, s in enumerate(samples) if i not in why] if why else samples, why)
-        ok, why = lacks[cache]
-        if done:
-            ok = [s for s in ok if (s.id, req.key) not in done]
-            lacking = [(samples[i], r) for i, r in why.items() if (samples[i].id, req.key) not in done]
-        else:
-            lacking = [(samples[i], r) for i, r in why.items()]
-        if not ok and not lacking:
-            continue
-        plans.append((req, ok, lacking, unavailable_by_key.get(req.key)))
-    return plans
-
-
-def _fork_second(plans: list[Plan], n_samples: int, options: dict[str, Any]
-                 ) -> tuple[dict[str, tuple[list[Sample], list[Sample]]], Any]:
-    """Start a forked worker on the tail of each pure metric's samples (engines/forked.py): ``(halves,
-    worker)``, ``({}, None)`` when there is no second CPU or too little work. Values of pure metrics do
-    not depend on how the samples are cut or batched, so the split is by :data:`MAIN_SHARE`."""
+def _start_worker(plans: list[MetricPlan], n_samples: int, options: dict[str, Any]) -> Started:
+    """The run's plans, with a second process started on the tail of each pure metric's samples
+    (engines/forked.py) when there is a second CPU and enough work. Values of pure metrics do not
+    depend on how the samples are cut or batched, so the split is by :data:`MAIN_SHARE`."""
     from ragmeter.run.engines import forked
 
-    halves: dict[str, tuple[list[Sample], list[Sample]]] = {}
+    started = Started(plans, {})
     if not forked.usable(n_samples):
-        return halves, None
-    for req, eligible, _lacking, unavailable in plans:
-        if forked.is_pure(req) and not unavailable and len(eligible) >= forked.MIN_SAMPLES:
-            cut = round(len(eligible) * MAIN_SHARE)
-            halves[req.key] = (eligible[:cut], eligible[cut:])
-    if not halves or not forked.claim():  # no work for it, or another run's worker is running
-        return {}, None
-    # one sample through each metric first: the imports and caches a metric makes on its first call
-    # (Arrow, the stemmer, compiled expressions) are then made once, before the fork, and shared
-    warm = ScoringContext(dict(options))
-    try:
-        for req, eligible, *_ in plans:
-            if req.key in halves:
-                with contextlib.suppress(ConfigError, MetricError):
-                    _run_metric(req, eligible[:1], warm)
-    except BaseException:
-        forked.release()
-        raise
-    finally:
-        warm.close()
-    jobs = [(req, [halves[req.key][1][i:i + max(1, req.spec.batch_size)]
-                   for i in range(0, len(halves[req.key][1]), max(1, req.spec.batch_size))])
-            for req, *_ in plans if req.key in halves]
-    return halves, forked.SecondHalf(jobs, dict(options), _run_metric)  # releases the slot on failure
+        return started
+    method = forked.start_method()
+    splits: dict[str, Split] = {}
+    for p in plans:
+        if (forked.is_pure(p.request) and not p.unavailable and len(p.eligible) >= forked.MIN_SAMPLES
+                and (method != "spawn" or forked.spawnable(p.request))):
+            cut = round(len(p.eligible) * MAIN_SHARE)
+            splits[p.key] = Split(p.eligible[:cut], p.eligible[cut:])
+    if not splits or not forked.claim():  # no work for it, or another run's worker is running
+        return started
+    if method == "fork":
+        # one sample through each metric first: the imports and caches a metric makes on its first call
+        # (Arrow, the stemmer, compiled expressions) are then made once, before the fork, and shared
+        warm = ScoringContext(dict(options))
+        try:
+            for p in plans:
+                if p.key in splits:
+                    with contextlib.suppress(ConfigError, MetricError):
+                        run_metric(p.request, p.eligible[:1], warm)
+        except BaseException:
+            forked.release()
+            raise
+        finally:
+            warm.close()
+    jobs = []
+    for p in plans:
+        if p.key in splits:
+            rest, bs = splits[p.key].worker, max(1, p.request.spec.batch_size)
+            jobs.append((p.request, [rest[i:i + bs] for i in range(0, len(rest), bs)]))
+    started.splits = splits
+    started.worker = forked.WorkerEngine(jobs, dict(options), run_metric)  # releases the slot on failure
+    return started
 
 
-def _score_all(samples: list[Sample], requests: list[MetricRequest], ctx: ScoringContext,
-               store: Store, run_id: str, done: set[tuple[str, str]],
-               unavailable_by_key: dict[str, str],
-               engine: tuple[str, str | None] = ("local", None),
-               collected: dict[str, list[tuple[list[str], ScoreColumn]]] | None = None,
-               early: tuple[list[Plan], dict[str, tuple[list[Sample], list[Sample]]], Any] | None = None,
-               deferred: list[Callable[[], Any]] | None = None) -> dict[str, Any]:
-    """Score every plan and store the scores; ``early``: plans and a worker already started (a new
-    local run forks its worker before it stores the samples); ``deferred``: where to put the writing
-    of the worker's scores for the caller to run later (else they are written here)."""
+def _score_all(ctx: ScoringContext, store: Store, run_id: str, engine: Engine, started: Started,
+               collected: dict[str, list[tuple[list[str], ScoreColumn]]] | None,
+               deferred: list[Callable[[], Any]]) -> dict[str, Any]:
+    """Score every plan of ``started`` and store the scores (``started.worker``: a second process
+    already scoring its share); the writing of the worker's scores goes to ``deferred`` for the
+    caller to run later when no judge stage follows (else they are written here)."""
     timings: dict[str, Any] = {"metrics": {}}
-    plans = early[0] if early is not None else _plan(samples, requests, done, unavailable_by_key)
 
     def put(key: str, ids: list[str], scores: list[Score] | ScoreColumn) -> None:
         col = ScoreColumn.of(scores)
@@ -604,153 +547,119 @@ def _score_all(samples: list[Sample], requests: list[MetricRequest], ctx: Scorin
             collected.setdefault(key, []).append((ids, col))
 
     # metrics without a judge are scored and stored first, before the first judge call is made
-    judged = [p for p in plans if p[0].spec.needs_llm]
-    plans = [p for p in plans if not p[0].spec.needs_llm]
-    if engine[0] == "ray":  # embeddings encoded and judge calls sent on the cluster too
+    judged = [p for p in started.plans if p.needs_llm]
+    plans = [p for p in started.plans if not p.needs_llm]
+    if engine.name == "ray":  # embeddings encoded and judge calls sent on the cluster too
         from ragmeter.run.engines.ray_embed import attach
 
-        attach(ctx, engine[1])
+        attach(ctx, getattr(engine, "address", None))
     t = time.perf_counter()
     _prepare(plans, ctx)
     ctx.flush()
     timings["prepare_s"] = round(time.perf_counter() - t, 4)
 
-    if engine[0] == "ray":
-        plans = _ray_pure_together(plans, ctx, put, engine[1], timings)
+    if engine.name == "ray":
+        plans = _ray_pure_together(plans, ctx, put, engine, timings)
     # a second process scores the tail of each pure metric's samples (engines/forked.py)
-    halves: dict[str, tuple[list[Sample], list[Sample]]] = {}
-    second = None
-    if early is not None:
-        halves, second = early[1], early[2]
-    elif engine[0] == "local":
-        halves, second = _fork_second(plans, len(samples), dict(ctx.options))
+    splits, worker = started.splits, started.worker
+    local = LocalEngine()
     try:
         advancers: dict[str, Callable[[int], None]] = {}
-        _score_plans(plans, ctx, store, put, engine, timings, halves, advancers)
-        if second is not None:
+        _score_plans(plans, ctx, put, engine, local, timings, splits, advancers)
+        if worker is not None:
             t = time.perf_counter()
-            results = second.result()
-            second = None
+            worker.collect()
             timings["worker_wait_s"] = round(time.perf_counter() - t, 4)
             writes = []
-            for key, scores in results.items():
-                rest = halves[key][1]
-                ids = [s.id for s in rest]
-                if collected is not None:
-                    collected.setdefault(key, []).append((ids, scores))
-                writes.append((key, ids, scores))
-                advancers[key](len(rest))
+            for p in plans:
+                for batch in worker.run(p, ctx):
+                    ids = [s.id for s in batch.samples]
+                    if collected is not None:
+                        collected.setdefault(p.key, []).append((ids, batch.scores))
+                    writes.append((p.key, ids, batch.scores))
+                    advancers[p.key](len(batch.samples))
+            worker = None
             # the worker's scores go to the store on a thread while the corpus scores are computed
             # (SQLite and numpy release the GIL); the run is finished only after they are written.
             # Before a judge stage they are written at once: nothing computed waits on the judge
-            if deferred is not None and not judged:
+            if not judged:
                 deferred.append(lambda: [store.add_scores(run_id, *w) for w in writes])
             else:
                 for w in writes:
                     store.add_scores(run_id, *w)
     finally:
-        if second is not None:
-            second.cancel()
+        if worker is not None:
+            worker.close()
     if judged:
         from ragmeter.run.engines.judged import stream_scores
 
         t = time.perf_counter()
         _prepare(judged, ctx)
         # per-sample judge metrics are stored as their verdicts arrive (engines/judged.py)
-        streamed = stream_scores(judged, ctx, put, _run_metric, advancers)
+        streamed = stream_scores(judged, ctx, put, run_metric, advancers)
         ctx.flush()
         timings["judge_s"] = round(time.perf_counter() - t, 4)
-        judged = [(req, [s for s in ok if s.id not in streamed.get(req.key, ())], lacking, unavailable)
-                  for req, ok, lacking, unavailable in judged]
-        _score_plans(judged, ctx, store, put, engine, timings, {}, advancers)
+        judged = [MetricPlan(p.request, [s for s in p.eligible if s.id not in streamed.get(p.key, ())],
+                             p.lacking, p.unavailable) for p in judged]
+        _score_plans(judged, ctx, put, local, local, timings, {}, advancers)  # judge metrics stay here
     return timings
 
 
-def _prepare(plans: list[Plan], ctx: ScoringContext) -> None:
-    for req, eligible, _lacking, unavailable in plans:
-        if eligible and not unavailable and req.spec.prepare is not None:
-            req.spec.prepare(eligible, ctx, **req.params)
+def _prepare(plans: list[MetricPlan], ctx: ScoringContext) -> None:
+    for p in plans:
+        if p.eligible and not p.unavailable and p.request.spec.prepare is not None:
+            p.request.spec.prepare(p.eligible, ctx, **p.request.params)
 
 
-def _ray_pure_together(plans: list[Plan],
-                       ctx: ScoringContext, put: Callable[[str, list[str], Any], None],
-                       address: str | None, timings: dict[str, Any]
-                       ) -> list[Plan]:
+def _ray_pure_together(plans: list[MetricPlan], ctx: ScoringContext, put: Callable[[str, list[str], Any], None],
+                       engine: Any, timings: dict[str, Any]) -> list[MetricPlan]:
     """On Ray, the pure metrics (engines/forked.py) that score the same samples go to the workers
     together, one task per block for all of them; returns the plans left for metric-by-metric work."""
     from ragmeter.run.engines import forked
 
-    group = [p for p in plans if forked.is_pure(p[0]) and not p[3] and p[1]]
+    group = [p for p in plans if forked.is_pure(p.request) and not p.unavailable and p.eligible]
     if len(group) < 2:
         return plans
-    first = group[0][1]
-    group = [p for p in group if len(p[1]) == len(first) and all(a is b for a, b in zip(p[1], first, strict=True))]
+    first = group[0].eligible
+    group = [p for p in group if len(p.eligible) == len(first)
+             and all(a is b for a, b in zip(p.eligible, first, strict=True))]
     if len(group) < 2:
         return plans
-    from ragmeter.run.engines.ray_engine import score_blocks_all
-
     t = time.perf_counter()
-    for req, _eligible, lacking, _u in group:
-        if lacking:
-            put(req.key, [s.id for s, _ in lacking], [Score.missing(r) for _, r in lacking])
-    advance = ctx.progress(", ".join(p[0].key for p in group), len(first))
-    for block, per_metric in score_blocks_all([p[0] for p in group], first, dict(ctx.options), _run_metric,
-                                              address=address):
+    for p in group:
+        if p.lacking:
+            put(p.key, [s.id for s, _ in p.lacking], [Score.missing(r) for _, r in p.lacking])
+    advance = ctx.progress(", ".join(p.key for p in group), len(first))
+    for block, per_metric in engine.run_together(group, ctx):
         ids = [s.id for s in block]
-        for (req, *_), scores in zip(group, per_metric, strict=True):
-            put(req.key, ids, scores)
+        for p, scores in zip(group, per_metric, strict=True):
+            put(p.key, ids, scores)
         advance(len(block))
     spent = round(time.perf_counter() - t, 4)
-    for req, *_ in group:
-        timings["metrics"][req.key] = spent
-    keys = {p[0].key for p in group}
-    return [p for p in plans if p[0].key not in keys]
+    for p in group:
+        timings["metrics"][p.key] = spent
+    keys = {p.key for p in group}
+    return [p for p in plans if p.key not in keys]
 
 
-def _score_plans(plans: list[Plan],
-                 ctx: ScoringContext, store: Store, put: Callable[[str, list[str], Any], None],
-                 engine: tuple[str, str | None], timings: dict[str, Any],
-                 halves: dict[str, tuple[list[Sample], list[Sample]]],
+def _score_plans(plans: list[MetricPlan], ctx: ScoringContext, put: Callable[[str, list[str], Any], None],
+                 engine: Engine, local: Engine, timings: dict[str, Any], splits: Mapping[str, Split],
                  advancers: dict[str, Callable[[int], None]]) -> None:
-    for req, eligible, lacking, unavailable in plans:
+    """Each plan on ``engine`` (judge metrics on ``local``, this process); of a split metric, this
+    process scores its ``here`` share (the worker's share is collected by the caller)."""
+    for p in plans:
         rest = 0
-        if req.key in halves:
-            eligible, rest = halves[req.key][0], len(halves[req.key][1])
+        if p.key in splits:
+            p, rest = MetricPlan(p.request, splits[p.key].here, p.lacking, p.unavailable), len(splits[p.key].worker)
         t = time.perf_counter()
-        if lacking:
-            put(req.key, [s.id for s, _ in lacking], [Score.missing(r) for _, r in lacking])
-        if unavailable:
-            put(req.key, [s.id for s in eligible], [Score.missing(f"unavailable: {unavailable}")] * len(eligible))
+        if p.lacking:
+            put(p.key, [s.id for s, _ in p.lacking], [Score.missing(r) for _, r in p.lacking])
+        if p.unavailable:
+            put(p.key, [s.id for s in p.eligible], [Score.missing(f"unavailable: {p.unavailable}")] * len(p.eligible))
             continue
-        advance = advancers.get(req.key) or advancers.setdefault(req.key, ctx.progress(req.key, len(eligible) + rest))
-        bs = max(1, req.spec.batch_size)
-        if engine[0] == "ray" and not req.spec.needs_llm and eligible:  # judge metrics: calls on Ray, scores here
-            from ragmeter.run.engines.ray_engine import score_blocks
-
-            for chunk, scores in score_blocks(req, eligible, bs, dict(ctx.options), store.url, _run_metric,
-                                              address=engine[1]):
-                put(req.key, [s.id for s in chunk], scores)
-                advance(len(chunk))
-            timings["metrics"][req.key] = round(time.perf_counter() - t, 4)
-            continue
-        for i in range(0, len(eligible), bs):
-            chunk = eligible[i:i + bs]
-            scores = _run_metric(req, chunk, ctx)
-            put(req.key, [s.id for s in chunk], scores)
-            advance(len(chunk))
-        timings["metrics"][req.key] = round(time.perf_counter() - t, 4)
-
-
-def _run_metric(req: MetricRequest, chunk: list[Sample], ctx: ScoringContext) -> ScoreColumn:
-    try:
-        scores = req.spec.fn(chunk, ctx, **req.params)
-    except (ConfigError, MetricError):
-        raise
-    except Exception as exc:  # noqa: BLE001 - one metric's crash must not lose the run
-        reason = f"error in {req.spec.name}: {type(exc).__name__}: {exc}"
-        return ScoreColumn.of([Score.missing(reason)] * len(chunk))
-    if len(scores) != len(chunk):
-        raise MetricError(f"metric {req.spec.name} returned {len(scores)} scores for {len(chunk)} samples")
-    if isinstance(scores, ScoreColumn):
-        return checked_column(req, scores)
-    return ScoreColumn.of(checked_scores(req, scores))
+        advance = advancers.get(p.key) or advancers.setdefault(p.key, ctx.progress(p.key, len(p.eligible) + rest))
+        on = local if p.needs_llm or not p.eligible else engine  # nothing to send: no remote work
+        for batch in on.run(p, ctx):
+            put(p.key, [s.id for s in batch.samples], batch.scores)
+            advance(len(batch.samples))
+        timings["metrics"][p.key] = round(time.perf_counter() - t, 4)

@@ -72,6 +72,8 @@ class Run(Base):
     config: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     timings: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     summary: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    # the format version of ``summary`` (store/records.py); NULL: stored before versions (read as 0)
+    summary_format: Mapped[int | None] = mapped_column(Integer, nullable=True)
     extra: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     tags: Mapped[list[str] | None] = mapped_column(JSON, default=list)
     # the lease: which process is writing the run, and when it last said it was alive

@@ -10,7 +10,7 @@ import weakref
 from collections.abc import Iterable, Sequence
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import and_, create_engine, delete, event, func, inspect, or_, select, update
 from sqlalchemy.engine import Connection, Engine
@@ -35,6 +35,9 @@ DEFAULT_PATH = Path(".ragmeter") / "ragmeter.db"
 BASELINE_REVISION = "0001_baseline"
 LEASE_STALE = timedelta(seconds=60)  # a run whose writer has not beaten for this long is dead
 _MIGRATIONS = Path(__file__).parent / "migrations"
+
+if TYPE_CHECKING:
+    from ragmeter.store.records import RunSummary
 
 
 def default_url() -> str:
@@ -97,7 +100,7 @@ def _alembic_config(conn: Connection) -> Any:
 
 #: the newest migration's revision; a test keeps it equal to Alembic's head. A store already at it
 #: opens without importing Alembic (a quarter of a second of every command's start-up)
-SCHEMA_HEAD = "0005_call_ids_otel_spans"
+SCHEMA_HEAD = "0006_summary_format"
 
 
 def head_revision() -> str:
@@ -329,10 +332,24 @@ class Store(RunViewsMixin):
             for k, v in fields.items():
                 setattr(run, k, v)
 
-    def finish_run(self, run_id: str, *, status: str, summary: dict[str, Any],
+    def finish_run(self, run_id: str, *, status: str, summary: RunSummary | dict[str, Any],
                    timings: dict[str, Any], extra: dict[str, Any] | None = None) -> None:
-        self.update_run(run_id, status=status, summary=summary, timings=timings,
-                        extra=extra or {}, finished_at=utcnow(), heartbeat_at=None)
+        """Mark a run finished with its summary (a :class:`~ragmeter.store.records.RunSummary`,
+        stored as its JSON with its format version; a plain ``{metric: {...}}`` dict is taken as
+        the current format)."""
+        from ragmeter.store.records import RunSummary
+
+        record = summary if isinstance(summary, RunSummary) else RunSummary.from_dict(summary)
+        self.update_run(run_id, status=status, summary=record.to_dict(), summary_format=record.format_version,
+                        timings=timings, extra=extra or {}, finished_at=utcnow(), heartbeat_at=None)
+
+    def run_summary(self, run_id: str) -> RunSummary:
+        """A run's summary as a typed record, whatever format version it was stored in (a run
+        stored before versions existed is read as version 0)."""
+        from ragmeter.store.records import RunSummary
+
+        run = self.get_run(run_id)
+        return RunSummary.from_stored(run.summary, run.summary_format)
 
     def list_runs(self, limit: int | None = None, tag: str | None = None) -> list[Run]:
         """Runs, newest first; with ``tag``, only runs carrying that tag."""

@@ -80,36 +80,13 @@ def _usage_hint(exc: BaseException, argv: list[str]) -> str:
     return f"Try '{path} --help' for how to call it."
 
 
-def _keep_freed_memory() -> None:
-    """glibc: serve large allocations from the heap and keep up to 128 MB of freed memory for reuse,
-    instead of mapping and unmapping every multi-megabyte numpy temporary (a 30,000-pair eval
-    took 200,000 page faults, 0.6 s of system time; 96,000 and 0.35 s this way, peak memory +17 MB).
-    For the batch commands only (eval, trec), whose process ends with the work."""
-    if not sys.platform.startswith("linux"):
-        return
-    import ctypes
-
-    try:
-        mallopt = ctypes.CDLL("libc.so.6").mallopt
-    except (OSError, AttributeError):  # not glibc
-        return
-    mallopt(-3, 64 << 20)  # M_MMAP_THRESHOLD: below 64 MB, from the heap
-    mallopt(-1, 128 << 20)  # M_TRIM_THRESHOLD: give back to the OS beyond 128 MB free
-
-
 def entry() -> None:
-    """The ``ragmeter`` console script: :func:`main`, then a quick exit. A command that read 100,000
-    samples would otherwise spend a few tenths of a second at interpreter shutdown freeing objects
-    one by one; here the stores are closed (SQLite checkpoints its log), the ``atexit`` handlers run
-    (Ray shutdown, temporary files, logging), the streams are flushed, and the process ends with
-    ``os._exit``. ``RAGMETER_SLOW_EXIT=1`` keeps the normal interpreter shutdown."""
-    import os
+    """The ``ragmeter`` console script: :func:`main` under the command's runtime policy
+    (:mod:`ragmeter.apps.cli.runtime`: garbage collector, allocator), then a quick exit
+    (:func:`ragmeter.apps.cli.runtime.fast_exit`)."""
+    from ragmeter.apps.cli import runtime
 
-    from ragmeter.run.engines.lifecycle import freeze_after_runs
-
-    freeze_after_runs()  # this process ends with the command
-    if sys.argv[1:2] in (["eval"], ["trec"]):
-        _keep_freed_memory()
+    runtime.apply(sys.argv[1:2])
     try:
         main()
         code: int = 0
@@ -119,19 +96,7 @@ def entry() -> None:
         else:
             print(exc.code, file=sys.stderr)
             code = 1
-    if "ragmeter.store.store" in sys.modules:
-        sys.modules["ragmeter.store.store"].close_all()
-    if os.environ.get("RAGMETER_SLOW_EXIT", "").strip() in {"1", "true", "yes"}:
-        raise SystemExit(code)
-    import atexit
-
-    atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):  # a closed pipe (`ragmeter ... | head`)
-            pass
-    os._exit(code)
+    runtime.fast_exit(code)
 
 
 def main(argv: list[str] | None = None) -> None:

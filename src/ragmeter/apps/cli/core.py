@@ -72,7 +72,8 @@ def eval_cmd(
     Exits 3 when the run is incomplete (no samples, or a metric without values); the run is
     stored with status 'incomplete' and the reasons.
     """
-    from ragmeter.run.runner import evaluate
+    from ragmeter.run.eval_config import EvalConfig
+    from ragmeter.run.runner import run
 
     if on_error not in {"raise", "skip"}:
         raise typer.BadParameter(f"use 'raise' or 'skip', got {on_error!r}",
@@ -106,19 +107,19 @@ def eval_cmd(
                               allow_python_graders=allow_python_graders, on_error=on_error)
         data, metrics, threshold, pass_rule, opts, map_ = (args["data"], args["metrics"], args["thresholds"],
                                                            args["pass_rule"], args["options"], None)
+    run_config = EvalConfig(metrics=tuple(_split_metrics(metrics)), file=config, max_missing=max_missing,
+                            mapping=map_ or None, on_error=on_error, db=db, resume=resume, name=name,
+                            options=opts, progress=not no_progress and not as_json,
+                            skip_unavailable=skip_unavailable, where=where or None, engine=engine,
+                            ray_address=ray_address, thresholds=threshold or None, pass_rule=pass_rule)
     if dry_run:
         if resume:
             raise typer.BadParameter("--dry-run plans a new evaluation; it cannot be combined with --resume")
         from ragmeter.apps.cli.judge import dry_run_report
 
-        dry_run_report(data, _split_metrics(metrics), config=config, mapping=map_ or None,
-                       on_error=on_error, db=db, options=opts, as_json=as_json)
+        dry_run_report(data, run_config, as_json=as_json)
         return
-    result = evaluate(data, _split_metrics(metrics), config=config, max_missing=max_missing, mapping=map_ or None,
-                      on_error=on_error, db=db, resume=resume, name=name, options=opts or None,
-                      progress=not no_progress and not as_json, skip_unavailable=skip_unavailable,
-                      where=where or None, engine=engine, ray_address=ray_address,
-                      thresholds=threshold or None, pass_rule=pass_rule)
+    result = run(data, run_config)
     if out:
         result.write_jsonl(out)
     skipped = result.extra.get("skipped_rows")

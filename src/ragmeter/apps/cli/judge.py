@@ -72,13 +72,12 @@ def _library_version() -> str:
     return version("genai-prices")
 
 
-def dry_run_report(data: Any, metrics: list[str], *, config: Any, mapping: Any, on_error: str,
-                   db: str | None, options: dict[str, Any], as_json: bool) -> None:
-    """Print the estimate of ``ragmeter eval --dry-run``."""
+def dry_run_report(data: Any, config: Any, *, as_json: bool) -> None:
+    """Print the estimate of ``ragmeter eval --dry-run`` (``config``: the run's
+    :class:`~ragmeter.run.eval_config.EvalConfig`)."""
     from ragmeter.run.estimate import estimate_run_cost
 
-    plan = estimate_run_cost(data, metrics, config=config, mapping=mapping, on_error=on_error,
-                             db=db, options=options)
+    plan = estimate_run_cost(data, config=config)
     if as_json:
         typer.echo(json.dumps(plan, default=str))
         return

@@ -273,11 +273,12 @@ def _dry_run(data: str, names: list[str], *, db: str | None, options: dict[str, 
     from ragmeter.analysis.meta_eval.run import expand_metrics
     from ragmeter.apps.cli.judge import dry_run_report
     from ragmeter.io.readers import Dataset
+    from ragmeter.run.eval_config import EvalConfig
 
     labels = read_labels(data, pairwise=read["pairwise"], label=read["label"], rater=read["rater"],
                          mapping=read["mapping"], fmt=read["fmt"])
-    dry_run_report(Dataset(labels.samples, source=labels.source), expand_metrics(names, labels.samples),
-                   config=None, mapping=None, on_error="raise", db=db, options=options, as_json=as_json)
+    run_config = EvalConfig(metrics=tuple(expand_metrics(names, labels.samples)), db=db, options=options)
+    dry_run_report(Dataset(labels.samples, source=labels.source), run_config, as_json=as_json)
 
 
 def _range(text: str | None) -> tuple[float, float] | None:

@@ -43,9 +43,9 @@ def simulate_cmd(
     held; 3 when some scenarios failed (the others are stored).
     """
     from ragmeter.core.errors import ConfigError
+    from ragmeter.core.redact import redact
     from ragmeter.golden.datasets import _check_name
     from ragmeter.llm import get_judge
-    from ragmeter.core.redact import redact
     from ragmeter.simulate.run import simulate, store_conversations
     from ragmeter.simulate.scenarios import read_scenarios
     from ragmeter.simulate.targets import make_target

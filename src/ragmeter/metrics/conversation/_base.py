@@ -12,9 +12,9 @@ from typing import Any
 from pydantic import BaseModel
 
 from ragmeter.conversations.model import Conversation, Turn, from_sample
-from ragmeter.metrics.registry import MetricSpec, register_metric
-from ragmeter.metrics.judge._common import PromptTemplate, fence_blocks, judge_check
 from ragmeter.core.schema import Sample, Score
+from ragmeter.metrics.judge._common import PromptTemplate, fence_blocks, judge_check
+from ragmeter.metrics.registry import MetricSpec, register_metric
 
 FAMILY = "conversation"
 

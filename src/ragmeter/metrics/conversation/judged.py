@@ -10,9 +10,9 @@ from pydantic import BaseModel, ConfigDict
 
 from ragmeter.conversations.model import Conversation
 from ragmeter.core.errors import MetricError
+from ragmeter.core.schema import Score
 from ragmeter.metrics.conversation._base import ConversationJudge, Item, dialogue, numbered, register
 from ragmeter.metrics.judge._common import count_summary
-from ragmeter.core.schema import Score
 
 
 class _Reply(BaseModel):

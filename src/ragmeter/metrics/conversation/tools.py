@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from ragmeter.conversations.model import from_sample
-from ragmeter.metrics.registry import metric
 from ragmeter.core.schema import Sample, Score
+from ragmeter.metrics.registry import metric
 
 
 @metric("turn_tool_correctness", family="conversation", requires=("conversation",),

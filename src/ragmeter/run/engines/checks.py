@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
-from ragmeter.core.errors import MetricError
-from ragmeter.core.schema import Score, ScoreColumn
+from ragmeter.core.errors import ConfigError, MetricError
+from ragmeter.core.schema import Sample, Score, ScoreColumn
 from ragmeter.metrics.registry import MetricRequest
 
 
@@ -44,3 +45,21 @@ def checked_scores(req: MetricRequest, scores: Sequence[Score]) -> list[Score]:
                 raise MetricError(f"metric {req.spec.name} returned {v}, outside its range [{lo}, {hi}]")
         out.append(s)
     return out
+
+
+def run_metric(req: MetricRequest, chunk: list[Sample], ctx: Any) -> ScoreColumn:
+    """One metric on one batch of samples, checked (:func:`checked_column`): what every engine
+    calls. A metric's crash is "no value" with the error as the reason for the batch (one metric's
+    crash must not lose the run); configuration and metric errors stop the run."""
+    try:
+        scores = req.spec.fn(chunk, ctx, **req.params)
+    except (ConfigError, MetricError):
+        raise
+    except Exception as exc:  # noqa: BLE001 - one metric's crash must not lose the run
+        reason = f"error in {req.spec.name}: {type(exc).__name__}: {exc}"
+        return ScoreColumn.of([Score.missing(reason)] * len(chunk))
+    if len(scores) != len(chunk):
+        raise MetricError(f"metric {req.spec.name} returned {len(scores)} scores for {len(chunk)} samples")
+    if isinstance(scores, ScoreColumn):
+        return checked_column(req, scores)
+    return ScoreColumn.of(checked_scores(req, scores))

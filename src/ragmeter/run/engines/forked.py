@@ -1,21 +1,31 @@
-"""Both CPUs for a local run: a forked worker scores the second half of each pure metric's samples
-while this process scores the first half.
+"""Both CPUs for a local run: a second process scores the tail of each pure metric's samples while
+this process scores the head.
 
 "Pure" metrics compute each sample's value from that sample alone, in this process, with no model,
 judge, store or embedding service: the lexical and retrieval families. Their values do not depend on
 how samples are grouped into batches, so splitting a column in two gives exactly the values of one
-pass (the test suite compares). The worker is a ``fork`` of this process (POSIX only), so it starts
-in milliseconds with the samples already in memory: nothing is pickled on the way in; its scores
-(and the BLEU statistics it counted, which the run's corpus BLEU reuses) come back in one pickle.
-The store is written by this process only.
+pass (the test suite compares). The store is written by this process only.
 
-Used when the run is local, has at least :data:`MIN_SAMPLES` samples, the machine more than one CPU,
-and ``RAGMETER_WORKERS`` is not ``1``.
+How the second process starts (:func:`start_method`, ``RAGMETER_START_METHOD``):
 
-The worker never outlives this process: on Linux the kernel kills it when the thread that forked it
-ends (``PR_SET_PDEATHSIG``); on every platform a thread in the worker reads a pipe whose only write
-end this process holds, and ends the worker at end-of-file, which the kernel delivers however this
-process ends (``kill -9`` and OOM kills included).
+* ``fork`` (the default on Linux, when no other thread has started in this process): the worker is
+  a copy of this process, so it starts in milliseconds with the samples already in memory; nothing
+  is pickled on the way in. Forking a process that runs threads is unsafe (a lock another thread
+  held stays locked in the copy; on macOS system libraries may crash), so the default forks only
+  while :func:`threading.active_count` is 1.
+* ``spawn`` (the default everywhere else, and on Linux once a thread runs): a fresh interpreter
+  (:mod:`multiprocessing`'s ``spawn`` context). It imports ragmeter, resolves the metrics again by
+  name and receives its samples pickled.
+* ``single``: no second process; this process scores everything.
+
+Its scores (and the BLEU statistics it counted, which the run's corpus BLEU reuses) come back in one
+pickle. Used when the run is local, has at least :data:`MIN_SAMPLES` samples, the machine more
+than one CPU, and ``RAGMETER_WORKERS`` is not ``1``.
+
+The worker never outlives this process: on Linux the kernel kills it when the thread that started
+it ends (``PR_SET_PDEATHSIG``); on every platform and with every start method a thread in the worker
+reads a pipe whose only write end this process holds, and ends the worker at end-of-file, which the
+kernel delivers however this process ends (``kill -9`` and OOM kills included).
 """
 
 from __future__ import annotations
@@ -23,7 +33,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 #: below this many samples a second process costs more than it saves
@@ -50,9 +60,37 @@ def is_pure(req: Any) -> bool:
     return spec.prepare is None
 
 
+#: the values of ``RAGMETER_START_METHOD``
+START_METHODS = ("auto", "fork", "spawn", "single")
+
+
+def start_method() -> str:
+    """How a second process starts here: ``"fork"``, ``"spawn"`` or ``"single"`` (none).
+
+    ``RAGMETER_START_METHOD`` chooses (``auto``, the default: ``fork`` on Linux while this process
+    runs no other thread, ``spawn`` otherwise).
+
+    Raises:
+        ConfigError: an unknown value, or ``fork`` where the platform cannot fork (exit status 2),
+            naming the variable.
+    """
+    from ragmeter.core.errors import ConfigError
+
+    raw = os.environ.get("RAGMETER_START_METHOD", "").strip().lower() or "auto"
+    if raw not in START_METHODS:
+        raise ConfigError(f"RAGMETER_START_METHOD must be one of {', '.join(START_METHODS)}, got {raw!r}")
+    if raw == "fork" and not hasattr(os, "fork"):
+        raise ConfigError("RAGMETER_START_METHOD=fork: this platform cannot fork; use spawn or single")
+    if raw != "auto":
+        return raw
+    if sys.platform.startswith("linux") and hasattr(os, "fork") and threading.active_count() == 1:
+        return "fork"
+    return "spawn"
+
+
 def usable(n_samples: int) -> bool:
     """Whether a run of ``n_samples`` samples gets a second process here."""
-    if not hasattr(os, "fork") or os.environ.get("RAGMETER_WORKERS", "").strip() == "1":
+    if os.environ.get("RAGMETER_WORKERS", "").strip() == "1" or start_method() == "single":
         return False
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     return cpus > 1 and n_samples >= MIN_SAMPLES
@@ -69,6 +107,37 @@ def release() -> None:
     _SLOT.release()
 
 
+def _die_at_kernel_level() -> None:
+    """Linux: the kernel kills this process when the thread that started it ends."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
+        except (OSError, AttributeError):  # not glibc/musl: the pipe below still ends the worker
+            pass
+
+
+def _watch(read: Callable[[], bytes]) -> None:
+    """End this process when ``read`` reports end-of-file (an empty read or ``EOFError``): the
+    parent, the only holder of the pipe's write end, is gone."""
+
+    def watch() -> None:
+        while True:
+            try:
+                if not read():
+                    break
+            except InterruptedError:
+                continue
+            except (OSError, EOFError):
+                break
+        os._exit(1)  # the parent is gone: end at once, without running its (copied) exit handlers
+
+    threading.Thread(target=watch, name="ragmeter-parent-watch", daemon=True).start()
+
+
 def _die_with_parent(parent: int, watch_fd: int, write_fd: int) -> None:
     """The worker's initializer: end this process as soon as ``parent`` is gone.
 
@@ -79,30 +148,19 @@ def _die_with_parent(parent: int, watch_fd: int, write_fd: int) -> None:
             ``watch_fd`` means the parent is gone.
     """
     os.close(write_fd)
-    if sys.platform.startswith("linux"):
-        import ctypes
-        import signal
-
-        try:
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
-        except (OSError, AttributeError):  # not glibc/musl: the pipe below still ends the worker
-            pass
+    _die_at_kernel_level()
     if os.getppid() != parent:  # the parent died between the fork and the prctl call
         os._exit(1)
+    _watch(lambda: os.read(watch_fd, 1))
 
-    def watch() -> None:
-        while True:
-            try:
-                if not os.read(watch_fd, 1):
-                    break
-            except InterruptedError:
-                continue
-            except OSError:
-                break
+
+def _die_with_parent_spawned(parent: int, conn: Any) -> None:
+    """The spawned worker's initializer: as :func:`_die_with_parent`, with the read end of a
+    :func:`multiprocessing.Pipe` (a spawned process inherits no other descriptor)."""
+    _die_at_kernel_level()
+    if os.getppid() != parent:
         os._exit(1)
-
-    threading.Thread(target=watch, name="ragmeter-parent-watch", daemon=True).start()
+    _watch(conn.recv_bytes)
 
 
 def _work() -> tuple[dict[str, Any], dict[Any, Any]]:
@@ -120,6 +178,35 @@ def _work() -> tuple[dict[str, Any], dict[Any, Any]]:
     return out, export_worker_caches()
 
 
+def _work_spawned(jobs: Sequence[tuple[Any, list[list[Any]]]], options: dict[str, Any],
+                  run_metric: Callable[..., Any]) -> tuple[dict[str, Any], dict[Any, Any]]:
+    """The spawned worker's call: its jobs arrive pickled, each metric as its ``{name, params, key}``
+    entry, resolved here again from the registry (a metric's function need not pickle)."""
+    from ragmeter.metrics.registry import resolve
+
+    _JOBS[:] = [(resolve(req) if isinstance(req, dict) else req, chunks) for req, chunks in jobs]
+    _OPTIONS.clear()
+    _OPTIONS.update(options)
+    _RUN[:] = [run_metric]
+    return _work()
+
+
+def spawnable(req: Any) -> bool:
+    """Whether a spawned worker resolves ``req`` by name to the very same metric (a metric
+    registered by the caller's own code at run time is not known there)."""
+    from ragmeter.core.errors import ConfigError
+    from ragmeter.metrics.registry import resolve
+
+    try:
+        return resolve(_entry(req)).spec is req.spec
+    except ConfigError:
+        return False
+
+
+def _entry(req: Any) -> Any:
+    return {"name": req.spec.name, "params": dict(req.params), "key": req.key} if hasattr(req, "spec") else req
+
+
 class SecondHalf:
     """The worker's share of a run: started at construction, collected by :meth:`result`. Made only
     after :func:`claim`; it releases the slot when collected or cancelled.
@@ -127,19 +214,42 @@ class SecondHalf:
     Args:
         jobs: ``(metric request, batches of samples)`` for the worker to score.
         options: the run options (the worker builds its own scoring context from them).
-        run_metric: the runner's checked call of a metric on one batch.
+        run_metric: the checked call of a metric on one batch
+            (:func:`~ragmeter.run.engines.checks.run_metric`); importable by name when spawned.
+        method: ``"fork"`` or ``"spawn"`` (default: :func:`start_method`).
     """
 
     def __init__(self, jobs: Sequence[tuple[Any, list[list[Any]]]], options: dict[str, Any],
-                 run_metric: Callable[..., list[Any]]) -> None:
+                 run_metric: Callable[..., Any], method: str | None = None) -> None:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
+        self.method = method or start_method()
+        self._alive_fd = -1
+        self._alive_conn: Any = None
+        if self.method == "spawn":
+            ctx = multiprocessing.get_context("spawn")
+            try:
+                read_conn, self._alive_conn = ctx.Pipe(duplex=False)
+            except OSError:
+                release()
+                raise
+            try:
+                self._pool = ProcessPoolExecutor(max_workers=1, mp_context=ctx, initializer=_die_with_parent_spawned,
+                                                 initargs=(os.getpid(), read_conn))
+                # starts the worker (a fresh interpreter): the jobs are pickled, each metric by name
+                self._future = self._pool.submit(_work_spawned, [(_entry(r), c) for r, c in jobs],
+                                                 dict(options), run_metric)
+            except BaseException:
+                self._release()
+                raise
+            finally:
+                read_conn.close()  # the worker holds its own copy
+            return
         _JOBS[:] = list(jobs)
         _OPTIONS.clear()
         _OPTIONS.update(options)
         _RUN[:] = [run_metric]
-        self._alive_fd = -1
         try:
             read_fd, self._alive_fd = os.pipe()
         except OSError:
@@ -159,8 +269,12 @@ class SecondHalf:
     def _release(self) -> None:
         """Close the pipe end that keeps the worker alive (it ends at end-of-file)."""
         fd, self._alive_fd = self._alive_fd, -1
+        conn, self._alive_conn = self._alive_conn, None
         if fd >= 0:
             os.close(fd)
+        if conn is not None:
+            conn.close()
+        if fd >= 0 or conn is not None:
             release()
 
     def result(self) -> dict[str, Any]:
@@ -182,3 +296,40 @@ class SecondHalf:
         self._pool.shutdown(wait=False, cancel_futures=True)
         self._release()  # a worker still scoring ends at once instead of finishing unwanted work
         _JOBS.clear()
+
+
+class WorkerEngine:
+    """The second process as an :class:`~ragmeter.run.engines.base.Engine`: started with its share
+    of each split metric (:class:`SecondHalf`); :meth:`run` yields a metric's worker share, waiting
+    for the worker the first time."""
+
+    name = "worker"
+
+    def __init__(self, jobs: Sequence[tuple[Any, list[list[Any]]]], options: dict[str, Any],
+                 run_metric: Callable[..., Any]) -> None:
+        self._half: SecondHalf | None = SecondHalf(jobs, options, run_metric)
+        self.method = self._half.method
+        self._results: dict[str, Any] | None = None
+        self._samples = {getattr(req, "key", None): [s for chunk in chunks for s in chunk] for req, chunks in jobs}
+
+    def collect(self) -> dict[str, Any]:
+        """Wait for the worker; its scores per metric key (re-raises its error)."""
+        if self._results is None:
+            half, self._half = self._half, None
+            if half is None:
+                raise RuntimeError("the worker was closed before its scores were collected")
+            self._results = half.result()
+        return self._results
+
+    def run(self, plan: Any, ctx: Any) -> Iterator[Any]:
+        from ragmeter.run.engines.base import Batch
+
+        scores = self.collect().get(plan.key)
+        if scores is not None:
+            yield Batch(self._samples[plan.key], scores)
+
+    def close(self) -> None:
+        """Stop the worker if its scores were not collected (a failed run)."""
+        half, self._half = self._half, None
+        if half is not None:
+            half.cancel()

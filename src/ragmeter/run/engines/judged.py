@@ -13,11 +13,14 @@ judge metrics (those that score a batch together) are scored after the calls, as
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ragmeter.core.errors import ConfigError, MetricError
 from ragmeter.core.schema import Sample, Score
 from ragmeter.metrics.registry import MetricRequest, missing_fields
+
+if TYPE_CHECKING:
+    from ragmeter.run.plan import MetricPlan
 
 Put = Callable[[str, list[str], Any], None]
 RunMetric = Callable[[MetricRequest, list[Sample], Any], Any]
@@ -66,7 +69,7 @@ def calls_needed(requests: Sequence[MetricRequest], samples: Sequence[Sample],
     return not cached(queued)
 
 
-def stream_scores(plans: Sequence[tuple[MetricRequest, list[Sample], Any, str | None]], ctx: Any,
+def stream_scores(plans: Sequence[MetricPlan], ctx: Any,
                   put: Put, run_metric: RunMetric, advancers: dict[str, Callable[[int], None]]
                   ) -> dict[str, set[str]]:
     """Run the queued judge requests and score each per-sample judge metric's samples as their
@@ -74,7 +77,7 @@ def stream_scores(plans: Sequence[tuple[MetricRequest, list[Sample], Any, str | 
     The samples not returned are left to the runner's ordinary batches.
 
     Args:
-        plans: the judge metrics' plans ``(request, eligible samples, lacking, unavailable)``.
+        plans: the judge metrics' plans.
         ctx: the run's scoring context (its queued judge requests are run here).
         put: stores ``(metric key, sample ids, scores)``.
         run_metric: the runner's checked call of a metric on a batch of samples.
@@ -85,9 +88,10 @@ def stream_scores(plans: Sequence[tuple[MetricRequest, list[Sample], Any, str | 
     if flush_stream is None:
         return {}
     waiting: dict[tuple[str, str], list[tuple[MetricRequest, Sample]]] = {}
-    for req, eligible, _lacking, unavailable in plans:
+    for plan in plans:
+        req, eligible = plan.request, plan.eligible
         jm = _per_sample(req)
-        if jm is None or unavailable or not eligible:
+        if jm is None or plan.unavailable or not eligible:
             continue
         if req.key not in advancers:
             advancers[req.key] = ctx.progress(req.key, len(eligible))

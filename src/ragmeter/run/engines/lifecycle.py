@@ -1,55 +1,15 @@
-"""What a run does around its scoring: pause the cyclic garbage collector, renew its lease on the
-run in the store, and write scores on a background thread."""
+"""What a run does around its scoring: renew its lease on the run in the store, and write scores on
+a background thread. (The interpreter's garbage collector and allocator are the ``ragmeter``
+command's business, :mod:`ragmeter.apps.cli.runtime`; a library run leaves them as they are.)"""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ragmeter.store import Store
-
-_GC_LOCK = threading.Lock()
-_GC_STATE: list[Any] = [0, False]  # runs in progress, whether collection was enabled before the first
-_FREEZE_AFTER_RUNS = [False]
-
-
-def freeze_after_runs(on: bool = True) -> None:
-    """Declare that this process ends with its runs (the ``ragmeter`` command says so in its entry
-    point): the objects of a finished run are then moved out of the collector's sight
-    (``gc.freeze``, see :func:`gc_paused`). A library caller's process goes on, so by default its
-    objects stay collectable."""
-    _FREEZE_AFTER_RUNS[0] = on
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """No cyclic garbage collection during a run: it allocates millions of small acyclic objects
-    (samples, chunks, scores, token lists), and each collection pass would walk all of them again
-    (reading 100,000 rows with ten chunk ids each: 14.8 s with collection, 8.0 s without).
-    Collection resumes, as it was, when the run ends. In the ``ragmeter`` command, whose process ends
-    with the run (:func:`freeze_after_runs`), the run's objects are first moved out of the collector's
-    sight (``gc.freeze``): otherwise the first collection after the run walks them all once more
-    (80 ms at 30,000 samples)."""
-    import gc
-
-    with _GC_LOCK:  # runs in several threads: the first pauses collection, the last restores it
-        if not _GC_STATE[0]:
-            _GC_STATE[1] = gc.isenabled()
-            gc.disable()
-        _GC_STATE[0] += 1
-    try:
-        yield
-    finally:
-        with _GC_LOCK:
-            _GC_STATE[0] -= 1
-            if not _GC_STATE[0] and _GC_STATE[1]:
-                if _FREEZE_AFTER_RUNS[0]:  # the command's process (:func:`freeze_after_runs`)
-                    gc.freeze()
-                gc.enable()
-
 
 @contextmanager
 def heartbeat(store: Store, run_id: str, every_s: float = 10.0) -> Iterator[None]:

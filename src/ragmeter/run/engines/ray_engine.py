@@ -192,3 +192,41 @@ def score_blocks_all(requests: Sequence[Any], samples: Sequence[Any], options: d
         done, _ = ray.wait(list(pending), num_returns=1)
         for ref in done:
             yield pending.pop(ref), ray.get(ref)
+
+
+class RayEngine:
+    """Ray as an :class:`~ragmeter.run.engines.base.Engine`: a metric's batches in blocks, one Ray
+    task per block (:func:`score_blocks`); :meth:`run_together` scores several pure metrics on the
+    same samples in one task per block (:func:`score_blocks_all`).
+
+    Args:
+        address: ``ray://HOST:PORT`` of a cluster, or ``None`` for a local runtime (started here).
+        store_url: the store's URL (workers read cached embeddings from it).
+    """
+
+    name = "ray"
+
+    def __init__(self, address: str | None = None, store_url: str | None = None) -> None:
+        init(address)
+        self.address = address
+        self.store_url = store_url
+
+    def run(self, plan: Any, ctx: Any) -> Iterator[Any]:
+        from ragmeter.run.engines.base import Batch
+        from ragmeter.run.engines.checks import run_metric
+
+        bs = max(1, plan.request.spec.batch_size)
+        for chunk, scores in score_blocks(plan.request, plan.eligible, bs, dict(ctx.options), self.store_url,
+                                          run_metric, address=self.address):
+            yield Batch(list(chunk), scores)
+
+    def run_together(self, plans: Sequence[Any], ctx: Any) -> Iterator[tuple[list[Any], list[Any]]]:
+        """Every plan of ``plans`` (pure metrics, the same eligible samples) on Ray at once: yields
+        ``(block of samples, scores per plan)`` as blocks finish."""
+        from ragmeter.run.engines.checks import run_metric
+
+        yield from score_blocks_all([p.request for p in plans], plans[0].eligible, dict(ctx.options), run_metric,
+                                    address=self.address)
+
+    def close(self) -> None:
+        """The Ray runtime stays up for the process's next run (``ray.shutdown`` ends it at exit)."""
