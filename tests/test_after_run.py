@@ -1,0 +1,133 @@
+"""After the run, in bulk: score columns, the bulk export (byte for byte the row-by-row files), the
+closed-form permutation test and Wilcoxon of large runs, and the comparison cache."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.stats import wilcoxon
+
+from ragmeter.experiments.compare import compare_runs
+from ragmeter.experiments.large_sample import berry_esseen_bound, normal_pvalue, wilcoxon_asymptotic
+from ragmeter.experiments.statistics import paired_permutation_test
+from ragmeter.export import _flat, export_run, run_rows
+from ragmeter.rows import select_columns
+from ragmeter.store import Store
+from ragmeter.store.columns import run_columns
+from test_report_support import METRICS, ensure_test_metrics, make_samples
+
+
+@pytest.fixture(scope="module")
+def store_runs(tmp_path_factory):
+    import ragmeter
+
+    ensure_test_metrics()
+    url = f"sqlite:///{tmp_path_factory.mktemp('after') / 'r.db'}"
+    ids = []
+    for i in range(2):
+        res = ragmeter.evaluate(make_samples(24, quality=1.0 - 0.35 * i, seed=i), metrics=METRICS, db=url,
+                                name=f"run-{i}", thresholds=["rmtest_overlap>=0.5", "rmtest_unsupported<=0.3"])
+        ids.append(res.run_id)
+    return Store(url), ids
+
+
+def _row_by_row(store, rid, fmt, path, columns=None):
+    """The export as it was written before: every row built, then a DataFrame of the rows."""
+    _, rows = run_rows(store, rid)
+    rows = select_columns(rows, columns)
+    if fmt == "jsonl":
+        path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+        return path
+    df = pd.DataFrame([{k: _flat(v) for k, v in r.items()} for r in rows])
+    df.to_csv(path, index=False) if fmt == "csv" else df.to_parquet(path, index=False)
+    return path
+
+
+def test_score_columns_hold_what_score_table_holds(store_runs):
+    store, ids = store_runs
+    for rid in ids:
+        cols, reasons = run_columns(store, rid, reasons=True)
+        table = store.score_table(rid)
+        assert set(cols.values) == set(table)
+        for m, by_id in table.items():
+            for i, sid in enumerate(cols.sample_ids):
+                sc = by_id.get(sid)
+                v = cols.values[m][i]
+                assert cols.scored[m][i] == (sc is not None)
+                assert (sc is None or sc.value is None) == bool(np.isnan(v))
+                if sc is not None and sc.value is not None:
+                    assert v == sc.value
+                assert reasons[m][i] == (sc.reason if sc is not None else None)
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl", "parquet"])
+@pytest.mark.parametrize("columns", [None, ["id", "rmtest_judge", "judge", "no_value_reasons", "rmtest_overlap__pass"]])
+def test_bulk_export_writes_the_row_by_row_file(store_runs, tmp_path, fmt, columns):
+    store, ids = store_runs
+    for rid in ids:
+        new = export_run(store, rid, fmt, tmp_path / f"new.{fmt}", columns=columns)
+        old = _row_by_row(store, rid, fmt, tmp_path / f"old.{fmt}", columns)
+        if fmt == "parquet":
+            a, b = pd.read_parquet(new), pd.read_parquet(old)
+            pd.testing.assert_frame_equal(a, b)
+        else:
+            assert new.read_bytes() == old.read_bytes()
+    text = (tmp_path / "new.csv").read_text() if fmt == "csv" else ""
+    assert not text or "rmtest_judge" in text
+
+
+@pytest.mark.slow
+def test_normal_limit_agrees_with_the_drawn_permutation_test():
+    rng = np.random.default_rng(3)
+    a = rng.random(60_000)
+    for shift in (0.0, 0.0008):  # nothing, and a p-value near 0.05
+        b = np.clip(a + rng.normal(shift, 0.1, a.size), 0, 1)
+        d = b - a
+        assert 2 * berry_esseen_bound(d[d != 0]) <= 0.01  # the rule picks the closed form here
+        auto = paired_permutation_test(a, b)
+        drawn = paired_permutation_test(a, b, method="monte-carlo")
+        assert auto.n_resamples == 0 and drawn.n_resamples == 10_000
+        se = np.sqrt(max(drawn.pvalue * (1 - drawn.pvalue), 1e-4) / 10_000)
+        assert abs(auto.pvalue - drawn.pvalue) <= 4 * se + 1e-4
+        for alt in ("less", "greater") if shift else ():
+            p1 = paired_permutation_test(a, b, alternative=alt).pvalue
+            p2 = paired_permutation_test(a, b, alternative=alt, method="monte-carlo").pvalue
+            assert abs(p1 - p2) <= 4 * np.sqrt(max(p2 * (1 - p2), 1e-4) / 10_000) + 1e-4
+    # a small run is never approximated: the bound is too wide
+    small = paired_permutation_test(a[:200], b[:200])
+    assert small.n_resamples == 10_000
+    assert normal_pvalue(np.array([1.0, -1.0]), "two-sided") == 1.0
+    with pytest.raises(Exception, match="method"):
+        paired_permutation_test(a, b, method="bogus")
+
+
+@pytest.mark.parametrize("alt", ["two-sided", "less", "greater"])
+def test_wilcoxon_in_numpy_is_scipys_normal_approximation(alt):
+    rng = np.random.default_rng(5)
+    for n in (51, 300, 20_000):
+        for d in (rng.normal(0.05, 1, n), rng.integers(-2, 3, n).astype(float), np.round(rng.normal(0, 0.1, n), 2)):
+            ref = wilcoxon(d, zero_method="wilcox", alternative=alt)
+            p, stat = wilcoxon_asymptotic(d, alt)
+            assert p == pytest.approx(float(ref.pvalue), rel=1e-9, abs=1e-300)
+            assert stat == pytest.approx(float(ref.statistic))
+
+
+def test_compare_is_cached_per_run_versions(store_runs):
+    store, ids = store_runs
+    first = compare_runs(ids, store=store)
+    again = compare_runs(ids, store=store)
+    assert [r.to_dict() for r in again.rows] == [r.to_dict() for r in first.rows]
+    assert [r.label for r in again.runs] == [r.label for r in first.runs]
+    assert again.runs[0].values == {}  # from the cache: nothing was loaded
+    other = compare_runs(ids, store=store, alpha=0.01)  # another question: computed, not the cached one
+    assert other.alpha == 0.01 and other.runs[0].values
+    # a new score changes the run's version: the comparison is computed again
+    from ragmeter.schema import Score
+
+    store.add_scores(ids[1], "rmtest_extra", ["q0"], [Score(0.5)])
+    fresh = compare_runs(ids, store=store)
+    assert fresh.runs[0].values
+    assert [r.to_dict() for r in fresh.rows] == [r.to_dict() for r in first.rows]
