@@ -131,3 +131,56 @@ def test_compare_is_cached_per_run_versions(store_runs):
     fresh = compare_runs(ids, store=store)
     assert fresh.runs[0].values
     assert [r.to_dict() for r in fresh.rows] == [r.to_dict() for r in first.rows]
+
+
+# ---- the report of a large run, from the columns ----------------------------------------------------
+def _strip(view):
+    return json.loads(json.dumps(view, default=str))
+
+
+def test_large_run_views_match_the_row_by_row_views(store_runs, monkeypatch):
+    from ragmeter.report import columnar, data
+
+    store, ids = store_runs
+    small = [_strip(data.run_view(store, rid, max_samples=None, with_details=True)) for rid in ids]
+    small_cmp = _strip(data.compare_view(store, ids, max_samples=None))
+    monkeypatch.setattr(data, "LARGE_RUN", 5)  # every run here is "large": the column path
+    monkeypatch.setattr(columnar, "SHOWN", {"worst": 4, "best": 3, "random": 2})
+    for rid, old in zip(ids, small, strict=True):
+        new = _strip(data.run_view(store, rid, max_samples=9, with_details=True))
+        assert new["metrics"] == old["metrics"] and new["dataset"] == old["dataset"]
+        assert new["samples_total"] == old["samples_total"] == 27
+        assert "4 worst, the 3 best and 2 random" in new["samples_note"]
+        by_id = {r["id"]: r for r in old["samples"]}
+        assert [r["id"] for r in new["samples"][:4]] == [r["id"] for r in old["samples"][:4]]
+        assert [r["id"] for r in new["samples"][-3:]] == [r["id"] for r in old["samples"][-3:]]
+        assert len(new["samples"]) == 9
+        for r in new["samples"]:
+            assert r == by_id[r["id"]]
+        # without a cap every row is there, in the same order
+        every = _strip(data.run_view(store, rid, max_samples=None, with_details=True))
+        assert every["samples"] == old["samples"] and every["samples_note"] is None
+    new_cmp = _strip(data.compare_view(store, ids, max_samples=None))
+    assert new_cmp["metrics"] == small_cmp["metrics"] and new_cmp["runs"] == small_cmp["runs"]
+    assert new_cmp["differences"] == small_cmp["differences"]
+    assert new_cmp["sample_changes_total"] == small_cmp["sample_changes_total"]
+    old_rows = small_cmp["sample_changes"][:9]  # qualities summed in numpy, not math.fsum: to 1e-12
+    assert [r["id"] for r in new_cmp["sample_changes"]] == [r["id"] for r in old_rows]
+    for a, b in zip(new_cmp["sample_changes"], old_rows, strict=True):
+        assert a["question"] == b["question"] and a["answer"] == b["answer"]
+        assert a["worst_delta"] == pytest.approx(b["worst_delta"], abs=1e-12)
+        for k in ("qualities", "deltas"):
+            assert [x is None for x in a[k]] == [x is None for x in b[k]]
+            assert [x for x in a[k] if x is not None] == pytest.approx([x for x in b[k] if x is not None], abs=1e-12)
+
+
+def test_large_run_report_is_small_and_names_the_dashboard(store_runs, monkeypatch, tmp_path):
+    from ragmeter.report import columnar, data, write_report
+
+    store, ids = store_runs
+    monkeypatch.setattr(data, "LARGE_RUN", 5)
+    monkeypatch.setattr(columnar, "SHOWN", {"worst": 4, "best": 3, "random": 2})
+    html = write_report(store, ids, tmp_path / "r.html", max_samples=20).read_text(encoding="utf-8")
+    assert "ragmeter serve" in html and f"/runs/{ids[0]}" in html
+    assert "2 random" in html
+    assert len(html) < 3_000_000

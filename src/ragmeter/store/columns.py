@@ -90,3 +90,22 @@ def _read(store: Any, run_id: str, reasons: bool) -> tuple[list[Any], dict[int, 
         rows = conn.execute(select(*picked).where(ScoreRow.run_id == run_id)
                             .order_by(ScoreRow.metric_id, ScoreRow.position)).all()
         return [tuple(r) for r in pos_ids], names, [tuple(r) for r in rows]
+
+
+#: kv namespace of the per-run dataset summaries (:func:`dataset_fields`)
+DATASET_NAMESPACE = "run-dataset-fields"
+
+
+def dataset_fields(samples: Any) -> dict[str, Any]:
+    """Which fields a run's samples carry (counts per field of
+    :data:`ragmeter.schema.FIELD_PRESENT`, except ``context_texts``) and their mean numbers of
+    contexts and relevant chunks: what the report's dataset section shows, computed once when the
+    run is created (a large run's report then needs no pass over its samples)."""
+    from ragmeter.schema import FIELD_PRESENT
+
+    fields = {f: sum(1 for s in samples if present(s)) for f, present in FIELD_PRESENT.items()
+              if f != "context_texts"}
+    n_ctx = [len(s.contexts) for s in samples if s.contexts is not None]
+    n_rel = [len(s.relevant) for s in samples if s.relevant is not None]
+    return {"fields": fields, "mean_contexts": float(np.mean(n_ctx)) if n_ctx else None,
+            "mean_relevant": float(np.mean(n_rel)) if n_rel else None}
