@@ -184,3 +184,18 @@ def test_large_run_report_is_small_and_names_the_dashboard(store_runs, monkeypat
     assert "ragmeter serve" in html and f"/runs/{ids[0]}" in html
     assert "2 random" in html
     assert len(html) < 3_000_000
+
+
+def test_large_run_dashboard_view_matches_the_row_by_row_one(store_runs, monkeypatch):
+    from ragmeter.report import data, paged
+
+    store, ids = store_runs
+    run = store.get_run(ids[1])
+    old = paged._build(store, run, "v")
+    monkeypatch.setattr(data, "LARGE_RUN", 5)
+    new = paged._build(store, run, "v")
+    assert _strip(new["view"]) == _strip(old["view"])
+    assert new["positions"] == old["positions"]
+    assert set(new["orders"]) == set(old["orders"])
+    for k in old["orders"]:
+        assert list(paged._unpack(new["orders"][k])) == list(paged._unpack(old["orders"][k])), k
