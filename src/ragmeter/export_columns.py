@@ -21,6 +21,7 @@ from ragmeter.store.codec import decode
 from ragmeter.thresholds import from_record, passes
 
 _EMPTY = "{}"
+_enc = json.encoder.encode_basestring  # what json.dumps(ensure_ascii=False) writes for a str
 
 
 def _sample_data(store: Any, run_id: str) -> list[dict[str, Any]]:
@@ -38,7 +39,24 @@ def _sample_data(store: Any, run_id: str) -> list[dict[str, Any]]:
         else:
             raw = list(conn.execute(select(RunSample.__table__.c.data).where(RunSample.run_id == run_id)
                                     .order_by(RunSample.position)).scalars())
+    if raw and all(isinstance(r, bytes) and r[:1] == b"\x01" for r in raw):
+        # every sample in the current format: decompress each, parse them all as one JSON array
+        import pydantic_core
+
+        from ragmeter.store.codec import _MAX_OUTPUT, _zstd
+
+        dec = _zstd()[1]
+        return pydantic_core.from_json(b"[" + b",".join([dec.decompress(r[1:], max_output_size=_MAX_OUTPUT)
+                                                           for r in raw]) + b"]")
     return [decode(r) for r in raw]
+
+
+def _json_list(items: list[Any]) -> str:
+    """``json.dumps(items, ensure_ascii=False)`` of a list of strings and ``None`` (the contexts'
+    texts and ids), without its per-call overhead; anything else goes through ``json.dumps``."""
+    if all(isinstance(x, str) or x is None for x in items):
+        return "[" + ", ".join(["null" if x is None else _enc(x) for x in items]) + "]"
+    return json.dumps(items, ensure_ascii=False)
 
 
 def _details(store: Any, run_id: str, metric: str, ids: list[str]) -> dict[int, dict[str, Any]]:
@@ -72,13 +90,14 @@ def run_table(store: Any, run_id: str, *, flat: bool) -> tuple[list[str], dict[s
     cols, reasons = run_columns(store, run_id, reasons=True)
     n = len(data)
     dumps = (lambda v: json.dumps(v, ensure_ascii=False)) if flat else (lambda v: v)
+    as_list = _json_list if flat else (lambda v: v)
     out: dict[str, list[Any]] = {  # ragmeter.rows.INPUT_COLUMNS
         "id": [d["id"] for d in data],
         "question": [d.get("question") for d in data],
         "answer": [d.get("answer") for d in data],
         "reference": [(d.get("references") or [None])[0] for d in data],
-        "contexts": [dumps([c.get("text") for c in d.get("contexts") or []]) for d in data],
-        "context_ids": [dumps([c.get("id") for c in d.get("contexts") or []]) for d in data],
+        "contexts": [as_list([c.get("text") for c in d.get("contexts") or []]) for d in data],
+        "context_ids": [as_list([c.get("id") for c in d.get("contexts") or []]) for d in data],
     }
     missing: list[dict[str, str] | None] = [None] * n
     judge: list[dict[str, str] | None] = [None] * n
