@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -68,13 +69,13 @@ def from_store(store: Any, ref: str) -> RunValues:
 
     run = store.get_run(ref)
     cols, _ = run_columns(store, run.id)
-    values = {m: _value_map(cols, m) for m in cols.values}
+    values = _ColumnValues(cols)
     summary = run.summary or {}
     directions = {m: str(summary.get(m, {}).get("direction", "higher")) for m in values}
     for m in values:
         if m not in summary:
             directions[m] = _registry_direction(m)
-    means = {m: _mean(v) for m, v in values.items()}
+    means = {m: _column_mean(v) for m, v in cols.values.items()}
     names = {m.get("key"): m.get("name") for m in (run.metrics or []) if isinstance(m, dict)}
     ranges = {}
     for m in values:
@@ -85,6 +86,35 @@ def from_store(store: Any, ref: str) -> RunValues:
                      label=f"{run.name} ({run.id})" if run.name else run.id,
                      dataset_fingerprint=run.dataset_fingerprint, extra=dict(run.extra or {}),
                      ranges=ranges, columns=cols)
+
+
+class _ColumnValues(Mapping[str, dict[str, "float | None"]]):
+    """``RunValues.values`` of a stored run: each metric's ``{sample_id: value}`` made from its
+    column only when read (paired statistics read the columns themselves)."""
+
+    def __init__(self, cols: Any) -> None:
+        self._cols, self._made = cols, {}  # type: ignore[var-annotated]
+
+    def __getitem__(self, metric: str) -> dict[str, float | None]:
+        if metric not in self._made:
+            if metric not in self._cols.values:
+                raise KeyError(metric)
+            self._made[metric] = _value_map(self._cols, metric)
+        return self._made[metric]
+
+    def __contains__(self, metric: object) -> bool:
+        return metric in self._cols.values
+
+    def __iter__(self) -> Any:
+        return iter(self._cols.values)
+
+    def __len__(self) -> int:
+        return len(self._cols.values)
+
+
+def _column_mean(v: np.ndarray) -> float | None:
+    x = v[~np.isnan(v)]
+    return float(np.mean(x)) if x.size else None
 
 
 def _value_map(cols: Any, metric: str) -> dict[str, float | None]:

@@ -126,7 +126,9 @@ def paired_permutation_test(a: ArrayLike, b: ArrayLike, *, alternative: Alternat
     - or, for large runs, the normal limit of the same sign-flip distribution when its Berry-Esseen
       bound is within the Monte Carlo estimate's standard error
       (:mod:`ragmeter.experiments.large_sample`; ``method="auto"``, the default). ``method`` =
-      ``"monte-carlo"`` always draws, ``"normal"`` always uses the limit past the exact range.
+      ``"monte-carlo"`` always draws, ``"normal"`` always uses the limit past the exact range;
+    - exact from the binomial when every non-zero difference has the same size and there are many
+      (``method="auto"``; :func:`ragmeter.experiments.large_sample.binomial_pvalue`).
 
     p-values: ``greater`` = :math:`P(T^* \\ge T)`, ``less`` = :math:`P(T^* \\le T)`,
     ``two-sided`` = :math:`P(|T^*| \\ge |T|)` (equal to scipy's ``2 * min(less, greater)`` since
@@ -176,7 +178,7 @@ def paired_permutation_test(a: ArrayLike, b: ArrayLike, *, alternative: Alternat
     from ragmeter.experiments.large_sample import normal_permutation_test
 
     if (large := normal_permutation_test(nz, alternative, n_resamples, method)) is not None:
-        return PermutationResult(observed, large, False, 0, m)
+        return PermutationResult(observed, large[0], large[1], 0, m)
     rng = np.random.default_rng(seed)
     hits = 0
     block = max(1, min(n_resamples, 4_000_000 // m))
