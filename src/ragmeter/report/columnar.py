@@ -87,12 +87,12 @@ def samples_at(store: Any, run_id: str, positions: Sequence[int]) -> dict[int, S
     return out
 
 
-def metric_views(run: Any, cols: Any, reasons: dict[str, list[str | None]], live: bool) -> list[dict[str, Any]]:
-    """:func:`ragmeter.report.data.metric_views` from the columns (same fields)."""
-    from ragmeter.report.data import _metric_meta as meta_of
-    from ragmeter.report.data import histogram, metric_keys, metric_range
-
-    keys = metric_keys(run, cols.values)
+def metric_views(d: Any, run: Any, cols: Any, reasons: dict[str, list[str | None]], live: bool
+                 ) -> list[dict[str, Any]]:
+    """:func:`ragmeter.report.data.metric_views` from the columns (same fields); ``d`` is the
+    :mod:`ragmeter.report.data` module (passed in: it imports this one)."""
+    meta_of, histogram, metric_range = d._metric_meta, d.histogram, d.metric_range
+    keys = d.metric_keys(run, cols.values)
     out = []
     summary = run.summary or {}
     n = len(cols.sample_ids)
@@ -160,14 +160,13 @@ def columns_of(store: Any, run: Any) -> tuple[Any, dict[str, list[str | None]]]:
     return hit
 
 
-def run_parts(store: Any, run: Any, live: bool, max_samples: int | None, with_details: bool
+def run_parts(d: Any, store: Any, run: Any, live: bool, max_samples: int | None, with_details: bool
               ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], int, dict[str, Any], str | None]:
     """``(metrics, rows, total, dataset, note)`` of :func:`ragmeter.report.data.run_view` for a
     large run: rows only for the samples shown (``note`` says which)."""
-    from ragmeter.report.data import sample_detail, sample_row
-
+    sample_detail, sample_row = d.sample_detail, d.sample_row
     cols, reasons = columns_of(store, run)
-    metrics = metric_views(run, cols, reasons, live)
+    metrics = metric_views(d, run, cols, reasons, live)
     n = len(cols.sample_ids)
     order = worst_first(quality(cols.values, metrics, n))
     shown, note = shown_positions(order, max_samples)
@@ -186,18 +185,18 @@ def _none(x: float) -> float | None:
     return None if x != x else float(x)
 
 
-def compare_view(store: Any, runs: list[Any], max_samples: int | None) -> dict[str, Any]:
+def compare_view(d: Any, store: Any, runs: list[Any], max_samples: int | None) -> dict[str, Any]:
     """:func:`ragmeter.report.data.compare_view` of runs of which one at least is large: pairs by
     sample id in bulk, and the rows of the samples that changed most only for those shown."""
     from ragmeter.experiments.statistics import compare_paired
-    from ragmeter.report.data import _decide, _run_metric_cell, run_header
+    _decide, _run_metric_cell, run_header = d._decide, d._run_metric_cell, d.run_header
     from ragmeter.stats import difference_bounds, mean_ci
 
     per_run = []
     for run in runs:
         cols, reasons = columns_of(store, run)
         live = run.status not in ("completed", "incomplete") or not run.summary
-        metas = metric_views(run, cols, reasons, live)
+        metas = metric_views(d, run, cols, reasons, live)
         per_run.append({"run": run, "cols": cols, "metas": {m["key"]: m for m in metas}})
     keys: list[str] = []
     for pr in per_run:
@@ -231,7 +230,7 @@ def compare_view(store: Any, runs: list[Any], max_samples: int | None) -> dict[s
             xa_all, xb_all = aligned[0][k], aligned[j][k]
             both = ~np.isnan(xa_all) & ~np.isnan(xb_all)
             xa, xb = xa_all[both], xb_all[both]
-            d: dict[str, Any] = {"n_pairs": int(xa.size), "mean_a": None, "mean_b": None, "diff": None,
+            out: dict[str, Any] = {"n_pairs": int(xa.size), "mean_a": None, "mean_b": None, "diff": None,
                                  "ci_low": None, "ci_high": None, "p_value": None, "wins": 0, "ties": 0,
                                  "losses": 0, "significant": False, "verdict": "no paired samples",
                                  "p_adjusted": None}
@@ -242,13 +241,13 @@ def compare_view(store: Any, runs: list[Any], max_samples: int | None) -> dict[s
                     mean_ci(diff, bounds=difference_bounds(m["range"])) if diff.size > 1 else None)
                 up, down = int((diff > 1e-12).sum()), int((diff < -1e-12).sum())
                 wins, losses = (up, down) if m["higher_is_better"] else (down, up)
-                d.update(mean_a=float(xa.mean()), mean_b=float(xb.mean()), diff=float(diff.mean()),
+                out.update(mean_a=float(xa.mean()), mean_b=float(xb.mean()), diff=float(diff.mean()),
                          ci_low=ci[0] if ci else None, ci_high=ci[1] if ci else None,
                          p_value=float(res.pvalue) if res is not None else None,
                          wins=wins, losses=losses, ties=int(xa.size) - wins - losses)
             differences.append({"metric": k, "baseline": base["run"].id, "run": pr["run"].id,
                                 "run_label": pr["run"].name or pr["run"].id, "direction": m["direction"],
-                                **d, "higher_is_better": m["higher_is_better"]})
+                                **out, "higher_is_better": m["higher_is_better"]})
     _decide(differences)
     return {"runs": [run_header(pr["run"]) for pr in per_run], "baseline": base["run"].id,
             "metrics": metrics, "differences": differences,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import math
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -18,7 +19,7 @@ from ragmeter.errors import ConfigError, RagmeterError, StoreError
 from ragmeter.metrics.composite import bands_apply
 from ragmeter.redact import redact, redact_obj
 from ragmeter.report.bands import band, oriented
-from ragmeter.report.columnar import LARGE_RUN, run_parts
+from ragmeter.report.columnar import LARGE_RUN
 from ragmeter.report.meta_eval import meta_eval_view
 from ragmeter.schema import FIELD_PRESENT, Sample, Score
 from ragmeter.stats import aggregate, difference_bounds, mean_ci
@@ -480,7 +481,10 @@ def run_view(store: Store, ref: str, *, max_samples: int | None = 1000,
     live = run.status not in ("completed", "incomplete") or not run.summary
     note = None
     if run.n_samples > LARGE_RUN:  # from the score columns; rows only for the samples shown
-        metrics, rows, total, dataset, note = run_parts(store, run, live, max_samples, with_details)
+        from ragmeter.report import columnar
+
+        metrics, rows, total, dataset, note = columnar.run_parts(sys.modules[__name__], store, run, live,
+                                                                 max_samples, with_details)
     else:
         samples = store.run_samples(run.id)
         table = store.score_table(run.id)
@@ -650,7 +654,7 @@ def compare_view(store: Store, refs: Sequence[str], *, max_samples: int | None =
     if max(r.n_samples for r in runs) > LARGE_RUN:  # in bulk from the score columns
         from ragmeter.report import columnar
 
-        return columnar.compare_view(store, runs, max_samples)
+        return columnar.compare_view(sys.modules[__name__], store, runs, max_samples)
     per_run = []
     for run in runs:
         # only what a comparison reads: ids, questions and answers; values and reasons (no

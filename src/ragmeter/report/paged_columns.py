@@ -54,7 +54,7 @@ def build(store: Any, run: Any, version: str, one_run: Any, pack: Any) -> dict[s
     n = len(cols.sample_ids)
     pk_arr, pos_arr = _pks(store, run.id)
     live = run.status not in ("completed", "incomplete") or not run.summary
-    metas = columnar.metric_views(run, cols, reasons, live)
+    metas = columnar.metric_views(data, run, cols, reasons, live)
     orders = {"position": pack(pk_arr),
               "worst": pack(pk_arr[columnar.worst_first(columnar.quality(cols.values, metas, n))])}
     pos = np.arange(n)
