@@ -17,7 +17,7 @@ indistinguishable on exact_match). Then, in this process:
    (``to_csv`` / ``to_parquet``, lists and mappings as JSON text as ragmeter writes them); the ratios are pandas time / ragmeter time.
 3. ``write_report(a, b)`` (``ragmeter report a b``): seconds and bytes.
 4. The dashboard (``ragmeter.server.app.create_app`` under uvicorn on 127.0.0.1 in a thread, no
-   view cached in the store): the first ``GET /runs/A``.
+   view cached in the store: the dashboard's kv records are deleted first): the first ``GET /runs/A``.
 
 The machine may be shared: the figures are wall-clock times of one run each. The last line
 printed is one JSON object.
@@ -134,8 +134,8 @@ def dashboard_first_view(url: str, rid: str) -> tuple[float, int]:
     from ragmeter.store.models import KeyValueRow
 
     store = Store(url)
-    with store.session() as s, s.begin():
-        s.execute(delete(KeyValueRow))  # nothing cached: the first view is built from the store
+    with store.session() as s, s.begin():  # no view cached: the first view is built from the store
+        s.execute(delete(KeyValueRow).where(KeyValueRow.namespace.in_([paged.NAMESPACE, paged.COMPARE_NAMESPACE])))
     paged.clear_memory_cache()
     port = _free_port()
     server = uvicorn.Server(uvicorn.Config(create_app(store), host="127.0.0.1", port=port, log_level="warning"))

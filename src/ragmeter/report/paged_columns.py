@@ -42,8 +42,16 @@ def _pks(store: Any, run_id: str) -> tuple[np.ndarray, np.ndarray]:
     from ragmeter.store.models import RunSample
 
     t = RunSample.__table__
-    with store.session() as s:
-        rows = s.execute(select(t.c.pk, t.c.position).where(t.c.run_id == run_id).order_by(t.c.position)).all()
+    if store.dialect == "sqlite":  # plain driver tuples
+        with store.engine.connect() as conn:
+            cur = conn.connection.driver_connection.cursor()
+            rows = cur.execute("SELECT pk, position FROM run_samples WHERE run_id = ? ORDER BY position",
+                               (run_id,)).fetchall()
+            cur.close()
+    else:
+        with store.session() as s:
+            rows = [tuple(r) for r in s.execute(select(t.c.pk, t.c.position).where(t.c.run_id == run_id)
+                                                .order_by(t.c.position))]
     table = np.array(rows, dtype=np.int64).reshape(len(rows), 2)
     return table[:, 0], table[:, 1]
 
