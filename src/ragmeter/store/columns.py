@@ -76,8 +76,7 @@ def _read(store: Any, run_id: str, reasons: bool) -> tuple[list[Any], dict[int, 
     with store.engine.connect() as conn:
         if store.dialect == "sqlite":
             cur = conn.connection.driver_connection.cursor()
-            pos_ids = cur.execute("SELECT position, sample_id FROM run_samples WHERE run_id = ? "
-                                  "ORDER BY position", (run_id,)).fetchall()
+            pos_ids = _sqlite_ids(cur, run_id)
             names = dict(cur.execute("SELECT id, name FROM metric_names").fetchall())
             rows = cur.execute(f"SELECT {cols} FROM scores WHERE run_id = ? "  # noqa: S608 - fixed columns
                                "ORDER BY metric_id, position", (run_id,)).fetchall()
@@ -109,3 +108,22 @@ def dataset_fields(samples: Any) -> dict[str, Any]:
     n_rel = [len(s.relevant) for s in samples if s.relevant is not None]
     return {"fields": fields, "mean_contexts": float(np.mean(n_ctx)) if n_ctx else None,
             "mean_relevant": float(np.mean(n_rel)) if n_rel else None}
+
+
+_SEP = "\x1f"
+
+
+def _sqlite_ids(cur: Any, run_id: str) -> list[tuple[int, str]]:
+    """``(position, sample_id)`` of a SQLite run in position order. When the positions are
+    ``0..n-1`` (always, for runs ragmeter wrote), the ids come back as one string joined in SQLite
+    (no row per sample); otherwise, or when an id holds the separator, row by row."""
+    n, lo, hi = cur.execute("SELECT count(*), min(position), max(position) FROM run_samples WHERE run_id = ?",
+                            (run_id,)).fetchone()
+    if n and lo == 0 and hi == n - 1:
+        joined = cur.execute("SELECT group_concat(sample_id, char(31)) FROM (SELECT sample_id FROM run_samples "
+                             "WHERE run_id = ? ORDER BY position)", (run_id,)).fetchone()[0]
+        ids = joined.split(_SEP)
+        if len(ids) == n:
+            return list(enumerate(ids))
+    return cur.execute("SELECT position, sample_id FROM run_samples WHERE run_id = ? ORDER BY position",
+                       (run_id,)).fetchall()
