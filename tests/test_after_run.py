@@ -199,3 +199,15 @@ def test_large_run_dashboard_view_matches_the_row_by_row_one(store_runs, monkeyp
     assert set(new["orders"]) == set(old["orders"])
     for k in old["orders"]:
         assert list(paged._unpack(new["orders"][k])) == list(paged._unpack(old["orders"][k])), k
+
+
+def test_gate_is_cached_per_run_versions(store_runs):
+    from ragmeter.experiments.gate import gate
+
+    store, ids = store_runs
+    first = gate(ids[1], ids[0], store=store, max_drop=0.01)
+    again = gate(ids[1], ids[0], store=store, max_drop=0.01)
+    assert again.to_dict() == first.to_dict() and again.exit_code == first.exit_code
+    assert first.failed  # the second run is worse: the cached gate still fails
+    other = gate(ids[1], ids[0], store=store, max_drop=0.9)
+    assert other.to_dict() != first.to_dict()

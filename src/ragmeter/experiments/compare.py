@@ -108,9 +108,9 @@ def compare_runs(runs: list[str | Any], *, metrics: list[str] | None = None, alp
     cached = compare_cache.cache_key(store, list(runs), {
         "metrics": metrics, "alpha": alpha, "correction": correction, "all_pairs": all_pairs,
         "n_resamples": n_resamples})
-    if cached is not None and (rows := compare_cache.get(store, cached[0])) is not None:
+    if cached is not None and (hit := compare_cache.get(store, cached[0])) is not None:
         return Comparison([RunValues(r["id"], r["name"], label=r["label"]) for r in cached[1]],
-                          [MetricComparison(**r) for r in rows], alpha=alpha, correction=correction)
+                          [MetricComparison(**r) for r in hit["rows"]], alpha=alpha, correction=correction)
     vals = [load_runs(r, store) for r in runs]
     common = [m for m in vals[0].metrics if all(m in v.values for v in vals[1:]) and m in vals[0].values]
     if metrics:
@@ -144,5 +144,5 @@ def compare_runs(runs: list[str | Any], *, metrics: list[str] | None = None, alp
         r.verdict = v
         r.winner = "b" if v == VERDICT_BETTER else "a" if v == VERDICT_WORSE else None
     if cached is not None:
-        compare_cache.put(store, cached[0], [r.to_dict() for r in out.rows])
+        compare_cache.put(store, cached[0], {"rows": [r.to_dict() for r in out.rows]})
     return out

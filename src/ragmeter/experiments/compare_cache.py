@@ -1,4 +1,4 @@
-"""Comparisons of stored runs cached in the store, per pair (or set) of run versions.
+"""Comparisons and gates of stored runs cached in the store, per pair (or set) of run versions.
 
 A run's version (:meth:`ragmeter.store.views.StoreViews.run_version`: status, finish time, number
 of scores) changes whenever its scores can; the key also holds every option of the comparison and
@@ -44,15 +44,14 @@ def cache_key(store: Any, refs: list[Any], options: dict[str, Any]) -> tuple[str
     return hashlib.sha256(text.encode()).hexdigest(), runs
 
 
-def get(store: Any, key: str) -> list[dict[str, Any]] | None:
-    """The cached rows of a comparison, or ``None``."""
-    hit = store.kv_get(NAMESPACE, key)
-    return None if hit is None else list(hit.get("rows") or [])
+def get(store: Any, key: str) -> dict[str, Any] | None:
+    """The cached record of a comparison (or a gate), or ``None``."""
+    return store.kv_get(NAMESPACE, key)
 
 
-def put(store: Any, key: str, rows: list[dict[str, Any]]) -> None:
-    """Keep a comparison's rows (a failure to write the cache is not the comparison's)."""
+def put(store: Any, key: str, record: dict[str, Any]) -> None:
+    """Keep a comparison's (or a gate's) record (a failure to write the cache is not theirs)."""
     try:
-        store.kv_put(NAMESPACE, key, {"rows": rows})
+        store.kv_put(NAMESPACE, key, record)
     except SQLAlchemyError:  # a read-only or busy store still compares
         return
