@@ -89,6 +89,11 @@ def compare_runs(runs: list[str | Any], *, metrics: list[str] | None = None, alp
     all the tests reported (metrics x pairs) for multiple comparisons; a winner is declared only
     when the adjusted p-value is below ``alpha``.
 
+    Runs are read as score columns and paired in bulk; the permutation p-value of a large run is
+    the closed form of :mod:`ragmeter.stats.large_sample`. The comparison of stored runs is
+    cached in the store per set of run versions (:mod:`ragmeter.analysis.compare_cache`): asking
+    again costs one lookup; the ``runs`` of a cached comparison carry ids and labels, not values.
+
     Raises:
         ConfigError: fewer than two runs, no metric in common, unknown correction.
     """
@@ -98,6 +103,14 @@ def compare_runs(runs: list[str | Any], *, metrics: list[str] | None = None, alp
         raise ConfigError(f"correction must be 'holm' or 'none', got {correction!r}")
     if not 0 < alpha < 1:
         raise ConfigError(f"alpha must be in (0, 1), got {alpha}")
+    from ragmeter.analysis import compare_cache
+
+    cached = compare_cache.cache_key(store, list(runs), {
+        "metrics": metrics, "alpha": alpha, "correction": correction, "all_pairs": all_pairs,
+        "n_resamples": n_resamples})
+    if cached is not None and (hit := compare_cache.get(store, cached[0])) is not None:
+        return Comparison([RunValues(r["id"], r["name"], label=r["label"]) for r in cached[1]],
+                          [MetricComparison(**r) for r in hit["rows"]], alpha=alpha, correction=correction)
     vals = [load_runs(r, store) for r in runs]
     common = [m for m in vals[0].metrics if all(m in v.values for v in vals[1:]) and m in vals[0].values]
     if metrics:
@@ -130,4 +143,6 @@ def compare_runs(runs: list[str | Any], *, metrics: list[str] | None = None, alp
         r.pvalue_adjusted = p
         r.verdict = v
         r.winner = "b" if v == VERDICT_BETTER else "a" if v == VERDICT_WORSE else None
+    if cached is not None:
+        compare_cache.put(store, cached[0], {"rows": [r.to_dict() for r in out.rows]})
     return out

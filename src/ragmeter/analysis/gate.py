@@ -114,6 +114,9 @@ def gate(current: str | Any, baseline: str | Any, *, max_drop: float = 0.05,
         current / baseline: run ids/names, baseline JSON files, or evaluation results.
         metrics: the metrics to gate (default: every metric in both).
 
+    A gate of two stored runs is cached in the store per run versions and options, like
+    ``compare`` (:mod:`ragmeter.analysis.compare_cache`).
+
     The result's ``exit_code`` is 1 when a metric regressed, 3 when the gate is incomplete (a
     gated metric has no value in a run, or a run is stored as incomplete), else 0.
 
@@ -125,6 +128,22 @@ def gate(current: str | Any, baseline: str | Any, *, max_drop: float = 0.05,
         raise ConfigError(f"max_drop must be >= 0, got {max_drop}")
     if not 0 < alpha < 1:
         raise ConfigError(f"alpha must be in (0, 1), got {alpha}")
+    from ragmeter.analysis import compare_cache
+
+    cached = compare_cache.cache_key(store, [current, baseline], {
+        "gate": True, "max_drop": max_drop, "metrics": metrics, "alpha": alpha, "relative": relative,
+        "n_resamples": n_resamples})
+    if cached is not None and (hit := compare_cache.get(store, cached[0])) is not None:
+        return GateResult(cached[1][0]["label"], cached[1][1]["label"], max_drop, alpha, relative,
+                          [GateRow(**r) for r in hit["rows"]], list(hit["problems"]))
+    res = _gate(current, baseline, max_drop, metrics, alpha, relative, store, n_resamples)
+    if cached is not None:
+        compare_cache.put(store, cached[0], {"rows": [r.to_dict() for r in res.rows], "problems": res.run_problems})
+    return res
+
+
+def _gate(current: Any, baseline: Any, max_drop: float, metrics: list[str] | None, alpha: float,
+          relative: bool, store: Any, n_resamples: int) -> GateResult:
     cur = load_runs(current, store)
     base = load_runs(baseline, store)
     common = [m for m in base.metrics if m in cur.values]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,9 @@ class RunValues:
     dataset_fingerprint: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     ranges: dict[str, tuple[float, float]] = field(default_factory=dict)
+    #: a stored run's scores as arrays by sample position (:mod:`ragmeter.store.columns`): pairs
+    #: two runs of the same samples without a per-sample lookup
+    columns: Any = None
 
     @property
     def metrics(self) -> list[str]:
@@ -61,15 +65,17 @@ def from_store(store: Any, ref: str) -> RunValues:
     Raises:
         StoreError: no such run.
     """
+    from ragmeter.store.columns import run_columns
+
     run = store.get_run(ref)
-    table = store.score_table(run.id)
-    values = {m: {sid: sc.value for sid, sc in by_id.items()} for m, by_id in table.items()}
+    cols, _ = run_columns(store, run.id)
+    values = _ColumnValues(cols)
     summary = run.summary or {}
     directions = {m: str(summary.get(m, {}).get("direction", "higher")) for m in values}
     for m in values:
         if m not in summary:
             directions[m] = _registry_direction(m)
-    means = {m: _mean(v) for m, v in values.items()}
+    means = {m: _column_mean(v) for m, v in cols.values.items()}
     names = {m.get("key"): m.get("name") for m in (run.metrics or []) if isinstance(m, dict)}
     ranges = {}
     for m in values:
@@ -79,7 +85,43 @@ def from_store(store: Any, ref: str) -> RunValues:
     return RunValues(run_id=run.id, name=run.name, values=values, means=means, directions=directions,
                      label=f"{run.name} ({run.id})" if run.name else run.id,
                      dataset_fingerprint=run.dataset_fingerprint, extra=dict(run.extra or {}),
-                     ranges=ranges)
+                     ranges=ranges, columns=cols)
+
+
+class _ColumnValues(Mapping[str, dict[str, "float | None"]]):
+    """``RunValues.values`` of a stored run: each metric's ``{sample_id: value}`` made from its
+    column only when read (paired statistics read the columns themselves)."""
+
+    def __init__(self, cols: Any) -> None:
+        self._cols, self._made = cols, {}  # type: ignore[var-annotated]
+
+    def __getitem__(self, metric: str) -> dict[str, float | None]:
+        if metric not in self._made:
+            if metric not in self._cols.values:
+                raise KeyError(metric)
+            self._made[metric] = _value_map(self._cols, metric)
+        return self._made[metric]
+
+    def __contains__(self, metric: object) -> bool:
+        return metric in self._cols.values
+
+    def __iter__(self) -> Any:
+        return iter(self._cols.values)
+
+    def __len__(self) -> int:
+        return len(self._cols.values)
+
+
+def _column_mean(v: np.ndarray) -> float | None:
+    x = v[~np.isnan(v)]
+    return float(np.mean(x)) if x.size else None
+
+
+def _value_map(cols: Any, metric: str) -> dict[str, float | None]:
+    """``{sample_id: value or None}`` of the samples with a stored score, in position order."""
+    idx = np.flatnonzero(cols.scored[metric])
+    ids = cols.sample_ids
+    return {ids[i]: (None if x != x else x) for i, x in zip(idx.tolist(), cols.values[metric][idx].tolist(), strict=True)}
 
 
 def from_result(result: Any) -> RunValues:
@@ -245,6 +287,15 @@ def load_baseline(path: str | Path) -> RunValues:
 def paired_arrays(a: RunValues, b: RunValues, metric: str) -> tuple[np.ndarray, np.ndarray, list[str], int]:
     """Values of ``metric`` for the samples both runs scored (paired by sample id, in ``a``'s
     order), the ids, and how many samples of either run were left out (no value or not in both)."""
+    ca, cb = a.columns, b.columns
+    if (ca is not None and cb is not None and metric in ca.values and metric in cb.values
+            and ca.sample_ids == cb.sample_ids):
+        # two stored runs of the same samples: pair the columns by position, in bulk
+        xa_all, xb_all = ca.values[metric], cb.values[metric]
+        ha, hb = ~np.isnan(xa_all), ~np.isnan(xb_all)
+        both = ha & hb
+        ids = [ca.sample_ids[i] for i in np.flatnonzero(both).tolist()]
+        return xa_all[both], xb_all[both], ids, int(np.count_nonzero(ha | hb) - len(ids))
     va, vb = a.values.get(metric, {}), b.values.get(metric, {})
     ids = [i for i, x in va.items() if x is not None and vb.get(i) is not None]
     union = {i for i, x in va.items() if x is not None} | {i for i, x in vb.items() if x is not None}

@@ -110,7 +110,8 @@ class PermutationResult:
 
 def paired_permutation_test(a: ArrayLike, b: ArrayLike, *, alternative: Alternative = "two-sided",
                             n_resamples: int = N_PERMUTATIONS, seed: int = SEED,
-                            exact_max_nonzero: int = EXACT_MAX_NONZERO) -> PermutationResult:
+                            exact_max_nonzero: int = EXACT_MAX_NONZERO,
+                            method: str = "auto") -> PermutationResult:
     """Paired (sign-flip) permutation test of ``mean(b - a) = 0``.
 
     Under the null hypothesis the two runs are exchangeable within each pair, so each difference
@@ -121,7 +122,13 @@ def paired_permutation_test(a: ArrayLike, b: ArrayLike, *, alternative: Alternat
 
     - exact when :math:`m \\le` ``exact_max_nonzero``: all :math:`2^m` sign vectors;
     - otherwise ``n_resamples`` random sign vectors, with the add-one estimate
-      :math:`p = (1 + \\#\\{T^* \\text{ as extreme}\\}) / (1 + R)` (never 0; Phipson & Smyth 2010).
+      :math:`p = (1 + \\#\\{T^* \\text{ as extreme}\\}) / (1 + R)` (never 0; Phipson & Smyth 2010);
+    - or, for large runs, the normal limit of the same sign-flip distribution when its Berry-Esseen
+      bound is within the Monte Carlo estimate's standard error
+      (:mod:`ragmeter.stats.large_sample`; ``method="auto"``, the default). ``method`` =
+      ``"monte-carlo"`` always draws, ``"normal"`` always uses the limit past the exact range;
+    - exact from the binomial when every non-zero difference has the same size and there are many
+      (``method="auto"``; :func:`ragmeter.stats.large_sample.binomial_pvalue`).
 
     p-values: ``greater`` = :math:`P(T^* \\ge T)`, ``less`` = :math:`P(T^* \\le T)`,
     ``two-sided`` = :math:`P(|T^*| \\ge |T|)` (equal to scipy's ``2 * min(less, greater)`` since
@@ -168,6 +175,10 @@ def paired_permutation_test(a: ArrayLike, b: ArrayLike, *, alternative: Alternat
 
     if n_resamples < 1:
         raise MetricError(f"n_resamples must be >= 1, got {n_resamples}")
+    from ragmeter.stats.large_sample import normal_permutation_test
+
+    if (large := normal_permutation_test(nz, alternative, n_resamples, method)) is not None:
+        return PermutationResult(observed, large[0], large[1], 0, m)
     rng = np.random.default_rng(seed)
     hits = 0
     block = max(1, min(n_resamples, 4_000_000 // m))
@@ -207,6 +218,11 @@ def wilcoxon_test(a: ArrayLike, b: ArrayLike, *,
     m = int(np.count_nonzero(d))
     if m < WILCOXON_MIN_NONZERO:
         return WilcoxonResult(None, None, f"needs >= {WILCOXON_MIN_NONZERO} non-zero differences, got {m}")
+    from ragmeter.stats.large_sample import WILCOXON_ASYMPTOTIC_FROM, wilcoxon_asymptotic
+
+    if d.size >= WILCOXON_ASYMPTOTIC_FROM:  # scipy's normal approximation, computed in numpy
+        p, stat = wilcoxon_asymptotic(d, alternative)
+        return WilcoxonResult(p, stat)
     from scipy.stats import wilcoxon
 
     res = wilcoxon(d, zero_method="wilcox", alternative=alternative)

@@ -289,6 +289,10 @@ class Store(RunViewsMixin):
                      "data": x.model_dump(mode="json", exclude_defaults=True)}
                     for i, x in enumerate(samples)])
         self._positions[run_id] = {x.id: i for i, x in enumerate(samples)}
+        if len(samples) > 20_000:  # what a large run's report shows of its data, known now
+            from ragmeter.store.columns import DATASET_NAMESPACE, dataset_fields
+
+            self.kv_put(DATASET_NAMESPACE, run_id, dataset_fields(samples))
         return run_id
 
     def resolve_run(self, ref: str) -> str:

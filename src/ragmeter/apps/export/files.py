@@ -55,6 +55,11 @@ def export_run(store: Store, run_id: str, fmt: str, path: Path, columns: Sequenc
     """Write the run's rows to ``path`` in ``fmt`` (csv, parquet, jsonl, excel); ``columns`` chooses
     and orders the columns (lists and mappings become JSON text in the tabular formats)."""
     fmt = check_format(fmt)
+    from ragmeter.store.table import run_table, select
+
+    _, table = run_table(store, run_id, flat=fmt != "jsonl")
+    if table["id"]:  # built from the stored columns in bulk; an empty run keeps the row path
+        return _write_table(select(table, columns), fmt, path)
     _, rows = run_rows(store, run_id)
     rows = select_columns(rows, columns)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -66,6 +71,32 @@ def export_run(store: Store, run_id: str, fmt: str, path: Path, columns: Sequenc
     import pandas as pd
 
     df = pd.DataFrame([{k: _flat(v) for k, v in r.items()} for r in rows])
+    if fmt == "csv":
+        df.to_csv(path, index=False)
+    elif fmt == "parquet":
+        df.to_parquet(path, index=False)
+    else:
+        try:
+            import openpyxl  # noqa: F401
+        except ImportError:
+            raise ConfigError("xlsx export needs openpyxl: pip install 'ragmeter-eval[excel]'") from None
+        df.to_excel(path, index=False, engine="openpyxl")
+    return path
+
+
+def _write_table(table: dict[str, list[Any]], fmt: str, path: Path) -> Path:
+    """Write columns (lists and mappings already JSON text, except for ``jsonl``)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if fmt == "jsonl":
+        names = list(table)
+        dumps = json.dumps
+        with path.open("w", encoding="utf-8") as fh:
+            fh.writelines(dumps(dict(zip(names, row, strict=True)), ensure_ascii=False) + "\n"
+                          for row in zip(*table.values(), strict=True))
+        return path
+    import pandas as pd
+
+    df = pd.DataFrame(table)
     if fmt == "csv":
         df.to_csv(path, index=False)
     elif fmt == "parquet":

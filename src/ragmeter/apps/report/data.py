@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import math
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -21,6 +22,7 @@ from ragmeter.core.errors import ConfigError, RagmeterError, StoreError
 from ragmeter.core.redact import redact, redact_obj
 from ragmeter.core.schema import FIELD_PRESENT, Sample, Score
 from ragmeter.metrics.composite import bands_apply
+from ragmeter.apps.report.columnar import LARGE_RUN
 from ragmeter.stats.intervals import aggregate, difference_bounds, mean_ci
 from ragmeter.store import Store
 from ragmeter.store.models import Run
@@ -477,17 +479,25 @@ def run_view(store: Store, ref: str, *, max_samples: int | None = 1000,
         StoreError: no such run.
     """
     run = store.get_run(ref)
-    samples = store.run_samples(run.id)
-    table = store.score_table(run.id)
     live = run.status not in ("completed", "incomplete") or not run.summary
-    metrics = metric_views(run, samples, table, live)
-    rows = _sort_rows([sample_row(s, i, table, metrics) for i, s in enumerate(samples)])
-    total = len(rows)
-    if max_samples is not None:
-        rows = rows[:max_samples]
-    if with_details:
-        for r in rows:
-            r["detail"] = sample_detail(samples[r["position"]], table, metrics)
+    note = None
+    if run.n_samples > LARGE_RUN:  # from the score columns; rows only for the samples shown
+        from ragmeter.apps.report import columnar
+
+        metrics, rows, total, dataset, note = columnar.run_parts(sys.modules[__name__], store, run, live,
+                                                                 max_samples, with_details)
+    else:
+        samples = store.run_samples(run.id)
+        table = store.score_table(run.id)
+        metrics = metric_views(run, samples, table, live)
+        rows = _sort_rows([sample_row(s, i, table, metrics) for i, s in enumerate(samples)])
+        total = len(rows)
+        if max_samples is not None:
+            rows = rows[:max_samples]
+        if with_details:
+            for r in rows:
+                r["detail"] = sample_detail(samples[r["position"]], table, metrics)
+        dataset = dataset_summary(run, samples)
     extra = run.extra or {}
     summary = {m["key"]: {k: m[k] for k in ("mean", "ci_low", "ci_high", "n", "n_missing",
                                             "direction", "family")} for m in metrics}
@@ -499,10 +509,11 @@ def run_view(store: Store, ref: str, *, max_samples: int | None = 1000,
         "method": _jsonable(extra.get("method")) if extra.get("method") else None,
         "timings": _jsonable(run.timings or {}),
         "services": _jsonable({k: v for k, v in extra.items() if k not in _EXTRA_SECTIONS}),
-        "dataset": dataset_summary(run, samples),
+        "dataset": dataset,
         "metrics": metrics,
         "samples": rows,
         "samples_total": total,
+        "samples_note": note,
         "calibration": calibration_of(run),
         "grids": grids_for(store, run.id),
         "composites": composites_for(store, run),
@@ -642,6 +653,10 @@ def compare_view(store: Store, refs: Sequence[str], *, max_samples: int | None =
             runs.append(r)
     if len(runs) < 2:
         raise StoreError("comparing needs at least two distinct runs")
+    if max(r.n_samples for r in runs) > LARGE_RUN:  # in bulk from the score columns
+        from ragmeter.apps.report import columnar
+
+        return columnar.compare_view(sys.modules[__name__], store, runs, max_samples)
     per_run = []
     for run in runs:
         # only what a comparison reads: ids, questions and answers; values and reasons (no

@@ -161,6 +161,10 @@ def _decode(run: Run, rec: Mapping[str, Any]) -> CachedRun:
 
 def _build(store: Store, run: Run, version: str) -> dict[str, Any]:
     """Aggregate a run from streamed rows (no whole-run objects kept) into the cached record."""
+    if run.n_samples > data.LARGE_RUN:  # from the score columns, in bulk
+        from ragmeter.apps.report import paged_columns
+
+        return paged_columns.build(store, run, version, _OneRun, _pack)
     table = store.score_values(run.id)
     pks: list[int] = []
     positions: list[int] = []

@@ -1,0 +1,278 @@
+"""The report's views of a large run built from its score columns.
+
+Above :data:`LARGE_RUN` samples, :func:`ragmeter.apps.report.data.run_view` and
+:func:`ragmeter.apps.report.data.compare_view` read the run's scores as one array per metric
+(:mod:`ragmeter.store.columns`), rank every sample by quality in numpy, and build a table row (with
+the sample and its judge verdicts) only for the samples shown: the worst, the best and a random
+sample of the rest (:data:`SHOWN`), the dashboard (``ragmeter serve``) pages through all of them. So
+the file stays small and quick to write for a run of any size; smaller runs are shown as before.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ragmeter.core.redact import redact_obj
+from ragmeter.apps.report.bands import band
+from ragmeter.core.schema import Sample
+from ragmeter.stats import aggregate_many
+
+#: runs with more samples than this get their views from the score columns
+LARGE_RUN = 20_000
+#: rows of a large run's tables in the one-file report: the worst, the best, a random sample
+SHOWN = {"worst": 100, "best": 50, "random": 50}
+SEED = 0
+
+
+def quality(values: dict[str, np.ndarray], metas: Sequence[dict[str, Any]], n: int) -> np.ndarray:
+    """Per sample, the mean of its banded values turned so higher is better (NaN: none), as
+    :func:`ragmeter.apps.report.data._quality` computes it one sample at a time."""
+    total, count = np.zeros(n), np.zeros(n)
+    for m in metas:
+        if not m["banded"] or m["key"] not in values:
+            continue
+        v = values[m["key"]] if m["higher_is_better"] else 1.0 - values[m["key"]]
+        ok = ~np.isnan(v)
+        total[ok] += v[ok]
+        count[ok] += 1
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(count > 0, total / np.maximum(count, 1), np.nan)
+
+
+def worst_first(q: np.ndarray) -> np.ndarray:
+    """Positions worst first; samples without a quality last, in dataset order."""
+    pos = np.arange(q.size)
+    none = np.isnan(q)
+    return np.lexsort((pos, np.where(none, 0.0, q), none))
+
+
+def shown_positions(order: np.ndarray, limit: int | None) -> tuple[np.ndarray, str | None]:
+    """The positions a table shows (in ``order``) and a note saying which, when not all."""
+    if limit is None or order.size <= limit:
+        return order, None
+    scale = limit / sum(SHOWN.values())
+    k_worst = max(1, int(SHOWN["worst"] * min(scale, 1.0)))
+    k_best = int(SHOWN["best"] * min(scale, 1.0))
+    k_rand = int(SHOWN["random"] * min(scale, 1.0))
+    middle = order[k_worst:order.size - k_best]
+    rng = np.random.default_rng(SEED)
+    picked = set(order[:k_worst].tolist()) | set(order[order.size - k_best:].tolist())
+    picked |= set(rng.choice(middle, size=min(k_rand, middle.size), replace=False).tolist())
+    rank = np.empty(order.size, dtype=np.int64)
+    rank[order] = np.arange(order.size)
+    chosen = np.array(sorted(picked, key=lambda p: rank[p]), dtype=np.int64)
+    note = (f"Showing the {k_worst} worst, the {k_best} best and {min(k_rand, middle.size)} random "
+            f"samples of {order.size:,}, worst first")
+    return chosen, note
+
+
+def samples_at(store: Any, run_id: str, positions: Sequence[int]) -> dict[int, Sample]:
+    """``{position: Sample}`` of these positions of a run."""
+    from sqlalchemy import select
+
+    from ragmeter.store.models import RunSample
+
+    t = RunSample.__table__
+    out: dict[int, Sample] = {}
+    pos = [int(p) for p in positions]
+    with store.session() as s:
+        for i in range(0, len(pos), 500):
+            for p, data in s.execute(select(t.c.position, t.c.data)
+                                     .where(t.c.run_id == run_id, t.c.position.in_(pos[i:i + 500]))):
+                out[int(p)] = Sample.model_validate(data)
+    return out
+
+
+def metric_views(d: Any, run: Any, cols: Any, reasons: dict[str, list[str | None]], live: bool
+                 ) -> list[dict[str, Any]]:
+    """:func:`ragmeter.apps.report.data.metric_views` from the columns (same fields); ``d`` is the
+    :mod:`ragmeter.apps.report.data` module (passed in: it imports this one)."""
+    meta_of, histogram, metric_range = d._metric_meta, d.histogram, d.metric_range
+    keys = d.metric_keys(run, cols.values)
+    out = []
+    summary = run.summary or {}
+    n = len(cols.sample_ids)
+    for key in keys:
+        v = cols.values.get(key, np.full(n, np.nan))
+        scored = cols.scored.get(key, np.zeros(n, dtype=bool))
+        values = v[~np.isnan(v)]
+        if key in summary and not live:
+            agg = dict(summary[key])
+        else:
+            lo = float(values.min()) if values.size else None
+            hi = float(values.max()) if values.size else None
+            why = reasons.get(key) or [None] * n
+            idx = np.flatnonzero(scored)
+            agg = aggregate_many({key: (v[idx], [why[i] for i in idx.tolist()])},
+                                 bounds={key: metric_range(run, key, lo, hi)})[key]
+        meta = meta_of(run, key, agg)
+        lo, hi = meta["range"]
+        b = band(agg.get("mean"), meta["higher_is_better"]) if meta["show_band"] else None
+        out.append({
+            **meta,
+            "mean": agg.get("mean"), "std": agg.get("std"), "min": agg.get("min"),
+            "max": agg.get("max"), "ci_low": agg.get("ci_low"), "ci_high": agg.get("ci_high"),
+            "n": int(agg.get("n", values.size)), "n_missing": int(agg.get("n_missing", 0)),
+            "n_pending": int(n - np.count_nonzero(scored)),
+            "missing_reasons": redact_obj(dict(agg.get("missing_reasons") or {})),
+            "band": b.name if b else None, "band_css": b.css if b else None,
+            "band_action": b.action if b else None,
+            "histogram": histogram(values, lo, hi),
+        })
+    return out
+
+
+def dataset_summary(store: Any, run: Any, n_stored: int) -> dict[str, Any]:
+    """:func:`ragmeter.apps.report.data.dataset_summary` of a large run: the counts recorded when it was
+    created (:func:`ragmeter.store.columns.dataset_fields`), or, for a run stored before they were,
+    counted once from its stored samples and kept."""
+    from ragmeter.store.columns import DATASET_NAMESPACE, dataset_fields
+
+    rec = store.kv_get(DATASET_NAMESPACE, run.id)
+    if rec is None:
+        rec = json.loads(json.dumps(dataset_fields(store.run_samples(run.id))))
+        store.kv_put(DATASET_NAMESPACE, run.id, rec)
+    return {"source": run.dataset_source, "fingerprint": run.dataset_fingerprint,
+            "n_samples": run.n_samples, "n_stored": n_stored, "fields": rec["fields"],
+            "mean_contexts": rec["mean_contexts"], "mean_relevant": rec["mean_relevant"],
+            "skipped_rows": (run.extra or {}).get("skipped_rows")}
+
+
+_COLUMNS: dict[tuple[int, str, str], Any] = {}
+
+
+def columns_of(store: Any, run: Any) -> tuple[Any, dict[str, list[str | None]]]:
+    """:func:`ragmeter.store.columns.run_columns` with reasons, kept for the last few (store, run
+    version)s: one report reads each run's columns once for its section and its comparison."""
+    from ragmeter.store.columns import run_columns
+
+    key = (id(store), run.id, store.run_version(run))
+    hit = _COLUMNS.get(key)
+    if hit is None:
+        hit = run_columns(store, run.id, reasons=True)
+        while len(_COLUMNS) >= 4:
+            _COLUMNS.pop(next(iter(_COLUMNS)))
+        _COLUMNS[key] = hit
+    return hit
+
+
+def run_parts(d: Any, store: Any, run: Any, live: bool, max_samples: int | None, with_details: bool
+              ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], int, dict[str, Any], str | None]:
+    """``(metrics, rows, total, dataset, note)`` of :func:`ragmeter.apps.report.data.run_view` for a
+    large run: rows only for the samples shown (``note`` says which)."""
+    sample_detail, sample_row = d.sample_detail, d.sample_row
+    cols, reasons = columns_of(store, run)
+    metrics = metric_views(d, run, cols, reasons, live)
+    n = len(cols.sample_ids)
+    order = worst_first(quality(cols.values, metrics, n))
+    shown, note = shown_positions(order, max_samples)
+    samples = samples_at(store, run.id, shown.tolist())
+    table = store.sample_scores(run.id, [cols.sample_ids[p] for p in shown.tolist()])
+    rows = []
+    for p in shown.tolist():
+        row = sample_row(samples[p], p, table, metrics)
+        if with_details:
+            row["detail"] = sample_detail(samples[p], table, metrics)
+        rows.append(row)
+    return metrics, rows, n, dataset_summary(store, run, n), note
+
+
+def _none(x: float) -> float | None:
+    return None if x != x else float(x)
+
+
+def compare_view(d: Any, store: Any, runs: list[Any], max_samples: int | None) -> dict[str, Any]:
+    """:func:`ragmeter.apps.report.data.compare_view` of runs of which one at least is large: pairs by
+    sample id in bulk, and the rows of the samples that changed most only for those shown."""
+    from ragmeter.stats.paired import compare_paired
+    _decide, _run_metric_cell, run_header = d._decide, d._run_metric_cell, d.run_header
+    from ragmeter.stats import difference_bounds, mean_ci
+
+    per_run = []
+    for run in runs:
+        cols, reasons = columns_of(store, run)
+        live = run.status not in ("completed", "incomplete") or not run.summary
+        metas = metric_views(d, run, cols, reasons, live)
+        per_run.append({"run": run, "cols": cols, "metas": {m["key"]: m for m in metas}})
+    keys: list[str] = []
+    for pr in per_run:
+        for k in pr["metas"]:
+            if k not in keys and sum(k in other["metas"] for other in per_run) >= 2:
+                keys.append(k)
+    metrics = []
+    for k in keys:
+        meta = next(pr["metas"][k] for pr in per_run if k in pr["metas"])
+        metrics.append({"key": k, "direction": meta["direction"], "higher_is_better": meta["higher_is_better"],
+                        "banded": meta["banded"], "family": meta["family"], "range": meta["range"],
+                        "runs": [_run_metric_cell(pr["metas"].get(k)) for pr in per_run]})
+    base = per_run[0]
+    base_ids = base["cols"].sample_ids
+    # each run's values on the baseline's samples (NaN where a sample is not in the run)
+    aligned = []
+    for pr in per_run:
+        ids = pr["cols"].sample_ids
+        if ids == base_ids:
+            aligned.append(pr["cols"].values)
+            continue
+        at = {sid: i for i, sid in enumerate(ids)}
+        idx = np.array([at.get(sid, -1) for sid in base_ids], dtype=np.int64)
+        aligned.append({k: np.where(idx >= 0, v[np.maximum(idx, 0)], np.nan) for k, v in pr["cols"].values.items()})
+    differences = []
+    for j, pr in enumerate(per_run[1:], start=1):
+        for m in metrics:
+            k = m["key"]
+            if k not in aligned[0] or k not in aligned[j]:
+                continue
+            xa_all, xb_all = aligned[0][k], aligned[j][k]
+            both = ~np.isnan(xa_all) & ~np.isnan(xb_all)
+            xa, xb = xa_all[both], xb_all[both]
+            out: dict[str, Any] = {"n_pairs": int(xa.size), "mean_a": None, "mean_b": None, "diff": None,
+                                 "ci_low": None, "ci_high": None, "p_value": None, "wins": 0, "ties": 0,
+                                 "losses": 0, "significant": False, "verdict": "no paired samples",
+                                 "p_adjusted": None}
+            if xa.size:
+                res = compare_paired(xa, xb, bounds=m["range"]) if xa.size > 1 else None
+                diff = xb - xa
+                ci = (res.ci_low, res.ci_high) if res is not None and res.ci_low is not None else (
+                    mean_ci(diff, bounds=difference_bounds(m["range"])) if diff.size > 1 else None)
+                up, down = int((diff > 1e-12).sum()), int((diff < -1e-12).sum())
+                wins, losses = (up, down) if m["higher_is_better"] else (down, up)
+                out.update(mean_a=float(xa.mean()), mean_b=float(xb.mean()), diff=float(diff.mean()),
+                         ci_low=ci[0] if ci else None, ci_high=ci[1] if ci else None,
+                         p_value=float(res.pvalue) if res is not None else None,
+                         wins=wins, losses=losses, ties=int(xa.size) - wins - losses)
+            differences.append({"metric": k, "baseline": base["run"].id, "run": pr["run"].id,
+                                "run_label": pr["run"].name or pr["run"].id, "direction": m["direction"],
+                                **out, "higher_is_better": m["higher_is_better"]})
+    _decide(differences)
+    return {"runs": [run_header(pr["run"]) for pr in per_run], "baseline": base["run"].id,
+            "metrics": metrics, "differences": differences,
+            **_sample_changes(store, base, aligned, metrics, max_samples)}
+
+
+def _sample_changes(store: Any, base: dict[str, Any], aligned: list[dict[str, np.ndarray]],
+                    metrics: list[dict[str, Any]], max_samples: int | None) -> dict[str, Any]:
+    """``sample_changes`` of :func:`ragmeter.apps.report.data.compare_view`: per sample each run's
+    quality and its change from the baseline, the largest drops first; rows only for those shown."""
+    metas = [m for m in metrics if m["banded"]]
+    ids = base["cols"].sample_ids
+    n = len(ids)
+    q = [quality(vals, metas, n) for vals in aligned]
+    deltas = np.stack([qr - q[0] for qr in q[1:]]) if len(q) > 1 else np.full((0, n), np.nan)
+    keep = ~np.isnan(q[0]) & ~np.all(np.isnan(deltas), axis=0)
+    with np.errstate(invalid="ignore"):
+        worst = np.where(np.all(np.isnan(deltas), axis=0), np.inf, np.nanmin(np.where(np.isnan(deltas), np.inf, deltas), axis=0))
+    pos = np.flatnonzero(keep)
+    order = pos[np.lexsort((np.array(ids, dtype=object)[pos].astype(str), worst[pos]))]
+    total = int(order.size)
+    limit = sum(SHOWN.values())  # the one-file page of a large run stays small
+    order = order[:limit if max_samples is None else min(max_samples, limit)]
+    samples = samples_at(store, base["run"].id, order.tolist())
+    rows = [{"id": ids[p], "question": samples[p].question, "answer": samples[p].answer,
+             "qualities": [_none(qr[p]) for qr in q], "deltas": [_none(x) for x in deltas[:, p]],
+             "worst_delta": float(worst[p])} for p in order.tolist()]
+    return {"sample_changes": rows, "sample_changes_total": total}

@@ -1,0 +1,90 @@
+"""The dashboard's cached view of a large run (:func:`ragmeter.apps.report.paged.cached_run`) built from
+its score columns: one array per metric (:mod:`ragmeter.store.columns`), the sample orders sorted
+in numpy, the dataset's field counts recorded when the run was created, and no sample decoded. The
+record is the one :func:`ragmeter.apps.report.paged._build` makes row by row for smaller runs."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import numpy as np
+
+from ragmeter.apps.report import columnar, data
+
+
+class _LazyTable(Mapping[str, Any]):
+    """``Store.score_values`` of the run, read only if something (a composite score) asks."""
+
+    def __init__(self, store: Any, run_id: str) -> None:
+        self._store, self._run_id = store, run_id
+        self._table: dict[str, Any] | None = None
+
+    def _get(self) -> dict[str, Any]:
+        if self._table is None:
+            self._table = self._store.score_values(self._run_id)
+        return self._table
+
+    def __getitem__(self, key: str) -> Any:
+        return self._get()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._get())
+
+    def __len__(self) -> int:
+        return len(self._get())
+
+
+def _pks(store: Any, run_id: str) -> tuple[np.ndarray, np.ndarray]:
+    """The run's ``run_samples`` primary keys and positions, in position order."""
+    from sqlalchemy import select
+
+    from ragmeter.store.models import RunSample
+
+    t = RunSample.__table__
+    if store.dialect == "sqlite":  # plain driver tuples
+        with store.engine.connect() as conn:
+            cur = conn.connection.driver_connection.cursor()
+            rows = cur.execute("SELECT pk, position FROM run_samples WHERE run_id = ? ORDER BY position",
+                               (run_id,)).fetchall()
+            cur.close()
+    else:
+        with store.session() as s:
+            rows = [tuple(r) for r in s.execute(select(t.c.pk, t.c.position).where(t.c.run_id == run_id)
+                                                .order_by(t.c.position))]
+    table = np.array(rows, dtype=np.int64).reshape(len(rows), 2)
+    return table[:, 0], table[:, 1]
+
+
+def build(store: Any, run: Any, version: str, one_run: Any, pack: Any) -> dict[str, Any]:
+    """The cached record (``version``, ``view``, ``orders``, ``positions``) of a large run."""
+    cols, reasons = columnar.columns_of(store, run)
+    n = len(cols.sample_ids)
+    pk_arr, pos_arr = _pks(store, run.id)
+    live = run.status not in ("completed", "incomplete") or not run.summary
+    metas = columnar.metric_views(data, run, cols, reasons, live)
+    orders = {"position": pack(pk_arr),
+              "worst": pack(pk_arr[columnar.worst_first(columnar.quality(cols.values, metas, n))])}
+    pos = np.arange(n)
+    for m in metas:
+        v = cols.values.get(m["key"], np.full(n, np.nan))
+        none = np.isnan(v)
+        key = np.where(none, 0.0, v if m["higher_is_better"] else -v)
+        orders["metric:" + m["key"]] = pack(pk_arr[np.lexsort((pos, key, none))])
+    extra = run.extra or {}
+    summary = {m["key"]: {k: m[k] for k in ("mean", "ci_low", "ci_high", "n", "n_missing",
+                                            "direction", "family")} for m in metas}
+    view = {
+        "run": data.run_header(run), "live": live,
+        "config": data._jsonable(run.config or {}),
+        "requests": data._jsonable(run.metrics or []),
+        "method": data._jsonable(extra.get("method")) if extra.get("method") else None,
+        "timings": data._jsonable(run.timings or {}),
+        "services": data._jsonable({k: v for k, v in extra.items() if k not in data._EXTRA_SECTIONS}),
+        "dataset": columnar.dataset_summary(store, run, n), "metrics": data._jsonable(metas),
+        "samples_total": n,
+        "calibration": data.calibration_of(run),
+        "composites": data.composites_for(one_run(store, run, _LazyTable(store, run.id)), run),
+        "hints": data._jsonable(data.hints_for(summary)),
+    }
+    return {"version": version, "view": view, "orders": orders, "positions": pack(pos_arr)}

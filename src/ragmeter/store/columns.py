@@ -1,0 +1,129 @@
+"""A stored run's scores read as columns: one float array per metric, indexed by sample position.
+
+What paired comparisons, exports and aggregates of large runs read: one query of plain
+``(metric id, position, value)`` tuples turned into numpy arrays, instead of one
+:class:`~ragmeter.core.schema.Score` object per stored score.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from sqlalchemy import select
+
+from ragmeter.store.models import MetricName, RunSample, ScoreRow
+
+
+@dataclass
+class RunColumns:
+    """Scores of one run by sample position.
+
+    Attributes:
+        sample_ids: the run's sample ids in position order.
+        values: ``{metric: float array}`` of length ``len(sample_ids)``, NaN where the sample has no
+            value (not scored, or scored without a value).
+        scored: ``{metric: bool array}``, True where a score (with or without a value) is stored.
+    """
+
+    sample_ids: list[str]
+    values: dict[str, np.ndarray]
+    scored: dict[str, np.ndarray]
+
+
+def run_columns(store: Any, run_id: str, *, reasons: bool = False) -> tuple[RunColumns, dict[str, list[str | None]]]:
+    """``(columns, reasons)`` of a stored run; ``reasons`` (``{metric: reason or None per
+    position}``) is filled only when asked for."""
+    pos_ids, names, rows = _read(store, run_id, reasons)
+    ids = [sid for _, sid in pos_ids]
+    positions = [p for p, _ in pos_ids]
+    n = len(ids)
+    dense = positions == list(range(n))
+    index = None if dense else {p: i for i, p in enumerate(positions)}
+    values: dict[str, np.ndarray] = {}
+    scored: dict[str, np.ndarray] = {}
+    why: dict[str, list[str | None]] = {}
+    if rows:
+        # None -> NaN in one conversion of the plain tuples
+        table = np.array([r[:3] for r in rows] if reasons else rows, dtype=np.float64).reshape(len(rows), 3)
+        mids = table[:, 0].astype(np.int64)
+        pos = table[:, 1].astype(np.int64)
+        if index is not None:
+            pos = np.fromiter((index[int(p)] for p in pos), dtype=np.int64, count=len(rows))
+        vals = table[:, 2]
+        starts = np.flatnonzero(np.r_[True, mids[1:] != mids[:-1]])
+        ends = np.r_[starts[1:], len(rows)]
+        for a, b in zip(starts.tolist(), ends.tolist(), strict=True):
+            name = names[int(mids[a])]
+            col = np.full(n, np.nan)
+            col[pos[a:b]] = vals[a:b]
+            mask = np.zeros(n, dtype=bool)
+            mask[pos[a:b]] = True
+            values[name], scored[name] = col, mask
+            if reasons:
+                r_col: list[str | None] = [None] * n
+                for i, r in zip(pos[a:b].tolist(), rows[a:b], strict=True):
+                    r_col[i] = r[3]
+                why[name] = r_col
+    return RunColumns(ids, values, scored), why
+
+
+def _read(store: Any, run_id: str, reasons: bool) -> tuple[list[Any], dict[int, str], list[Any]]:
+    """The run's ``(position, sample_id)``, the metric names by id, and its score tuples ordered by
+    metric and position: on SQLite straight from the driver's cursor (no row objects at all)."""
+    cols = "metric_id, position, value" + (", reason" if reasons else "")
+    with store.engine.connect() as conn:
+        if store.dialect == "sqlite":
+            cur = conn.connection.driver_connection.cursor()
+            pos_ids = _sqlite_ids(cur, run_id)
+            names = dict(cur.execute("SELECT id, name FROM metric_names").fetchall())
+            rows = cur.execute(f"SELECT {cols} FROM scores WHERE run_id = ? "  # noqa: S608 - fixed columns
+                               "ORDER BY metric_id, position", (run_id,)).fetchall()
+            cur.close()
+            return pos_ids, names, rows
+        pos_ids = conn.execute(select(RunSample.position, RunSample.sample_id)
+                               .where(RunSample.run_id == run_id).order_by(RunSample.position)).all()
+        names = dict(conn.execute(select(MetricName.id, MetricName.name)).all())
+        picked = [ScoreRow.metric_id, ScoreRow.position, ScoreRow.value] + ([ScoreRow.reason] if reasons else [])
+        rows = conn.execute(select(*picked).where(ScoreRow.run_id == run_id)
+                            .order_by(ScoreRow.metric_id, ScoreRow.position)).all()
+        return [tuple(r) for r in pos_ids], names, [tuple(r) for r in rows]
+
+
+#: kv namespace of the per-run dataset summaries (:func:`dataset_fields`)
+DATASET_NAMESPACE = "run-dataset-fields"
+
+
+def dataset_fields(samples: Any) -> dict[str, Any]:
+    """Which fields a run's samples carry (counts per field of
+    :data:`ragmeter.core.schema.FIELD_PRESENT`, except ``context_texts``) and their mean numbers of
+    contexts and relevant chunks: what the report's dataset section shows, computed once when the
+    run is created (a large run's report then needs no pass over its samples)."""
+    from ragmeter.core.schema import FIELD_PRESENT
+
+    fields = {f: sum(1 for s in samples if present(s)) for f, present in FIELD_PRESENT.items()
+              if f != "context_texts"}
+    n_ctx = [len(s.contexts) for s in samples if s.contexts is not None]
+    n_rel = [len(s.relevant) for s in samples if s.relevant is not None]
+    return {"fields": fields, "mean_contexts": float(np.mean(n_ctx)) if n_ctx else None,
+            "mean_relevant": float(np.mean(n_rel)) if n_rel else None}
+
+
+_SEP = "\x1f"
+
+
+def _sqlite_ids(cur: Any, run_id: str) -> list[tuple[int, str]]:
+    """``(position, sample_id)`` of a SQLite run in position order. When the positions are
+    ``0..n-1`` (always, for runs ragmeter wrote), the ids come back as one string joined in SQLite
+    (no row per sample); otherwise, or when an id holds the separator, row by row."""
+    n, lo, hi = cur.execute("SELECT count(*), min(position), max(position) FROM run_samples WHERE run_id = ?",
+                            (run_id,)).fetchone()
+    if n and lo == 0 and hi == n - 1:
+        joined = cur.execute("SELECT group_concat(sample_id, char(31)) FROM (SELECT sample_id FROM run_samples "
+                             "WHERE run_id = ? ORDER BY position)", (run_id,)).fetchone()[0]
+        ids = joined.split(_SEP)
+        if len(ids) == n:
+            return list(enumerate(ids))
+    return cur.execute("SELECT position, sample_id FROM run_samples WHERE run_id = ? ORDER BY position",
+                       (run_id,)).fetchall()
