@@ -14,6 +14,7 @@ import functools
 import hashlib
 import json
 import math
+import os
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -104,11 +105,26 @@ def environment(*extra_dirs: str) -> Any:
         autoescape=True,  # every {{ value }} is HTML-escaped, whatever the template's extension
         undefined=jinja2.StrictUndefined,
         trim_blocks=True, lstrip_blocks=True,
+        bytecode_cache=_bytecode_cache(jinja2),
     )
     env.filters.update(num=fmt_num, signed=fmt_signed, pretty=fmt_json, dv=_data_value,
                        tojson_script=json_for_script)
     env.globals.update(bands=[b[0] for b in BANDS], version=__version__)
     return env
+
+
+def _bytecode_cache(jinja2: Any) -> Any:
+    """jinja2's ``FileSystemBytecodeCache`` in ``$RAGMETER_CACHE_DIR/jinja`` (default
+    ``~/.cache/ragmeter/jinja``): compiling the report templates takes most of a second, and a
+    compiled template is reused until its source changes (jinja2 keys it by name and source
+    checksum, and by Python version). ``None`` (compile every time) when the folder cannot be made."""
+    root = os.environ.get("RAGMETER_CACHE_DIR") or Path.home() / ".cache" / "ragmeter"
+    folder = Path(root) / "jinja"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return jinja2.FileSystemBytecodeCache(str(folder))
 
 
 @functools.cache
