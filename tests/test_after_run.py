@@ -11,10 +11,10 @@ import pytest
 from scipy.stats import wilcoxon
 
 from ragmeter.analysis.compare import compare_runs
-from ragmeter.stats.large_sample import berry_esseen_bound, normal_pvalue, wilcoxon_asymptotic
-from ragmeter.stats.paired import paired_permutation_test
 from ragmeter.apps.export.files import _flat, export_run, run_rows
 from ragmeter.run.rows import select_columns
+from ragmeter.stats.large_sample import berry_esseen_bound, normal_pvalue, wilcoxon_asymptotic
+from ragmeter.stats.paired import paired_permutation_test
 from ragmeter.store import Store
 from ragmeter.store.columns import run_columns
 from test_report_support import METRICS, ensure_test_metrics, make_samples

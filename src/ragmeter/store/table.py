@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 
+from ragmeter.core.thresholds import from_record, passes
 from ragmeter.run.rows import PASS_SUFFIX, verdict_summary
 from ragmeter.store.codec import decode
-from ragmeter.core.thresholds import from_record, passes
 
 _EMPTY = "{}"
 _enc = json.encoder.encode_basestring  # what json.dumps(ensure_ascii=False) writes for a str

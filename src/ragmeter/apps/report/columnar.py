@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from ragmeter.core.redact import redact_obj
 from ragmeter.apps.report.bands import band
+from ragmeter.core.redact import redact_obj
 from ragmeter.core.schema import Sample
 from ragmeter.stats import aggregate_many
 

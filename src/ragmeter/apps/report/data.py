@@ -16,13 +16,13 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ragmeter.apps.report.bands import band, oriented
+from ragmeter.apps.report.columnar import LARGE_RUN
 from ragmeter.apps.report.conversations import conversations_for
 from ragmeter.apps.report.meta_eval import meta_eval_view
 from ragmeter.core.errors import ConfigError, RagmeterError, StoreError
 from ragmeter.core.redact import redact, redact_obj
 from ragmeter.core.schema import FIELD_PRESENT, Sample, Score
 from ragmeter.metrics.composite import bands_apply
-from ragmeter.apps.report.columnar import LARGE_RUN
 from ragmeter.stats.intervals import aggregate, difference_bounds, mean_ci
 from ragmeter.store import Store
 from ragmeter.store.models import Run
