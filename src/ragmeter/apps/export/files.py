@@ -55,7 +55,7 @@ def export_run(store: Store, run_id: str, fmt: str, path: Path, columns: Sequenc
     """Write the run's rows to ``path`` in ``fmt`` (csv, parquet, jsonl, excel); ``columns`` chooses
     and orders the columns (lists and mappings become JSON text in the tabular formats)."""
     fmt = check_format(fmt)
-    from ragmeter.store.table import run_table, select
+    from ragmeter.apps.export.table import run_table, select
 
     _, table = run_table(store, run_id, flat=fmt != "jsonl")
     if table["id"]:  # built from the stored columns in bulk; an empty run keeps the row path
