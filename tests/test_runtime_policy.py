@@ -1,4 +1,4 @@
-"""One runtime policy, owned by the ``ragmeter`` command (ragmeter/cli/runtime.py): the collector,
+"""One runtime policy, owned by the ``ragmeter`` command (ragmeter/apps/cli/runtime.py): the collector,
 the allocator and the fast exit are set there and nowhere else; the library leaves them alone."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src"
-RUNTIME = Path("ragmeter/cli/runtime.py")
+RUNTIME = Path("ragmeter/apps/cli/runtime.py")
 #: ``os._exit`` in a child process that must end at once (not the interpreter policy of a caller)
 CHILD_EXITS = {Path("ragmeter/run/engines/forked.py"), Path("ragmeter/openai_evals/sandbox.py")}
 POLICY_CALLS = {("gc", "disable"), ("gc", "freeze"), ("gc", "set_threshold"), ("gc", "enable")}

@@ -192,7 +192,7 @@ def test_no_judge_or_an_unreachable_target_exit_2_and_store_nothing(server, scen
     code, out = main("simulate", "--target", "http://127.0.0.1:9/v1", "--target-model", "M", "--scenarios", scenarios,
                      "--name", "x", "--timeout", "2", *judge_args(server), "--db", db_url)
     assert code == 2 and "no conversation could be held" in out, out
-    from ragmeter.golden.datasets import list_datasets
+    from ragmeter.io.stored import list_datasets
 
     assert list_datasets(open_store(db_url)) == []
 
