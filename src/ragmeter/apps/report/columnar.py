@@ -189,7 +189,7 @@ def compare_view(d: Any, store: Any, runs: list[Any], max_samples: int | None) -
     """:func:`ragmeter.apps.report.data.compare_view` of runs of which one at least is large: pairs by
     sample id in bulk, and the rows of the samples that changed most only for those shown."""
     from ragmeter.stats.paired import compare_paired
-    _decide, _run_metric_cell, run_header = d._decide, d._run_metric_cell, d.run_header
+    _decide, run_header = d._decide, d.run_header
     from ragmeter.stats import difference_bounds, mean_ci
 
     per_run = []
@@ -198,17 +198,7 @@ def compare_view(d: Any, store: Any, runs: list[Any], max_samples: int | None) -
         live = run.status not in ("completed", "incomplete") or not run.summary
         metas = metric_views(d, run, cols, reasons, live)
         per_run.append({"run": run, "cols": cols, "metas": {m["key"]: m for m in metas}})
-    keys: list[str] = []
-    for pr in per_run:
-        for k in pr["metas"]:
-            if k not in keys and sum(k in other["metas"] for other in per_run) >= 2:
-                keys.append(k)
-    metrics = []
-    for k in keys:
-        meta = next(pr["metas"][k] for pr in per_run if k in pr["metas"])
-        metrics.append({"key": k, "direction": meta["direction"], "higher_is_better": meta["higher_is_better"],
-                        "banded": meta["banded"], "family": meta["family"], "range": meta["range"],
-                        "runs": [_run_metric_cell(pr["metas"].get(k)) for pr in per_run]})
+    metrics = d.shared_metrics(per_run)
     base = per_run[0]
     base_ids = base["cols"].sample_ids
     # each run's values on the baseline's samples (NaN where a sample is not in the run)

@@ -670,19 +670,7 @@ def compare_view(store: Store, refs: Sequence[str], *, max_samples: int | None =
                              for s in samples} for m in metas}
         per_run.append({"run": run, "samples": samples, "metas": {m["key"]: m for m in metas},
                         "values": values})
-    keys: list[str] = []
-    for pr in per_run:
-        for k in pr["metas"]:
-            if k not in keys and sum(k in other["metas"] for other in per_run) >= 2:
-                keys.append(k)
-    metrics = []
-    for k in keys:
-        meta = next(pr["metas"][k] for pr in per_run if k in pr["metas"])
-        metrics.append({
-            "key": k, "direction": meta["direction"], "higher_is_better": meta["higher_is_better"],
-            "banded": meta["banded"], "family": meta["family"], "range": meta["range"],
-            "runs": [_run_metric_cell(pr["metas"].get(k)) for pr in per_run],
-        })
+    metrics = shared_metrics(per_run)
     base = per_run[0]
     differences = []
     for pr in per_run[1:]:
@@ -717,6 +705,25 @@ def _brief_samples(store: Store, run_id: str) -> list[_BriefSample]:
     rows.sort(key=lambda r: r[0])
     return [b for _pos, b in rows]
 
+
+
+def shared_metrics(per_run: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The metrics at least two of the compared runs have (``per_run[i]["metas"]``: key -> metric
+    view), in first-seen order, with each run's cell."""
+    keys: list[str] = []
+    for pr in per_run:
+        for k in pr["metas"]:
+            if k not in keys and sum(k in other["metas"] for other in per_run) >= 2:
+                keys.append(k)
+    metrics = []
+    for k in keys:
+        meta = next(pr["metas"][k] for pr in per_run if k in pr["metas"])
+        metrics.append({
+            "key": k, "direction": meta["direction"], "higher_is_better": meta["higher_is_better"],
+            "banded": meta["banded"], "family": meta["family"], "range": meta["range"],
+            "runs": [_run_metric_cell(pr["metas"].get(k)) for pr in per_run],
+        })
+    return metrics
 
 def _run_metric_cell(meta: Mapping[str, Any] | None) -> dict[str, Any] | None:
     if meta is None:

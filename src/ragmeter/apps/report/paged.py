@@ -229,19 +229,11 @@ def _build(store: Store, run: Run, version: str) -> dict[str, Any]:
         "mean_relevant": float(np.mean(n_rel)) if n_rel else None,
         "skipped_rows": extra.get("skipped_rows"),
     }
-    view = {
-        "run": data.run_header(run), "live": live,
-        "config": data._jsonable(run.config or {}),
-        "requests": data._jsonable(run.metrics or []),
-        "method": data._jsonable(extra.get("method")) if extra.get("method") else None,
-        "timings": data._jsonable(run.timings or {}),
-        "services": data._jsonable({k: v for k, v in extra.items() if k not in data._EXTRA_SECTIONS}),
-        "dataset": dataset, "metrics": data._jsonable(metas), "samples_total": len(ids),
-        "calibration": data.calibration_of(run),
-        "composites": data.composites_for(_OneRun(store, run, table), run),
-        "hints": data._jsonable(data.hints_for(summary)),
-    }
+    from ragmeter.apps.report.paged_columns import run_view_fields
+
+    view = run_view_fields(run, live, dataset, metas, len(ids), summary, _OneRun(store, run, table))
     return {"version": version, "view": view, "orders": orders, "positions": _pack(pos_arr)}
+
 
 
 # ---- views --------------------------------------------------------------------------------------

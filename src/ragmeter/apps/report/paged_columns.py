@@ -71,20 +71,27 @@ def build(store: Any, run: Any, version: str, one_run: Any, pack: Any) -> dict[s
         none = np.isnan(v)
         key = np.where(none, 0.0, v if m["higher_is_better"] else -v)
         orders["metric:" + m["key"]] = pack(pk_arr[np.lexsort((pos, key, none))])
-    extra = run.extra or {}
     summary = {m["key"]: {k: m[k] for k in ("mean", "ci_low", "ci_high", "n", "n_missing",
                                             "direction", "family")} for m in metas}
-    view = {
+    view = run_view_fields(run, live, columnar.dataset_summary(store, run, n), metas, n, summary,
+                           one_run(store, run, _LazyTable(store, run.id)))
+    return {"version": version, "view": view, "orders": orders, "positions": pack(pos_arr)}
+
+
+def run_view_fields(run: Any, live: bool, dataset: Any, metas: list[dict[str, Any]], n: int,
+                    summary: Mapping[str, Any], one_run: Any) -> dict[str, Any]:
+    """The cached view of one run (header, configuration, dataset, metrics, calibration,
+    composites, hints); ``one_run``: the run's scores as :func:`data.composites_for` reads them."""
+    extra = run.extra or {}
+    return {
         "run": data.run_header(run), "live": live,
         "config": data._jsonable(run.config or {}),
         "requests": data._jsonable(run.metrics or []),
         "method": data._jsonable(extra.get("method")) if extra.get("method") else None,
         "timings": data._jsonable(run.timings or {}),
         "services": data._jsonable({k: v for k, v in extra.items() if k not in data._EXTRA_SECTIONS}),
-        "dataset": columnar.dataset_summary(store, run, n), "metrics": data._jsonable(metas),
-        "samples_total": n,
+        "dataset": dataset, "metrics": data._jsonable(metas), "samples_total": n,
         "calibration": data.calibration_of(run),
-        "composites": data.composites_for(one_run(store, run, _LazyTable(store, run.id)), run),
+        "composites": data.composites_for(one_run, run),
         "hints": data._jsonable(data.hints_for(summary)),
     }
-    return {"version": version, "view": view, "orders": orders, "positions": pack(pos_arr)}
