@@ -70,18 +70,7 @@ def export_run(store: Store, run_id: str, fmt: str, path: Path, columns: Sequenc
         return path
     import pandas as pd
 
-    df = pd.DataFrame([{k: _flat(v) for k, v in r.items()} for r in rows])
-    if fmt == "csv":
-        df.to_csv(path, index=False)
-    elif fmt == "parquet":
-        df.to_parquet(path, index=False)
-    else:
-        try:
-            import openpyxl  # noqa: F401
-        except ImportError:
-            raise ConfigError("xlsx export needs openpyxl: pip install 'ragmeter-eval[excel]'") from None
-        df.to_excel(path, index=False, engine="openpyxl")
-    return path
+    return _write_frame(pd.DataFrame([{k: _flat(v) for k, v in r.items()} for r in rows]), fmt, path)
 
 
 def _write_table(table: dict[str, list[Any]], fmt: str, path: Path) -> Path:
@@ -96,7 +85,11 @@ def _write_table(table: dict[str, list[Any]], fmt: str, path: Path) -> Path:
         return path
     import pandas as pd
 
-    df = pd.DataFrame(table)
+    return _write_frame(pd.DataFrame(table), fmt, path)
+
+
+def _write_frame(df: Any, fmt: str, path: Path) -> Path:
+    """Write a DataFrame as csv, parquet or xlsx."""
     if fmt == "csv":
         df.to_csv(path, index=False)
     elif fmt == "parquet":
