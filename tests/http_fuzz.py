@@ -475,6 +475,9 @@ def _gets(t: Targets) -> list[Probe]:
         "/api/corpora/x/documents/..%2F..%2Fetc%2Fpasswd", "/api/corpora/%ED%A0%80/documents/%FF",
         "/static/%ED%A0%80", "/static/..%2F..%2Fetc%2Fpasswd", "/" + "a" * 5000, "/%ED%A0%80",
         "/annotate?x=%FF", "/favicon.ico?%FF", "/metrics?x=%ED%A0%80",
+        f"/runs/{rid}/conversations/%ED%A0%80", f"/runs/{rid}/conversations/%FF", f"/runs/{rid}/conversations/a%00b",
+        f"/runs/{rid}/conversations/" + "c" * 5000, f"/runs/{rid}/conversations/..%2F..%2Fetc%2Fpasswd",
+        "/runs/%ED%A0%80/conversations/x", "/runs/%FF/conversations/%FF",
     ]
     fine = {"/monitor?window=0.0000001s", "/monitor?window=1d&bucket=minute", "/monitor?window=3650d&bucket=minute",
             "/api/v1/monitor/stats?window=3650d&bucket=minute", "/api/v1/monitor/stats?by=%ED%A0%80",
