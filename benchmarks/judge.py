@@ -20,7 +20,8 @@ process exactly as in a real run.
     the aggregate says.
 
 (e) The workload of (b) in a fresh process with default settings (the judge's default concurrency):
-    ``wall_over_ideal`` is the wall time of ``evaluate`` over calls x latency / concurrency.
+    ``wall_over_ideal`` is the wall time of ``evaluate`` over calls x latency / concurrency. The
+    process loads ragmeter from bytecode as an installed copy does (see ``installed_env``).
 
 (d) ``--sweep``: the workload of (b) at 4, 8, 16 and 32 requests in flight, each in a fresh
     process, as ``ragmeter eval`` runs it: wall time against the ideal (calls x latency /
@@ -40,6 +41,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -220,9 +222,20 @@ def child(url: str, conc: int, delay: float) -> dict[str, Any]:
     return out
 
 
-def run_child(url: str, conc: int, delay: float) -> dict[str, Any]:
+def installed_env(pycache: str) -> dict[str, str]:
+    """The environment of a fresh user process: like an installed package (pip compiles bytecode at
+    install), ragmeter's modules are loaded from bytecode, which the unmeasured warm-up process
+    writes under ``pycache`` (``PYTHONPYCACHEPREFIX``, so the source tree stays clean). Without it,
+    a machine with ``PYTHONDONTWRITEBYTECODE=1`` compiles every module from source in every
+    process (about 0.3 s of CPU, ``builtins.compile`` in cProfile), which no installed copy does."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = pycache
+    return env
+
+
+def run_child(url: str, conc: int, delay: float, env: dict[str, str] | None = None) -> dict[str, Any]:
     cmd = [sys.executable, __file__, "--child", url, "--concurrency", str(conc), "--delay", str(delay)]
-    done = subprocess.run(cmd, capture_output=True, text=True)
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if done.returncode:
         raise RuntimeError(f"benchmark child failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -232,10 +245,12 @@ def sweep(delay: float, levels: tuple[int, ...] = (4, 8, 16, 32)) -> dict[str, A
     """(d): every level in a fresh process against one server; then a server with a capacity."""
     out: dict[str, Any] = {"delay_s": delay, "workload": WORKLOAD, "samples": 50, "levels": {}}
     proc, url = start_server(delay)
+    pycache = tempfile.TemporaryDirectory()
+    env = installed_env(pycache.name)
     try:
-        run_child(url, 2, 0.0)  # warm the file system cache (imports), not measured
+        run_child(url, 2, 0.0, env)  # warm the file system cache and write bytecode, not measured
         for conc in levels:
-            r = run_child(url, conc, delay)
+            r = run_child(url, conc, delay, env)
             out["levels"][str(conc)] = r
             f, s = r["first"], r["second"]
             print(f"  {conc:>2} in flight: first run {f['wall_s']:.2f} s (ideal {f['ideal_s']:.2f} s, "
@@ -247,7 +262,7 @@ def sweep(delay: float, levels: tuple[int, ...] = (4, 8, 16, 32)) -> dict[str, A
         proc.wait(timeout=10)
     proc, url = start_server(delay, capacity=8, retry_ms=100)
     try:
-        r = run_child(url, 32, delay)
+        r = run_child(url, 32, delay, env)
         r["server_capacity"] = 8
         out["capacity_8_configured_32"] = r
         f = r["first"]
@@ -257,6 +272,7 @@ def sweep(delay: float, levels: tuple[int, ...] = (4, 8, 16, 32)) -> dict[str, A
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+        pycache.cleanup()
     best = {c: out["levels"][str(c)]["first"]["wall_s"] for c in levels}
     out["wall_s_first_run"] = best
     return out
@@ -360,11 +376,14 @@ def main() -> None:
     # concurrency given), the wall time of ``evaluate`` against calls x latency / concurrency
     proc, url = start_server(delay)
     try:
-        run_child(url, 2, 0.0)  # warm the file system cache (imports), not measured
-        fresh = run_child(url, 0, delay)
+        with tempfile.TemporaryDirectory() as pycache:
+            env = installed_env(pycache)
+            run_child(url, 2, 0.0, env)  # warm the file system cache and write bytecode, not measured
+            fresh = run_child(url, 0, delay, env)
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+    fresh["bytecode"] = "compiled by an unmeasured warm-up process, as pip does at install"
     out["fresh_default"] = fresh
     out["wall_over_ideal"] = fresh["first"]["ratio_to_ideal"]
     print(f"\n(e) fresh process, default settings ({fresh['concurrency']} in flight): "
