@@ -23,6 +23,7 @@ its CPU is not counted as the client's)::
 
 import argparse
 import asyncio
+import contextvars
 import json
 import re
 import socket
@@ -327,6 +328,11 @@ class Forced:
     drop: bool = False
 
 
+#: the path and headers (lower-cased names) of the request a connection's task is answering
+_REQUEST: contextvars.ContextVar[tuple[str, dict[str, str]]] = contextvars.ContextVar(
+    "judge_server_request", default=("", {}))
+
+
 class _Drop(Exception):
     """Raised inside a handler: close the connection without a reply."""
 
@@ -471,6 +477,7 @@ class JudgeServer:
                         k, v = ln.split(":", 1)
                         headers[k.strip().lower()] = v.strip()
                 self.authorizations.add(headers.get("authorization"))
+                _REQUEST.set((target.split("?", 1)[0], headers))
                 if headers.get("transfer-encoding", "").lower() == "chunked":
                     body = b""
                     while True:
@@ -574,7 +581,8 @@ class JudgeServer:
                 return 200, {}, _render(wire, None, target_reply(msgs), system, user, model, body)
             return await self._ping(wire, body, _render(wire, None, "ok", system, user, model))
         with self.lock:
-            self.requests.append({"wire": wire, "body": body})
+            path, headers = _REQUEST.get()
+            self.requests.append({"wire": wire, "body": body, "path": path, "headers": headers})
             full = self.capacity is not None and self.inflight >= self.capacity
             if full:
                 self.rejected += 1

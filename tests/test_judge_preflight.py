@@ -171,7 +171,7 @@ def test_cache_is_keyed_by_the_endpoint(store):
 # ---- bookkeeping ------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("transport", ["httpx", "aiohttp"])
+@pytest.mark.parametrize("transport", ["httpx", "aiohttp", "sdk"])
 def test_html_200_is_retried_then_a_judge_failure(server, transport):
     page = "<!DOCTYPE html><html><body>Proxy login</body></html>"
     server.force(*[Forced(content_type="text/html", text=page)] * 2)
@@ -184,7 +184,7 @@ def test_html_200_is_retried_then_a_judge_failure(server, transport):
     assert "HTML page" in s.details["judge_error"] and server.n_requests == 2
 
 
-@pytest.mark.parametrize("transport", ["httpx", "aiohttp"])
+@pytest.mark.parametrize("transport", ["httpx", "aiohttp", "sdk"])
 def test_dropped_connections_are_connection_errors(server, transport):
     server.force(*[Forced(drop=True)] * 2)
     ctx = ScoringContext(judge_options(server, judge_max_retries=1, judge_http_client=transport))

@@ -132,7 +132,9 @@ def test_eval_runs_every_grader_and_show_has_one_metric_per_grader(tmp_path, ser
             p = info["metrics"][g["name"]]["pass"]
             assert p["passed"] == sum(r[g["name"]] >= g["pass_threshold"] for r in by_row)
     # the label grader's request: its own messages (developer -> system), the labels as an enum
-    body = server.requests[0]["body"]
+    # requests run concurrently: the first item's request is found by its content
+    body = next(r["body"] for r in server.requests
+                if "Reference answer: Paris" in r["body"]["messages"][-1]["content"])
     assert body["model"] == "gpt-4o-mini"
     assert body["messages"][0]["role"] == "system" and "Is the model's answer correct?" in body["messages"][0]["content"]
     assert body["messages"][1]["role"] == "user" and "Reference answer: Paris" in body["messages"][1]["content"]

@@ -83,8 +83,9 @@ class JudgeConfig:
         api_version: Azure OpenAI API version.
         response_format: ``json_schema`` (native structured output, default), ``json_object`` or
             ``text`` for OpenAI-compatible servers that lack it (it also falls back by itself).
-        http_client: transport of the OpenAI/Anthropic SDKs: ``auto`` (aiohttp when installed),
-            ``aiohttp`` or ``httpx``.
+        http_client: transport of OpenAI(-compatible) and Anthropic requests: ``auto`` (aiohttp
+            when installed), ``aiohttp`` or ``httpx``; ``sdk`` sends OpenAI(-compatible) requests
+            through the openai SDK's client (its default transport) instead of directly.
         draw: a repeat number (``judge_draw``): a non-zero draw is part of the cache key, so
             repeated runs at temperature > 0 really ask again (judge self-consistency).
     """
@@ -220,8 +221,8 @@ def config_from_options(options: dict[str, Any]) -> JudgeConfig:
     if fmt not in {"json_schema", "json_object", "text"}:
         raise JudgeConfigError(f"judge_response_format={fmt!r}: use json_schema, json_object or text")
     http = str(_opt(options, judge, "http_client") or "auto")
-    if http not in {"auto", "aiohttp", "httpx"}:
-        raise JudgeConfigError(f"judge_http_client={http!r}: use auto, aiohttp or httpx")
+    if http not in {"auto", "aiohttp", "httpx", "sdk"}:
+        raise JudgeConfigError(f"judge_http_client={http!r}: use auto, aiohttp, httpx or sdk")
     cfg = JudgeConfig(provider=provider, model=model, label=str(raw).strip(), base_url=base_url,
                       api_key_env=key_env, dry_run=bool(dry), http_client=http,
                       prices_file=_opt(options, judge, "prices"),

@@ -120,26 +120,35 @@ class OpenAIClient:
         self._client: Any = None
 
     async def start(self) -> None:
-        try:
-            import openai
-        except ImportError:
+        # the openai extra is what installs the transport (httpx, and aiohttp with its extra)
+        if importlib.util.find_spec("openai") is None:
             raise JudgeConfigError("the openai judge needs the openai package: "
-                                   "pip install 'ragmeter-eval[openai]'") from None
+                                   "pip install 'ragmeter-eval[openai]'")
         key = self.cfg.api_key()
         if not key and needs_key(self.cfg):
             raise JudgeConfigError(f"the judge's API key is not set: export {self.cfg.api_key_env}=...")
+        if self.cfg.provider != "azure" and self.cfg.http_client != "sdk":
+            # the SDK's request without importing the SDK (see ragmeter.llm.direct); local
+            # servers ignore the key, but the SDK sends one
+            from ragmeter.llm.direct import DirectClient, use_aiohttp
+
+            aio = use_aiohttp(self.cfg.http_client)
+            self.transport = "aiohttp" if aio else "httpx"
+            self._client = DirectClient(self.cfg.base_url, key or "not-needed", self.cfg.timeout, aio)
+            await self._client.start()
+            return
+        import openai
+
         http = http_client(openai, self.cfg)
         self.transport = "aiohttp" if http is not None else "httpx"
-        # Azure routes by deployment; the SDK derives this path from the model of a typed call
-        self._path = (f"/deployments/{self.cfg.model}/chat/completions" if self.cfg.provider == "azure"
-                      else "/chat/completions")
         if self.cfg.provider == "azure":
+            # Azure routes by deployment; the SDK derives this path from the model of a typed call
+            self._path = f"/deployments/{self.cfg.model}/chat/completions"
             self._client = openai.AsyncAzureOpenAI(api_key=key, azure_endpoint=self.cfg.base_url,
                                                    api_version=self.cfg.api_version,
                                                    timeout=self.cfg.timeout, max_retries=0,
                                                    http_client=http)
-        else:
-            # local servers ignore the key, but the SDK insists on one
+        else:  # judge_http_client=sdk; local servers ignore the key, but the SDK insists on one
             self._client = openai.AsyncOpenAI(api_key=key or "not-needed", base_url=self.cfg.base_url,
                                               timeout=self.cfg.timeout, max_retries=0, http_client=http)
 
@@ -173,19 +182,15 @@ class OpenAIClient:
     async def complete(self, system: str, messages: list[dict[str, str]], schema: type[BaseModel],
                        max_tokens: int, sampling: dict[str, Any] | None = None,
                        logprobs: int | None = None) -> Reply:
-        import openai
-
         while True:
             body = self.build(system, messages, schema, max_tokens, sampling, logprobs)
             try:
-                # the SDK's documented request for any endpoint (``client.post``: same auth, base
-                # URL, headers and error classes as chat.completions.create) with the body already
-                # encoded: the typed call would walk the JSON schema through its request
-                # transformer, deep-copy the body and build reply models on every call --
-                # milliseconds of CPU per request
-                data, headers = await _raw_post(self._client, self._path, body, want_headers=True)
-            except openai.BadRequestError as exc:
-                if self._adapt(str(exc)):
+                # the body already encoded, the reply read as plain JSON: the SDK's typed call
+                # would walk the JSON schema through its request transformer, deep-copy the body
+                # and build reply models on every call -- milliseconds of CPU per request
+                data, headers = await self._post(body)
+            except Exception as exc:
+                if getattr(exc, "status_code", None) == 400 and self._adapt(str(exc)):
                     continue
                 raise
             reply = self.parse(_json_reply(data))
@@ -195,7 +200,17 @@ class OpenAIClient:
     async def ping(self, timeout: float) -> None:
         """One 1-token request without retries (pre-flight); raises what a real call would."""
         body = {"model": self.cfg.model, "messages": [{"role": "user", "content": PING}], "max_tokens": 1}
-        _json_reply((await _raw_post(self._client.with_options(timeout=timeout, max_retries=0), self._path, body))[0])
+        _json_reply((await self._post(body, timeout))[0])
+
+    async def _post(self, body: dict[str, Any], timeout: float | None = None) -> tuple[Any, Any]:
+        from ragmeter.llm.direct import DirectClient
+
+        if isinstance(self._client, DirectClient):
+            return await self._client.post(self._path, _encode(body), timeout)
+        # Azure and judge_http_client=sdk: the SDK's documented request for any endpoint (``client.post``: same auth, base
+        # URL, headers and error classes as chat.completions.create)
+        client = self._client if timeout is None else self._client.with_options(timeout=timeout, max_retries=0)
+        return await _raw_post(client, self._path, body, want_headers=timeout is None)
 
     @staticmethod
     def parse(data: dict[str, Any]) -> Reply:
@@ -449,6 +464,10 @@ def http_client(sdk: Any, cfg: JudgeConfig) -> Any:
 _JSON_HEADERS: Any = {"headers": {"Content-Type": "application/json"}}
 
 
+def _encode(body: dict[str, Any]) -> bytes:
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
 async def _raw_post(client: Any, path: str, body: dict[str, Any], *,
                     want_headers: bool = False) -> tuple[Any, Any]:
     """``client.post(path, cast_to=object, ...)``: the decoded JSON reply as plain dicts and lists
@@ -460,7 +479,7 @@ async def _raw_post(client: Any, path: str, body: dict[str, Any], *,
     wrapper = _response_type(type(client)) if want_headers else None
     cast = wrapper or object
     if _accepts_content(type(client)):
-        data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        data = _encode(body)
         out = await client.post(path, cast_to=cast, content=data, options=_JSON_HEADERS)
     else:
         out = await client.post(path, cast_to=cast, body=body)

@@ -30,11 +30,13 @@ from ragmeter.core.redact import endpoint_id, redact, redact_url
 from ragmeter.llm.config import JudgeConfig, JudgeConfigError, config_from_options
 from ragmeter.llm.limits import OVERLOAD_STATUSES, AdaptiveLimit
 from ragmeter.llm.prices import Price, PriceTable
-from ragmeter.llm.providers import Problem, classify, make_client
+from ragmeter.llm.providers import Problem, classify
 from ragmeter.llm.request import BUDGET, DRY_RUN, FAILED, OK, JudgeRequest, JudgeResult
+from ragmeter.llm.runtime import _Runtime
 from ragmeter.llm.structured import ReplyParseError, parse_reply, schema_json
 
 _MEMORY_LIMIT = 20_000
+_UNPRICED = object()  # JudgeService.price not looked up yet
 #: seconds a pre-flight request may take (capped by the judge's own timeout)
 PREFLIGHT_TIMEOUT = 10.0
 #: a failed pre-flight is remembered this long (a server being started is tried again after it)
@@ -138,10 +140,12 @@ class JudgeService:
         self.run_id = run_id
         self.progress = progress or (lambda desc, total: (lambda n: None))
         self.prices = PriceTable.load(cfg.prices_file)
-        self.price: Price | None = self.prices.get(cfg.provider, cfg.model, cfg.base_url)
-        if cfg.max_cost is not None and self.price is None:
-            raise JudgeConfigError(f"--max-cost needs a price for {cfg.label}: add it to a price file "
-                                   "and pass --option judge_prices=FILE (see `ragmeter judge-prices`)")
+        self._price: Price | None | object = _UNPRICED
+        self._price_lock = threading.Lock()
+        if cfg.max_cost is not None:
+            if self.price is None:
+                raise JudgeConfigError(f"--max-cost needs a price for {cfg.label}: add it to a price file "
+                                       "and pass --option judge_prices=FILE (see `ragmeter judge-prices`)")
         self._memory: OrderedDict[str, JudgeResult] = OrderedDict()
         self._failed: dict[str, JudgeResult] = {}
         self._claims: dict[tuple[str, str | None, str], JudgeResult] = {}
@@ -163,6 +167,15 @@ class JudgeService:
         self._ratio: tuple[float, int] | None = None
         #: set by the runner when every verdict the run needs is cached: no pre-flight request
         self.nothing_to_send = False
+
+    @property
+    def price(self) -> Price | None:
+        """The judge model's price (a price file's entry, else genai-prices'), looked up once."""
+        if self._price is _UNPRICED:
+            with self._price_lock:
+                if self._price is _UNPRICED:
+                    self._price = self.prices.get(self.cfg.provider, self.cfg.model, self.cfg.base_url)
+        return self._price  # type: ignore[return-value]
 
     @classmethod
     def from_context(cls, ctx: Any) -> JudgeService:
@@ -578,6 +591,12 @@ class JudgeService:
         try:
             while received < len(todo):
                 wake.wait(0.1)
+                if self._price is _UNPRICED:
+                    # without a budget the price and the token estimate are first needed when a
+                    # reply is accounted: genai-prices' table and tiktoken (0.1 s of CPU in a fresh
+                    # process) are read once the first requests are out and wait, not before
+                    _ = self.price
+                    _tiktoken_encoding()
                 if fut.done() and fut.exception() is not None:
                     raise fut.exception()  # type: ignore[misc]
                 new = done[received:]
@@ -660,8 +679,10 @@ class JudgeService:
         cfg = self.cfg
         max_tokens = req.max_tokens or cfg.max_tokens
         base = [dict(m) for m in req.messages] if req.messages else [{"role": "user", "content": req.user}]
-        est_in = estimate_tokens(req.system) + sum(estimate_tokens(m["content"]) for m in base)
-        est_cost = self.price.cost(est_in, req.expected_output_tokens) if self.price else 0.0
+        est_cost = 0.0
+        if cfg.max_cost is not None and self.price:  # only a budget reserves ahead of the reply
+            est_in = estimate_tokens(req.system) + sum(estimate_tokens(m["content"]) for m in base)
+            est_cost = self.price.cost(est_in, req.expected_output_tokens)
         messages = list(base)
         sampling = {"sampling": dict(req.sampling)} if req.sampling else {}
         tin = tout = attempts = transient = parse_failures = 0
@@ -724,75 +745,6 @@ class JudgeService:
                     continue
                 return result(FAILED, reason="judge failure: invalid reply", error=why, raw=reply.raw)
             return result(OK, value=value, raw=reply.raw, logprobs=reply.logprobs if req.logprobs else None)
-
-
-class _Runtime:
-    """The judge's event loop, one thread per process, and the provider clients it has opened.
-
-    Clients are kept per configuration (and key), so later runs in the same process -- a grid
-    search, a notebook, a benchmark -- reuse warm connections instead of paying for a new client
-    and new TCP/TLS handshakes. Everything is closed at interpreter exit.
-    """
-
-    _instance: _Runtime | None = None
-    _lock = threading.Lock()
-    MAX_CLIENTS = 8
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="ragmeter-judge", daemon=True)
-        self.thread.start()
-        self.clients: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
-
-    @classmethod
-    def get(cls) -> _Runtime:
-        with cls._lock:
-            if cls._instance is None:
-                cls._instance = cls()
-                import atexit
-
-                atexit.register(cls.shutdown)
-            return cls._instance
-
-    async def client(self, cfg: JudgeConfig) -> Any:
-        key = (cfg, hashlib.sha256((cfg.api_key() or "").encode()).hexdigest())
-        if key in self.clients:
-            self.clients.move_to_end(key)
-            return self.clients[key]
-        client = make_client(cfg)
-        await client.start()
-        self.clients[key] = client
-        while len(self.clients) > self.MAX_CLIENTS:
-            _, old = self.clients.popitem(last=False)
-            await _close_quietly(old)
-        return client
-
-    @classmethod
-    def shutdown(cls) -> None:
-        """Close every client and stop the loop (at exit; tests may call it too)."""
-        with cls._lock:
-            rt, cls._instance = cls._instance, None
-        if rt is None:
-            return
-
-        async def close_all() -> None:
-            for c in rt.clients.values():
-                await _close_quietly(c)
-            rt.clients.clear()
-
-        try:
-            asyncio.run_coroutine_threadsafe(close_all(), rt.loop).result(timeout=10)
-        except Exception:  # noqa: BLE001 - shutting down: nothing left to report to
-            pass
-        rt.loop.call_soon_threadsafe(rt.loop.stop)
-        rt.thread.join(timeout=10)
-
-
-async def _close_quietly(client: Any) -> None:
-    try:
-        await client.close()
-    except Exception:  # noqa: BLE001 - a client that cannot close cleanly is dropped anyway
-        pass
 
 
 _CORRECTION = ("That reply cannot be used: {error}. Reply again with only the JSON object in the "

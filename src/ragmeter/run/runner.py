@@ -438,6 +438,10 @@ def _preflight(requests: list[MetricRequest], opts: dict[str, Any], store: Store
 
     ctx = ScoringContext(opts, store=store)
     try:
+        if any(r.spec.needs_llm for r in requests) and opts.get("judge"):
+            from ragmeter.llm.runtime import warm_judge
+
+            warm_judge(opts)  # the client opens while the cache is looked up and the metrics checked
         if any(r.spec.needs_llm for r in requests) and not calls_needed(requests, samples, done, ctx):
             ctx.service("judge").nothing_to_send = True
         found = {r.key: msg for r in requests

@@ -166,7 +166,7 @@ class _WorkerJudge(JudgeService):
 
     def __init__(self, cfg: JudgeConfig, price: Any, limits: Any, client: Any) -> None:  # noqa: D107
         self.cfg = cfg
-        self.price = price
+        self._price = price  # JudgeService.price reads it
         self._client = client
         self._limits = limits
         self._slots = _Slots(limits)  # type: ignore[assignment]
