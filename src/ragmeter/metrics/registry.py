@@ -200,10 +200,15 @@ def all_metrics() -> list[MetricSpec]:
 def get_spec(name: str) -> MetricSpec:
     key = _ALIASES.get(name, name)
     if key not in _REGISTRY:
-        # the lexical family alone names most metrics of a run: the other families (and plugins)
-        # are imported only for a name it does not have
-        _load_lexical()
-        key = _ALIASES.get(name, name)
+        # families are imported in order until one names the metric (the lexical family alone
+        # names most metrics of a run); the rest, and plugins, only for a name none of them has
+        import importlib
+
+        for mod in _FAMILY_MODULES:
+            importlib.import_module(mod)
+            key = _ALIASES.get(name, name)
+            if key in _REGISTRY:
+                break
     if key not in _REGISTRY:
         _load_families()
         key = _ALIASES.get(name, name)
@@ -358,12 +363,6 @@ _FAMILY_MODULES = (
     "ragmeter.metrics.openai_evals.basic",
 )
 _loaded = False
-
-
-def _load_lexical() -> None:
-    import importlib
-
-    importlib.import_module(_FAMILY_MODULES[0])
 
 
 def _load_families() -> None:
