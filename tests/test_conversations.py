@@ -292,6 +292,9 @@ def test_compare_and_gate_on_conversation_metrics(server, tmp_path, db_url):
     n_turns = sum(len(c.assistant_positions()) for c in convs)
     # conversation metrics pair conversation by conversation, per-turn metrics turn by turn
     assert rows["role_adherence"]["n"] == len(convs) and rows["token_f1"]["n"] == n_turns
+    # the turns of one conversation move together: token_f1 is compared per conversation
+    assert rows["token_f1"]["n_clusters"] == len(convs) and rows["role_adherence"]["n_clusters"] is None
+    assert rows["token_f1"]["wilcoxon_pvalue"] is None and "conversations" in rows["token_f1"]["note"]
     assert rows["role_adherence"]["diff"] < 0 and rows["role_adherence"]["winner"] == "a"
     code, out, err = run_main("gate", cand.run_id, "--baseline", base.run_id, "--metric", "role_adherence",
                               "--max-drop", "0.05", "--db", db_url)
@@ -299,6 +302,11 @@ def test_compare_and_gate_on_conversation_metrics(server, tmp_path, db_url):
     code, out, err = run_main("gate", cand.run_id, "--baseline", base.run_id, "--metric", "token_f1",
                               "--max-drop", "0.5", "--db", db_url)
     assert code == 0, out + err
+    code, out, err = run_main("gate", cand.run_id, "--baseline", base.run_id, "--metric", "token_f1",
+                              "--max-drop", "0.5", "--db", db_url, "--json")
+    assert code == 0, out + err
+    (row,) = json.loads(out)["rows"]
+    assert f"{len(convs)} conversations: tested per conversation" in row["note"]
 
 
 def test_python_api_takes_conversation_objects(db_url):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ragmeter.analysis.runs import RunValues, load_runs, paired_arrays
+from ragmeter.analysis.runs import RunValues, load_runs, pair_clusters, paired_arrays
 from ragmeter.core.errors import ConfigError
 from ragmeter.stats.paired import VERDICT_BETTER, VERDICT_WORSE, compare_paired, family_verdicts
 
@@ -42,6 +42,8 @@ class MetricComparison:
     winner: str | None = None
     note: str | None = None
     verdict: str | None = None
+    #: conversations the paired turns came from (their interval and test are per conversation)
+    n_clusters: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -89,6 +91,11 @@ def compare_runs(runs: list[str | Any], *, metrics: list[str] | None = None, alp
     all the tests reported (metrics x pairs) for multiple comparisons; a winner is declared only
     when the adjusted p-value is below ``alpha``.
 
+    In a run of conversations, a per-turn metric's pairs are clustered by conversation: the
+    interval is cluster-robust (CR1) and the sign-flip test flips whole conversations
+    (:func:`ragmeter.stats.paired.cluster_permutation_test`); conversation metrics (one value per
+    conversation) are paired as usual.
+
     Runs are read as score columns and paired in bulk; the permutation p-value of a large run is
     the closed form of :mod:`ragmeter.stats.large_sample`. The comparison of stored runs is
     cached in the store per set of run versions (:mod:`ragmeter.analysis.compare_cache`): asking
@@ -126,17 +133,22 @@ def compare_runs(runs: list[str | Any], *, metrics: list[str] | None = None, alp
     for i, j in pairs:
         a, b = vals[i], vals[j]
         for m in common:
-            xa, xb, _ids, unpaired = paired_arrays(a, b, m)
+            xa, xb, ids, unpaired = paired_arrays(a, b, m)
             direction = a.directions.get(m, "higher")
             if xa.size == 0:
                 out.rows.append(MetricComparison(m, a.label, b.label, 0, unpaired, None, None, None, None,
                                                  None, None, None, None, None, 0, 0, 0, direction,
                                                  note="no sample has a value in both runs"))
                 continue
-            c = compare_paired(xa, xb, n_resamples=n_resamples, bounds=a.range_of(m) or b.range_of(m))
+            clusters = pair_clusters(a, b, ids)
+            c = compare_paired(xa, xb, n_resamples=n_resamples, bounds=a.range_of(m) or b.range_of(m),
+                               clusters=clusters)
+            note = (f"{c.n} turns of {c.n_clusters} conversations: interval and test per conversation"
+                    if c.n_clusters is not None else None)
             out.rows.append(MetricComparison(
                 m, a.label, b.label, c.n, unpaired, c.mean_a, c.mean_b, c.diff, c.ci_low, c.ci_high,
-                c.pvalue, None, c.wilcoxon_pvalue, c.wilcoxon_note, c.wins, c.ties, c.losses, direction))
+                c.pvalue, None, c.wilcoxon_pvalue, c.wilcoxon_note, c.wins, c.ties, c.losses, direction,
+                note=note, n_clusters=c.n_clusters))
     decided = family_verdicts([(r.diff, r.pvalue, r.direction != "lower") for r in out.rows],
                               alpha=alpha, correction=correction)
     for r, (p, v) in zip(out.rows, decided, strict=True):

@@ -21,6 +21,11 @@ from ragmeter.core.errors import StoreError
 NAMESPACE = "compare-cache"
 
 
+#: how comparisons are computed; a change of method makes earlier cached comparisons misses
+#: (2: the turns of conversations are compared per conversation)
+METHOD = 2
+
+
 def cache_key(store: Any, refs: list[Any], options: dict[str, Any]) -> tuple[str, list[dict[str, Any]]] | None:
     """``(key, runs)`` for stored runs named by ``refs`` (``runs``: id, name and label of each), or
     ``None`` when a reference is not a stored run (a file, a result object) or there is no store."""
@@ -40,7 +45,8 @@ def cache_key(store: Any, refs: list[Any], options: dict[str, Any]) -> tuple[str
         runs.append({"id": run.id, "name": run.name,
                      "label": f"{run.name} ({run.id})" if run.name else run.id})
         parts.append([run.id, store.run_version(run)])
-    text = json.dumps({"runs": parts, "options": options, "version": __version__}, sort_keys=True, default=str)
+    text = json.dumps({"runs": parts, "options": options, "version": __version__, "method": METHOD},
+                      sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest(), runs
 
 

@@ -6,9 +6,15 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from ragmeter.analysis.runs import RunValues, load_runs, paired_arrays
+from ragmeter.analysis.runs import RunValues, load_runs, pair_clusters, paired_arrays
 from ragmeter.core.errors import EXIT_CHECK_FAILED, EXIT_INCOMPLETE, EXIT_OK, ConfigError
-from ragmeter.stats.paired import adjust_pvalues, paired_mean_ci, paired_permutation_test
+from ragmeter.stats.paired import (
+    adjust_pvalues,
+    cluster_paired_mean_ci,
+    cluster_permutation_test,
+    paired_mean_ci,
+    paired_permutation_test,
+)
 
 
 @dataclass
@@ -186,7 +192,8 @@ def _row(m: str, cur: RunValues, base: RunValues, max_drop: float, alpha: float,
         bad = drop is not None and drop > max_drop
         return GateRow(m, direction, b_mean, c_mean, change, drop, None, None, None, 0, bad,
                        "REGRESSED" if bad else "ok", "baseline has means only: no significance test")
-    xb, xc, _ids, unpaired = paired_arrays(base, cur, m)
+    xb, xc, ids, unpaired = paired_arrays(base, cur, m)
+    clusters = pair_clusters(base, cur, ids)  # turns of conversations: tested per conversation
     if xb.size == 0:
         return GateRow(m, direction, base.means.get(m), cur.means.get(m), None, None, None, None, None, 0,
                        False, "no value", "no sample has a value in both runs")
@@ -194,9 +201,10 @@ def _row(m: str, cur: RunValues, base: RunValues, max_drop: float, alpha: float,
     change = c_mean - b_mean
     drop = _scale(sign * change, b_mean, relative)
     alt = "less" if direction != "lower" else "greater"
-    p = paired_permutation_test(xb, xc, alternative=alt, n_resamples=n_resamples).pvalue
+    p = _pvalue(xb, xc, clusters, alt, n_resamples)
     bounds = base.range_of(m) or cur.range_of(m)
-    ci = paired_mean_ci(xb, xc, bounds=bounds)
+    ci = (paired_mean_ci(xb, xc, bounds=bounds) if clusters is None
+          else cluster_paired_mean_ci(xb, xc, clusters, bounds=bounds))
     if relative and ci is not None:
         # the interval of the change on the scale of the drop beside it: relative to the baseline mean
         ci = _relative_ci(ci, b_mean, bounds) if b_mean else None
@@ -206,18 +214,31 @@ def _row(m: str, cur: RunValues, base: RunValues, max_drop: float, alpha: float,
     elif drop is not None and drop > max_drop:
         status = "noise"  # dropped past the tolerance, but not significantly
     elif change != 0 and sign * change < 0:
-        status = "improved" if p_improved(xb, xc, alt, alpha, n_resamples) else "ok"
+        status = "improved" if p_improved(xb, xc, alt, alpha, n_resamples, clusters) else "ok"
     else:
         status = "ok"
-    note = f"{unpaired} sample(s) not in both runs" if unpaired else None
+    notes = [f"{unpaired} sample(s) not in both runs"] if unpaired else []
+    if clusters is not None:
+        notes.append(f"{xb.size} turns of {len(set(clusters))} conversations: tested per conversation")
+    note = "; ".join(notes) or None
     return GateRow(m, direction, b_mean, c_mean, change, drop, ci[0] if ci else None, ci[1] if ci else None,
                    p, int(xb.size), bad, status, note)
 
 
-def p_improved(xb: Any, xc: Any, worse_alt: str, alpha: float, n_resamples: int) -> bool:
+def _pvalue(xb: Any, xc: Any, clusters: list[str] | None, alternative: str, n_resamples: int) -> float:
+    """The one-sided paired sign-flip p-value; with ``clusters``, whole conversations flip."""
+    if clusters is None:
+        return paired_permutation_test(xb, xc, alternative=alternative,  # type: ignore[arg-type]
+                                       n_resamples=n_resamples).pvalue
+    return cluster_permutation_test(xb, xc, clusters, alternative=alternative,  # type: ignore[arg-type]
+                                    n_resamples=n_resamples).pvalue
+
+
+def p_improved(xb: Any, xc: Any, worse_alt: str, alpha: float, n_resamples: int,
+               clusters: list[str] | None = None) -> bool:
     """Whether the current run is significantly *better* (the opposite one-sided test)."""
     alt = "greater" if worse_alt == "less" else "less"
-    return paired_permutation_test(xb, xc, alternative=alt, n_resamples=n_resamples).pvalue < alpha  # type: ignore[arg-type]
+    return _pvalue(xb, xc, clusters, alt, n_resamples) < alpha
 
 
 def relative_bounds(bounds: tuple[float, float] | None, base_mean: float) -> tuple[float, float]:

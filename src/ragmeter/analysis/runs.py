@@ -45,6 +45,9 @@ class RunValues:
     #: a stored run's scores as arrays by sample position (:mod:`ragmeter.store.columns`): pairs
     #: two runs of the same samples without a per-sample lookup
     columns: Any = None
+    #: ``{turn sample id: conversation id}`` for a run of conversations (``None`` otherwise): the
+    #: turns of one conversation are compared as a cluster (:func:`pair_clusters`)
+    clusters: dict[str, str] | None = None
 
     @property
     def metrics(self) -> list[str]:
@@ -85,7 +88,41 @@ def from_store(store: Any, ref: str) -> RunValues:
     return RunValues(run_id=run.id, name=run.name, values=values, means=means, directions=directions,
                      label=f"{run.name} ({run.id})" if run.name else run.id,
                      dataset_fingerprint=run.dataset_fingerprint, extra=dict(run.extra or {}),
-                     ranges=ranges, columns=cols)
+                     ranges=ranges, columns=cols, clusters=stored_clusters(store, run.id))
+
+
+def stored_clusters(store: Any, run_id: str) -> dict[str, str] | None:
+    """``{turn id: conversation id}`` of a stored run of conversations (its samples' metadata is
+    read only when its first sample is a conversation), else ``None``."""
+    from ragmeter.conversations.view import has_conversations
+
+    if not has_conversations(store, run_id):
+        return None
+    return turn_clusters(store.run_samples(run_id))
+
+
+def turn_clusters(samples: Any) -> dict[str, str] | None:
+    """``{turn sample id: conversation id}`` of the assistant-turn samples among ``samples``, or
+    ``None`` when there is none (a run without conversations)."""
+    from ragmeter.conversations.model import CONVERSATION_ID, is_turn_sample
+
+    out = {s.id: str(s.metadata[CONVERSATION_ID]) for s in samples if is_turn_sample(s)}
+    return out or None
+
+
+def pair_clusters(a: RunValues, b: RunValues, ids: list[str]) -> list[str] | None:
+    """The cluster of each paired sample (its conversation) when the pairs include turns of
+    conversations, else ``None`` (independent samples). A sample outside every conversation is a
+    cluster of its own."""
+    return cluster_labels(a.clusters or b.clusters, ids)
+
+
+def cluster_labels(known: Mapping[str, str] | None, ids: list[str]) -> list[str] | None:
+    """``known[i]`` for each id (a sample outside every cluster is a cluster of its own), or
+    ``None`` when no id is in ``known``."""
+    if not known or not any(i in known for i in ids):
+        return None
+    return [known.get(i, "sample:" + i) for i in ids]
 
 
 class _ColumnValues(Mapping[str, dict[str, "float | None"]]):
@@ -132,7 +169,7 @@ def from_result(result: Any) -> RunValues:
     ranges = {m: r for m in values if (r := _stored_range(result.summary.get(m))) is not None}
     return RunValues(run_id=result.run_id, values=values, means={m: _mean(v) for m, v in values.items()},
                      directions=directions, label=result.run_id, extra=dict(result.extra or {}),
-                     ranges=ranges)
+                     ranges=ranges, clusters=turn_clusters(result.samples))
 
 
 def _stored_range(entry: Any) -> tuple[float, float] | None:
@@ -211,6 +248,8 @@ def save_baseline(values: RunValues, path: str | Path, *, metrics: list[str] | N
          "created_at": "...", "dataset_fingerprint": "...",
          "metrics": {"ndcg@5": {"direction": "higher", "mean": 0.71, "n": 48,
                                 "values": {"sample-id": 0.63, "other-id": null, ...}}}}
+
+    A run of conversations adds ``"clusters": {"turn-id": "conversation-id", ...}``.
     """
     from datetime import UTC, datetime
 
@@ -227,6 +266,8 @@ def save_baseline(values: RunValues, path: str | Path, *, metrics: list[str] | N
                            "values": values.values[m]} for m in keys}}
     if "method" in values.extra:
         doc["method"] = values.extra["method"]
+    if values.clusters:  # a run of conversations: its turns are compared per conversation
+        doc["clusters"] = values.clusters
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
@@ -280,8 +321,13 @@ def load_baseline(path: str | Path) -> RunValues:
             if m not in means:
                 means[m] = _mean(vals)
     rid = str(doc.get("run_id") or path.stem)
+    clusters = doc.get("clusters")
+    if clusters is not None and not (isinstance(clusters, dict)
+                                     and all(isinstance(v, str) for v in clusters.values())):
+        raise ConfigError(f"{path}: 'clusters' must map sample ids to conversation ids")
     return RunValues(run_id=rid, name=doc.get("name"), values=values, means=means, directions=directions,
-                     label=str(path), dataset_fingerprint=doc.get("dataset_fingerprint"), ranges=ranges)
+                     label=str(path), dataset_fingerprint=doc.get("dataset_fingerprint"), ranges=ranges,
+                     clusters={str(k): v for k, v in clusters.items()} if clusters else None)
 
 
 def paired_arrays(a: RunValues, b: RunValues, metric: str) -> tuple[np.ndarray, np.ndarray, list[str], int]:

@@ -13,12 +13,12 @@ The values of one conversation's turns are not independent (the same assistant, 
 the same history), so the interval of a per-turn metric's run mean is cluster-robust: the mean is
 the mean of all turn values, its variance the CR1 sandwich estimate over conversations
 (``G/(G-1) * sum_g (sum_{i in g} (y_i - mean))^2 / N^2``, Liang & Zeger 1986; Cameron & Miller
-2015), the interval ``mean +- t(G-1) * se``, clipped to the metric's range.
+2015), the interval ``mean +- t(G-1) * se``, clipped to the metric's range
+(:mod:`ragmeter.stats.clustered`).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -79,28 +79,16 @@ def restrict(columns: Mapping[str, tuple[Any, list[str | None]]], families: Mapp
 
 def cluster_ci(values: np.ndarray, clusters: Sequence[str], *, level: float = 0.95,
                bounds: tuple[float, float] | None = None) -> dict[str, Any] | None:
-    """Cluster-robust (CR1) interval of the mean of ``values`` (NaN = no value), or ``None`` with
-    fewer than two clusters."""
-    from ragmeter.stats import t_quantile
+    """Cluster-robust (CR1) interval of the mean of ``values`` (NaN = no value), as summary fields,
+    or ``None`` with fewer than two clusters (:func:`ragmeter.stats.clustered.cluster_mean_ci`)."""
+    from ragmeter.stats.clustered import cluster_mean_ci
 
-    x = np.asarray(values, dtype=np.float64)
-    keep = ~np.isnan(x)
-    x = x[keep]
-    groups = [c for c, k in zip(clusters, keep.tolist(), strict=True) if k]
-    g_ids = sorted(set(groups))
-    n, g = x.size, len(g_ids)
-    if g < 2:
+    ci = cluster_mean_ci(values, clusters, level=level, bounds=bounds)
+    if ci is None:
         return None
-    mean = float(x.mean())
-    index = {c: i for i, c in enumerate(g_ids)}
-    sums = np.zeros(g)
-    np.add.at(sums, np.fromiter((index[c] for c in groups), dtype=np.int64, count=n), x - mean)
-    var = g / (g - 1) * float(np.sum(sums ** 2)) / n ** 2
-    half = t_quantile(0.5 + level / 2, g - 1) * math.sqrt(var)
-    low, high = mean - half, mean + half
-    if bounds is not None:
-        low, high = max(low, float(bounds[0])), min(high, float(bounds[1]))
-    return {"ci_low": low, "ci_high": high, "ci_method": "cluster_robust", "n_clusters": g}
+    x = np.asarray(values, dtype=np.float64)
+    g = len({c for c, v in zip(clusters, x.tolist(), strict=True) if v == v})
+    return {"ci_low": ci[0], "ci_high": ci[1], "ci_method": "cluster_robust", "n_clusters": g}
 
 
 def cluster_intervals(summary: dict[str, dict[str, Any]], columns: Mapping[str, tuple[Any, list[str | None]]],

@@ -1,5 +1,7 @@
 """Paired statistics for comparing two runs on the same samples: CI of the mean difference
-(:func:`paired_mean_ci`, within the range a difference can take), sign-flip permutation test, Wilcoxon signed-rank, Holm correction, sample size.
+(:func:`paired_mean_ci`, within the range a difference can take), sign-flip permutation test, Wilcoxon signed-rank, Holm correction, sample size;
+and the same interval and test for pairs that come in clusters (the turns of a conversation:
+:func:`cluster_paired_mean_ci`, :func:`cluster_permutation_test`).
 
 Every function takes two aligned arrays ``a`` (the reference: run A, or the baseline) and ``b``
 (the challenger: run B, or the current run); differences are ``d = b - a``, so a positive mean
@@ -189,6 +191,42 @@ def paired_permutation_test(a: ArrayLike, b: ArrayLike, *, alternative: Alternat
     return PermutationResult(observed, (1 + hits) / (1 + n_resamples), False, n_resamples, m)
 
 
+def cluster_paired_mean_ci(a: ArrayLike, b: ArrayLike, clusters: Sequence[str], *, level: float = 0.95,
+                           bounds: Bounds = None) -> tuple[float, float] | None:
+    """:func:`paired_mean_ci` for pairs that come in clusters (the turns of a conversation): the
+    cluster-robust (CR1) interval of the mean difference over the clusters
+    (:func:`ragmeter.stats.clustered.cluster_mean_ci`), within ``[low - high, high - low]``.
+    ``None`` with fewer than two clusters."""
+    from ragmeter.stats.clustered import cluster_mean_ci
+
+    x, y = _pair(a, b)
+    return cluster_mean_ci(y - x, clusters, level=level, bounds=difference_bounds(bounds))
+
+
+def cluster_permutation_test(a: ArrayLike, b: ArrayLike, clusters: Sequence[str], *,
+                             alternative: Alternative = "two-sided", n_resamples: int = N_PERMUTATIONS,
+                             seed: int = SEED) -> PermutationResult:
+    """The sign-flip permutation test of :func:`paired_permutation_test` for pairs that come in
+    clusters: under the null hypothesis the two runs are exchangeable *per cluster* (a whole
+    conversation answered by A or by B), so all the differences of a cluster flip together. The
+    statistic ``T = (1/N) * sum_g s_g * D_g``, with ``D_g`` the sum of cluster ``g``'s
+    differences is the paired test's statistic on the cluster sums, so this is
+    :func:`paired_permutation_test` of ``D`` (exact up to 20 clusters with a non-zero sum, else
+    Monte Carlo or its normal limit); ``statistic`` is the mean difference over all pairs."""
+    from ragmeter.stats.clustered import cluster_codes
+
+    x, y = _pair(a, b)
+    if x.size != len(clusters):
+        raise MetricError(f"{x.size} pairs but {len(clusters)} cluster labels")
+    d = y - x
+    if d.size == 0:
+        return PermutationResult(0.0, 1.0, True, 1, 0)
+    codes, g = cluster_codes(clusters)
+    sums = np.bincount(codes, weights=d, minlength=g)
+    r = paired_permutation_test(np.zeros(g), sums, alternative=alternative, n_resamples=n_resamples, seed=seed)
+    return PermutationResult(float(d.mean()), r.pvalue, r.exact, r.n_resamples, r.n_nonzero)
+
+
 @dataclass(frozen=True)
 class WilcoxonResult:
     """Wilcoxon signed-rank test outcome; ``pvalue`` is ``None`` when the test does not fit."""
@@ -350,25 +388,44 @@ class PairedComparison:
     wins: int
     ties: int
     losses: int
+    #: the number of clusters when the pairs came in clusters (``compare_paired(clusters=...)``)
+    n_clusters: int | None = None
 
     def to_dict(self) -> dict[str, object]:
         return dict(self.__dict__)
 
 
+#: why a clustered comparison has no Wilcoxon p-value
+CLUSTERED_WILCOXON_NOTE = "not computed: the pairs are clustered (the cluster sign-flip test decides)"
+
+
 def compare_paired(a: ArrayLike, b: ArrayLike, *, level: float = 0.95,
                    n_resamples: int = N_PERMUTATIONS, seed: int = SEED,
-                   bounds: Bounds = None) -> PairedComparison:
+                   bounds: Bounds = None, clusters: Sequence[str] | None = None) -> PairedComparison:
     """Means, mean difference ``b - a`` with its CI (:func:`paired_mean_ci`; ``bounds`` is the
     metric's range), two-sided permutation and Wilcoxon p-values, and win/tie/loss counts (``b``
-    vs ``a``) for two aligned score arrays."""
+    vs ``a``) for two aligned score arrays. With ``clusters`` (one label per pair: the
+    conversation of each turn) the interval and the test are the clustered ones
+    (:func:`cluster_paired_mean_ci`, :func:`cluster_permutation_test`) and Wilcoxon's test, which
+    assumes independent pairs, is not computed."""
     x, y = _pair(a, b)
     n = x.size
     if n == 0:
         raise MetricError("no paired samples to compare (no sample has a value in both runs)")
+    w, t, lo = win_tie_loss(x, y)
+    if clusters is not None:
+        from ragmeter.stats.clustered import cluster_codes
+
+        ci = cluster_paired_mean_ci(x, y, clusters, level=level, bounds=bounds)
+        perm = cluster_permutation_test(x, y, clusters, n_resamples=n_resamples, seed=seed)
+        return PairedComparison(n=n, mean_a=float(x.mean()), mean_b=float(y.mean()),
+                                diff=float((y - x).mean()), ci_low=ci[0] if ci else None,
+                                ci_high=ci[1] if ci else None, pvalue=perm.pvalue, pvalue_exact=perm.exact,
+                                wilcoxon_pvalue=None, wilcoxon_note=CLUSTERED_WILCOXON_NOTE,
+                                wins=w, ties=t, losses=lo, n_clusters=cluster_codes(clusters)[1])
     ci = paired_mean_ci(x, y, level=level, bounds=bounds)
     perm = paired_permutation_test(x, y, n_resamples=n_resamples, seed=seed)
     wil = wilcoxon_test(x, y)
-    w, t, lo = win_tie_loss(x, y)
     return PairedComparison(n=n, mean_a=float(x.mean()), mean_b=float(y.mean()),
                             diff=float((y - x).mean()), ci_low=ci[0] if ci else None,
                             ci_high=ci[1] if ci else None, pvalue=perm.pvalue,

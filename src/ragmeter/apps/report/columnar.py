@@ -211,6 +211,9 @@ def compare_view(d: Any, store: Any, runs: list[Any], max_samples: int | None) -
         at = {sid: i for i, sid in enumerate(ids)}
         idx = np.array([at.get(sid, -1) for sid in base_ids], dtype=np.int64)
         aligned.append({k: np.where(idx >= 0, v[np.maximum(idx, 0)], np.nan) for k, v in pr["cols"].values.items()})
+    from ragmeter.analysis.runs import cluster_labels, stored_clusters
+
+    clusters = stored_clusters(store, base["run"].id)  # turns compared per conversation
     differences = []
     for j, pr in enumerate(per_run[1:], start=1):
         for m in metrics:
@@ -225,7 +228,11 @@ def compare_view(d: Any, store: Any, runs: list[Any], max_samples: int | None) -
                                  "losses": 0, "significant": False, "verdict": "no paired samples",
                                  "p_adjusted": None}
             if xa.size:
-                res = compare_paired(xa, xb, bounds=m["range"]) if xa.size > 1 else None
+                labels = (cluster_labels(clusters, [base_ids[i] for i in np.flatnonzero(both).tolist()])
+                          if clusters else None)
+                res = compare_paired(xa, xb, bounds=m["range"], clusters=labels) if xa.size > 1 else None
+                if res is not None and res.n_clusters is not None:
+                    out["n_clusters"] = res.n_clusters
                 diff = xb - xa
                 ci = (res.ci_low, res.ci_high) if res is not None and res.ci_low is not None else (
                     mean_ci(diff, bounds=difference_bounds(m["range"])) if diff.size > 1 else None)

@@ -562,7 +562,8 @@ MAX_PAIRS_FOR_PVALUE = 20_000
 
 def paired_difference(a: Mapping[str, float | None], b: Mapping[str, float | None], *,
                       higher_is_better: bool = True, level: float = 0.95,
-                      bounds: Sequence[float] | None = None) -> dict[str, Any]:
+                      bounds: Sequence[float] | None = None,
+                      clusters: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Paired comparison of one metric between two runs: samples paired by id.
 
     ``diff = mean(b_i - a_i)`` over the ids where both runs have a value, with the confidence
@@ -577,7 +578,8 @@ def paired_difference(a: Mapping[str, float | None], b: Mapping[str, float | Non
     ``p_value`` is the two-sided paired permutation test of
     :func:`ragmeter.stats.paired.compare_paired` when that module is installed (and
     there are at most :data:`MAX_PAIRS_FOR_PVALUE` pairs), else ``None``. With no pair, every
-    figure is ``None``.
+    figure is ``None``. ``clusters`` (``{turn id: conversation id}`` of a run of conversations):
+    the interval and the test are per conversation, as in ``ragmeter compare``.
 
     >>> r = paired_difference({"q1": 0.5, "q2": 0.7}, {"q1": 0.6, "q2": 0.9})
     >>> round(r["diff"], 3), r["n_pairs"], r["wins"]
@@ -597,10 +599,15 @@ def paired_difference(a: Mapping[str, float | None], b: Mapping[str, float | Non
     up, down = int((d > 1e-12).sum()), int((d < -1e-12).sum())
     stats = _experiments_statistics()
     if stats is not None and len(ids) <= MAX_PAIRS_FOR_PVALUE:
-        res = stats.compare_paired(xa, xb, level=level, bounds=bounds)
+        from ragmeter.analysis.runs import cluster_labels
+
+        labels = cluster_labels(clusters, ids)
+        res = stats.compare_paired(xa, xb, level=level, bounds=bounds, clusters=labels)
         ci = (res.ci_low, res.ci_high) if res.ci_low is not None else None
         out["p_value"] = float(res.pvalue)
         up, down = res.wins, res.losses
+        if res.n_clusters is not None:
+            out["n_clusters"] = res.n_clusters
     wins, losses = (up, down) if higher_is_better else (down, up)
     out.update(mean_a=float(xa.mean()), mean_b=float(xb.mean()), diff=float(d.mean()),
                ci_low=ci[0] if ci else None, ci_high=ci[1] if ci else None,
@@ -672,6 +679,9 @@ def compare_view(store: Store, refs: Sequence[str], *, max_samples: int | None =
                         "values": values})
     metrics = shared_metrics(per_run)
     base = per_run[0]
+    from ragmeter.analysis.runs import stored_clusters
+
+    clusters = stored_clusters(store, base["run"].id)  # turns compared per conversation
     differences = []
     for pr in per_run[1:]:
         for m in metrics:
@@ -679,7 +689,8 @@ def compare_view(store: Store, refs: Sequence[str], *, max_samples: int | None =
             if k not in base["values"] or k not in pr["values"]:
                 continue
             d = paired_difference(base["values"][k], pr["values"][k],
-                                  higher_is_better=m["higher_is_better"], bounds=m["range"])
+                                  higher_is_better=m["higher_is_better"], bounds=m["range"],
+                                  clusters=clusters)
             differences.append({"metric": k, "baseline": base["run"].id, "run": pr["run"].id,
                                 "run_label": pr["run"].name or pr["run"].id,
                                 "direction": m["direction"], **d, "higher_is_better": m["higher_is_better"]})
