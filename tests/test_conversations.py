@@ -326,3 +326,19 @@ def test_a_json_file_holding_one_message_list_is_one_conversation(tmp_path):
     ds = load(p)
     assert [s.id for s in ds.samples][:2] == ["conversation-1", "conversation-1#t1"]
     assert len(ds.samples) == 1 + len(conv.assistant_positions())
+
+
+def test_show_prints_the_conversations_as_a_table_not_json(db_url):
+    from cli_runner import run_main
+
+    res = evaluate("example-chat", ["token_f1"], db=db_url, name="chat")
+    code, out, err = run_main("show", res.run_id, "--db", db_url)
+    assert code == 0, err
+    section = out.split("conversations (per-turn metrics")[1]
+    assert "token_f1 (turn mean)" in " ".join(section.split()) or "token_f1 (turn" in section
+    first = example_conversations()[0]
+    row = next(line for line in section.splitlines() if first.id in line)
+    turns = [t for t in res.samples if t.metadata.get("conversation_id") == first.id and t.id != first.id]
+    vals = [res.scores["token_f1"][res.samples.index(t)].value for t in turns]
+    assert f"{sum(vals) / len(vals):.3f}" in row and f" {len(turns)} " in row
+    assert '"turns":' not in out  # the section is no longer dumped as JSON

@@ -278,6 +278,10 @@ def show_cmd(
     _print_extra(r.extra or {})
     for title, body in sections.items():
         console.print(f"\n[bold]{title}[/bold]")
+        table = show_hooks.render(title, body)
+        if table is not None:
+            console.print(table)
+            continue
         console.print(body if isinstance(body, str) else json.dumps(body, indent=2, default=str),
                       markup=False, highlight=False)
 
