@@ -22,6 +22,23 @@ def _isolated_default_store(tmp_path, monkeypatch):
     monkeypatch.setenv("RAGMETER_DB", f"sqlite:///{tmp_path / 'default.db'}")
 
 
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    """One headless Chromium (a persistent context with its own profile) per test module."""
+    from playwright.sync_api import sync_playwright
+
+    from chromium import CHROMIUM, FLAGS
+
+    if CHROMIUM is None:
+        pytest.skip("headless Chromium is not installed (apt-get install chromium)")
+    with sync_playwright() as pw:
+        ctx = pw.chromium.launch_persistent_context(
+            str(tmp_path_factory.mktemp("chromium-profile")), executable_path=CHROMIUM,
+            headless=True, args=FLAGS, viewport={"width": 1400, "height": 900})
+        yield ctx
+        ctx.close()
+
+
 def pytest_terminal_summary(terminalreporter):
     """Print how many registered metrics tests/test_common_metrics.py checked (the count travels as
     a user property of its report, so it is printed with and without xdist)."""

@@ -4,7 +4,6 @@ that the charts are drawn, the tables sort and filter, and evaluated text never 
 
 from __future__ import annotations
 
-import shutil
 import socket
 import threading
 import time
@@ -12,30 +11,16 @@ from pathlib import Path
 
 import pytest
 
+from chromium import CHROMIUM
 from ragmeter.apps.report import write_report
 from ragmeter.store import Store
 from test_report_support import XSS_ANSWER, make_store
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium is not installed "
                        "(apt-get install chromium; `make test` does it when run as root)"),
 ]
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        ctx = pw.chromium.launch_persistent_context(
-            str(tmp_path_factory.mktemp("chromium-profile")), executable_path=CHROMIUM,
-            headless=True, args=FLAGS, viewport={"width": 1400, "height": 900})
-        yield ctx
-        ctx.close()
 
 
 class Watched:

@@ -14,7 +14,7 @@ from judge_server import judge_options, server_fixtures
 from ragmeter.apps.report import write_report
 from ragmeter.run.runner import evaluate
 from ragmeter.store import open_store
-from test_browser import CHROMIUM, FLAGS, Watched, _free_socket
+from test_browser import CHROMIUM, Watched, _free_socket
 
 pytestmark = [
     pytest.mark.browser,
@@ -24,18 +24,6 @@ judge_server_module, server = server_fixtures()
 
 XSS_USER = "Hi </script><script>alert('user')</script> when is the ferry?"
 XSS_ASSISTANT = '<img src=x onerror="alert(\'assistant\')"> The ferry leaves at 10:00, lol.'
-
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        ctx = pw.chromium.launch_persistent_context(
-            str(tmp_path_factory.mktemp("chromium-profile")), executable_path=CHROMIUM,
-            headless=True, args=FLAGS, viewport={"width": 1400, "height": 900})
-        yield ctx
-        ctx.close()
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from monitor_support import Served
 from ragmeter.golden import add_documents, generate
 from ragmeter.io.stored import samples_of
 from ragmeter.store import Store
-from test_browser import CHROMIUM, Watched, browser  # noqa: F401 - the fixture is used by name
+from test_browser import CHROMIUM, Watched
 from test_golden import CORPUS
 
 judge_server_module, server = server_fixtures()

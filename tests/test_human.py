@@ -256,7 +256,7 @@ def browser(tmp_path_factory):
         pytest.skip("headless Chromium is not installed")
     from playwright.sync_api import sync_playwright
 
-    from test_browser import FLAGS
+    from chromium import FLAGS
 
     with sync_playwright() as pw:
         ctx = pw.chromium.launch_persistent_context(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from monitor_support import Served
-from test_browser import CHROMIUM, Watched, browser  # noqa: F401 - the fixture is used by name
+from test_browser import CHROMIUM, Watched
 from test_monitor import _seed_calls
 
 pytestmark = [pytest.mark.browser,
