@@ -76,7 +76,9 @@ def test_simulate_stores_conversations_as_a_dataset_that_eval_scores(server, sce
     assert convs["sim-scenario-1"]["chatbot_role"] == "You are a helpful assistant."
     assert convs["sim-scenario-1"]["user_description"] == "A commuter from Halden Isle."
     # the target got the whole conversation each time, with the role as its system message
-    assert [len(c["messages"]) for c in server.chats[:4]] == [2, 4, 6, 8]
+    # (the conversations advance together: the first scenario's chats are picked by their first message)
+    mine = [c for c in server.chats if c["messages"][1]["content"].startswith("Find the cheapest daily fare")]
+    assert [len(c["messages"]) for c in mine] == [2, 4, 6, 8]
     assert server.chats[0]["messages"][0] == {"role": "system", "content": "You are a helpful assistant."}
     assert server.chats[0]["model"] == "M"
     r = invoke("eval", "dataset:sim", "--metrics", "role_adherence", *judge_args(server), "--db", db_url, "--no-progress")
@@ -141,7 +143,9 @@ def test_an_http_target_and_a_failing_one(server, scenarios, db_url):
     assert r.exit_code == 3, r.output  # one scenario failed, the others are stored
     out = json.loads([ln for ln in r.output.splitlines() if ln.startswith("{")][-1])
     assert out["conversations"] == 2 and "HTTP 500" in out["failed"]["late-driver"]
-    assert calls[0]["messages"][-1]["content"] == "Find the cheapest daily fare to Port Averly."
+    # the first scenario's first call (calls of the conversations arrive in any order)
+    assert any(len(c["messages"]) == 2 and c["messages"][-1]["content"] == "Find the cheapest daily fare to Port Averly."
+               for c in calls)
 
 
 BAD = [
@@ -236,3 +240,41 @@ def test_fuzz_scenarios_give_scenarios_or_a_dataset_error(doc):
         assert "f.yaml" in str(exc)
         return
     assert got and all(s.persona.strip() and s.goal.strip() and s.expected_outcome.strip() for s in got)
+
+
+_SLOW = {"now": 0, "most": 0}
+_SLOW_LOCK = threading.Lock()
+
+
+def slow_target(messages):
+    """A target that takes 50 ms and counts how many calls it serves at once."""
+    import time
+
+    with _SLOW_LOCK:
+        _SLOW["now"] += 1
+        _SLOW["most"] = max(_SLOW["most"], _SLOW["now"])
+    time.sleep(0.05)
+    with _SLOW_LOCK:
+        _SLOW["now"] -= 1
+    return f"noted: {messages[-1]['content']}"
+
+
+def test_conversations_advance_together_and_the_outcome_does_not_depend_on_concurrency(server, scenarios, db_url,
+                                                                                        monkeypatch):
+    monkeypatch.setitem(sys.modules, "sim_targets", sys.modules[__name__])
+    stored, most = {}, {}
+    for conc in (1, 4):
+        _SLOW.update(now=0, most=0)
+        r = invoke("simulate", "--target", "python:sim_targets:slow_target", "--scenarios", scenarios,
+                   "--turns", 3, "--name", f"c{conc}", "--concurrency", conc, *judge_args(server), "--db", db_url,
+                   "--json")
+        assert r.exit_code == 0, r.output
+        most[conc] = _SLOW["most"]
+        rows = samples_of(open_store(db_url), f"c{conc}")
+        stored[conc] = {r["id"].split("-", 1)[1]: r["metadata"]["conversation"]["turns"]
+                        for r in rows if "conversation" in r["metadata"]}
+    assert stored[1] == stored[4] and len(stored[1]) == 3
+    assert most[1] == 1 and most[4] == 3  # three scenarios, each with its own thread
+    r = invoke("simulate", "--target", "python:sim_targets:slow_target", "--scenarios", scenarios,
+               "--name", "c0", "--concurrency", 0, *judge_args(server), "--db", db_url)
+    assert r.exit_code == 2 and "concurrency" in r.output

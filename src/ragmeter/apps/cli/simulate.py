@@ -32,8 +32,10 @@ def simulate_cmd(
     judge_base_url: Annotated[str | None, typer.Option("--judge-base-url", help="Endpoint of an OpenAI-compatible judge.")] = None,
     judge_api_key_env: Annotated[str | None, typer.Option("--judge-api-key-env", help="Name of the environment variable that holds the judge's API key.")] = None,
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait for each reply of the target.", parser=number(0, 3600, low_open=True))] = 60.0,
+    concurrency: Annotated[int, typer.Option("--concurrency", help="Conversations sent to the target at once (the conversations advance a turn at a time together; 1 for a target that cannot take parallel calls). The simulated users' messages go through the judge's own limit.", parser=number(1, 256, integer=True))] = 8,
     db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the outcome as one JSON object.")] = False,
+    no_progress: Annotated[bool, typer.Option("--no-progress", help="Hide the progress bar.")] = False,
 ) -> None:
     """Simulate users (persona, goal, expected outcome) talking to a system under test through the
     judge client, and store the conversations as dataset NAME (DeepEval's conversation simulator
@@ -74,7 +76,11 @@ def simulate_cmd(
     svc = get_judge(judge, store=store, **opts)
     try:
         svc.preflight()
-        outcomes = simulate(items, send, svc, turns=turns, chatbot_role=chatbot_role, prefix=name)
+        from ragmeter.run.runner import _rich_progress
+
+        with _rich_progress(not no_progress and not as_json and len(items) > 1) as prog:
+            outcomes = simulate(items, send, svc, turns=turns, chatbot_role=chatbot_role, prefix=name,
+                                concurrency=concurrency, progress=prog("conversations", len(items)))
         stats = svc.stats()
     finally:
         close()
