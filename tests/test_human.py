@@ -5,7 +5,6 @@ report, and two raters labelling through the page in headless Chromium."""
 from __future__ import annotations
 
 import json
-import shutil
 import socket
 import threading
 import time
@@ -22,7 +21,6 @@ from ragmeter.store import Store
 
 judge_server_module, server = server_fixtures()
 runner = CliRunner()
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 ANA = [1, 2, 3, 4, 5, 1, 2, 3, 4, 5]
 BRUNO = [1, 2, 3, 4, 5, 2, 2, 3, 5, 5]
 
@@ -250,22 +248,6 @@ def test_compare_on_human_scores(tmp_path):
 
 
 # ---- the page in a real browser ------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    if CHROMIUM is None:
-        pytest.skip("headless Chromium is not installed")
-    from playwright.sync_api import sync_playwright
-
-    from chromium import FLAGS
-
-    with sync_playwright() as pw:
-        ctx = pw.chromium.launch_persistent_context(
-            str(tmp_path_factory.mktemp("chromium-annotate")), executable_path=CHROMIUM,
-            headless=True, args=FLAGS, viewport={"width": 1200, "height": 900})
-        yield ctx
-        ctx.close()
-
-
 @pytest.mark.browser
 @pytest.mark.slow
 def test_two_raters_label_through_the_page(browser, store):
