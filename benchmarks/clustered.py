@@ -22,7 +22,7 @@ The last line printed is one JSON object: per case the rates of both tests, and
 ``worst_clustered_false_alarms`` / ``worst_turnwise_false_alarms`` (the largest false-alarm rate over
 the cases with G >= 8) and ``worst_clustered_coverage``.
 
-    python benchmarks/clustered.py [--reps 400] [--resamples 2000]
+    python benchmarks/clustered.py [--reps 1000] [--resamples 2000]
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def case(g: int, sd_conv: float, delta: float, reps: int, resamples: int, seed: 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--reps", type=int, default=400)
+    ap.add_argument("--reps", type=int, default=1000)
     ap.add_argument("--resamples", type=int, default=2000)
     args = ap.parse_args()
     t0 = time.perf_counter()
