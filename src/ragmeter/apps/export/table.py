@@ -59,21 +59,27 @@ def _json_list(items: list[Any]) -> str:
     return json.dumps(items, ensure_ascii=False)
 
 
-def _details(store: Any, run_id: str, metric: str, ids: list[str]) -> dict[int, dict[str, Any]]:
-    """``{row index: details}`` of one metric's scores that stored details."""
+def _details(store: Any, run_id: str, ids: list[str]) -> dict[str, dict[int, dict[str, Any]]]:
+    """``{metric: {row index: details}}`` of the run's scores that stored details: one query on the
+    scores' key (no join), rows placed by their sample position."""
     from sqlalchemy import select
 
     from ragmeter.store.models import MetricName, RunSample, ScoreRow
 
     with store.session() as s:
-        rows = s.execute(select(RunSample.sample_id, ScoreRow.details)
-                         .join(MetricName, MetricName.id == ScoreRow.metric_id)
-                         .join(RunSample, (RunSample.run_id == ScoreRow.run_id)
-                               & (RunSample.position == ScoreRow.position))
-                         .where(ScoreRow.run_id == run_id, MetricName.name == metric,
-                                ScoreRow.details.is_not(None))).all()
+        rows = s.execute(select(ScoreRow.metric_id, ScoreRow.position, ScoreRow.details)
+                         .where(ScoreRow.run_id == run_id, ScoreRow.details.is_not(None))).all()
+        if not rows:
+            return {}
+        names = dict(s.execute(select(MetricName.id, MetricName.name)).all())
+        at = dict(s.execute(select(RunSample.position, RunSample.sample_id).where(RunSample.run_id == run_id)).all())
     index = {sid: i for i, sid in enumerate(ids)}
-    return {index[sid]: d for sid, d in rows if d and sid in index}
+    out: dict[str, dict[int, dict[str, Any]]] = {}
+    for mid, pos, d in rows:
+        i = index.get(at.get(pos))  # type: ignore[arg-type]
+        if d and i is not None:
+            out.setdefault(names[mid], {})[i] = d
+    return out
 
 
 def run_table(store: Any, run_id: str, *, flat: bool) -> tuple[list[str], dict[str, list[Any]]]:
@@ -101,6 +107,7 @@ def run_table(store: Any, run_id: str, *, flat: bool) -> tuple[list[str], dict[s
     }
     missing: list[dict[str, str] | None] = [None] * n
     judge: list[dict[str, str] | None] = [None] * n
+    details = _details(store, run_id, out["id"])
     for key in keys:
         vals = cols.values.get(key)
         if vals is None:
@@ -117,7 +124,7 @@ def run_table(store: Any, run_id: str, *, flat: bool) -> tuple[list[str], dict[s
         if key in thr:
             out[key + PASS_SUFFIX] = [passes(v, thr[key], higher.get(key, True)) for v in values]
         if vals is not None:
-            for i, det in _details(store, run_id, key, out["id"]).items():
+            for i, det in details.get(key, {}).items():
                 if (text := verdict_summary(det, key)):
                     if judge[i] is None:
                         judge[i] = {}
