@@ -211,3 +211,34 @@ def test_gate_is_cached_per_run_versions(store_runs):
     assert first.failed  # the second run is worse: the cached gate still fails
     other = gate(ids[1], ids[0], store=store, max_drop=0.9)
     assert other.to_dict() != first.to_dict()
+
+
+def test_the_dense_reading_equals_the_general_one(tmp_path):
+    """A SQLite run whose metrics scored every sample is read one metric at a time (values and
+    reasons only); the general reading places every (metric, position, value) tuple. Both must
+    give the same columns, NaN and reasons included; a run with a metric scored on only some
+    samples is left to the general reading."""
+    import ragmeter
+    from ragmeter.store.columns import _from_rows, _sqlite_dense
+
+    url = f"sqlite:///{tmp_path / 'd.db'}"
+    rows = [{"id": f"q{i}", "question": f"Question {i}?", "answer": f"Answer {i} é 🙂",
+             **({"reference": f"Answer {i % 3}"} if i % 4 else {})} for i in range(40)]
+    res = ragmeter.evaluate(rows, metrics=["token_f1", "exact_match", "levenshtein"], db=url)
+    store = Store(url)
+    for reasons in (False, True):
+        dense = _sqlite_dense(store, res.run_id, reasons)
+        general = _from_rows(store, res.run_id, reasons)
+        assert dense is not None
+        (dc, dr), (gc, gr) = dense, general
+        assert dc.sample_ids == gc.sample_ids and set(dc.values) == set(gc.values) == {"token_f1", "exact_match", "levenshtein"}
+        for m in gc.values:
+            np.testing.assert_array_equal(dc.values[m], gc.values[m])  # NaN where no value, in both
+            np.testing.assert_array_equal(dc.scored[m], gc.scored[m])
+        assert dr == gr
+    assert np.isnan(dc.values["token_f1"]).sum() == 10 and dr["token_f1"][0] == "missing field: reference"
+    # a conversation run: per-turn metrics do not score the conversation samples
+    chat = ragmeter.evaluate("example-chat", ["token_f1"], db=url)
+    assert _sqlite_dense(store, chat.run_id, True) is None
+    cols, _ = run_columns(store, chat.run_id)
+    assert 0 < cols.scored["token_f1"].sum() < len(cols.sample_ids)

@@ -35,6 +35,48 @@ class RunColumns:
 def run_columns(store: Any, run_id: str, *, reasons: bool = False) -> tuple[RunColumns, dict[str, list[str | None]]]:
     """``(columns, reasons)`` of a stored run; ``reasons`` (``{metric: reason or None per
     position}``) is filled only when asked for."""
+    if store.dialect == "sqlite":
+        dense = _sqlite_dense(store, run_id, reasons)
+        if dense is not None:
+            return dense
+    return _from_rows(store, run_id, reasons)
+
+
+def _sqlite_dense(store: Any, run_id: str, reasons: bool) -> tuple[RunColumns, dict[str, list[str | None]]] | None:
+    """:func:`run_columns` of a SQLite run whose every metric scored every sample (the usual run),
+    one metric at a time on the scores' key: only the values (and reasons) cross from SQLite,
+    already in position order, about half the work of reading ``(metric, position, value)``
+    tuples. ``None`` when a metric scored only some samples (a conversation run, a run stopped
+    part way) or the positions are not ``0..n-1``: :func:`_from_rows` places those by position."""
+    picked = "value, reason" if reasons else "value"
+    with store.engine.connect() as conn:
+        cur = conn.connection.driver_connection.cursor()
+        try:
+            pos_ids = _sqlite_ids(cur, run_id)
+            n = len(pos_ids)
+            if not n or pos_ids[0][0] != 0 or pos_ids[-1][0] != n - 1:
+                return None
+            values: dict[str, np.ndarray] = {}
+            why: dict[str, list[str | None]] = {}
+            for mid, name in cur.execute("SELECT id, name FROM metric_names").fetchall():
+                rows = cur.execute(f"SELECT {picked} FROM scores WHERE run_id = ? AND metric_id = ? "  # noqa: S608
+                                   "ORDER BY position", (run_id, mid)).fetchall()
+                if not rows:
+                    continue
+                if len(rows) != n:
+                    return None
+                # None (no value) -> NaN in one conversion
+                values[name] = np.fromiter((r[0] for r in rows), dtype=object, count=n).astype(np.float64)
+                if reasons:
+                    why[name] = [r[1] for r in rows]
+        finally:
+            cur.close()
+    scored = {m: np.ones(n, dtype=bool) for m in values}
+    return RunColumns([sid for _, sid in pos_ids], values, scored), why
+
+
+def _from_rows(store: Any, run_id: str, reasons: bool) -> tuple[RunColumns, dict[str, list[str | None]]]:
+    """:func:`run_columns` from ``(metric, position, value[, reason])`` tuples of every score."""
     pos_ids, names, rows = _read(store, run_id, reasons)
     ids = [sid for _, sid in pos_ids]
     positions = [p for p, _ in pos_ids]
