@@ -8,6 +8,8 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy.stats import wilcoxon
 
 from ragmeter.analysis.compare import compare_runs
@@ -242,3 +244,26 @@ def test_the_dense_reading_equals_the_general_one(tmp_path):
     assert _sqlite_dense(store, chat.run_id, True) is None
     cols, _ = run_columns(store, chat.run_id)
     assert 0 < cols.scored["token_f1"].sum() < len(cols.sample_ids)
+
+
+_TEXT = st.one_of(st.none(), st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=12),
+                  st.sampled_from(["", ",", '"', 'say "hi"', "a\nb", "a\rb", "é 🙂", "nan", " x "]))
+_FLOAT = st.one_of(st.none(), st.floats(allow_nan=True, allow_infinity=False, width=64))
+_BOOL = st.one_of(st.none(), st.booleans())
+
+
+@given(st.integers(1, 8).flatmap(lambda n: st.lists(
+    st.one_of(st.lists(_TEXT, min_size=n, max_size=n), st.lists(_FLOAT, min_size=n, max_size=n),
+              st.lists(_BOOL, min_size=n, max_size=n), st.just([None] * n)), min_size=1, max_size=5)))
+@settings(max_examples=150, deadline=None)
+def test_the_csv_writer_writes_what_pandas_writes(columns):
+    import tempfile
+    from pathlib import Path
+
+    from ragmeter.apps.export.files import _write_csv
+
+    table = {f"c{i}": col for i, col in enumerate(columns)}
+    with tempfile.TemporaryDirectory() as d:
+        ours = _write_csv(table, Path(d) / "a.csv").read_bytes()
+        pd.DataFrame(table).to_csv(Path(d) / "b.csv", index=False)
+        assert ours == (Path(d) / "b.csv").read_bytes()

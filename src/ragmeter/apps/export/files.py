@@ -83,9 +83,34 @@ def _write_table(table: dict[str, list[Any]], fmt: str, path: Path) -> Path:
             fh.writelines(dumps(dict(zip(names, row, strict=True)), ensure_ascii=False) + "\n"
                           for row in zip(*table.values(), strict=True))
         return path
+    if fmt == "csv":
+        return _write_csv(table, path)
     import pandas as pd
 
     return _write_frame(pd.DataFrame(table), fmt, path)
+
+
+def _csv_cell(v: Any) -> Any:
+    """A cell as pandas' ``to_csv`` writes it: no value (``None``, NaN) as an empty field, a float
+    as its shortest round-trip text (numpy's ``astype(str)`` is Python's ``repr``), the rest as
+    ``str``."""
+    if v is None or v != v:
+        return ""
+    return repr(v) if type(v) is float else v
+
+
+def _write_csv(table: dict[str, list[Any]], path: Path) -> Path:
+    """The CSV file ``pandas.DataFrame(table).to_csv(path, index=False)`` writes, byte for byte, with
+    the csv module pandas itself writes through (same dialect: ``,``, ``"``, minimal quoting,
+    ``\n``), without importing pandas (0.4 s of a command's start) or building a frame."""
+    import csv
+
+    cols = [[_csv_cell(v) for v in col] for col in table.values()]
+    with path.open("w", encoding="utf-8", newline="") as fh:
+        w = csv.writer(fh, lineterminator="\n", quoting=csv.QUOTE_MINIMAL)
+        w.writerow(list(table))
+        w.writerows(zip(*cols, strict=True))
+    return path
 
 
 def _write_frame(df: Any, fmt: str, path: Path) -> Path:
