@@ -342,3 +342,18 @@ def test_show_prints_the_conversations_as_a_table_not_json(db_url):
     vals = [res.scores["token_f1"][res.samples.index(t)].value for t in turns]
     assert f"{sum(vals) / len(vals):.3f}" in row and f" {len(turns)} " in row
     assert '"turns":' not in out  # the section is no longer dumped as JSON
+
+
+def test_the_report_says_when_turns_are_compared_per_conversation(db_url, tmp_path):
+    from ragmeter.apps.report import write_report
+    from ragmeter.apps.report.data import compare_view
+    from ragmeter.store import open_store
+
+    a = evaluate("example-chat", ["token_f1"], db=db_url, name="a")
+    b = evaluate("example-chat", ["token_f1"], db=db_url, name="b")
+    store = open_store(db_url)
+    (d,) = compare_view(store, [a.run_id, b.run_id])["differences"]
+    n_convs = len(example_conversations())
+    assert d["metric"] == "token_f1" and d["n_clusters"] == n_convs and d["diff"] == 0
+    html = write_report(store, [a.run_id, b.run_id], tmp_path / "r.html").read_text(encoding="utf-8")
+    assert f"in {n_convs} conversations" in html
