@@ -176,6 +176,8 @@ class PairedDifference(BaseModel):
     significant: bool
     verdict: str = Field(description="better, worse, no significant difference, no paired samples "
                                      "(Holm-adjusted paired permutation test, the rule of ragmeter compare)")
+    n_clusters: int | None = Field(default=None, description="Conversations the paired turns came from: "
+                                                             "the interval and the test are per conversation.")
 
 
 class SampleChange(BaseModel):
