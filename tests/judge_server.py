@@ -663,6 +663,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--capacity", type=int, default=None, help="429 beyond this many requests in flight")
     ap.add_argument("--retry-ms", type=float, default=None, help="retry-after-ms of those 429s")
     args = ap.parse_args(argv)
+    _die_with_parent()
     srv = JudgeServer(delay=args.delay)
     srv.capacity, srv.capacity_retry_ms = args.capacity, args.retry_ms
     srv.start(args.port)
@@ -672,6 +673,30 @@ def main(argv: list[str] | None = None) -> None:
             time.sleep(3600)
     except KeyboardInterrupt:
         srv.stop()
+
+
+def _die_with_parent() -> None:
+    """Run as a script (a benchmark's server), end when the process that started it is gone, even
+    killed with SIGKILL: the kernel's parent-death signal on Linux, and everywhere a thread that
+    notices the parent change."""
+    import os
+    import signal
+
+    parent = os.getppid()
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.2)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
 if __name__ == "__main__":

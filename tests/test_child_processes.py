@@ -130,3 +130,24 @@ time.sleep(600)
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_a_benchmarks_judge_server_ends_when_the_benchmark_is_killed(tmp_path):
+    """The scripted judge server the benchmarks start as a subprocess ends with them, even at kill -9."""
+    bench = Path(__file__).resolve().parents[1] / "benchmarks"
+    code = ("import sys, time; sys.path.insert(0, sys.argv[1])\n"
+            "from judge import start_server\n"
+            "proc, url = start_server(0.0)\n"
+            "print(proc.pid, flush=True)\n"
+            "time.sleep(600)\n")
+    parent = subprocess.Popen([sys.executable, "-c", code, str(bench)], stdout=subprocess.PIPE, text=True)
+    try:
+        server = psutil.Process(int(parent.stdout.readline()))
+        assert server.is_running()
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(timeout=10)
+        gone, alive = psutil.wait_procs([server], timeout=10)
+        assert not alive, "the judge server outlived the benchmark that started it"
+    finally:
+        if parent.poll() is None:
+            parent.kill()
