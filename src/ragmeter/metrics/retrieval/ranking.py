@@ -28,18 +28,14 @@ import numpy as np
 from ragmeter.core.errors import MetricError
 from ragmeter.core.schema import Chunk, Sample, Score
 from ragmeter.metrics.registry import MetricSpec, register_metric
+from ragmeter.metrics.retrieval import __all__ as _PUBLIC
 from ragmeter.metrics.retrieval import matching
 from ragmeter.metrics.retrieval import measures as M
 from ragmeter.metrics.retrieval.matching import Span, span_of
 from ragmeter.metrics.retrieval.relevance import RelevanceMatrix
 
-__all__ = [
-    "average_precision", "dcg_at_k", "f1_at_k", "f1_at_k_exact", "f1_at_k_similarity", "hit_rate_at_k",
-    "hybrid_log_rank_score", "hybrid_log_rank_score_exact", "hybrid_log_rank_score_similarity",
-    "log_rank_score", "mean_reciprocal_rank", "ndcg_at_k", "precision_at_k", "precision_at_k_exact",
-    "precision_at_k_similarity", "r_precision", "recall_at_k", "recall_at_k_exact",
-    "recall_at_k_similarity", "reciprocal_rank", "span_iou", "span_precision", "span_recall",
-]
+#: the package lists these names once (it loads this module lazily on their first use)
+__all__ = list(_PUBLIC)
 
 NO_RELEVANT = "no relevant chunks"
 Relevant = Iterable[Hashable] | Mapping[Hashable, float]
