@@ -4,14 +4,12 @@ that the charts are drawn, the tables sort and filter, and evaluated text never 
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
 from pathlib import Path
 
 import pytest
 
 from chromium import CHROMIUM
+from dashboard_server import serving
 from ragmeter.apps.report import write_report
 from ragmeter.store import Store
 from test_report_support import XSS_ANSWER, make_store
@@ -164,33 +162,11 @@ def test_report_file_in_browser(browser, store_two_runs, tmp_path):
     assert (tmp_path / "report-full.png").stat().st_size > 50_000
 
 
-def _free_socket() -> socket.socket:
-    s = socket.socket()
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind(("127.0.0.1", 0))
-    return s
-
-
 @pytest.fixture(scope="module")
 def dashboard(store_two_runs):
-    import uvicorn
-
-    from ragmeter.apps.server import create_app
-
     store, ids = store_two_runs
-    sock = _free_socket()
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(store), log_level="warning"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "uvicorn did not start"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}", ids
-    server.should_exit = True
-    thread.join(timeout=10)
-    sock.close()
+    with serving(store) as base:
+        yield base, ids
 
 
 def test_dashboard_in_browser(browser, dashboard, tmp_path):

@@ -5,16 +5,15 @@ runs as script."""
 from __future__ import annotations
 
 import json
-import threading
-import time
 
 import pytest
 
+from dashboard_server import serving
 from judge_server import judge_options, server_fixtures
 from ragmeter.apps.report import write_report
 from ragmeter.run.runner import evaluate
 from ragmeter.store import open_store
-from test_browser import CHROMIUM, Watched, _free_socket
+from test_browser import CHROMIUM, Watched
 
 pytestmark = [
     pytest.mark.browser,
@@ -76,21 +75,12 @@ def test_report_file_shows_conversations_as_threads(browser, conversation_run, t
 
 
 def test_dashboard_conversation_page(browser, conversation_run, tmp_path):
-    import uvicorn
-
-    from ragmeter.apps.server import create_app
-
     store, example_run, xss_run = conversation_run
-    sock = _free_socket()
-    port = sock.getsockname()[1]
-    srv = uvicorn.Server(uvicorn.Config(create_app(store), log_level="warning"))
-    thread = threading.Thread(target=srv.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not srv.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "uvicorn did not start"
-        time.sleep(0.05)
-    base = f"http://127.0.0.1:{port}"
+    with serving(store) as base:
+        _conversation_pages(browser, base, example_run, xss_run, tmp_path)
+
+
+def _conversation_pages(browser, base, example_run, xss_run, tmp_path):
     w = Watched(browser, allow_origin=base)
     try:
         w.goto(f"{base}/runs/{example_run}")
@@ -110,6 +100,3 @@ def test_dashboard_conversation_page(browser, conversation_run, tmp_path):
         assert "no conversation" in w.page.inner_text("body")
     finally:
         w.close()
-        srv.should_exit = True
-        thread.join(timeout=10)
-        sock.close()

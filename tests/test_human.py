@@ -5,9 +5,6 @@ report, and two raters labelling through the page in headless Chromium."""
 from __future__ import annotations
 
 import json
-import socket
-import threading
-import time
 
 import pytest
 from typer.testing import CliRunner
@@ -251,24 +248,11 @@ def test_compare_on_human_scores(tmp_path):
 @pytest.mark.browser
 @pytest.mark.slow
 def test_two_raters_label_through_the_page(browser, store):
-    import uvicorn
-
-    from ragmeter.apps.server import create_app
+    from dashboard_server import serving
 
     task_id, tokens = T.create_task(store, "base", raters=["ana", "bruno"],
                                     scales=T.parse_scales("correctness"), n=10)
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    srv = uvicorn.Server(uvicorn.Config(create_app(store), log_level="warning"))
-    th = threading.Thread(target=srv.run, kwargs={"sockets": [sock]}, daemon=True)
-    th.start()
-    deadline = time.monotonic() + 30
-    while not srv.started:
-        assert time.monotonic() < deadline and th.is_alive()
-        time.sleep(0.05)
-    base = f"http://127.0.0.1:{port}"
-    try:
+    with serving(store) as base:
         for rater, values in (("ana", ANA), ("bruno", BRUNO)):
             page = browser.new_page()
             errors = []
@@ -294,10 +278,6 @@ def test_two_raters_label_through_the_page(browser, store):
             assert "token_f1" not in page.content()
             page.close()
             assert sorted(seen) == sorted(f"s{i}" for i in range(10))
-    finally:
-        srv.should_exit = True
-        th.join(timeout=10)
-        sock.close()
     labs = T.labels(store, task_id)
     assert len(labs) == 20 and {x.source for x in labs} == {"web"}
     a = {x.sample_id: x.value_num for x in labs if x.rater == "ana"}
