@@ -135,11 +135,25 @@ def simulate(scenarios: list[Scenario], send: Target, judge: Any, *, turns: int,
     conversation: what was said so far is kept when there is at least one reply, else the outcome
     has no conversation and the error. ``progress(n)`` is told of every finished conversation.
     """
-    from concurrent.futures import ThreadPoolExecutor
-
     if concurrency < 1:
         raise ValueError("concurrency must be at least 1")
     talks = [_Talk(sc, f"{prefix}-{sc.id}", chatbot_role, turns) for sc in scenarios]
+    _hold(talks, send, judge, concurrency, progress)
+    return [t.outcome() for t in talks]
+
+
+def simulate_one(sc: Scenario, send: Target, judge: Any, *, turns: int, chatbot_role: str | None,
+                 conversation_id: str) -> Outcome:
+    """One conversation (:func:`simulate` of one scenario, its id given)."""
+    talk = _Talk(sc, conversation_id, chatbot_role, turns)
+    _hold([talk], send, judge, 1, None)
+    return talk.outcome()
+
+
+def _hold(talks: list[_Talk], send: Target, judge: Any, concurrency: int,
+          progress: Callable[[int], None] | None) -> None:
+    """Advance ``talks`` a turn at a time until each has ended (see :func:`simulate`)."""
+    from concurrent.futures import ThreadPoolExecutor
 
     def reply(messages: list[dict[str, str]]) -> str | TargetError:
         try:
@@ -147,10 +161,10 @@ def simulate(scenarios: list[Scenario], send: Target, judge: Any, *, turns: int,
         except TargetError as exc:
             return exc
 
-    active = [t for t in talks if t.left > 0]
     for t in talks:
         if t.left <= 0:
             t.ended = "max_turns"
+    active = [t for t in talks if t.ended is None]
     with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="ragmeter-target") as pool:
         while active:
             results = judge.submit([t.request() for t in active])
@@ -163,24 +177,6 @@ def simulate(scenarios: list[Scenario], send: Target, judge: Any, *, turns: int,
             if progress is not None and len(still) < len(active):
                 progress(len(active) - len(still))
             active = still
-    return [t.outcome() for t in talks]
-
-
-def simulate_one(sc: Scenario, send: Target, judge: Any, *, turns: int, chatbot_role: str | None,
-                 conversation_id: str) -> Outcome:
-    """One conversation (:func:`simulate` of one scenario, its id given)."""
-    t = _Talk(sc, conversation_id, chatbot_role, turns)
-    if t.left <= 0:
-        t.ended = "max_turns"
-    while t.ended is None:
-        msgs = t.heard(judge.submit([t.request()])[0])
-        if msgs is None:
-            break
-        try:
-            t.answered(send(msgs))
-        except TargetError as exc:
-            t.answered(exc)
-    return t.outcome()
 
 
 def store_conversations(store: Any, name: str, conversations: list[Conversation], info: dict[str, Any]) -> Any:
