@@ -37,13 +37,18 @@ CI_METHOD = "percentile bootstrap over items (one set of resamples shared by eve
 
 
 def offline_metrics(samples: Sequence[Sample]) -> list[str]:
-    """Every registered metric that runs here without a judge or a download and whose fields some
-    sample has: the lexical family, the bundled embedding model's semantic metrics, the
-    non-judge correctness methods (what ``--metrics offline`` means)."""
+    """Every registered metric that runs here, by its name alone, without a judge or a download and
+    whose fields some sample has: the lexical family, the bundled embedding model's semantic
+    metrics, the non-judge correctness methods (what ``--metrics offline`` means). A metric that
+    needs more than its name (an OpenAI grader metric needs its grader object, an agent metric its
+    configuration) or whose own check says it cannot run here is left out, so every listed metric
+    runs."""
+    from ragmeter.core.context import ScoringContext
     from ragmeter.embed.models import resolve_model
     from ragmeter.metrics.registry import all_metrics, resolve_all
 
     present = {f for f, has in FIELD_PRESENT.items() if any(has(s) for s in samples)}
+    ctx = ScoringContext()  # no judge, no store: what a bare metric list gives a run
     out = []
     for spec in all_metrics():
         if spec.needs_llm or not set(spec.requires) <= present:
@@ -55,8 +60,10 @@ def offline_metrics(samples: Sequence[Sample]) -> list[str]:
             if not resolve_model(fn_model or spec.defaults.get("model")).local:
                 continue
         try:
-            resolve_all([spec.name])
+            requests = resolve_all([spec.name])
         except ConfigError:  # a metric whose parameter has no default (name@value only)
+            continue
+        if any(r.spec.check is not None and r.spec.check(ctx, **r.params) for r in requests):
             continue
         out.append(spec.name)
     return out
