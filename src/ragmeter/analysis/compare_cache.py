@@ -22,8 +22,9 @@ NAMESPACE = "compare-cache"
 
 
 #: how comparisons are computed; a change of method makes earlier cached comparisons misses
-#: (2: the turns of conversations are compared per conversation)
-METHOD = 2
+#: (2: the turns of conversations are compared per conversation; 3: all-equal differences get the
+#: same interval on every path, clustered or not)
+METHOD = 3
 
 
 def cache_key(store: Any, refs: list[Any], options: dict[str, Any]) -> tuple[str, list[dict[str, Any]]] | None:

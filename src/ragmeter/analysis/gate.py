@@ -10,7 +10,6 @@ from ragmeter.analysis.runs import RunValues, load_runs, pair_clusters, paired_a
 from ragmeter.core.errors import EXIT_CHECK_FAILED, EXIT_INCOMPLETE, EXIT_OK, ConfigError
 from ragmeter.stats.paired import (
     adjust_pvalues,
-    cluster_paired_mean_ci,
     cluster_permutation_test,
     paired_mean_ci,
     paired_permutation_test,
@@ -203,8 +202,7 @@ def _row(m: str, cur: RunValues, base: RunValues, max_drop: float, alpha: float,
     alt = "less" if direction != "lower" else "greater"
     p = _pvalue(xb, xc, clusters, alt, n_resamples)
     bounds = base.range_of(m) or cur.range_of(m)
-    ci = (paired_mean_ci(xb, xc, bounds=bounds) if clusters is None
-          else cluster_paired_mean_ci(xb, xc, clusters, bounds=bounds))
+    ci = paired_mean_ci(xb, xc, bounds=bounds, clusters=clusters)
     if relative and ci is not None:
         # the interval of the change on the scale of the drop beside it: relative to the baseline mean
         ci = _relative_ci(ci, b_mean, bounds) if b_mean else None

@@ -80,15 +80,17 @@ def restrict(columns: Mapping[str, tuple[Any, list[str | None]]], families: Mapp
 def cluster_ci(values: np.ndarray, clusters: Sequence[str], *, level: float = 0.95,
                bounds: tuple[float, float] | None = None) -> dict[str, Any] | None:
     """Cluster-robust (CR1) interval of the mean of ``values`` (NaN = no value), as summary fields,
-    or ``None`` with fewer than two clusters (:func:`ragmeter.stats.clustered.cluster_mean_ci`)."""
-    from ragmeter.stats.clustered import cluster_mean_ci
+    or ``None`` with fewer than two clusters (:func:`ragmeter.stats.clustered.cluster_interval`;
+    ``ci_method`` is ``cluster_robust``, or ``constant`` / ``clopper_pearson`` over the ``n_clusters``
+    conversations when every conversation's mean is the same)."""
+    from ragmeter.stats.clustered import cluster_interval
 
-    ci = cluster_mean_ci(values, clusters, level=level, bounds=bounds)
+    ci = cluster_interval(values, clusters, level=level, bounds=bounds)
     if ci is None:
         return None
     x = np.asarray(values, dtype=np.float64)
     g = len({c for c, v in zip(clusters, x.tolist(), strict=True) if v == v})
-    return {"ci_low": ci[0], "ci_high": ci[1], "ci_method": "cluster_robust", "n_clusters": g}
+    return {"ci_low": ci[0], "ci_high": ci[1], "ci_method": ci[2], "n_clusters": g}
 
 
 def cluster_intervals(summary: dict[str, dict[str, Any]], columns: Mapping[str, tuple[Any, list[str | None]]],

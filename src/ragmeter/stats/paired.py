@@ -68,21 +68,29 @@ def paired_bootstrap_ci(a: ArrayLike, b: ArrayLike, *, level: float = 0.95,
 
 
 def paired_mean_ci(a: ArrayLike, b: ArrayLike, *, level: float = 0.95,
-                   bounds: Bounds = None) -> tuple[float, float] | None:
+                   bounds: Bounds = None, clusters: Sequence[str] | None = None) -> tuple[float, float] | None:
     """Confidence interval of the mean paired difference ``mean(b - a)``: the interval of
     :func:`ragmeter.stats.mean_ci` of the per-sample differences ``d_i = b_i - a_i``, which lie in
     ``[low - high, high - low]`` for a metric on ``bounds = (low, high)`` (``[-1, 1]`` for a 0-1
     metric; :func:`ragmeter.stats.difference_bounds`). Paired: the correlation between the runs is
     kept, so the interval is usually much narrower than one built from two separate intervals.
 
+    The one interval of a paired difference: ``compare``, ``gate``, the report and the dashboard
+    call it. With ``clusters`` (one label per pair: the conversation of each turn) it is
+    :func:`cluster_paired_mean_ci`. Differences that are all equal get the same interval on every
+    path: all 0 gives ``[-pi, pi]`` with ``pi = 1 - (alpha/2)^(1/n)`` on ``[-1, 1]``, ``n`` the
+    pairs, or the clusters when the pairs are clustered (docs/statistics.md).
+
     Returns:
         ``(low, high)`` inside the difference's range, around the mean difference (strictly when the
-        differences vary); ``None`` for fewer than two pairs.
+        differences vary); ``None`` for fewer than two pairs (two clusters when clustered).
 
     Example:
         >>> [round(v, 3) for v in paired_mean_ci([0, 0, 1, 1] * 5, [1, 1, 1, 1] * 5, bounds=(0, 1))]
         [0.23, 0.698]
     """
+    if clusters is not None:
+        return cluster_paired_mean_ci(a, b, clusters, level=level, bounds=bounds)
     x, y = _pair(a, b)
     if not 0 < level < 1:
         raise MetricError(f"level must be in (0, 1), got {level}")
@@ -195,7 +203,9 @@ def cluster_paired_mean_ci(a: ArrayLike, b: ArrayLike, clusters: Sequence[str], 
                            bounds: Bounds = None) -> tuple[float, float] | None:
     """:func:`paired_mean_ci` for pairs that come in clusters (the turns of a conversation): the
     cluster-robust (CR1) interval of the mean difference over the clusters
-    (:func:`ragmeter.stats.clustered.cluster_mean_ci`), within ``[low - high, high - low]``.
+    (:func:`ragmeter.stats.clustered.cluster_mean_ci`), within ``[low - high, high - low]``; when
+    every cluster's mean difference is the same (all 0: nothing changed) the interval
+    :func:`paired_mean_ci` gives that many equal differences, never a zero-width one.
     ``None`` with fewer than two clusters."""
     from ragmeter.stats.clustered import cluster_mean_ci
 
@@ -416,7 +426,7 @@ def compare_paired(a: ArrayLike, b: ArrayLike, *, level: float = 0.95,
     if clusters is not None:
         from ragmeter.stats.clustered import cluster_codes
 
-        ci = cluster_paired_mean_ci(x, y, clusters, level=level, bounds=bounds)
+        ci = paired_mean_ci(x, y, level=level, bounds=bounds, clusters=clusters)
         perm = cluster_permutation_test(x, y, clusters, n_resamples=n_resamples, seed=seed)
         return PairedComparison(n=n, mean_a=float(x.mean()), mean_b=float(y.mean()),
                                 diff=float((y - x).mean()), ci_low=ci[0] if ci else None,

@@ -23,7 +23,9 @@ from ragmeter.core.errors import ConfigError, RagmeterError, StoreError
 from ragmeter.core.redact import redact, redact_obj
 from ragmeter.core.schema import FIELD_PRESENT, Sample, Score
 from ragmeter.metrics.composite import bands_apply
-from ragmeter.stats.intervals import aggregate, difference_bounds, mean_ci
+from ragmeter.stats.clustered import cluster_codes
+from ragmeter.stats.intervals import aggregate
+from ragmeter.stats.paired import paired_mean_ci
 from ragmeter.store import Store
 from ragmeter.store.models import Run
 
@@ -567,9 +569,9 @@ def paired_difference(a: Mapping[str, float | None], b: Mapping[str, float | Non
     """Paired comparison of one metric between two runs: samples paired by id.
 
     ``diff = mean(b_i - a_i)`` over the ids where both runs have a value, with the confidence
-    interval of :func:`ragmeter.stats.mean_ci` of the per-sample differences, within
-    ``[low - high, high - low]`` for a metric on ``bounds = (low, high)`` (the interval of
-    ``ragmeter compare``). ``wins`` counts
+    interval of the per-sample differences (:func:`ragmeter.stats.paired.paired_mean_ci`, the
+    interval of ``ragmeter compare``), within ``[low - high, high - low]`` for a metric on
+    ``bounds = (low, high)``. ``wins`` counts
     samples where ``b`` is better than ``a`` in the metric's direction, ``losses`` where it is
     worse, ``ties`` where equal. ``verdict`` is ``"better"`` or ``"worse"`` (``b`` relative to ``a``)
     when the permutation p-value, Holm-adjusted over the family of tests (one test here; every
@@ -595,19 +597,22 @@ def paired_difference(a: Mapping[str, float | None], b: Mapping[str, float | Non
     xa = np.array([a[k] for k in ids], dtype=np.float64)
     xb = np.array([b[k] for k in ids], dtype=np.float64)
     d = xb - xa
-    ci = mean_ci(d, level=level, bounds=difference_bounds(bounds)) if d.size > 1 else None
     up, down = int((d > 1e-12).sum()), int((d < -1e-12).sum())
+    from ragmeter.analysis.runs import cluster_labels
+
+    labels = cluster_labels(clusters, ids)
     stats = _experiments_statistics()
     if stats is not None and len(ids) <= MAX_PAIRS_FOR_PVALUE:
-        from ragmeter.analysis.runs import cluster_labels
-
-        labels = cluster_labels(clusters, ids)
         res = stats.compare_paired(xa, xb, level=level, bounds=bounds, clusters=labels)
         ci = (res.ci_low, res.ci_high) if res.ci_low is not None else None
         out["p_value"] = float(res.pvalue)
         up, down = res.wins, res.losses
         if res.n_clusters is not None:
             out["n_clusters"] = res.n_clusters
+    else:  # no p-value: the interval alone, by the one rule (per conversation when the turns are)
+        ci = paired_mean_ci(xa, xb, level=level, bounds=bounds, clusters=labels)
+        if labels is not None:
+            out["n_clusters"] = cluster_codes(labels)[1]
     wins, losses = (up, down) if higher_is_better else (down, up)
     out.update(mean_a=float(xa.mean()), mean_b=float(xb.mean()), diff=float(d.mean()),
                ci_low=ci[0] if ci else None, ci_high=ci[1] if ci else None,

@@ -29,8 +29,10 @@ from ragmeter.store.models import Run
 
 NAMESPACE = "run_view"
 COMPARE_NAMESPACE = "compare_view"
-#: bump when the cached record's layout changes: older records are then rebuilt.
-VIEW_FORMAT = 1
+#: bump when the cached record's layout or figures change: older records are then rebuilt
+#: (2: all-equal paired differences of turns compared per conversation get the interval of
+#: docs/statistics.md, not a zero-width one).
+VIEW_FORMAT = 2
 #: the most sample rows one page (HTML or JSON) may ask for.
 MAX_PAGE = 1000
 _MEMORY_SLOTS = 8
