@@ -95,7 +95,7 @@ def run_heavy(data: Path, engine: str, workdir: Path, cpus: int, metrics: str, e
     db = workdir / f"{tag}-{engine}.db"
     env = {**os.environ, "RAGMETER_RAY_NUM_CPUS": str(cpus), "HF_HUB_OFFLINE": "1",
            "OPENAI_API_KEY": "sk-benchmark-not-a-real-key"}
-    cmd = [sys.executable, "-m", "ragmeter.cli", "eval", str(data), "--metrics", metrics, "--engine", engine,
+    cmd = [sys.executable, "-m", "ragmeter", "eval", str(data), "--metrics", metrics, "--engine", engine,
            "--db", f"sqlite:///{db}", "--json", "--no-progress", *extra]
     proc, out, err, wall, peak = run_measured(cmd, every_s=0.2, env=env)
     if proc.returncode != 0:

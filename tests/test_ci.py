@@ -164,7 +164,7 @@ def test_assert_scores_passes_and_fails():
 
 def _plugin_args() -> list[str]:
     eps = metadata.entry_points(group="pytest11")
-    return [] if any(ep.value == "ragmeter.pytest_plugin" for ep in eps) else ["-p", "ragmeter.pytest_plugin"]
+    return [] if any(ep.value == "ragmeter.apps.pytest_plugin" for ep in eps) else ["-p", "ragmeter.apps.pytest_plugin"]
 
 
 def test_pytest_project_with_assert_scores(tmp_path):

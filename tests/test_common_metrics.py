@@ -247,7 +247,7 @@ def _embedding_cache(monkeypatch, embedding_store):
     workers read those vectors from the store. Without this cache a text embedded in another batch
     differs in the last float32 bits (BLAS blocks a padded batch by its shape; measured: 6e-8 on
     semantic_similarity), which the exact comparisons below would report."""
-    from ragmeter import context as context_mod
+    from ragmeter.core import context as context_mod
     from ragmeter.embed import EmbeddingService
 
     monkeypatch.setitem(context_mod._FACTORIES, "embeddings", lambda ctx: EmbeddingService(

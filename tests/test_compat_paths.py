@@ -1,7 +1,9 @@
 """Every import path a user may have written keeps working after the package moved into stage
 folders (docs/internals.md, "Moved modules"): the ones README.md and docs/ show today, the ones they
 showed before the move, and every old dotted path of ``ragmeter._compat.MOVED``, which must give
-the very module object of its new path (classes, functions and module state shared)."""
+the very module object of its new path (classes, functions and module state shared) and, on its
+first import, a ``FutureWarning`` that names the new path and belongs to the importing line. The
+repository itself uses no old path."""
 
 from __future__ import annotations
 
@@ -9,9 +11,12 @@ import importlib
 import re
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
+
+from ragmeter._compat import MOVED, REMOVED_IN, deprecation_message, new_name
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -60,29 +65,107 @@ def documented_now() -> list[str]:
     return sorted(found)
 
 
+#: the text every old path's warning has (the rest names the two paths)
+_DEPRECATED = re.escape(f"is deprecated and will be removed in ragmeter {REMOVED_IN}")
+
+
+def _forget(old: str) -> None:
+    """Drop an old path (and old paths under it) from ``sys.modules``, so that the next import is
+    its first in this process again; the module at the new path stays loaded."""
+    for name in [n for n in sys.modules if n == old or n.startswith(old + ".")]:
+        if new_name(name) is not None:
+            del sys.modules[name]
+
+
+def _module_of(statement: str) -> str:
+    return statement.split()[1]
+
+
 def test_the_docs_show_import_statements():
     assert len(documented_now()) >= 15
 
 
+def test_the_docs_show_no_old_path():
+    old = [s for s in documented_now() if new_name(_module_of(s)) is not None]
+    assert not old, f"README.md / docs/ show deprecated import paths: {old}"
+
+
 @pytest.mark.parametrize("statement", sorted(set(DOCUMENTED_BEFORE_THE_MOVE) | set(documented_now())))
 def test_a_documented_import_works(statement):
-    exec(statement, {})  # noqa: S102 - the statement is one of the documented imports above
+    """A current path imports without the deprecation warning; an old one with it, naming the new."""
+    new = new_name(_module_of(statement))
+    if new is None:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("error", message=f".* {_DEPRECATED}", category=FutureWarning)
+            exec(statement, {})  # noqa: S102 - the statement is one of the documented imports above
+    else:
+        _forget(_module_of(statement))
+        with pytest.warns(FutureWarning, match=f"{_DEPRECATED}; import {re.escape(new)} instead"):
+            exec(statement, {})  # noqa: S102
 
 
-def test_every_old_path_is_the_module_at_its_new_path():
-    from ragmeter._compat import MOVED
-
+def test_every_old_path_is_the_module_at_its_new_path_and_warns_once():
     for old, new in sorted(MOVED.items()):
-        assert importlib.import_module(old) is importlib.import_module(new), old
+        _forget(old)
+        with pytest.warns(FutureWarning) as caught:
+            module = importlib.import_module(old)
+        assert module is importlib.import_module(new), old
         assert sys.modules[old] is sys.modules[new]
+        ours = [w for w in caught if str(w.message) == deprecation_message(old, new)]
+        assert len(ours) == 1, (old, [str(w.message) for w in caught])
+        # the importing line's warning, not ragmeter's: pyproject's error::FutureWarning:ragmeter
+        # (ragmeter's own FutureWarnings are errors) leaves a user's old import a warning
+        assert ours[0].filename == __file__, (old, ours[0].filename)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", FutureWarning)
+            assert importlib.import_module(old) is module  # the second use is silent
+
+
+def test_the_message_names_the_new_path():
+    assert deprecation_message("ragmeter.context", "ragmeter.core.context") == (
+        f"ragmeter.context is deprecated and will be removed in ragmeter {REMOVED_IN}; "
+        "import ragmeter.core.context instead")
+
+
+def test_an_import_statement_of_an_old_path_warns_at_its_line(monkeypatch):
+    import ragmeter
+
+    _forget("ragmeter.context")
+    monkeypatch.delattr(ragmeter, "context", raising=False)  # else ``from ragmeter import`` reads it
+    with pytest.warns(FutureWarning, match="import ragmeter.core.context instead") as caught:
+        from ragmeter import context  # noqa: F401 - the old path under test
+    assert [(w.filename, w.lineno) for w in caught] == [(__file__, sys._getframe().f_lineno - 1)]
 
 
 def test_an_old_submodule_follows_its_moved_package():
-    import ragmeter.cli.core as old  # ragmeter.cli moved, ragmeter.cli.core follows it
+    _forget("ragmeter.cli")
+    with pytest.warns(FutureWarning) as caught:
+        import ragmeter.cli.core as old  # ragmeter.cli moved, ragmeter.cli.core follows it
 
     import ragmeter.apps.cli.core as new
 
     assert old is new and old.__name__ == "ragmeter.apps.cli.core"
+    assert {str(w.message) for w in caught} == {deprecation_message("ragmeter.cli", "ragmeter.apps.cli"),
+                                                deprecation_message("ragmeter.cli.core", "ragmeter.apps.cli.core")}
+
+
+def test_the_old_attribute_ragmeter_agreement_warns_too(monkeypatch):
+    import ragmeter
+
+    _forget("ragmeter.agreement")
+    monkeypatch.delattr(ragmeter, "agreement", raising=False)  # set by ``import ragmeter.agreement``
+    with pytest.warns(FutureWarning, match="import ragmeter.stats.agreement instead") as caught:
+        module = ragmeter.agreement
+    assert module is importlib.import_module("ragmeter.stats.agreement")
+    assert caught[0].filename == __file__
+
+
+def test_warnings_as_errors_make_an_old_import_fail_naming_the_new_path():
+    out = subprocess.run([sys.executable, "-W", "error::FutureWarning", "-c", "import ragmeter.context"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode != 0
+    assert "FutureWarning: ragmeter.context is deprecated" in out.stderr
+    assert "import ragmeter.core.context instead" in out.stderr
 
 
 def test_a_name_that_never_existed_still_fails():
@@ -97,6 +180,11 @@ def test_python_dash_m_runs_the_command(module):
     out = subprocess.run([sys.executable, "-m", module, "--version"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("ragmeter ")
+    new = new_name(module)
+    if new is None:
+        assert "deprecated" not in out.stderr
+    else:
+        assert deprecation_message(module, new) in out.stderr
 
 
 def test_an_old_child_path_leaves_the_name_its_package_exports():
@@ -105,6 +193,67 @@ def test_an_old_child_path_leaves_the_name_its_package_exports():
     import ragmeter.metrics.agent as agent
 
     before = agent.lookup
-    old = importlib.import_module("ragmeter.agent.lookup")
+    _forget("ragmeter.agent.lookup")
+    with pytest.warns(FutureWarning, match="import ragmeter.metrics.agent.lookup instead"):
+        old = importlib.import_module("ragmeter.agent.lookup")
     assert agent.lookup is before and callable(agent.lookup)
     assert old is importlib.import_module("ragmeter.metrics.agent.lookup")
+
+
+#: files whose job is to name the old paths: the table, its tests, the changelog's history, and
+#: docs/internals.md's "Moved modules" section (dropped from the text before the scan below)
+_NAMES_OLD_PATHS = {"src/ragmeter/_compat.py", "tests/test_compat_paths.py", "CHANGELOG.md"}
+_SCANNED = ("README.md", "pyproject.toml", "Makefile", ".ci", "src", "tests", "benchmarks", "docs", "examples",
+            "scripts")
+_SUFFIXES = {".py", ".md", ".toml", ".ipynb", ".yaml", ".yml", ".json", ".jsonl", ".cfg", ".ini", ".sh", ".txt", ""}
+_DOTTED = re.compile(r"(?<![\w.])ragmeter(?:\.[A-Za-z_]\w*)+")
+
+
+def _repository_files():
+    for top in _SCANNED:
+        path = ROOT / top
+        for file in [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file()):
+            rel = file.relative_to(ROOT).as_posix()
+            if file.suffix in _SUFFIXES and "__pycache__" not in rel and rel not in _NAMES_OLD_PATHS \
+                    and file.stat().st_size < 2_000_000:
+                yield rel, file
+
+
+def _without_moved_modules_section(text: str) -> str:
+    return re.sub(r"^### Moved modules.*?(?=^##)", "", text, flags=re.S | re.M)
+
+
+def _old_paths_in(line: str) -> list[str]:
+    """The old dotted paths a line uses (an old package's child counts as its package's path)."""
+    found = []
+    for m in _DOTTED.finditer(line):
+        parts = m.group(0).split(".")
+        prefixes = (".".join(parts[:n]) for n in range(len(parts), 1, -1))
+        old = next((p for p in prefixes if p in MOVED), None)
+        if old is not None:
+            found.append(old)
+    return found
+
+
+def test_the_repository_uses_no_old_path():
+    """The entry point, tests, benchmarks, docs, examples, scripts and the notebook use new paths."""
+    found = []
+    for rel, file in _repository_files():
+        try:
+            text = file.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            continue
+        if rel == "docs/internals.md":
+            text = _without_moved_modules_section(text)
+        for lineno, line in enumerate(text.splitlines(), 1):
+            found += [f"{rel}:{lineno}: {old} (now {MOVED[old]})" for old in _old_paths_in(line)]
+    assert not found, "old import paths in use:\n" + "\n".join(found)
+
+
+def test_the_scan_sees_an_old_path():
+    assert _old_paths_in("import ragmeter.schema; from ragmeter.retrieval.trec_io import x") == [
+        "ragmeter.schema", "ragmeter.retrieval.trec_io"]
+    assert _old_paths_in('["-m", "ragmeter.cli.core"] ragmeter.metrics.retrieval ragmeter.apps.cli') == [
+        "ragmeter.cli"]
+    assert "ragmeter.schema" not in _without_moved_modules_section(
+        "## a\n### Moved modules\nragmeter.schema\n## b\nragmeter.apps.cli\n")

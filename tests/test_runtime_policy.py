@@ -52,7 +52,7 @@ def _child(code: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_batch_commands_run_without_the_collector_and_servers_with_it():
-    proc = _child("import gc\nfrom ragmeter.cli import runtime\n"
+    proc = _child("import gc\nfrom ragmeter.apps.cli import runtime\n"
                   "runtime.apply(['serve']); assert gc.isenabled()\n"
                   "runtime.apply([]); assert gc.isenabled()\n"
                   "runtime.apply(['eval']); assert not gc.isenabled()\n"
@@ -61,7 +61,7 @@ def test_batch_commands_run_without_the_collector_and_servers_with_it():
 
 
 def test_fast_exit_runs_the_exit_handlers_and_keeps_the_status():
-    proc = _child("import atexit\nfrom ragmeter.cli import runtime\n"
+    proc = _child("import atexit\nfrom ragmeter.apps.cli import runtime\n"
                   "atexit.register(lambda: print('handler ran', flush=True))\n"
                   "runtime.fast_exit(3)")
     assert proc.returncode == 3 and proc.stdout.strip() == "handler ran", proc.stderr

@@ -28,7 +28,7 @@ def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
     full.pop("RAGMETER_WORKERS", None)
     if env is None:
         full.pop("RAGMETER_START_METHOD", None)  # the default
-    return subprocess.run([sys.executable, "-c", "from ragmeter.cli import entry; entry()", *args],
+    return subprocess.run([sys.executable, "-c", "from ragmeter.apps.cli import entry; entry()", *args],
                           env=full, capture_output=True, text=True, timeout=600)
 
 

@@ -113,8 +113,13 @@ def __getattr__(name: str):  # type: ignore[no-untyped-def]
         from ragmeter.run.eval_config import EvalConfig
 
         return EvalConfig
-    if name in _SUBPACKAGES:  # ``ragmeter.stats.agreement.cohen_kappa`` after ``import ragmeter``
+    if name in _SUBPACKAGES:  # ``ragmeter.human.X`` after ``import ragmeter``
         import importlib
 
+        if _compat.new_name(f"ragmeter.{name}") is not None:  # "agreement" is an old path (MOVED)
+            import warnings
+
+            warnings.warn(_compat.deprecation_message(f"ragmeter.{name}", _SUBPACKAGES[name]), FutureWarning,
+                          stacklevel=2)
         return importlib.import_module(_SUBPACKAGES[name])
     raise AttributeError(name)

@@ -1,11 +1,14 @@
-"""The import paths of modules that moved keep working: ``from ragmeter.schema import Sample``,
-``import ragmeter.stats``, ``from ragmeter.metrics.registry import register_metric`` ...
+"""The import paths of modules that moved keep working until :data:`REMOVED_IN`, with a warning:
+``from ragmeter.schema import Sample`` gives ``ragmeter.core.schema``'s ``Sample`` and a
+``FutureWarning`` saying to import ``ragmeter.core.schema`` instead.
 
 A finder on ``sys.meta_path`` answers for each old dotted path (:data:`MOVED`; a moved package's
 submodules follow it) with the module now at its new path: the same module object under both
-names, so classes, functions and module state are shared. It answers for nothing else, so imports
-of current paths never see it. Nothing inside ``src/ragmeter`` imports an old path
-(tests/test_architecture.py checks it); docs/internals.md ("Moved modules") lists the table.
+names, so classes, functions and module state are shared. The first import of an old path in a
+process warns, attributed to the importing line (``-W error::FutureWarning`` makes it an error).
+The finder answers for nothing else, so imports of current paths never see it. Nothing in the
+repository imports an old path (tests/test_architecture.py checks ``src/``,
+tests/test_compat_paths.py the rest); docs/internals.md ("Moved modules") lists the table.
 """
 
 from __future__ import annotations
@@ -15,8 +18,12 @@ import importlib.abc
 import importlib.machinery
 import importlib.util
 import sys
+import warnings
 from types import ModuleType
 from typing import Any
+
+#: the release that drops the old paths (the next minor release after 0.2.0; CHANGELOG.md)
+REMOVED_IN = "0.3.0"
 
 # -- moved: begin (old dotted path -> new dotted path)
 MOVED: dict[str, str] = {
@@ -92,6 +99,29 @@ def new_name(fullname: str) -> str | None:
     return None
 
 
+def deprecation_message(old: str, new: str) -> str:
+    """What the first import of the old path ``old`` says."""
+    return f"{old} is deprecated and will be removed in ragmeter {REMOVED_IN}; import {new} instead"
+
+
+def _importer_stacklevel() -> int:
+    """The ``stacklevel`` that attributes a warning issued by :meth:`_Alias.create_module` to the
+    line that imports the old path. ``warnings`` itself steps over the import system's frozen
+    frames (``importlib._bootstrap``); ``importlib.import_module`` is stepped over here too."""
+    frame = sys._getframe(2)  # create_module's caller (the import system)
+    level = 2
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if "importlib" in name and "_bootstrap" in name:
+            frame = frame.f_back
+            continue
+        if frame.f_globals.get("__name__") != "importlib":
+            return level
+        level += 1
+        frame = frame.f_back
+    return level
+
+
 #: ``(id(package), name)``: the import system is about to set ``package.name`` to an old path's
 #: module, where the package holds something else under that name (see :class:`_KeepsNames`)
 _KEEP: set[tuple[int, str]] = set()
@@ -134,6 +164,7 @@ class _Alias(importlib.abc.Loader):
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
         module = importlib.import_module(self.target)
         self._spec = module.__spec__
+        warnings.warn(deprecation_message(spec.name, self.target), FutureWarning, stacklevel=_importer_stacklevel())
         return module
 
     def exec_module(self, module: ModuleType) -> None:

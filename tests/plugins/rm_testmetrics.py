@@ -1,16 +1,11 @@
-"""Test-only metrics, loaded through $RAGMETER_PLUGINS (the user-facing plugin mechanism).
-
-Written against the import paths from before the modules moved into stage packages
-(``ragmeter.metrics.registry``, ``ragmeter.schema``): a plug-in written then keeps working.
-"""
+"""Test-only metrics, loaded through $RAGMETER_PLUGINS (the user-facing plugin mechanism)."""
 
 from __future__ import annotations
 
 import os
 import time
 
-from ragmeter.schema import Score
-
+from ragmeter.core.schema import Score
 from ragmeter.metrics.registry import _REGISTRY, MetricSpec, register_metric
 
 
