@@ -88,6 +88,8 @@ class JudgeConfig:
             through the openai SDK's client (its default transport) instead of directly.
         draw: a repeat number (``judge_draw``): a non-zero draw is part of the cache key, so
             repeated runs at temperature > 0 really ask again (judge self-consistency).
+        max_reply_mb: the largest reply body read, in MB (``None``: 8, see
+            :mod:`ragmeter.llm.replies`); a larger reply fails its call ("reply larger than 8 MB").
     """
 
     provider: str
@@ -111,6 +113,7 @@ class JudgeConfig:
     response_format: str = "json_schema"
     http_client: str = "auto"
     draw: int = 0
+    max_reply_mb: float | None = None
 
     @property
     def sdk_module(self) -> str:
@@ -157,7 +160,7 @@ def parse_judge(value: str) -> tuple[str, str, str | None]:
 _OPTION_TYPES: dict[str, type] = {
     "concurrency": int, "rpm": float, "timeout": float, "max_retries": int, "parse_retries": int,
     "backoff_base": float, "backoff_max": float, "max_cost": float, "temperature": float,
-    "max_tokens": int, "draw": int,
+    "max_tokens": int, "draw": int, "max_reply_mb": float,
 }
 
 
@@ -236,6 +239,8 @@ def config_from_options(options: dict[str, Any]) -> JudgeConfig:
         raise JudgeConfigError(f"judge max_cost must be >= 0, got {cfg.max_cost}")
     if cfg.timeout <= 0:
         raise JudgeConfigError(f"judge timeout must be > 0, got {cfg.timeout}")
+    if cfg.max_reply_mb is not None and not 0 < cfg.max_reply_mb < float("inf"):
+        raise JudgeConfigError(f"judge max_reply_mb must be a number of MB > 0, got {cfg.max_reply_mb}")
     if cfg.max_retries < 0 or cfg.parse_retries < 0:
         raise JudgeConfigError("judge max_retries and parse_retries must be >= 0")
     if cfg.provider == "azure" and not cfg.base_url:

@@ -17,10 +17,13 @@ Azure OpenAI keeps the SDK (its deployment routing and API versions), and
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import json
 import os
 from typing import Any
+
+from ragmeter.llm.replies import JUDGE_HINT, read_aiohttp, read_httpx, reply_limit
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
@@ -77,11 +80,16 @@ class DirectClient:
         key: the bearer key.
         timeout: seconds a request may take in all.
         aiohttp: aiohttp's session (``True``) or httpx's ``AsyncClient``.
+        max_reply: the largest reply body read, in bytes (default
+            :data:`~ragmeter.llm.replies.DEFAULT_MAX_REPLY_MB`); the body is read as it arrives
+            and abandoned past it (:class:`~ragmeter.llm.replies.ReplyTooLarge`).
     """
 
-    def __init__(self, base_url: str | None, key: str, timeout: float, aiohttp: bool) -> None:
+    def __init__(self, base_url: str | None, key: str, timeout: float, aiohttp: bool,
+                 max_reply: int | None = None) -> None:
         self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
         self.timeout = timeout
+        self.max_reply = max_reply if max_reply is not None else reply_limit(None)
         from ragmeter._version import __version__
 
         self.headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json",
@@ -111,30 +119,39 @@ class DirectClient:
     async def post(self, path: str, content: bytes, timeout: float | None = None) -> tuple[Any, Any]:
         """The decoded JSON reply (or its text when it is not JSON) and the reply's headers.
 
+        The body is read as it arrives, at most ``max_reply`` bytes, and the whole request
+        (headers and body) within the timeout.
+
         Raises:
             APITimeoutError: no complete reply in time.
+            ReplyTooLarge: the body passed ``max_reply`` bytes (the rest is not read).
             BadRequestError: HTTP 400.
             APIStatusError: any other status outside 2xx.
         """
         url = self.base_url + path
+        total = self.timeout if timeout is None else timeout
         if self.aiohttp:
             import aiohttp
 
             kw = {"timeout": aiohttp.ClientTimeout(total=timeout)} if timeout is not None else {}
             try:
                 async with self._session.post(url, data=content, **kw) as r:
-                    status, headers, raw = r.status, r.headers, await r.read()
+                    status, headers = r.status, r.headers
+                    raw = await read_aiohttp(r, self.max_reply, JUDGE_HINT)
             except TimeoutError as exc:  # aiohttp's total timeout
                 raise APITimeoutError("Request timed out.") from exc
         else:
             import httpx
 
             try:
-                r = await self._session.post(url, content=content,
-                                             **({"timeout": timeout} if timeout is not None else {}))
-            except httpx.TimeoutException as exc:
+                # httpx's timeout bounds each read; the deadline bounds the whole reply, as aiohttp's
+                async with asyncio.timeout(total):
+                    async with self._session.stream("POST", url, content=content,
+                                                    **({"timeout": timeout} if timeout is not None else {})) as r:
+                        status, headers = r.status_code, r.headers
+                        raw = await read_httpx(r, self.max_reply, JUDGE_HINT)
+            except (httpx.TimeoutException, TimeoutError) as exc:
                 raise APITimeoutError("Request timed out.") from exc
-            status, headers, raw = r.status_code, r.headers, r.content
         text = raw.decode("utf-8", errors="replace")
         if not 200 <= status < 300:
             raise (BadRequestError if status == 400 else APIStatusError)(status, headers, text)

@@ -6,18 +6,38 @@ chat messages (``[{"role": "system"|"user"|"assistant", "content"}]``) and retur
 - ``http``: any HTTP endpoint: ``POST {url}`` with ``{"messages": [...], "model": M}``; it answers
   ``{"content": "reply text"}`` (HTTP 200, JSON).
 - ``python:MODULE:FUNCTION``: a Python callable ``FUNCTION(messages) -> str``.
+
+An HTTP target's reply is read as it arrives, at most ``max_reply_mb`` MB (default
+:data:`~ragmeter.llm.replies.DEFAULT_MAX_REPLY_MB`) and within ``timeout`` seconds in all; a larger
+or slower reply ends the conversation with the reason. A 429 or 503 is asked again up to
+:data:`RETRIES` times after the wait the target asks for (``Retry-After``, ``retry-after-ms``; at
+most :data:`~ragmeter.llm.replies.MAX_SERVER_WAIT` s), else 1, 2, 4 s.
 """
 
 from __future__ import annotations
 
 import importlib
+import json
 import os
+import time
 from collections.abc import Callable
 from typing import Any
 
 from ragmeter.core.errors import ConfigError
+from ragmeter.llm.replies import ReplyTooLarge, read_httpx_sync, reply_limit, retry_after_seconds
 
 Target = Callable[[list[dict[str, str]]], str]
+
+#: times a 429 or 503 answer of an HTTP target is asked again
+RETRIES = 3
+#: the statuses that mean "ask again later"
+_LATER = frozenset({429, 503})
+_HINT = "the target's reply limit; --max-reply-mb raises it"
+
+
+def _sleep(seconds: float) -> None:
+    # one indirection so tests can observe the waits without taking them
+    time.sleep(seconds)
 
 
 class TargetError(Exception):
@@ -25,8 +45,10 @@ class TargetError(Exception):
 
 
 def make_target(target: str, *, kind: str = "openai", model: str | None = None,
-                api_key_env: str | None = None, timeout: float = 60.0) -> tuple[Target, Callable[[], None]]:
+                api_key_env: str | None = None, timeout: float = 60.0,
+                max_reply_mb: float | None = None) -> tuple[Target, Callable[[], None]]:
     """``(send, close)`` for a target; ``target`` is a URL or ``python:MODULE:FUNCTION``.
+    ``timeout`` bounds each reply in all (seconds), ``max_reply_mb`` its size (MB).
 
     Raises:
         ConfigError: an unknown kind, a URL that is not http(s), a callable that cannot be imported,
@@ -50,26 +72,42 @@ def make_target(target: str, *, kind: str = "openai", model: str | None = None,
 
     client = httpx.Client(timeout=timeout, headers=headers)
     url = target.rstrip("/") + "/chat/completions" if kind == "openai" else target
+    limit = reply_limit(max_reply_mb)
+
+    def post(body: dict[str, Any]) -> tuple[int, Any, bytes]:
+        deadline = time.monotonic() + timeout
+        with client.stream("POST", url, json=body) as resp:
+            return resp.status_code, resp.headers, read_httpx_sync(resp, limit, _HINT, deadline)
 
     def send(messages: list[dict[str, str]]) -> str:
         body: dict[str, Any] = {"messages": messages}
         if model:
             body["model"] = model
+        for attempt in range(RETRIES + 1):
+            try:
+                status, headers, raw = post(body)
+            except ReplyTooLarge as exc:
+                raise TargetError(str(exc)) from None
+            except (httpx.TimeoutException, TimeoutError):
+                raise TargetError(f"no complete reply within --timeout {timeout:g} s") from None
+            except httpx.HTTPError as exc:
+                raise TargetError(f"{type(exc).__name__}: {exc}") from None
+            if status not in _LATER or attempt == RETRIES:
+                break
+            wait = retry_after_seconds(headers)
+            _sleep(wait if wait is not None else float(2 ** attempt))
+        text = raw.decode("utf-8", errors="replace")
+        if status != 200:
+            raise TargetError(f"HTTP {status}: {text[:300]}")
         try:
-            resp = client.post(url, json=body)
-        except httpx.HTTPError as exc:
-            raise TargetError(f"{type(exc).__name__}: {exc}") from None
-        if resp.status_code != 200:
-            raise TargetError(f"HTTP {resp.status_code}: {resp.text[:300]}")
-        try:
-            data = resp.json()
-            text = data["choices"][0]["message"]["content"] if kind == "openai" else data["content"]
+            data = json.loads(text)
+            reply = data["choices"][0]["message"]["content"] if kind == "openai" else data["content"]
         except (ValueError, KeyError, IndexError, TypeError):
             raise TargetError(f"unexpected reply (expected {'choices[0].message.content' if kind == 'openai' else 'content'}): "
-                              f"{resp.text[:300]}") from None
-        if not isinstance(text, str):
-            raise TargetError(f"the reply's text is {type(text).__name__}, not text")
-        return text
+                              f"{text[:300]}") from None
+        if not isinstance(reply, str):
+            raise TargetError(f"the reply's text is {type(reply).__name__}, not text")
+        return reply
 
     return send, client.close
 

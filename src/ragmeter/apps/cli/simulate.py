@@ -31,7 +31,8 @@ def simulate_cmd(
     judge: Annotated[str | None, typer.Option("--judge", help="LLM that plays the simulated user, as provider:model (openai:gpt-4o-mini, anthropic:..., ollama:...).")] = None,
     judge_base_url: Annotated[str | None, typer.Option("--judge-base-url", help="Endpoint of an OpenAI-compatible judge.")] = None,
     judge_api_key_env: Annotated[str | None, typer.Option("--judge-api-key-env", help="Name of the environment variable that holds the judge's API key.")] = None,
-    timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait for each reply of the target.", parser=number(0, 3600, low_open=True))] = 60.0,
+    timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait for each reply of the target (the whole reply).", parser=number(0, 3600, low_open=True))] = 60.0,
+    max_reply_mb: Annotated[float | None, typer.Option("--max-reply-mb", help="Largest reply of the target read, in MB (default 8; a larger one ends its conversation with the reason 'reply larger than N MB', and the rest of it is never read).", parser=number(0, 1e6, low_open=True))] = None,
     concurrency: Annotated[int, typer.Option("--concurrency", help="Conversations sent to the target at once (the conversations advance a turn at a time together; 1 for a target that cannot take parallel calls). The simulated users' messages go through the judge's own limit.", parser=number(1, 256, integer=True))] = 8,
     db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the outcome as one JSON object.")] = False,
@@ -69,7 +70,7 @@ def simulate_cmd(
         raise ConfigError("simulate needs an LLM for the simulated user: --judge provider:model "
                           "(and --judge-base-url for an OpenAI-compatible server)")
     send, close = make_target(target, kind=target_kind, model=target_model, api_key_env=target_api_key_env,
-                              timeout=timeout)
+                              timeout=timeout, max_reply_mb=max_reply_mb)
     store = store or get_store(db)
     opts: dict[str, Any] = {k: v for k, v in {"base_url": judge_base_url, "api_key_env": judge_api_key_env}.items()
                             if v is not None}
