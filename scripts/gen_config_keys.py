@@ -68,7 +68,9 @@ def render() -> str:
         aliases = ", ".join(f"`{a}`" for a in s.aliases)
         equals = f"{s.equals['tool']} {s.equals['version']} `{s.equals['metric']}`" if s.equals else ""
         direction = f"{'higher' if s.higher_is_better else 'lower'} is better"
-        if s.range != (0.0, 1.0):
+        if s.range_for is not None:
+            direction += ", range set by its grader (docs/openai-evals.md)"
+        elif s.range != (0.0, 1.0):
             direction += f", range [{s.range[0]:g}, {s.range[1]:g}]"
         lines.append(f"| `{s.name}` | {_cell(aliases)} | {s.family} | {f'`{s.param}`' if s.param else ''} | "
                      f"{_cell(params)} | {direction} | {_cell(needs)} | {_cell(equals)} |")

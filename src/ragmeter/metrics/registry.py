@@ -7,8 +7,10 @@ reads files, prints, or touches the store; shared services (embeddings, judge) c
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import inspect
+import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -54,7 +56,10 @@ class MetricSpec:
         family: ``lexical``, ``retrieval``, ``semantic``, ``llm``, ``agent``, ...
         fn: the batch scoring function.
         requires: sample fields needed (keys of ``ragmeter.core.schema.FIELD_PRESENT``).
-        range: (low, high) of the values.
+        range: (low, high) of the values: what every check, interval, report and trend reads. A side
+            may be infinite when the metric cannot know it before its values are seen (an OpenAI
+            python grader without a ``range``): intervals then follow the rule for no declared range
+            (docs/statistics.md), and the summary records ``range: null``.
         higher_is_better: direction; ``False`` for hallucination, bias, toxicity.
         needs_embeddings / needs_llm: whether the metric uses those services.
         defaults: default parameters passed to ``fn``.
@@ -82,6 +87,10 @@ class MetricSpec:
             per-sample values; the run calls it through :func:`add_corpus_scores`.
         worker_cache: optional :class:`WorkerCache` a worker process hands back
             (:func:`export_worker_caches`, :func:`merge_worker_caches`).
+        range_for: for a metric whose range is set by its parameters (an OpenAI grader: its
+            ``range``, its ``evaluation_metric``, its formula), ``range_for(params) -> (low, high)``;
+            :func:`resolve` gives the request a spec with that ``range``, so everything that reads
+            ``request.spec.range`` reads the range of this definition.
     """
 
     name: str
@@ -104,13 +113,15 @@ class MetricSpec:
     per_sample: bool = True
     corpus: CorpusFn | None = None
     worker_cache: WorkerCache | None = None
+    range_for: Callable[[Mapping[str, Any]], tuple[float, float]] | None = None
 
     def info(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "family": self.family,
             "requires": list(self.requires),
-            "range": list(self.range),
+            "range": list(declared) if (declared := declared_range(self.range)) is not None else None,
+            "range_from_parameters": self.range_for is not None,
             "direction": "higher" if self.higher_is_better else "lower",
             "needs_embeddings": self.needs_embeddings,
             "needs_llm": self.needs_llm,
@@ -312,12 +323,64 @@ def resolve(entry: str | dict[str, Any]) -> MetricRequest:
         raise ConfigError(f"metric {spec.name!r} has no parameter(s) {sorted(unknown)}; "
                           f"valid: {sorted(set(spec.defaults) | ({spec.param} if spec.param else set()))}")
     merged = {**spec.defaults, **params}
+    spec = _ranged(spec, merged)
     if key is None:
         # the '@' value is already in base_key; a param given in the mapping must show in the key
         extra = {k: v for k, v in params.items()
                  if (k != spec.param or "@" not in base_key) and spec.defaults.get(k) != v}
         key = base_key + ("(" + ",".join(f"{k}={v}" for k, v in sorted(extra.items())) + ")" if extra else "")
     return MetricRequest(key=key, spec=spec, params=merged)
+
+
+_RANGED: dict[tuple[str, float, float], MetricSpec] = {}
+
+
+def _ranged(spec: MetricSpec, params: Mapping[str, Any]) -> MetricSpec:
+    """``spec`` with the range its parameters set (:attr:`MetricSpec.range_for`); the same object
+    for the same range, so a request resolved twice (in a spawned worker too) has the same spec."""
+    if spec.range_for is None:
+        return spec
+    low, high = (float(x) for x in spec.range_for(params))
+    if (low, high) == tuple(spec.range):
+        return spec
+    return _RANGED.setdefault((spec.name, low, high), dataclasses.replace(spec, range=(low, high)))
+
+
+def declared_range(rng: Sequence[float] | None) -> tuple[float, float] | None:
+    """``rng`` when both ends are finite numbers with ``low < high``, else ``None``: the metric
+    declares no range (an OpenAI python grader without ``range``), and its intervals follow the
+    rule for no declared range (:func:`ragmeter.stats.mean_ci` with ``bounds=None``)."""
+    if rng is None:
+        return None
+    try:
+        low, high = (float(x) for x in rng)
+    except (TypeError, ValueError):
+        return None
+    return (low, high) if math.isfinite(low) and math.isfinite(high) and low < high else None
+
+
+def recorded_range(key: str, request: Mapping[str, Any] | None = None, recorded: Any = None
+                   ) -> tuple[float, float] | None:
+    """The declared range of metric ``key`` of a stored run (:func:`declared_range`), from the one
+    place that decides it: the spec its request resolves to (``{"name", "params"}`` as the run
+    stored it, so an OpenAI grader's definition sets it), else the range ``recorded`` in the run's
+    summary (a metric this process does not know), else the registry's by the key's name
+    (``ndcg@10``, ``faithfulness(judge=...)``). ``None`` when none of them declares one."""
+    if isinstance(request, Mapping) and request.get("name"):
+        try:
+            rng = resolve({"name": request["name"], "params": dict(request.get("params") or {})}).spec.range
+        except (ConfigError, ImportError, TypeError, ValueError):
+            pass
+        else:
+            return declared_range(rng)
+    if recorded is not None:
+        return declared_range(recorded)
+    for name in dict.fromkeys((key, key.split("(", 1)[0])):
+        try:
+            return declared_range(resolve(name).spec.range)
+        except (ConfigError, ImportError):
+            continue
+    return None
 
 
 def resolve_all(entries: Sequence[str | dict[str, Any]]) -> list[MetricRequest]:

@@ -30,7 +30,7 @@ from ragmeter.core.errors import (
 )
 from ragmeter.core.schema import Sample, Score, ScoreColumn, ScoreColumns
 from ragmeter.io.readers import REQUIREMENT_TARGET, Dataset, load
-from ragmeter.metrics.registry import MetricRequest, missing_fields, resolve_all
+from ragmeter.metrics.registry import MetricRequest, declared_range, missing_fields, resolve_all
 from ragmeter.run.engines.base import Engine, LocalEngine
 from ragmeter.run.engines.checks import run_metric
 from ragmeter.run.engines.lifecycle import heartbeat as _heartbeat
@@ -198,11 +198,14 @@ def _rich_progress(enabled: bool) -> Iterator[ProgressFactory]:
 
 
 def summarise(columns: Mapping[str, Any], requests: Sequence[MetricRequest]) -> dict[str, dict[str, Any]]:
-    """A run's summary (:func:`ragmeter.stats.aggregate_many`), each interval within its metric's ``range``."""
+    """A run's summary (:func:`ragmeter.stats.aggregate_many`), each interval within its metric's
+    ``range`` (its request's spec: for a metric built from a definition, the definition's range),
+    which the summary records (``null`` when the metric declares none) for every later reader."""
     summary = aggregate_many(columns, bounds={r.key: r.spec.range for r in requests})
     for r in requests:
+        rng = declared_range(r.spec.range)
         summary[r.key].update(direction="higher" if r.spec.higher_is_better else "lower", family=r.spec.family,
-                              range=[float(r.spec.range[0]), float(r.spec.range[1])])
+                              range=list(rng) if rng is not None else None)
     return summary
 
 

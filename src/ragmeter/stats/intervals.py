@@ -24,8 +24,9 @@ The interval of a mean (:func:`mean_ci`) depends on the values and on the metric
   the range by construction, containing the mean strictly, narrowing toward the bound a mean is
   close to, and equal to Student's t interval when the values sit far from both bounds.
 
-Without ``bounds``, 0/1 values are bounded by [0, 1] and any other values by the smallest and
-largest value observed. The interval is a closed form: deterministic, no resampling, O(n).
+Without ``bounds`` (or with ``(-inf, inf)``: a metric that declares no range), 0/1 values are
+bounded by [0, 1] and any other values by the smallest and largest value observed. The interval
+is a closed form: deterministic, no resampling, O(n).
 """
 
 from __future__ import annotations
@@ -244,12 +245,13 @@ class Intervals:
 def _effective_bounds(x: np.ndarray, bounds: Bounds) -> tuple[np.ndarray, np.ndarray]:
     """Per row, the range the interval stays in: the declared one, widened to the values (a metric
     that breaks its own range must not get an interval that excludes its mean), an infinite side
-    replaced by the observed extreme; without ``bounds``, [0, 1] for 0/1 rows, else ``[min, max]``."""
+    replaced by the observed extreme; without ``bounds`` (or with both sides infinite: a metric
+    that declares no range), [0, 1] for 0/1 rows, else ``[min, max]``."""
     xmin, xmax = x.min(axis=1), x.max(axis=1)
-    if bounds is None:
+    low, high = _check_bounds(bounds) if bounds is not None else (-math.inf, math.inf)
+    if math.isinf(low) and math.isinf(high):
         binary = np.all((x == 0.0) | (x == 1.0), axis=1)
         return np.where(binary, 0.0, xmin), np.where(binary, 1.0, xmax)
-    low, high = _check_bounds(bounds)
     lo = np.minimum(xmin, low) if math.isfinite(low) else xmin
     hi = np.maximum(xmax, high) if math.isfinite(high) else xmax
     return lo, hi
@@ -348,8 +350,8 @@ def mean_ci(values: Sequence[float] | np.ndarray, *, level: float = 0.95,
         values: finite numbers (leave the values without a result out).
         level: the confidence level.
         bounds: ``(low, high)``, the range the metric's values can take (its registry ``range``;
-            a side may be infinite). ``None``: [0, 1] for 0/1 values, else the smallest and the
-            largest value observed.
+            a side may be infinite). ``None`` or both sides infinite: [0, 1] for 0/1 values, else
+            the smallest and the largest value observed.
 
     Returns:
         ``(low, high)`` inside the range with ``low <= mean <= high``, strictly when the values vary

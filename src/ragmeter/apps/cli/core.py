@@ -186,10 +186,10 @@ def metrics_cmd(
     if as_json:
         typer.echo(json.dumps([s.info() for s in specs]))
         return
-    ranges = {_range_text(s.range) for s in specs}
+    ranges = {_range_text(s) for s in specs}
     # a few metrics off the common range are named in the title, so the table keeps its columns
-    common = max(ranges, key=lambda r: sum(_range_text(s.range) == r for s in specs))
-    odd = [s for s in specs if _range_text(s.range) != common]
+    common = max(ranges, key=lambda r: sum(_range_text(s) == r for s in specs))
+    odd = [s for s in specs if _range_text(s) != common]
     one_range = len(odd) <= 8
     title = f"{len(specs)} metrics" + (f", every score in {common}" if one_range else "")
     if odd and one_range:
@@ -208,12 +208,12 @@ def metrics_cmd(
         row = [s.name + (f"@{s.param}" if s.param else ""), s.family,
                "higher" if s.higher_is_better else "lower"]
         if not one_range:
-            row.append(_range_text(s.range))
+            row.append(_range_text(s))
         row.append(", ".join([*s.requires, *uses]))
         t.add_row(*row)
     console.print(t)
     if odd and one_range:
-        console.print("Other ranges: " + ", ".join(f"{s.name} {_range_text(s.range)}" for s in odd)
+        console.print("Other ranges: " + ", ".join(f"{s.name} {_range_text(s)}" for s in odd)
                       + ".", markup=False, highlight=False)
     if any(s.needs_embeddings or s.needs_llm for s in specs):
         console.print("+emb: computes embeddings (offline default model); +judge: needs an LLM judge "
@@ -241,9 +241,10 @@ def metrics_cmd(
 TOOL_LABELS = {"ragas": "ragas", "deepeval": "DeepEval"}
 
 
-def _range_text(r: tuple[float, float]) -> str:
-    if max(abs(r[0]), abs(r[1])) >= 1e9:  # no set range (an OpenAI python grader)
-        return "any number"
+def _range_text(spec: Any) -> str:
+    if spec.range_for is not None:  # an OpenAI grader metric: its grader's definition sets it
+        return "set by its definition"
+    r = spec.range
     return f"{r[0]:g}-{r[1]:g}" if r[0] >= 0 else f"{r[0]:g} to {r[1]:g}"
 
 

@@ -157,14 +157,7 @@ def validate_grader(g: Any, path: str, *, in_multi: bool = False, default_name: 
         out["input"] = _messages(g, path)
         out["model"] = _text(g, "model", path)
         if kind == "score_model":
-            rng = g.get("range")
-            if rng is None:
-                rng = [0, 1]
-            if (not isinstance(rng, list) or len(rng) != 2
-                    or not all(isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) for x in rng)
-                    or rng[0] >= rng[1]):
-                raise _fail(f"{path}.range", f"expected [low, high] with low < high, got {json.dumps(rng)}")
-            out["range"] = [float(rng[0]), float(rng[1])]
+            out["range"] = _range(g, path) or [0.0, 1.0]
             sp = g.get("sampling_params") or {}
             if not isinstance(sp, Mapping):
                 raise _fail(f"{path}.sampling_params", f"expected an object, got {_kind(sp)}")
@@ -194,6 +187,9 @@ def validate_grader(g: Any, path: str, *, in_multi: bool = False, default_name: 
         except (SyntaxError, ValueError) as exc:
             raise _fail(f"{path}.source", f"does not compile: {exc}") from None
         out["source"] = src
+        rng = _range(g, path)
+        if rng is not None:
+            out["range"] = rng
     elif kind == "multi":
         if in_multi:
             raise _fail(path, "a multi grader cannot hold another multi grader")
@@ -208,6 +204,57 @@ def validate_grader(g: Any, path: str, *, in_multi: bool = False, default_name: 
     if threshold is not None:
         out["pass_threshold"] = threshold
     return out
+
+
+def _range(g: Mapping[str, Any], path: str) -> list[float] | None:
+    """A grader's ``range``: ``[low, high]``, finite, ``low < high``; ``None`` when absent."""
+    rng = g.get("range")
+    if rng is None:
+        return None
+    if (not isinstance(rng, list) or len(rng) != 2
+            or not all(isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) for x in rng)
+            or rng[0] >= rng[1]):
+        raise _fail(f"{path}.range", f"expected [low, high] with low < high, got {json.dumps(rng)}")
+    return [float(rng[0]), float(rng[1])]
+
+
+#: the range of each ``evaluation_metric`` of a text_similarity grader: every one is a share in
+#: [0, 1] but the cosine of two embeddings, which can be negative
+SIMILARITY_RANGES: dict[str, tuple[float, float]] = {m: (0.0, 1.0) for m in SIMILARITY_METRICS} | {
+    "cosine": (-1.0, 1.0)}
+#: the range of a grader whose values are not bounded before they are seen (a python grader
+#: without ``range``; a formula over one)
+UNBOUNDED = (-math.inf, math.inf)
+
+
+def grader_range(grader: Mapping[str, Any]) -> tuple[float, float]:
+    """The range of a (normalised) grader's values, the one place that decides it:
+
+    - ``string_check``, ``label_model``: [0, 1] (1 = the check holds / a passing label);
+    - ``text_similarity``: [0, 1] for every ``evaluation_metric`` but ``cosine``, [-1, 1];
+    - ``score_model``: its ``range`` (default [0, 1], OpenAI's; the reply is clipped to it);
+    - ``python``: its ``range`` when the definition gives one (ragmeter reads it; a value outside
+      it is no value, with the reason), else :data:`UNBOUNDED`: nothing bounds ``grade``'s return
+      before it is seen, and the run's interval follows the rule for no declared range (0/1
+      values in [0, 1], others within the smallest and largest value: docs/statistics.md);
+    - ``multi``: the range of ``calculate_output`` over its sub-graders' ranges, by interval
+      arithmetic (:func:`ragmeter.metrics.openai_evals.formula.formula_range`); unbounded when
+      a sub-grader or the formula is (a division by a range holding 0 ...).
+    """
+    kind = grader["type"]
+    if kind in {"string_check", "label_model"}:
+        return 0.0, 1.0
+    if kind == "text_similarity":
+        return SIMILARITY_RANGES[grader["evaluation_metric"]]
+    if kind in {"score_model", "python"}:
+        rng = grader.get("range")
+        return (float(rng[0]), float(rng[1])) if rng is not None else UNBOUNDED
+    from ragmeter.metrics.openai_evals.formula import formula_range
+
+    tree = parse_formula(grader["calculate_output"], set(grader["graders"]))
+    low, high = formula_range(tree, {k: grader_range(sub) for k, sub in grader["graders"].items()})
+    # a formula that cannot vary (a constant) has no range to bound an interval with
+    return (low, high) if low < high else UNBOUNDED
 
 
 def _sub_graders(g: Mapping[str, Any], path: str) -> dict[str, dict[str, Any]]:

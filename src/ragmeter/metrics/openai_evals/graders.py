@@ -27,8 +27,6 @@ from ragmeter.metrics.openai_evals.templates import TemplateError, render
 from ragmeter.metrics.registry import MetricSpec, register_metric
 
 FAMILY = "openai_evals"
-#: values of graders with no fixed range (python, score_model's ``range``, multi formulas)
-OPEN_RANGE = (-1e12, 1e12)
 #: run options of python graders
 TIMEOUT_OPTION, MEMORY_OPTION, WORKERS_OPTION = "python_grader_timeout", "python_grader_memory_mb", "python_grader_workers"
 
@@ -111,8 +109,17 @@ def _grade_python(grader: Mapping[str, Any], ns: Sequence[Mapping[str, Any]], ct
                           f"got {timeout:g}, {memory}, {workers}")
     results = run_python_grader(grader["name"], grader["source"], [(n.get("sample"), n["item"]) for n in ns],
                                 timeout_s=timeout, memory_mb=memory, workers=workers)
-    return [Score(r.value) if r.value is not None else Score.missing(r.reason or "no value", r.details)
-            for r in results]
+    low, high = d.grader_range(grader)
+    out = []
+    for r in results:
+        if r.value is None:
+            out.append(Score.missing(r.reason or "no value", r.details))
+        elif not low <= r.value <= high:
+            out.append(Score.missing(f"python grader {grader['name']!r} returned {r.value:g}, outside its "
+                                     f"declared range [{low:g}, {high:g}]", {"result": r.value}))
+        else:
+            out.append(Score(r.value))
+    return out
 
 
 def _model_requests(grader: Mapping[str, Any], ids: Sequence[str], ns: Sequence[Mapping[str, Any]]
@@ -146,6 +153,7 @@ def _grade_model(grader: Mapping[str, Any], ns: Sequence[Mapping[str, Any]], ctx
 def _grade_multi(grader: Mapping[str, Any], ns: Sequence[Mapping[str, Any]], ctx: Any,
                  ids: Sequence[str]) -> list[Score]:
     tree = parse_formula(grader["calculate_output"], set(grader["graders"]))
+    low, high = d.grader_range(grader)
     columns = {k: grade(sub, ns, ctx, ids) for k, sub in grader["graders"].items()}
     out = []
     for i in range(len(ns)):
@@ -161,7 +169,10 @@ def _grade_multi(grader: Mapping[str, Any], ns: Sequence[Mapping[str, Any]], ctx
                                      {"graders": values}))
             continue
         try:
-            out.append(Score(evaluate_formula(tree, values), details={"graders": values}))
+            # the formula's range holds every value it can take; clipping only absorbs the last
+            # bit of floating-point rounding between the two computations
+            value = min(max(evaluate_formula(tree, values), low), high)
+            out.append(Score(value, details={"graders": values}))
         except FormulaError as exc:
             out.append(Score.missing(f"{grader['name']}: {exc}", {"graders": values}))
     return out
@@ -259,16 +270,37 @@ _DESCRIPTIONS = {
                    "pass_threshold.",
     "label_model": "OpenAI Evals label_model grader: an LLM judge picks one of the grader's labels; 1 when it is "
                    "one of passing_labels, else 0 (the label is in the score's details).",
-    "python": "OpenAI Evals python grader: grade(sample, item) -> float, run in a separate process with a time "
-              "and memory limit (only with --allow-python-graders); passes when value >= pass_threshold.",
+    "python": "OpenAI Evals python grader: grade(sample, item) -> float, run in an isolated sandbox (bubblewrap: "
+              "no network, no view of other processes or files, no API keys) with a time, memory and process limit "
+              "(only with --allow-python-graders); passes when value >= pass_threshold. Its "
+              "range is the grader's range when the definition gives one (a value outside it is no value), "
+              "else not bounded in advance.",
     "multi": "OpenAI Evals multi grader: its calculate_output formula (+ - * / ^, min, max, abs, floor, ceil, exp, "
-             "sqrt, log) over its sub-graders' values, evaluated without eval(); no value when a sub-grader has none.",
+             "sqrt, log) over its sub-graders' values, evaluated without eval(); no value when a sub-grader has none. "
+             "Its range is the formula's over the sub-graders' ranges (interval arithmetic).",
 }
+#: the range of a grader metric before its grader is known: the union over every definition of the type
 _RANGES = {"string_check": (0.0, 1.0), "text_similarity": (-1.0, 1.0), "label_model": (0.0, 1.0)}
+
+
+def _range_for(kind: str) -> Any:
+    """``range_for`` of the metric of grader type ``kind``: the range its grader's definition sets
+    (:func:`ragmeter.metrics.openai_evals.definition.grader_range`); without a valid grader, the
+    type's (the metric's ``check`` says what is wrong with the grader)."""
+    def range_for(params: Mapping[str, Any]) -> tuple[float, float]:
+        try:
+            g = _grader(params)
+        except ConfigError:
+            return _RANGES.get(kind, d.UNBOUNDED)
+        return d.grader_range(g)
+
+    return range_for
+
 
 for _kind in d.GRADER_TYPES:
     register_metric(MetricSpec(
-        name=f"openai_{_kind}", family=FAMILY, fn=_batch, range=_RANGES.get(_kind, OPEN_RANGE),
+        name=f"openai_{_kind}", family=FAMILY, fn=_batch, range=_RANGES.get(_kind, d.UNBOUNDED),
+        range_for=_range_for(_kind),
         needs_llm=_kind in d.MODEL_TYPES, defaults={"grader": None, "allow_python_graders": False},
         prepare=_prepare, check=_check, batch_size=500 if _kind in d.MODEL_TYPES else 2000,
         description=_DESCRIPTIONS[_kind]))

@@ -145,7 +145,3 @@ def similarity(metric: str, inputs: Sequence[str], refs: Sequence[str], ctx: Any
     if metric == "cosine":
         return cosine(inputs, refs, ctx)
     return {"fuzzy_match": fuzzy_match, "bleu": bleu, "gleu": gleu, "meteor": meteor}[metric](inputs, refs)
-
-
-def value_range(metric: str) -> tuple[float, float]:
-    return (-1.0, 1.0) if metric == "cosine" else (0.0, 1.0)
