@@ -18,9 +18,17 @@ turn-by-turn test (the same function without ``clusters``), on simulated pairs o
 - ``sd_conv = 0`` too: turns independent, where both tests should hold their level and the
   clustered one loses little power.
 
+- whole conversations unchanged: a 0/1-like per-turn metric where each conversation changes with
+  probability 0.2 (then every turn by +1, with probability 0.6, or -1), so the true mean difference
+  is 0.04 and, with few conversations, many comparisons see no change at all (every difference
+  0). The clustered interval's coverage, the share of such all-zero comparisons, and the coverage a
+  zero-width ``[0, 0]`` for them would give (what per-turn metrics compared per conversation got
+  before all-zero differences had the interval of docs/statistics.md).
+
 The last line printed is one JSON object: per case the rates of both tests, and
 ``worst_clustered_false_alarms`` / ``worst_turnwise_false_alarms`` (the largest false-alarm rate over
-the cases with G >= 8) and ``worst_clustered_coverage``.
+the cases with G >= 8), ``worst_clustered_coverage``, and ``unchanged`` (the last case, per G) with
+``worst_unchanged_coverage`` (G >= 8).
 
     python benchmarks/clustered.py [--reps 1000] [--resamples 2000]
 """
@@ -63,6 +71,29 @@ def case(g: int, sd_conv: float, delta: float, reps: int, resamples: int, seed: 
             **{f"{k}_coverage": round(v / reps, 4) for k, v in cover.items()}}
 
 
+def unchanged(g: int, reps: int, seed: int, p_change: float = 0.2, p_up: float = 0.6) -> dict[str, float]:
+    """The clustered interval when whole conversations are unchanged (module docstring)."""
+    rng = np.random.default_rng(seed)
+    true = p_change * (2 * p_up - 1)
+    covered = zero = covered_if_point = 0
+    for _ in range(reps):
+        labels = np.repeat(np.arange(g), rng.integers(1, 9, g))
+        changed = rng.random(g) < p_change
+        sign = np.where(rng.random(g) < p_up, 1.0, -1.0)
+        d = np.where(changed[labels], sign[labels], 0.0)
+        c = compare_paired(np.zeros(d.size), d, bounds=(0.0, 1.0), n_resamples=200,
+                           clusters=[f"c{x}" for x in labels.tolist()])
+        hit = c.ci_low is not None and c.ci_low <= true <= c.ci_high
+        covered += hit
+        if d.any():
+            covered_if_point += hit
+        else:
+            zero += 1  # a zero-width [0, 0] misses the true 0.04
+    return {"G": g, "true_difference": true, "all_zero_share": round(zero / reps, 4),
+            "clustered_coverage": round(covered / reps, 4),
+            "coverage_with_zero_width_for_all_zero": round(covered_if_point / reps, 4)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=1000)
@@ -81,13 +112,22 @@ def main() -> None:
                 print(f"G={g:>3} sd_conv={sd_conv:<4} delta={delta:<5} {rate:>12}: turn by turn "
                       f"{r[f'turnwise_{rate}']:.3f}, per conversation {r[f'clustered_{rate}']:.3f}; "
                       f"coverage {r['turnwise_coverage']:.3f} / {r['clustered_coverage']:.3f}", flush=True)
+    same = []
+    for g in (3, 5, 8, 12, 25):
+        seed += 1
+        u = unchanged(g, args.reps, seed)
+        same.append(u)
+        print(f"G={g:>3} whole conversations unchanged ({u['all_zero_share']:.1%} of comparisons all 0): "
+              f"coverage {u['clustered_coverage']:.3f} (a zero-width [0, 0] for those: "
+              f"{u['coverage_with_zero_width_for_all_zero']:.3f})", flush=True)
     null = [r for r in rows if r["delta"] == 0 and r["G"] >= 8]
     out = {"reps": args.reps, "resamples": args.resamples,
            "worst_clustered_false_alarms": max(r["clustered_false_alarms"] for r in null),
            "worst_turnwise_false_alarms": max(r["turnwise_false_alarms"] for r in null),
            "worst_clustered_coverage": min(r["clustered_coverage"] for r in rows if r["G"] >= 8),
            "worst_turnwise_coverage": min(r["turnwise_coverage"] for r in rows if r["G"] >= 8),
-           "seconds": round(time.perf_counter() - t0, 1), "cases": rows}
+           "worst_unchanged_coverage": min(u["clustered_coverage"] for u in same if u["G"] >= 8),
+           "seconds": round(time.perf_counter() - t0, 1), "cases": rows, "unchanged": same}
     print(json.dumps(out))
 
 
