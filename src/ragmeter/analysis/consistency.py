@@ -164,19 +164,26 @@ class Inputs:
         groups: ``{group: [Sample]}`` (a group is a run, or a model).
         score_tables: ``{group: {metric_key: {sample_id: value | None}}}`` from stored runs.
         parents: ``{group: model}`` when groups are runs of several models (file input).
+        ranges: ``{metric_key: (low, high) or None}``: the declared range of each stored metric
+            (:func:`ragmeter.metrics.registry.recorded_range` of its run's request).
     """
 
     groups: dict[str, list[Sample]]
     score_tables: dict[str, dict[str, dict[str, float | None]]] = field(default_factory=dict)
     parents: dict[str, str] = field(default_factory=dict)
+    ranges: dict[str, tuple[float, float] | None] = field(default_factory=dict)
 
 
-def _score_range(name: str, score_range: Any, is_metric: bool) -> tuple[float, float]:
-    """The scale of a score: ``score_range[name]``; else a stored metric's registered range; else
-    ``score_range`` when it is one ``(low, high)`` pair (field scores); else (0, 1)."""
+def _score_range(name: str, score_range: Any, is_metric: bool,
+                 recorded: tuple[float, float] | None = None) -> tuple[float, float]:
+    """The scale of a score: ``score_range[name]``; else a stored metric's declared range
+    (``recorded``, from its run's request; else the registry's by its key); else ``score_range``
+    when it is one ``(low, high)`` pair (field scores); else (0, 1)."""
     if isinstance(score_range, Mapping) and name in score_range:
         lo, hi = score_range[name]
         return float(lo), float(hi)
+    if is_metric and recorded is not None:
+        return recorded
     if is_metric:
         from ragmeter.metrics.registry import get_spec
 
@@ -193,8 +200,8 @@ def _score_range(name: str, score_range: Any, is_metric: bool) -> tuple[float, f
 
 
 def _ranges(inp: Inputs, scores: Sequence[str], score_range: Any) -> dict[str, tuple[float, float]]:
-    return {name: _score_range(name, score_range, any(name in t for t in inp.score_tables.values()))
-            for name in scores}
+    return {name: _score_range(name, score_range, any(name in t for t in inp.score_tables.values()),
+                               inp.ranges.get(name)) for name in scores}
 
 
 def _observations(inp: Inputs, label: str | None, scores: Sequence[str], confidence: str | None,
@@ -477,13 +484,19 @@ def inputs_from_runs(store: Any, run_refs: Sequence[str]) -> tuple[Inputs, list[
     groups: dict[str, list[Sample]] = {}
     tables: dict[str, dict[str, dict[str, float | None]]] = {}
     common: list[str] | None = None
+    ranges: dict[str, tuple[float, float] | None] = {}
+    from ragmeter.metrics.registry import recorded_range
+
     for rid in ids:
         run = store.get_run(rid)
         groups[rid] = store.run_samples(rid)
         tables[rid] = {m: {sid: sc.value for sid, sc in per.items()} for m, per in store.score_table(rid).items()}
         keys = [m["key"] for m in (run.metrics or [])]
         common = keys if common is None else [k for k in common if k in keys]
-    return Inputs(groups, tables), list(common or [])
+        for m in run.metrics or []:
+            if m["key"] not in ranges:
+                ranges[m["key"]] = recorded_range(m["key"], m, ((run.summary or {}).get(m["key"]) or {}).get("range"))
+    return Inputs(groups, tables, ranges=ranges), list(common or [])
 
 
 def inputs_from_file(path: str | Path, *, by: str = "run", run_column: str = "run",

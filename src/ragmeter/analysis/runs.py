@@ -29,8 +29,9 @@ class RunValues:
         means: ``{metric_key: mean}`` as stored (used when per-sample values are absent).
         directions: ``{metric_key: "higher" | "lower"}``.
         label: how to show it (name or id, or the file path).
-        ranges: ``{metric_key: (low, high)}``, the range of the metric's values (the registry's
-            ``range``, else the one recorded with the run); see :meth:`range_of`.
+        ranges: ``{metric_key: (low, high) or None}``, the declared range of the metric's values
+            (:func:`ragmeter.metrics.registry.recorded_range`: its request's spec, else the range
+            recorded with the run); ``None``: the metric declares none. See :meth:`range_of`.
     """
 
     run_id: str
@@ -41,7 +42,7 @@ class RunValues:
     label: str = ""
     dataset_fingerprint: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
-    ranges: dict[str, tuple[float, float]] = field(default_factory=dict)
+    ranges: dict[str, tuple[float, float] | None] = field(default_factory=dict)
     #: a stored run's scores as arrays by sample position (:mod:`ragmeter.store.columns`): pairs
     #: two runs of the same samples without a per-sample lookup
     columns: Any = None
@@ -54,9 +55,12 @@ class RunValues:
         return list(dict.fromkeys([*self.values, *self.means]))
 
     def range_of(self, metric: str) -> tuple[float, float] | None:
-        """The range of ``metric``'s values: the registry's (found when the run was loaded, by the
-        requested name), else the one recorded with the run, else ``None`` (unknown here)."""
-        return self.ranges.get(metric) or registry_range(metric)
+        """The declared range of ``metric``'s values, found when the run was loaded (its request's
+        spec, else the range recorded with the run); for a metric loaded without one, the
+        registry's by its key; ``None`` when it declares none or is unknown here."""
+        if metric in self.ranges:
+            return self.ranges[metric]
+        return registry_range(metric)
 
     def higher_is_better(self, metric: str) -> bool:
         return self.directions.get(metric, "higher") != "lower"
@@ -79,12 +83,10 @@ def from_store(store: Any, ref: str) -> RunValues:
         if m not in summary:
             directions[m] = _registry_direction(m)
     means = {m: _column_mean(v) for m, v in cols.values.items()}
-    names = {m.get("key"): m.get("name") for m in (run.metrics or []) if isinstance(m, dict)}
-    ranges = {}
-    for m in values:
-        rng = registry_range(names.get(m) or m) or _stored_range(summary.get(m))
-        if rng is not None:
-            ranges[m] = rng
+    from ragmeter.metrics.registry import recorded_range
+
+    requests = {m.get("key"): m for m in (run.metrics or []) if isinstance(m, dict)}
+    ranges = {m: recorded_range(m, requests.get(m), (summary.get(m) or {}).get("range")) for m in values}
     return RunValues(run_id=run.id, name=run.name, values=values, means=means, directions=directions,
                      label=f"{run.name} ({run.id})" if run.name else run.id,
                      dataset_fingerprint=run.dataset_fingerprint, extra=dict(run.extra or {}),
@@ -166,7 +168,7 @@ def from_result(result: Any) -> RunValues:
     ids = [s.id for s in result.samples]
     values = {m: {i: sc.value for i, sc in zip(ids, scores, strict=True)} for m, scores in result.scores.items()}
     directions = {m: str(result.summary.get(m, {}).get("direction", "higher")) for m in values}
-    ranges = {m: r for m in values if (r := _stored_range(result.summary.get(m))) is not None}
+    ranges = {m: _stored_range(result.summary.get(m)) for m in values}  # as its requests' specs declared
     return RunValues(run_id=result.run_id, values=values, means={m: _mean(v) for m, v in values.items()},
                      directions=directions, label=result.run_id, extra=dict(result.extra or {}),
                      ranges=ranges, clusters=turn_clusters(result.samples))
@@ -181,21 +183,18 @@ def _stored_range(entry: Any) -> tuple[float, float] | None:
         low, high = float(rng[0]), float(rng[1])
     except (TypeError, ValueError):
         return None
-    return (low, high) if low < high else None
+    from ragmeter.metrics.registry import declared_range
+
+    return declared_range((low, high))
 
 
 def registry_range(metric: str) -> tuple[float, float] | None:
-    """The registry's ``range`` of a metric key (``ndcg@10``, ``faithfulness(judge=...)`` resolve to
-    their metric); ``None`` for a name this process does not know."""
-    from ragmeter.metrics.registry import resolve
+    """The registry's declared ``range`` of a metric key (``ndcg@10``, ``faithfulness(judge=...)``
+    resolve to their metric); ``None`` for a name this process does not know, or a metric that
+    declares no range."""
+    from ragmeter.metrics.registry import recorded_range
 
-    for name in dict.fromkeys((metric, metric.split("(", 1)[0])):
-        try:
-            spec = resolve(name).spec
-        except (ConfigError, ImportError):
-            continue
-        return float(spec.range[0]), float(spec.range[1])
-    return None
+    return recorded_range(metric)
 
 
 def _registry_direction(metric: str) -> str:
@@ -262,7 +261,7 @@ def save_baseline(values: RunValues, path: str | Path, *, metrics: list[str] | N
            "dataset_fingerprint": values.dataset_fingerprint,
            "metrics": {m: {"direction": values.directions.get(m, "higher"), "mean": values.means.get(m),
                            "n": sum(v is not None for v in values.values[m].values()),
-                           **({"range": list(r)} if (r := values.range_of(m)) is not None else {}),
+                           "range": list(r) if (r := values.range_of(m)) is not None else None,
                            "values": values.values[m]} for m in keys}}
     if "method" in values.extra:
         doc["method"] = values.extra["method"]
@@ -297,7 +296,7 @@ def load_baseline(path: str | Path) -> RunValues:
     values: dict[str, dict[str, float | None]] = {}
     means: dict[str, float | None] = {}
     directions: dict[str, str] = {}
-    ranges: dict[str, tuple[float, float]] = {}
+    ranges: dict[str, tuple[float, float] | None] = {}
     for m, entry in doc["metrics"].items():
         if isinstance(entry, int | float) and not isinstance(entry, bool):
             means[m] = float(entry)  # {"metrics": {name: mean}} style: mean only
@@ -306,8 +305,9 @@ def load_baseline(path: str | Path) -> RunValues:
         if not isinstance(entry, dict):
             raise ConfigError(f"{path}: metric {m!r} must be a number or a mapping")
         directions[m] = str(entry.get("direction") or _registry_direction(m))
-        if (rng := registry_range(m) or _stored_range(entry)) is not None:
-            ranges[m] = rng
+        # the file records each metric's declared range (null: none), which may differ from a
+        # registered metric of the same name (an OpenAI grader named "bleu")
+        ranges[m] = _stored_range(entry) if "range" in entry else registry_range(m)
         if entry.get("mean") is not None:
             means[m] = float(entry["mean"])
         raw = entry.get("values")

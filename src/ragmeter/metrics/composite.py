@@ -377,20 +377,30 @@ def _run_inputs(comp: Composite, keys: Sequence[str], has_consistency: bool) -> 
     return plan, absent
 
 
+def _to_unit(v: float, rng: tuple[float, float] | None) -> float:
+    """A metric's value on its declared range ``rng`` mapped onto [0, 1] (``(v - low) / (high - low)``:
+    a composite weighs every component on the same scale); unchanged without a declared range."""
+    if rng is None or rng == (0.0, 1.0):
+        return v
+    low, high = rng
+    return (v - low) / (high - low)
+
+
 def _sample_value(comp: Composite, plan: Mapping[str, Any], sid: str, table: Mapping[str, Mapping[str, Score]],
-                  consistency: Mapping[str, float], directions: Mapping[str, str]) -> tuple[float | None, dict[str, Any]]:
+                  consistency: Mapping[str, float], directions: Mapping[str, str],
+                  ranges: Mapping[str, tuple[float, float] | None]) -> tuple[float | None, dict[str, Any]]:
     oriented: dict[str, float | None] = {}
     for c in comp.components:
         kind, ref, sub = plan[c.name]
         if kind == "preset":
-            oriented[c.name], _ = _sample_value(ref, sub, sid, table, consistency, directions)
+            oriented[c.name], _ = _sample_value(ref, sub, sid, table, consistency, directions, ranges)
         elif kind == "consistency":
             oriented[c.name] = consistency.get(sid)
         elif ref is None:
             oriented[c.name] = None
         else:
             sc = table.get(ref, {}).get(sid)
-            v = None if sc is None or sc.value is None else _check_unit(float(sc.value), ref)
+            v = None if sc is None or sc.value is None else _check_unit(_to_unit(float(sc.value), ranges.get(ref)), ref)
             if v is not None and _inverted(c, ref, directions):
                 v = 1.0 - v
             oriented[c.name] = v
@@ -405,8 +415,10 @@ def composite_scores(store: Any, run_id: str, preset: str | Mapping[str, Any] | 
     Each sample's composite is :func:`composite_from_values` of its stored scores (components
     matched to the run's metric keys: an exact key, else a key with that base name, e.g.
     ``faithfulness(judge=...)``; ``source: consistency`` reads the per-sample overall consistency
-    ``ragmeter consistency`` recorded for the run). The run's ``options.composite`` may define
-    named composites too.
+    ``ragmeter consistency`` recorded for the run), each mapped onto [0, 1] from its declared range
+    (:func:`ragmeter.metrics.registry.recorded_range`: an OpenAI score_model grader on [1, 7]
+    enters as ``(v - 1) / 6``), so the composite's range is [0, 1]. The run's ``options.composite``
+    may define named composites too.
 
     Returns:
         ``None`` when the run holds none of the preset's components (it does not apply); else
@@ -432,6 +444,10 @@ def composite_scores(store: Any, run_id: str, preset: str | Mapping[str, Any] | 
         return None
     table = store.score_table(rid)
     summary = run.summary or {}
+    from ragmeter.metrics.registry import recorded_range
+
+    ranges = {m["key"]: recorded_range(m["key"], m, (summary.get(m["key"]) or {}).get("range"))
+              for m in run.metrics or []}
     directions = {k: v.get("direction") for k, v in summary.items() if isinstance(v, Mapping) and v.get("direction")}
     # every (sample, metric) pair is stored, with or without a value: the table knows every sample
     ids = list(dict.fromkeys(sid for per in table.values() for sid in per))
@@ -439,13 +455,14 @@ def composite_scores(store: Any, run_id: str, preset: str | Mapping[str, Any] | 
     renorm = 0
     rows = {}
     for sid in ids:
-        v, info = _sample_value(comp, plan, sid, table, consistency, directions)
+        v, info = _sample_value(comp, plan, sid, table, consistency, directions, ranges)
         renorm += bool(info.get("renormalised"))
         scores.append(Score(v, info.get("reason")))
         if per_sample:
             rows[sid] = {"value": v, "missing": info["missing"]}
     agg = aggregate(scores, bounds=COMPOSITE_RANGE)
-    means = {k: v.get("mean") for k, v in summary.items() if isinstance(v, Mapping)}
+    means = {k: None if v.get("mean") is None else _to_unit(float(v["mean"]), ranges.get(k))
+             for k, v in summary.items() if isinstance(v, Mapping)}
     if consistency_overall is not None:
         means["consistency"] = consistency_overall
     of_means = _from_values(comp, {k: v for k, v in means.items() if v is not None}, directions)

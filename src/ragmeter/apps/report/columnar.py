@@ -91,7 +91,7 @@ def metric_views(d: Any, run: Any, cols: Any, reasons: dict[str, list[str | None
                  ) -> list[dict[str, Any]]:
     """:func:`ragmeter.apps.report.data.metric_views` from the columns (same fields); ``d`` is the
     :mod:`ragmeter.apps.report.data` module (passed in: it imports this one)."""
-    meta_of, histogram, metric_range = d._metric_meta, d.histogram, d.metric_range
+    meta_of, histogram, metric_bounds = d._metric_meta, d.histogram, d.metric_bounds
     keys = d.metric_keys(run, cols.values)
     out = []
     summary = run.summary or {}
@@ -103,12 +103,10 @@ def metric_views(d: Any, run: Any, cols: Any, reasons: dict[str, list[str | None
         if key in summary and not live:
             agg = dict(summary[key])
         else:
-            lo = float(values.min()) if values.size else None
-            hi = float(values.max()) if values.size else None
             why = reasons.get(key) or [None] * n
             idx = np.flatnonzero(scored)
             agg = aggregate_many({key: (v[idx], [why[i] for i in idx.tolist()])},
-                                 bounds={key: metric_range(run, key, lo, hi)})[key]
+                                 bounds={key: metric_bounds(run, key)})[key]
         meta = meta_of(run, key, agg)
         lo, hi = meta["range"]
         b = band(agg.get("mean"), meta["higher_is_better"]) if meta["show_band"] else None
@@ -229,7 +227,7 @@ def compare_view(d: Any, store: Any, runs: list[Any], max_samples: int | None) -
             if xa.size:
                 labels = (cluster_labels(clusters, [base_ids[i] for i in np.flatnonzero(both).tolist()])
                           if clusters else None)
-                res = compare_paired(xa, xb, bounds=m["range"], clusters=labels) if xa.size > 1 else None
+                res = compare_paired(xa, xb, bounds=m["bounds"], clusters=labels) if xa.size > 1 else None
                 if res is not None and res.n_clusters is not None:
                     out["n_clusters"] = res.n_clusters
                 diff = xb - xa

@@ -73,36 +73,29 @@ def runs_list(store: Store, limit: int | None = None) -> list[dict[str, Any]]:
     return out
 
 
-def _spec_range(name: str | None) -> tuple[float, float] | None:
-    """The registered range of metric ``name``, or ``None`` when it is not registered here."""
-    if not name:
-        return None
-    from ragmeter.metrics.registry import get_spec
+def metric_bounds(run: Run, key: str) -> tuple[float, float] | None:
+    """The declared range of metric ``key`` of ``run``, what its intervals and paired differences
+    are bounded by: :func:`ragmeter.metrics.registry.recorded_range` of its request (the spec, or
+    the definition that built it), else of the range its summary records; ``None`` when it declares
+    none (an OpenAI python grader without ``range``: the rule for no declared range)."""
+    from ragmeter.metrics.registry import recorded_range
 
-    try:
-        spec = get_spec(name)
-    except (ConfigError, ImportError):
-        return None
-    return float(spec.range[0]), float(spec.range[1])
+    req = next((m for m in (run.metrics or []) if m.get("key") == key), None)
+    return recorded_range(key, req, ((run.summary or {}).get(key) or {}).get("range"))
 
 
 def metric_range(run: Run, key: str, lo: float | None = None, hi: float | None = None
                  ) -> tuple[float, float]:
-    """The range of metric ``key`` of ``run``: the registry's (by the requested name), else the one
-    stored in the run's summary, else (a metric not registered in this process) the house range
-    [0, 1] when the values ``lo .. hi`` fit it, else ``(lo, hi)``."""
-    req = next((m for m in (run.metrics or []) if m.get("key") == key), {})
-    rng = _spec_range(req.get("name") or key)
-    if rng is not None and rng[1] - rng[0] >= 1e9:  # a metric with no set range (an OpenAI python grader)
-        rng = None
-    if rng is None:
-        stored = ((run.summary or {}).get(key) or {}).get("range")
-        if isinstance(stored, list | tuple) and len(stored) == 2:
-            rng = (float(stored[0]), float(stored[1]))
-    if rng is None:
-        fits = lo is None or (lo >= 0 and hi is not None and hi <= 1)
-        rng = (0.0, 1.0) if fits else (float(lo), float(hi) if hi is not None else float(lo))
-    return rng
+    """The scale metric ``key`` of ``run`` is shown on: its declared range (:func:`metric_bounds`),
+    else the house range [0, 1] when the values ``lo .. hi`` fit it, else ``(lo, hi)``."""
+    return _shown_range(metric_bounds(run, key), lo, hi)
+
+
+def _shown_range(bounds: tuple[float, float] | None, lo: float | None, hi: float | None) -> tuple[float, float]:
+    if bounds is not None:
+        return bounds
+    fits = lo is None or (lo >= 0 and hi is not None and hi <= 1)
+    return (0.0, 1.0) if fits else (float(lo), float(hi) if hi is not None else float(lo))
 
 
 def _spec_direction(name: str | None) -> str | None:
@@ -125,7 +118,8 @@ def _metric_meta(run: Run, key: str, agg: Mapping[str, Any]) -> dict[str, Any]:
     name = req.get("name") or key
     stored = (run.summary or {}).get(key) or {}
     direction = agg.get("direction") or stored.get("direction") or _spec_direction(name) or "higher"
-    rng = metric_range(run, key, agg.get("min"), agg.get("max"))
+    bounds = metric_bounds(run, key)
+    rng = _shown_range(bounds, agg.get("min"), agg.get("max"))
     banded = rng == (0.0, 1.0)
     family = agg.get("family") or stored.get("family") or ""
     options = (run.config or {}).get("options") or {}
@@ -133,6 +127,7 @@ def _metric_meta(run: Run, key: str, agg: Mapping[str, Any]) -> dict[str, Any]:
     return {"key": key, "name": name, "params": req.get("params") or {},
             "family": family, "direction": direction,
             "higher_is_better": direction != "lower", "range": list(rng), "banded": banded,
+            "bounds": list(bounds) if bounds is not None else None,
             "show_band": banded and bands_apply(key, family, options)}
 
 
@@ -166,9 +161,7 @@ def metric_views(run: Run, samples: Sequence[Sample], table: Mapping[str, Mappin
         if key in summary and not live:
             agg = dict(summary[key])
         else:
-            vals = [s.value for s in present if s.value is not None]
-            bounds = metric_range(run, key, min(vals, default=None), max(vals, default=None))
-            agg = aggregate(present, bounds=bounds)
+            agg = aggregate(present, bounds=metric_bounds(run, key))
         meta = _metric_meta(run, key, agg)
         values = [s.value for s in present if s.value is not None]
         lo, hi = meta["range"]
@@ -694,7 +687,7 @@ def compare_view(store: Store, refs: Sequence[str], *, max_samples: int | None =
             if k not in base["values"] or k not in pr["values"]:
                 continue
             d = paired_difference(base["values"][k], pr["values"][k],
-                                  higher_is_better=m["higher_is_better"], bounds=m["range"],
+                                  higher_is_better=m["higher_is_better"], bounds=m["bounds"],
                                   clusters=clusters)
             differences.append({"metric": k, "baseline": base["run"].id, "run": pr["run"].id,
                                 "run_label": pr["run"].name or pr["run"].id,
@@ -736,7 +729,7 @@ def shared_metrics(per_run: list[dict[str, Any]]) -> list[dict[str, Any]]:
         meta = next(pr["metas"][k] for pr in per_run if k in pr["metas"])
         metrics.append({
             "key": k, "direction": meta["direction"], "higher_is_better": meta["higher_is_better"],
-            "banded": meta["banded"], "family": meta["family"], "range": meta["range"],
+            "banded": meta["banded"], "family": meta["family"], "range": meta["range"], "bounds": meta["bounds"],
             "runs": [_run_metric_cell(pr["metas"].get(k)) for pr in per_run],
         })
     return metrics
