@@ -9,7 +9,7 @@ TORCH  := torch==2.13.0
 # click<8.4, which huggingface_hub 2 (transformers 5) refuses; the rest of what it needs is in `dev`
 DEEPEVAL := deepeval==4.3.1
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test test-fast lint bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,9 +30,14 @@ demo: $(VENV)/.local-installed
 	HF_HUB_OFFLINE=1 $(BIN)/ragmeter eval example --config examples/demo.yaml --name demo
 	$(BIN)/ragmeter report latest -o report.html
 
+# every tier: fast, slow, contract (a missing reference package fails with CI set), browser, postgres
 test: $(VENV)/.dev-installed
 	./scripts/ensure-test-system-deps.sh
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -n 2 -q
+
+# the developer's loop: everything but the slow, browser and PostgreSQL tiers (docs/internals.md)
+test-fast: $(VENV)/.dev-installed
+	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -n 2 -q -m "not slow and not browser and not postgres"
 
 lint: $(VENV)/.dev-installed
 	$(BIN)/ruff check src tests benchmarks

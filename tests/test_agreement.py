@@ -23,6 +23,7 @@ from ragmeter.stats.agreement import (
     percent_agreement,
     read_ratings,
 )
+from references import require_reference
 
 NAN = np.nan
 # Krippendorff (2011), "Computing Krippendorff's alpha-reliability", the 4 observers x 12 units
@@ -55,8 +56,9 @@ def test_krippendorff_value_counts_same_as_data():
         krippendorff_alpha(reliability_data=KRIPP))
 
 
+@pytest.mark.contract
 def test_fleiss_published_example_and_statsmodels():
-    from statsmodels.stats.inter_rater import fleiss_kappa as sm_fleiss
+    sm_fleiss = require_reference("statsmodels.stats.inter_rater").fleiss_kappa
 
     assert fleiss_kappa(FLEISS) == pytest.approx(0.210, abs=5e-4)
     assert fleiss_kappa(FLEISS) == pytest.approx(sm_fleiss(np.array(FLEISS), method="fleiss"))
@@ -71,13 +73,14 @@ def test_cohen_textbook_example():
     assert cohen_kappa(a, b) == pytest.approx(0.4)
 
 
+@pytest.mark.contract
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(st.integers(1, 5), st.integers(1, 5)), min_size=2, max_size=40),
        st.sampled_from([None, "linear", "quadratic"]))
 def test_cohen_matches_sklearn(pairs, weights):
     import warnings
 
-    from sklearn.metrics import cohen_kappa_score
+    cohen_kappa_score = require_reference("sklearn.metrics").cohen_kappa_score
 
     y1, y2 = [p[0] for p in pairs], [p[1] for p in pairs]
     ours = cohen_kappa(y1, y2, weights=weights)
@@ -96,11 +99,12 @@ def test_cohen_matches_sklearn(pairs, weights):
     assert (math.isnan(ours) and math.isnan(ref)) or ours == pytest.approx(ref, abs=1e-12)
 
 
+@pytest.mark.contract
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.lists(st.integers(0, 3), min_size=3, max_size=3), min_size=2, max_size=30))
 def test_fleiss_matches_statsmodels(rows):
-    from statsmodels.stats.inter_rater import aggregate_raters
-    from statsmodels.stats.inter_rater import fleiss_kappa as sm_fleiss
+    aggregate_raters = require_reference("statsmodels.stats.inter_rater").aggregate_raters
+    sm_fleiss = require_reference("statsmodels.stats.inter_rater").fleiss_kappa
 
     table, _ = aggregate_raters(np.array(rows), n_cat=4)
     ours = fleiss_kappa(table)
@@ -167,6 +171,7 @@ def test_text_labels_need_order_for_ordinal(tmp_path):
 runner = CliRunner()
 
 
+@pytest.mark.contract
 def test_cli_agreement_methods(tmp_path):
     wide = "item,ana,bruno\n" + "".join(f"{i},{a},{b}\n" for i, (a, b) in enumerate(
         [(1, 1), (2, 2), (3, 4), (4, 4), (5, 5), (2, 3), (1, 2), (5, 4), (3, 3), (4, 4)]))
@@ -176,7 +181,7 @@ def test_cli_agreement_methods(tmp_path):
     assert "Krippendorff's alpha (ordinal)" in res.output and "95% CI [" in res.output
     res = runner.invoke(app, ["agreement", str(p), "--method", "kappa", "--weights", "quadratic", "--json"])
     out = json.loads(res.output)
-    from sklearn.metrics import cohen_kappa_score
+    cohen_kappa_score = require_reference("sklearn.metrics").cohen_kappa_score
 
     a = [1, 2, 3, 4, 5, 2, 1, 5, 3, 4]
     b = [1, 2, 4, 4, 5, 3, 2, 4, 3, 4]

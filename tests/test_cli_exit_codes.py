@@ -27,6 +27,7 @@ from ragmeter.core.errors import (
     exit_code_for,
 )
 from ragmeter.store import open_store
+from references import require_extra
 
 SRC = str(Path(ragmeter.__file__).resolve().parents[1])
 
@@ -133,7 +134,7 @@ def test_export_format_error_names_the_formats(data, db_url, monkeypatch, tmp_pa
     rid = ragmeter.evaluate(data["good"], ["exact_match"], db=db_url).run_id
     code, _, err = run_main("export", rid[:6], "-f", "pdf", "-o", str(tmp_path / "x.pdf"))
     assert code == 2 and "csv, parquet, jsonl" in err and not (tmp_path / "x.pdf").exists()
-    pytest.importorskip("openpyxl")
+    require_extra("openpyxl")
     code, _, err = run_main("export", rid[:6], "-f", "xlsx", "-o", str(tmp_path / "x.xlsx"))
     assert code == 0 and (tmp_path / "x.xlsx").exists(), err  # the README's name for -f excel
     code, _, _ = run_main("export", rid[:6], "-f", "csv", "-o", str(tmp_path / "x.csv"))

@@ -7,7 +7,6 @@ import itertools
 
 import numpy as np
 import pytest
-import statsmodels.api as sm
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -22,6 +21,7 @@ from ragmeter.stats.paired import (
     compare_paired,
     paired_permutation_test,
 )
+from references import require_reference
 
 
 def clustered(rng, g, max_size=7):
@@ -30,8 +30,10 @@ def clustered(rng, g, max_size=7):
     return labels.tolist(), int(sizes.sum())
 
 
+@pytest.mark.contract
 @pytest.mark.parametrize("seed", range(12))
 def test_cluster_interval_equals_statsmodels_cluster_robust_ols(seed):
+    sm = require_reference("statsmodels.api")
     rng = np.random.default_rng(seed)
     labels, n = clustered(rng, int(rng.integers(2, 40)))
     effect = {c: rng.normal(0, 0.2) for c in set(labels)}

@@ -20,9 +20,11 @@ from ragmeter.io.readers import bundled_path
 from ragmeter.metrics.conversation.judged import sliding_windows
 from ragmeter.run.runner import evaluate
 from ragmeter.store import open_store
+from references import require_reference
 
-deepeval = pytest.importorskip("deepeval")
-ragas = pytest.importorskip("ragas")
+deepeval = require_reference("deepeval")
+ragas = require_reference("ragas")
+pytestmark = pytest.mark.contract
 judge_server_module, server = server_fixtures()
 
 

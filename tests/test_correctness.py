@@ -24,6 +24,7 @@ from ragmeter.metrics.correctness import (
     threshold_curve,
     validation_split,
 )
+from references import require_reference
 
 
 @pytest.fixture(scope="module")
@@ -192,8 +193,9 @@ def test_unknown_method_and_method_names():
 
 # ---- calibration ----------------------------------------------------------------------------------------
 
+@pytest.mark.contract
 def test_binary_scores_use_real_labels_and_match_sklearn():
-    skm = pytest.importorskip("sklearn.metrics")
+    skm = require_reference("sklearn.metrics")
     rng = np.random.default_rng(4)
     for _ in range(50):
         n = int(rng.integers(1, 30))

@@ -16,6 +16,7 @@ import yaml
 from cli_runner import run_main
 from ragmeter.run.engines.ray_engine import NOT_SENT, worker_env
 from ragmeter.store import open_store
+from references import require_extra
 
 N_Q = 24
 #: set before the module's Ray runtime starts; none of them may reach a worker or Ray's logs
@@ -44,7 +45,7 @@ TOY = textwrap.dedent('''
 def ray_runtime():
     """One local Ray runtime (2 CPUs) for the module, started with secrets and a setting in the
     environment, which is how a user's shell would look."""
-    pytest.importorskip("ray")
+    require_extra("ray")
     from ragmeter.run.engines.ray_engine import init
 
     saved = {k: os.environ.get(k) for k in [*SECRET_ENV, SETTING[0]]}

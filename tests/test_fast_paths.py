@@ -14,6 +14,7 @@ from ragmeter.metrics.lexical import string_kernels as K
 from ragmeter.metrics.lexical.ngrams import NgramColumns, clipped_matches, pair_layout
 from ragmeter.metrics.lexical.rouge_metrics import rouge_pairs
 from ragmeter.metrics.lexical.translation import bleu_batch, bleu_stats, tokenize_13a_many
+from references import require_reference
 
 PUNCT = list("ab.,-.,-0123456789 ") + ["٣", "&quot;", "&amp;", "\n", "é", "!", "(", ")", "<skipped>", "-\n"]
 WORDS = ["The", "the", "a", "An", "cat", "Cat.", "sat", "on", "mat,", "3.5", "1,000", "-", "\n", "é", "naïve",
@@ -107,8 +108,9 @@ def test_squad_column_kernels_equal_the_per_pair_script() -> None:
     assert K.normalize_answers(a) == [K.normalize_answer(x) for x in a]
 
 
+@pytest.mark.contract
 def test_rouge_column_equals_rouge_score() -> None:
-    from rouge_score import rouge_scorer
+    rouge_scorer = require_reference("rouge_score.rouge_scorer")
 
     rnd = random.Random(9)
     a = _texts(rnd, 1500, WORDS + ["fishes", "connected", "İstanbul", "ß"], [" ", ""], 15)

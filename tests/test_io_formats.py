@@ -16,6 +16,7 @@ import pytest
 import ragmeter
 from ragmeter.core.errors import DatasetError
 from ragmeter.io import load
+from references import require_extra
 
 ROWS = [
     dict(q="Where is the Eiffel Tower?", a="The Eiffel Tower is in Paris.", ref="It is in Paris, France.",
@@ -123,7 +124,7 @@ def test_evaluate_accepts_dataframe_records_generator_and_column_dict(db_url):
 
 
 def test_hugging_face_dataset():
-    datasets = pytest.importorskip("datasets")
+    datasets = require_extra("datasets")
     hf = datasets.Dataset.from_list(ragas_rows())
     ds = load(hf)
     assert ds.source == "<datasets.Dataset>"

@@ -26,8 +26,11 @@ os.environ.setdefault("RAGAS_DO_NOT_TRACK", "true")
 os.environ.setdefault("DEEPEVAL_UPDATE_WARNING_OPT_IN", "NO")
 os.environ.setdefault("DEEPEVAL_DISABLE_DOTENV", "1")
 
-ragas = pytest.importorskip("ragas")
-deepeval = pytest.importorskip("deepeval")
+from references import require_reference  # noqa: E402
+
+ragas = require_reference("ragas")
+deepeval = require_reference("deepeval")
+pytestmark = pytest.mark.contract
 
 from parity_server import ParityServer  # noqa: E402
 from ragmeter.core.context import ScoringContext  # noqa: E402

@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 import ragmeter
 from ragmeter.core import language as lang
 from ragmeter.core.text import has_strong_negation, is_abstention, key_facts
+from references import require_reference
 
 Q = "Qual é a capital de Portugal?"
 
@@ -67,8 +68,9 @@ def test_cli_language_option(db):
     assert json.loads(r.output.strip().splitlines()[-1])["metrics"]["correct_keyword"]["mean"] == 0.0
 
 
+@pytest.mark.contract
 def test_rouge_greek_with_language_and_default_equals_rouge_score(db):
-    from rouge_score import rouge_scorer
+    rouge_scorer = require_reference("rouge_score.rouge_scorer")
 
     text = "Η πρωτεύουσα της Ελλάδας είναι η Αθήνα."
     rows = [{"question": "q", "answer": text, "reference": text}]

@@ -5,12 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
-import textdistance
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rapidfuzz import fuzz
 from rapidfuzz.distance import Hamming, JaroWinkler, LCSseq, Levenshtein
-from rouge_score import rouge_scorer
 
 import ragmeter
 from ragmeter.core.config import load_config
@@ -19,6 +17,7 @@ from ragmeter.core.errors import ConfigError, MetricError
 from ragmeter.core.schema import Sample
 from ragmeter.metrics import get_spec, resolve_all
 from ragmeter.metrics import lexical as L
+from references import require_reference
 
 SEED_002_LEXICAL = ["lcsstr", "lcsseq", "cosine", "jaro_winkler", "hamming", "jaccard", "levenshtein",
                     "fuzzy_score", "rouge1_precision", "rouge1_recall", "rouge1_fmeasure",
@@ -66,7 +65,10 @@ def test_parameters_resolve_and_are_validated():
 
 # ---- public functions -------------------------------------------------------------------------
 
+@pytest.mark.contract
 def test_functions_equal_references_on_examples():
+    textdistance = require_reference("textdistance")
+    rouge_scorer = require_reference("rouge_score.rouge_scorer")
     a, b = "The capital of France is Paris.", "Paris is the capital of France"
     assert L.levenshtein(a, b) == Levenshtein.normalized_similarity(a, b)
     assert L.jaro_winkler(a, b) == JaroWinkler.normalized_similarity(a, b)
@@ -263,9 +265,11 @@ def test_identical_strings_score_one(a):
         assert L.string_similarity(key, [a], [a])[0] == 1.0, key
 
 
+@pytest.mark.contract
 @FAST
 @given(PAIR)
 def test_string_keys_match_references_on_arbitrary_text(pair):
+    textdistance = require_reference("textdistance")
     a, b = pair
     refs = {
         "levenshtein": Levenshtein.normalized_similarity(a, b),

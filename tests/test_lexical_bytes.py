@@ -12,11 +12,14 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rouge_score import tokenize as rouge_tokenize
 from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
 
 from ragmeter.metrics.lexical import byte_tokens as B
 from ragmeter.metrics.lexical.translation import _prepare_13a, _split_13a
+from references import require_reference
+
+rouge_tokenize = require_reference("rouge_score.tokenize")
+pytestmark = pytest.mark.contract
 
 
 def squad_normalize(s: str) -> str:

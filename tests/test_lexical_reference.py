@@ -17,14 +17,17 @@ from difflib import SequenceMatcher
 import numpy as np
 import pytest
 import sacrebleu
-import textdistance
 from rapidfuzz import fuzz
 from rapidfuzz.distance import Hamming, JaroWinkler, LCSseq, Levenshtein
-from rouge_score import rouge_scorer
 from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
 
 from ragmeter.metrics import lexical as L
 from ragmeter.metrics.lexical.translation import tokenize_13a
+from references import require_reference
+
+textdistance = require_reference("textdistance")
+rouge_scorer = require_reference("rouge_score.rouge_scorer")
+pytestmark = pytest.mark.contract
 
 TOL = 1e-9
 

@@ -22,6 +22,7 @@ from ragmeter.analysis.meta_eval.reader import read_labels
 from ragmeter.apps.cli import app
 from ragmeter.core.errors import DatasetError
 from ragmeter.metrics.lexical import token_f1
+from references import require_reference
 
 runner = CliRunner()
 judge_server_module, server = server_fixtures()
@@ -95,8 +96,10 @@ def test_undefined_correlations_say_why_and_never_zero(x, y, why):
         assert out[name]["value"] is None and why in out[name]["undefined"]
 
 
+@pytest.mark.contract
 def test_auroc_and_cross_validated_f1_against_scikit_learn():
-    from sklearn.metrics import f1_score, roc_auc_score
+    sk_metrics = require_reference("sklearn.metrics")
+    f1_score, roc_auc_score = sk_metrics.f1_score, sk_metrics.roc_auc_score
 
     rng = np.random.default_rng(9)
     truth = rng.random(200) < 0.4
@@ -351,6 +354,7 @@ def test_pairwise_file_equals_scipy_of_the_difference_against_the_mean_label(tmp
     assert out["kind"] == "pairwise" and out["raters"] == ["rater1", "rater2"]
 
 
+@pytest.mark.contract
 def test_binary_labels_add_auroc_and_f1(tmp_path):
     rows = [{"id": f"s{k}", "answer": "paris" if k % 3 else "lyon", "reference": "paris",
              "correct": k % 3 != 0 if k != 4 else False} for k in range(30)]
@@ -359,7 +363,7 @@ def test_binary_labels_add_auroc_and_f1(tmp_path):
                             "--sort", "auroc", "--db", tmp_path / "m.db").output)
     m = out["metrics"]["exact_match"]
     assert out["binary"] is True
-    from sklearn.metrics import roc_auc_score
+    roc_auc_score = require_reference("sklearn.metrics").roc_auc_score
 
     truth = [float(r["correct"]) for r in rows]
     pred = [1.0 if r["answer"] == "paris" else 0.0 for r in rows]

@@ -8,7 +8,6 @@ import inspect
 import json
 
 import numpy as np
-import ppi_py
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -21,6 +20,7 @@ from ragmeter.human import tasks as T
 from ragmeter.stats import ppi_mean_ci
 from ragmeter.stats.ppi import classical_mean_ci, ppi_lambda
 from ragmeter.store import Store
+from references import require_reference
 
 runner = CliRunner()
 judge_server_module, server = server_fixtures()
@@ -28,6 +28,7 @@ judge_server_module, server = server_fixtures()
 
 def _reference(y, yhat, unl, level, lam):
     """ppi_py's interval and point estimate; its tuning argument is ``lam`` (``lhat`` before 0.2)."""
+    ppi_py = require_reference("ppi_py")
     name = "lam" if "lam" in inspect.signature(ppi_py.ppi_mean_ci).parameters else "lhat"
     lo, hi = ppi_py.ppi_mean_ci(y, yhat, unl, alpha=1 - level, **{name: lam})
     est = ppi_py.ppi_mean_pointestimate(y, yhat, unl, **{name: lam})
@@ -36,6 +37,7 @@ def _reference(y, yhat, unl, level, lam):
     return float(np.squeeze(est)), float(np.squeeze(lo)), float(np.squeeze(hi))
 
 
+@pytest.mark.contract
 @pytest.mark.parametrize("lam", [None, 1.0, 0.4])
 def test_ppi_mean_ci_equals_ppi_py_on_random_inputs(lam):
     rng = np.random.default_rng(7)
@@ -57,7 +59,9 @@ def test_ppi_mean_ci_equals_ppi_py_on_random_inputs(lam):
         assert ours == pytest.approx(ref, abs=1e-9), (trial, n, big_n)
 
 
+@pytest.mark.contract
 def test_lambda_zero_is_the_classical_interval_and_one_is_classic_ppi():
+    ppi_py = require_reference("ppi_py")
     rng = np.random.default_rng(1)
     y, yhat, unl = rng.random(50), rng.random(50), rng.random(500)
     assert ppi_mean_ci(y, yhat, unl, lam=0) == pytest.approx(classical_mean_ci(y))

@@ -18,8 +18,7 @@ from ragmeter.core.schema import Chunk, Sample
 from ragmeter.metrics import get_spec, resolve
 from ragmeter.metrics import retrieval as R
 from ragmeter.metrics.retrieval import matching
-
-pytrec_eval = pytest.importorskip("pytrec_eval")
+from references import require_reference
 
 
 # ----------------------------------------------------------------------------- seed examples
@@ -112,7 +111,9 @@ def _filler(retrieved: list[str]) -> list[str]:
     return out
 
 
+@pytest.mark.contract
 def test_duplicates_count_once_and_match_pytrec_eval():
+    pytrec_eval = require_reference("pytrec_eval")
     rng = random.Random(7)
     measures = {"P.1,3,5,20", "recall.1,3,5,20", "recip_rank", "map", "Rprec", "ndcg_cut.3,20", "success.1,3"}
     for case in range(300):

@@ -17,8 +17,10 @@ import pytest
 from ragmeter.core.errors import ConfigError, DatasetError
 from ragmeter.metrics.retrieval import measures as M
 from ragmeter.metrics.retrieval.trec import RelevanceMatrix, evaluate, parse_measures, read_qrels, read_run
+from references import require_reference
 
-pytrec_eval = pytest.importorskip("pytrec_eval")
+pytrec_eval = require_reference("pytrec_eval")
+pytestmark = pytest.mark.contract
 
 OURS = ["map", "P_1", "P_3", "P_10", "recall_2", "recall_100", "ndcg_cut_3", "ndcg_cut_10", "ndcg",
         "recip_rank", "Rprec", "num_ret", "num_rel", "num_rel_ret", "success_1", "success_5", "bpref",

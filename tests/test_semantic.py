@@ -21,6 +21,7 @@ from ragmeter.metrics.semantic import (
     semantic_similarity,
     separation_report,
 )
+from references import require_reference
 
 # ---- kernels against brute force -----------------------------------------------------------------
 
@@ -59,10 +60,11 @@ def test_blank_pairs_count_as_identical_only_when_asked():
     np.testing.assert_allclose(best, [1.0, 1.0])
 
 
+@pytest.mark.contract
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from([0.1, 0.3, 0.5, 0.5, 0.7, 0.9]), st.booleans()), min_size=2, max_size=40))
 def test_roc_auc_and_best_threshold_against_references(pairs):
-    from sklearn.metrics import roc_auc_score
+    roc_auc_score = require_reference("sklearn.metrics").roc_auc_score
 
     s = np.array([p[0] for p in pairs])
     y = np.array([p[1] for p in pairs])
@@ -102,12 +104,13 @@ def encoder():
 
 def _reference_cosine(model, a, b):
     """sentence-transformers' own embeddings and scikit-learn's cosine: the reference."""
-    from sklearn.metrics.pairwise import cosine_similarity
+    cosine_similarity = require_reference("sklearn.metrics.pairwise").cosine_similarity
 
     x = model.encode([a, b], convert_to_numpy=True)
     return float(cosine_similarity(x[:1], x[1:])[0, 0])
 
 
+@pytest.mark.contract
 def test_semantic_similarity_matches_the_reference(encoder):
     answers = ["The capital of France is Paris", "Il pleut à Paris ☂", "The ferry leaves at 9",
                "The capital of France is Paris", "Paris"]
@@ -144,6 +147,7 @@ def test_negative_cosines_are_reported_as_zero(monkeypatch):
                                   [0.0, 1.0])
 
 
+@pytest.mark.contract
 def test_context_similarity_matches_the_reference(encoder):
     answers = ["Check-in closes 20 minutes before departure", "Paris", "x"]
     contexts = [["Vehicles must check in 20 minutes before sailing.", "The café opens at 7."], [], ["", " "]]

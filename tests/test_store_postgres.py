@@ -15,6 +15,7 @@ import pytest
 
 import ragmeter
 from ragmeter.store import open_store
+from references import require_extra
 
 sys.path.insert(0, str(Path(__file__).parent / "plugins"))
 import rm_testmetrics  # noqa: E402,F401
@@ -38,7 +39,7 @@ def pg_url(tmp_path_factory):
     bindir = _pg_bin()
     if bindir is None:
         pytest.skip("PostgreSQL server binaries not installed (make test installs Debian's postgresql)")
-    pytest.importorskip("psycopg")
+    require_extra("psycopg")
     as_user: list[str] = []
     if os.geteuid() == 0:  # postgres refuses to run as root
         if shutil.which("runuser") is None:

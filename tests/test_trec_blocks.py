@@ -20,8 +20,10 @@ from ragmeter.metrics.retrieval.trec import evaluate
 from ragmeter.metrics.retrieval.trec import readers as trec_io
 from ragmeter.metrics.retrieval.trec.readers import read_qrels, read_run, run_blocks
 from ragmeter.metrics.retrieval.trec.text import format_lines
+from references import require_reference
 
-pytrec_eval = pytest.importorskip("pytrec_eval")
+pytrec_eval = require_reference("pytrec_eval")
+pytestmark = pytest.mark.contract
 
 OURS = ["map", "P_5", "recall_100", "ndcg_cut_10", "recip_rank", "success_10", "Rprec", "bpref", "num_ret",
         "num_rel", "num_rel_ret", "ndcg", "iprec_at_recall", "num_nonrel_judged_ret"]

@@ -8,8 +8,10 @@ import random
 import pytest
 
 from ragmeter.metrics.retrieval.trec import evaluate
+from references import require_reference
 
-pytrec_eval = pytest.importorskip("pytrec_eval")
+pytrec_eval = require_reference("pytrec_eval")
+pytestmark = pytest.mark.contract
 
 MEASURES = ["map", "P_5", "recall_10", "ndcg_cut_10", "ndcg", "recip_rank", "Rprec", "num_ret", "num_rel",
             "num_rel_ret", "success_1", "bpref", "map_cut_10", "set_P", "set_F", "set_recall",
