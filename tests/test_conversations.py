@@ -22,6 +22,7 @@ from ragmeter.core.errors import DatasetError
 from ragmeter.io.readers import bundled_path, load
 from ragmeter.run.runner import evaluate
 from ragmeter.store import open_store
+from references import require_reference
 
 runner = CliRunner()
 judge_server_module, server = server_fixtures()
@@ -50,9 +51,10 @@ def test_example_chat_has_twenty_conversations_of_three_to_eight_turns_with_faul
 
 
 # ---- readers -----------------------------------------------------------------------------------
+@pytest.mark.contract
 def test_the_three_tools_formats_read_back_to_the_same_conversation():
-    from deepeval.test_case import ConversationalTestCase
-    from ragas.dataset_schema import MultiTurnSample
+    ConversationalTestCase = require_reference("deepeval.test_case").ConversationalTestCase
+    MultiTurnSample = require_reference("ragas.dataset_schema").MultiTurnSample
 
     for conv in example_conversations():
         de = ConversationalTestCase(**to_deepeval(conv))  # the tools accept what we write

@@ -20,6 +20,7 @@ from ragmeter.core.schema import Chunk, Sample, Score
 from ragmeter.metrics.judge import PromptTemplate, average_precision_of_verdicts, fence_blocks
 from ragmeter.metrics.registry import get_spec, resolve
 from ragmeter.store import open_store
+from references import require_reference
 
 judge_server_module, server = server_fixtures()
 
@@ -376,10 +377,11 @@ def test_fill_relevant_turns_labels_into_graded_ground_truth():
     assert filled[0].contexts == s.contexts and s.relevant is None
 
 
+@pytest.mark.contract
 def test_llm_ranking_metrics_match_trec_eval_on_the_llm_labels(run, server, tmp_path):
-    import pytrec_eval
-
     from ragmeter.metrics.judge.qrels import NAMESPACE, qrel_key
+
+    pytrec_eval = require_reference("pytrec_eval")
 
     store = open_store(f"sqlite:///{tmp_path / 'r.db'}")
     vocab = ["capital", "france", "paris", "city", "bananas", "yellow", "river", "loire"]

@@ -17,6 +17,7 @@ import pytest
 
 from cli_runner import run_main
 from judge_server import Forced, server_fixtures, words
+from references import require_reference
 
 judge_server_module, server = server_fixtures()
 
@@ -84,6 +85,7 @@ def _export_rows(db: str, tmp_path: Path) -> list[dict]:
     return [json.loads(x) for x in path.read_text().splitlines()]
 
 
+@pytest.mark.contract
 def test_eval_runs_every_grader_and_show_has_one_metric_per_grader(tmp_path, server, db_url):
     data, defn = _write(tmp_path, DEFINITION)
     code, out, err = run_main("eval", str(data), "--openai-eval", str(defn), "--db", db_url, "--no-progress",
@@ -114,7 +116,8 @@ def test_eval_runs_every_grader_and_show_has_one_metric_per_grader(tmp_path, ser
     # text_similarity: the reference implementations, and pass == value >= pass_threshold
     import sacrebleu
     from rapidfuzz import fuzz, utils
-    from rouge_score import rouge_scorer
+
+    rouge_scorer = require_reference("rouge_score.rouge_scorer")
 
     rl = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=False)
     for r, o, a in zip(by_row, outputs, answers, strict=True):
