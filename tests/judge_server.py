@@ -9,6 +9,7 @@ shares a word with the question, and so on (see :func:`verdict`). Tests steer it
 - ``server.force(...)``: the next requests get a given status / headers / delay / raw reply
   (429 with Retry-After, 500, a reply slower than the client's timeout, malformed JSON);
 - the marker ``GARBLE`` anywhere in the evaluated text: that request always gets malformed JSON;
+  ``server.by_marker[MARKER] = Forced(...)`` scripts the answer to any request carrying MARKER;
 - ``server.capacity = N``: a request arriving while N are being answered gets 429 at once (with
   ``retry-after-ms: server.capacity_retry_ms`` when set), as a provider's concurrency limit does;
   ``server.rejected`` counts them. A 200 reply carries the forced ``headers`` (e.g.
@@ -369,6 +370,9 @@ class JudgeServer:
         #: chats answered as a system under test (``ragmeter simulate``'s target)
         self.chats: list[dict[str, Any]] = []
         self.ping_forced: deque[Forced] = deque()
+        #: ``{marker: answer}``: a request whose evaluated text contains the marker always gets
+        #: that answer (as ``GARBLE`` gets malformed JSON), whatever order the requests arrive in
+        self.by_marker: dict[str, Forced] = {}
         self.inflight = 0
         self.max_inflight = 0
         #: requests answered at once before the server says 429 (``None``: no limit)
@@ -400,6 +404,7 @@ class JudgeServer:
             self.pings.clear()
             self.chats.clear()
             self.ping_forced.clear()
+            self.by_marker.clear()
             self.max_inflight = 0
             self.capacity = None
             self.capacity_retry_ms = None
@@ -550,6 +555,9 @@ class JudgeServer:
             forced = self.forced.popleft() if self.forced else None
         if forced is not None:
             return forced
+        for marker, answer in self.by_marker.items():
+            if marker in user:
+                return answer
         if GARBLE in user:
             return Forced(text='{"claims": [ this is not json')
         return Forced(delay=self.delay)

@@ -217,9 +217,12 @@ def test_judge_garbage_for_one_turn_is_no_value_for_that_conversation_never_zero
     table = open_store(db_url).score_table(res.run_id)
     for m in ("knowledge_retention", "role_adherence"):
         bad = table[m][broken.id]
-        assert bad.value is None and bad.reason.startswith("judge failure on ")
+        assert bad.value is None and bad.reason.startswith("judge failure: invalid reply — ")
+        assert "not valid JSON" in bad.reason  # what was wrong with the reply
         assert all(table[m][c.id].value is not None for c in convs if c.id != broken.id)
-    assert "turn 4" in table["knowledge_retention"][broken.id].reason
+    # a conversation judged in several requests names the one that failed
+    assert table["knowledge_retention"][broken.id].reason.startswith("judge failure: invalid reply — on turn 4: ")
+    assert "— on " not in table["role_adherence"][broken.id].reason  # judged in one request
     assert res.summary["knowledge_retention"]["n"] == 3 and res.summary["knowledge_retention"]["n_missing"] == 1
 
 

@@ -85,11 +85,11 @@ def test_garbage_replies_are_missing_not_zero(server, db_url):
                    options=judge_options(server, judge_parse_retries=1))
     f = res.scores["faithfulness"]
     assert [i for i, s in enumerate(f) if s.value is None] == sorted(garbled)
-    assert all(f[i].reason == "judge failure: invalid reply" for i in garbled)
+    assert all(f[i].reason.startswith("judge failure: invalid reply — not valid JSON (") for i in garbled)
     assert all("not json" in f[i].details["judge_raw_reply"] for i in garbled)
     summ = res.summary["faithfulness"]
     assert (summ["n"], summ["n_missing"]) == (7, 3)
-    assert summ["missing_reasons"] == {"judge failure: invalid reply": 3}
+    assert summ["missing_reasons"] == {f[min(garbled)].reason: 3}  # one precise reason, three samples
     kept = [s.value for s in f if s.value is not None]
     assert summ["mean"] == pytest.approx(sum(kept) / 7) and 0 not in kept
     assert res.extra["judge"]["failed"] == 6  # two metrics x three garbled samples

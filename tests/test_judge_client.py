@@ -298,7 +298,8 @@ def test_malformed_reply_is_retried_then_a_judge_failure_with_the_raw_reply(serv
     finally:
         ctx.close()
     s = out[0]
-    assert s.value is None and s.reason == "judge failure: invalid reply"
+    # the reason says what was wrong with the reply, not only that it was invalid
+    assert s.value is None and s.reason.startswith("judge failure: invalid reply — not valid JSON (Expecting ")
     assert "not json" in s.details["judge_raw_reply"] and "not valid JSON" in s.details["judge_error"]
     assert s.details["judge_attempts"] == 3 and server.n_requests == 3
     assert stats["failed"] == 1 and stats["retries"] == 2
@@ -366,7 +367,7 @@ def test_5xx_are_retried_with_exponential_backoff_then_fail(server, monkeypatch)
         s = faithfulness([sample(1)], ctx)[0]
     finally:
         ctx.close()
-    assert s.value is None and s.reason == "judge failure: HTTP 500 after 3 attempts"
+    assert s.value is None and s.reason == "judge failure: HTTP 500 after 3 attempts — scripted 500"
     assert server.n_requests == 3
 
 
@@ -388,7 +389,7 @@ def test_timeouts_and_connection_errors_end_as_judge_failures(server):
         s = faithfulness([sample(1)], ctx)[0]
     finally:
         ctx.close()
-    assert s.reason == "judge failure: timeout after 2 attempts"
+    assert s.reason == "judge failure: timeout after 2 attempts — no complete reply within judge_timeout=0.3 s"
     import socket
 
     sock = socket.socket()
@@ -401,7 +402,8 @@ def test_timeouts_and_connection_errors_end_as_judge_failures(server):
         s = faithfulness([sample(1)], ctx)[0]
     finally:
         ctx.close()
-    assert s.value is None and s.reason == "judge failure: connection error after 2 attempts"
+    assert s.value is None and s.reason.startswith("judge failure: connection error after 2 attempts — ")
+    assert f"127.0.0.1', {port})" in s.reason  # what the transport said
 
 
 def test_rejected_credentials_stop_the_run(server):

@@ -245,8 +245,8 @@ def test_graded_correctness_stays_on_the_scale(run, server):
     server.force(Forced(text='{"reasoning": "r", "score": 0.7}'), Forced(text='{"reasoning": "r", "score": 0.7}'),
                  Forced(text='{"reasoning": "r", "score": 0.7}'))
     bad = run("graded_correctness", [S(answer="x", references=["y"])])[0]
-    assert bad.value is None and bad.reason == "judge failure: invalid reply"  # never a silent 0
-    assert "score must be one of" in bad.details["judge_error"]
+    assert bad.value is None and bad.reason.startswith("judge failure: invalid reply — ")  # never a silent 0
+    assert "score must be one of" in bad.details["judge_error"] and "score must be one of" in bad.reason
 
 
 def test_rubric_preset_dimensions_and_weights(run, server):

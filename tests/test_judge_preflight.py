@@ -180,7 +180,9 @@ def test_html_200_is_retried_then_a_judge_failure(server, transport):
         s = faithfulness([sample(1)], ctx)[0]
     finally:
         ctx.close()
-    assert s.value is None and s.reason == "judge failure: non-JSON reply after 2 attempts"
+    assert s.value is None and s.reason == ("judge failure: non-JSON reply after 2 attempts — the judge answered "
+                                            "HTTP 200 with an HTML page, not a JSON reply (check --judge-base-url): "
+                                            f"{page!r}")
     assert "HTML page" in s.details["judge_error"] and server.n_requests == 2
 
 
@@ -192,7 +194,7 @@ def test_dropped_connections_are_connection_errors(server, transport):
         s = faithfulness([sample(1)], ctx)[0]
     finally:
         ctx.close()
-    assert s.value is None and s.reason == "judge failure: connection error after 2 attempts"
+    assert s.value is None and s.reason.startswith("judge failure: connection error after 2 attempts — ")
 
 
 def test_judge_error_bodies_are_redacted(server, store):

@@ -180,7 +180,7 @@ def test_score_model_out_of_range_is_clipped_and_bad_reply_is_no_value(tmp_path,
     assert sorted(values, key=lambda v: v is None) == [1.0, None]
     assert code == 0, out + err
     reasons = _show(db_url)["metrics"]["s"]["missing_reasons"]
-    assert list(reasons) == ["judge failure: invalid reply"]
+    assert list(reasons) == ["judge failure: invalid reply — not valid JSON (Expecting value at line 1 column 1)"]
 
 
 PY_OK = "def grade(sample, item):\n    return 1.0 if sample['output_text'] == item['answer'] else 0.0\n"

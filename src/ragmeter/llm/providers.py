@@ -14,6 +14,7 @@ import functools
 import importlib.util
 import inspect
 import json
+import re
 import sys
 import time
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ from pydantic import BaseModel
 from ragmeter.core.redact import redact
 from ragmeter.llm.config import JudgeConfig, JudgeConfigError, needs_key
 from ragmeter.llm.limits import remaining_requests
-from ragmeter.llm.structured import schema_json, strict_schema
+from ragmeter.llm.structured import REFUSAL_PREFIX, schema_json, strict_schema
 
 
 class NonJSONReply(Exception):
@@ -79,6 +80,9 @@ class Problem:
     message: str
     status: int | None = None
     retry_after: float | None = None
+    #: what exactly went wrong, for the sample's no-value reason: the provider's own error message
+    #: for an HTTP error reply, else the exception's (redacted)
+    detail: str = ""
 
 
 SCHEMA_INSTRUCTION = ("\n\nReply with one JSON object and nothing else (no prose, no code fence). "
@@ -220,7 +224,7 @@ class OpenAIClient:
         msg = choice.get("message") or {}
         text = msg.get("content")
         if not text and msg.get("refusal"):
-            text = "REFUSAL: " + str(msg["refusal"])
+            text = REFUSAL_PREFIX + str(msg["refusal"])
         usage = data.get("usage") or {}
         lp = choice.get("logprobs")
         content = lp.get("content") if isinstance(lp, dict) else None
@@ -605,31 +609,52 @@ def classify(exc: BaseException) -> Problem:
     """
     chain = _chain(exc)
     msg = redact(f"{type(exc).__name__}: {exc}"[:500])
+    said = redact(" | ".join(dict.fromkeys(str(e) for e in chain if str(e)))[:500])
     if isinstance(exc, NonJSONReply):
-        return Problem("transient", "non-JSON reply", msg)
+        return Problem("transient", "non-JSON reply", msg, detail=said)
     types = _error_types()
     texts = [str(e).lower() for e in chain]
     detail = redact(" | ".join(dict.fromkeys(str(e) for e in chain[1:] if str(e)))[:300])
     full = msg + (f" | {detail}" if detail else "")
     if any(isinstance(e, types.connection) for e in chain[1:]) or any(m in t for t in texts for m in _CONNECTION_TEXT):
-        return Problem("transient", "connection error", full)
+        return Problem("transient", "connection error", full, detail=said)
     if any(isinstance(e, types.timeout) for e in chain):
-        return Problem("transient", "timeout", full)
+        return Problem("transient", "timeout", full, detail=said)
     status = _http_status(exc, types)
     if status is None and isinstance(exc, types.connection + types.unreachable):
-        return Problem("transient", "connection error", full)
+        return Problem("transient", "connection error", full, detail=said)
     if status is None:
-        return Problem("final", type(exc).__name__, msg)
+        return Problem("final", type(exc).__name__, msg, detail=said)
     retry_after = retry_after_seconds(getattr(getattr(exc, "response", None), "headers", None))
+    said = redact(provider_message(exc)[:500])
     if status == 429 or status >= 500 or status == 408:
-        return Problem("transient", f"HTTP {status}", msg, status, retry_after)
+        return Problem("transient", f"HTTP {status}", msg, status, retry_after, detail=said)
     if status in {401, 403}:
         return Problem("config", f"HTTP {status}", "the judge rejected the credentials "
                        f"(HTTP {status}): check the key variable and the model's access. {msg}", status)
     if status == 404:
         return Problem("config", "HTTP 404", f"the judge's model or endpoint was not found (HTTP 404): "
                        f"check the model name and --judge-base-url. {msg}", status)
-    return Problem("final", f"HTTP {status}", msg, status)
+    return Problem("final", f"HTTP {status}", msg, status, detail=said)
+
+
+def provider_message(exc: BaseException) -> str:
+    """The message a provider put in its error reply: ``error.message`` of the body the SDKs
+    decode (OpenAI: the ``error`` object; Anthropic: ``{"type": "error", "error": {...}}``),
+    google-genai's ``message``, else the exception's text without the SDK's ``Error code: N -``."""
+    body: Any = getattr(exc, "body", None)
+    for _ in range(3):  # {"error": {"message": ...}} nests at most this deep in the known shapes
+        if not isinstance(body, dict):
+            break
+        if isinstance(body.get("message"), str) and body["message"].strip():
+            return body["message"]
+        body = body.get("error")
+    if isinstance(body, str) and body.strip():
+        return body
+    said = getattr(exc, "message", None)
+    if isinstance(said, str) and said.strip():
+        return said
+    return re.sub(r"^Error code: \d+ - ", "", str(exc))
 
 
 def retry_after_seconds(headers: Any) -> float | None:

@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from typing import Any
 
+from ragmeter.core.reasons import detailed
 from ragmeter.core.redact import endpoint_id, redact, redact_url
 from ragmeter.llm.config import JudgeConfig, JudgeConfigError, config_from_options
 from ragmeter.llm.limits import OVERLOAD_STATUSES, AdaptiveLimit
@@ -33,7 +34,7 @@ from ragmeter.llm.prices import Price, PriceTable
 from ragmeter.llm.providers import Problem, classify
 from ragmeter.llm.request import BUDGET, DRY_RUN, FAILED, OK, JudgeRequest, JudgeResult
 from ragmeter.llm.runtime import _Runtime
-from ragmeter.llm.structured import ReplyParseError, parse_reply, schema_json
+from ragmeter.llm.structured import ReplyParseError, parse_reply, refusal, schema_json
 
 _MEMORY_LIMIT = 20_000
 _UNPRICED = object()  # JudgeService.price not looked up yet
@@ -722,7 +723,10 @@ class JudgeService:
                     transient += 1
                     continue
                 tries = f" after {transient + 1} attempts" if transient else ""
-                return result(FAILED, reason=f"judge failure: {problem.short}{tries}", error=problem.message)
+                said = (f"no complete reply within judge_timeout={cfg.timeout:g} s"
+                        if problem.short == "timeout" else problem.detail)
+                return result(FAILED, reason=detailed(f"judge failure: {problem.short}{tries}", said),
+                              error=problem.message)
             self._slots.release()
             self._slots.success(reply.remaining)
             call_cost = self.price.cost(reply.input_tokens, reply.output_tokens) if self.price else 0.0
@@ -735,7 +739,8 @@ class JudgeService:
                 if req.validate is not None:
                     req.validate(value)
             except (ReplyParseError, ValueError) as exc:
-                why = str(exc)
+                refused = refusal(reply.text, reply.finish_reason)
+                why = refused or str(exc)
                 if reply.finish_reason in {"length", "max_tokens", "MAX_TOKENS", "FinishReason.MAX_TOKENS"}:
                     why += f" (reply cut at max_tokens={max_tokens})"
                 if parse_failures < cfg.parse_retries:
@@ -743,7 +748,8 @@ class JudgeService:
                     messages = [*base, {"role": "assistant", "content": reply.raw or "(empty)"},
                                 {"role": "user", "content": _CORRECTION.format(error=why)}]
                     continue
-                return result(FAILED, reason="judge failure: invalid reply", error=why, raw=reply.raw)
+                kind = "refused" if refused else "invalid reply"
+                return result(FAILED, reason=detailed(f"judge failure: {kind}", why), error=why, raw=reply.raw)
             return result(OK, value=value, raw=reply.raw, logprobs=reply.logprobs if req.logprobs else None)
 
 

@@ -85,3 +85,21 @@ def parse_reply(text: str | None, model: type[BaseModel], data: Any = None) -> B
         parts = [f"{'.'.join(str(x) for x in e['loc']) or '<root>'}: {e['msg']}" for e in errs[:3]]
         more = f" (+{len(errs) - 3} more)" if len(errs) > 3 else ""
         raise ReplyParseError("does not match the schema: " + "; ".join(parts) + more) from None
+
+
+#: finish reasons that mean the model declined to answer: OpenAI ``content_filter``, Anthropic
+#: ``refusal``, Gemini ``SAFETY`` / ``PROHIBITED_CONTENT`` / ``BLOCKLIST`` / ``SPII``
+_DECLINED = {"content_filter", "refusal", "safety", "prohibited_content", "blocklist", "spii"}
+#: how a provider client passes on an OpenAI reply's ``refusal`` field as the reply's text
+REFUSAL_PREFIX = "REFUSAL: "
+
+
+def refusal(text: str | None, finish_reason: str | None) -> str | None:
+    """Why a reply that did not parse is a refusal (``None`` when it is not one): the model's
+    refusal message, or the finish reason that says it declined."""
+    if text and text.startswith(REFUSAL_PREFIX):
+        return "the judge refused: " + text[len(REFUSAL_PREFIX):].strip()
+    reason = str(finish_reason or "").rsplit(".", 1)[-1].lower()  # Gemini: "FinishReason.SAFETY"
+    if reason in _DECLINED:
+        return f"the judge declined to answer (finish reason {finish_reason})"
+    return None

@@ -40,6 +40,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from ragmeter.core.reasons import summarise as summarise_reasons
 from ragmeter.core.schema import Score
 
 N_BOOTSTRAP = 2000
@@ -392,7 +393,8 @@ def aggregate_many(columns: Mapping[str, Sequence[Score] | tuple[np.ndarray, Seq
     A column is a list of :class:`Score`, or ``(values, reasons)``: a float array with NaN where
     there is no value, and the reasons of the missing ones. ``bounds`` maps a column to its
     metric's range (the registry's ``range``); a column without one gets :func:`mean_ci`'s rule for
-    no bounds."""
+    no bounds. ``missing_reasons`` counts the reasons (:func:`ragmeter.core.reasons.summarise`: the
+    rarer precise texts of one category counted on one line)."""
     out: dict[str, dict[str, Any]] = {}
     for key, col in columns.items():
         if isinstance(col, tuple):
@@ -405,7 +407,7 @@ def aggregate_many(columns: Mapping[str, Sequence[Score] | tuple[np.ndarray, Seq
             vals = np.array([s.value for s in col if s.value is not None], dtype=np.float64)
             reasons = Counter(s.reason or "no value" for s in col if s.value is None)
         agg: dict[str, Any] = {"n": int(vals.size), "n_missing": int(sum(reasons.values())),
-                               "missing_reasons": dict(reasons.most_common())}
+                               "missing_reasons": summarise_reasons(reasons)}
         out[key] = agg
         if not vals.size:
             agg.update(mean=None, std=None, min=None, max=None, ci_low=None, ci_high=None, ci_method=None)

@@ -47,11 +47,19 @@ def fmt(v: Any, digits: int = 4) -> str:
     return str(v)
 
 
+#: no-value reasons listed per metric under a summary table (a run's summary already lists at most
+#: three precise texts of each kind of failure: ragmeter.core.reasons.summarise)
+_REASONS_SHOWN = 8
+
+
 def summary_table(summary: dict[str, dict[str, Any]], title: str | None = None) -> Group:
     """Per-metric aggregates (mean, 95% CI, n, how many without a value) as a rich table, followed
-    by why values are missing, one line per metric, so the reasons stay readable in narrow terminals."""
+    by why values are missing: each metric's reasons (the precise ones, e.g. ``judge failure:
+    invalid reply — turn(s) [1] are not assistant turns``) one under the other, indented, so they
+    stay readable in narrow terminals."""
     from rich import box
     from rich.console import Group
+    from rich.padding import Padding
     from rich.table import Table
     from rich.text import Text
 
@@ -64,7 +72,7 @@ def summary_table(summary: dict[str, dict[str, Any]], title: str | None = None) 
     t.add_column("n", justify="right", no_wrap=True)
     t.add_column("no value", justify="right", no_wrap=True)
     t.add_column("dir", no_wrap=True)
-    why = Text()
+    why: list[Any] = []
     corpus = Text()
     for m, a in summary.items():
         if a.get("corpus_score") is not None:
@@ -74,15 +82,18 @@ def summary_table(summary: dict[str, dict[str, Any]], title: str | None = None) 
         ci = f"[{fmt(a.get('ci_low'))}, {fmt(a.get('ci_high'))}]" if a.get("ci_low") is not None else "—"
         t.add_row(m, fmt(a.get("mean")), ci, str(a.get("n", 0)), str(a.get("n_missing", 0)),
                   "↑" if a.get("direction", "higher") == "higher" else "↓")
-        reasons = a.get("missing_reasons") or {}
+        reasons = list((a.get("missing_reasons") or {}).items())
         if reasons:
-            why.append(f"{m}: ", style="bold")
-            why.append("; ".join(f"{r} ({c})" for r, c in list(reasons.items())[:5]) + "\n")
+            why.append(Text(f"{m}:", style="bold"))
+            why += [Padding(Text(f"{r} ({c})"), (0, 0, 0, 2), expand=False) for r, c in reasons[:_REASONS_SHOWN]]
+            if len(reasons) > _REASONS_SHOWN:
+                more = f"and {len(reasons) - _REASONS_SHOWN} more (ragmeter show RUN --json)"
+                why.append(Padding(Text(more), (0, 0, 0, 2), expand=False))
     parts: list[Any] = [t]
     if corpus:
         parts += [Text("corpus-level scores (sacrebleu corpus_score, 95% segment-bootstrap CI):"), corpus]
     if why:
-        parts += [Text("why no value:", style="yellow"), why]
+        parts += [Text("why no value:", style="yellow"), *why]
     return Group(*parts)
 
 

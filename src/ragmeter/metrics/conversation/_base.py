@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from ragmeter.conversations.model import Conversation, Turn, from_sample
+from ragmeter.core.reasons import SEP, detailed
 from ragmeter.core.schema import Sample, Score
 from ragmeter.metrics.judge._common import PromptTemplate, fence_blocks, judge_check
 from ragmeter.metrics.registry import MetricSpec, register_metric
@@ -55,7 +56,8 @@ class ConversationJudge:
     """A conversation metric judged through the judge client: ``items`` gives the conversation's
     requests (or a no-value :class:`Score` when it cannot be judged), ``combine`` the score from
     their parsed verdicts. When any request of a conversation fails (unparsable reply after the
-    retries, refusal, budget), the conversation has no value, with the failing request named."""
+    retries, refusal, budget), the conversation has no value with the judge's reason, naming the
+    failing request when there were several (``judge failure: invalid reply — on turn 4: ...``)."""
 
     name: str
     template: str
@@ -104,7 +106,12 @@ class ConversationJudge:
             if bad is not None:
                 it, res = bad
                 miss = res.missing({"failed_request": it.label, "requests": len(reqs)})
-                out.append(Score.missing(f"judge failure on {it.label}: {miss.reason}", miss.details))
+                # the judge's reason ("judge failure: invalid reply — what was wrong"), naming the
+                # request that failed when the conversation needed several
+                head, _, precise = (miss.reason or "").partition(SEP)
+                if len(reqs) > 1:
+                    precise = f"on {it.label}: {precise}" if precise else f"on {it.label}"
+                out.append(Score.missing(detailed(head, precise), miss.details))
                 continue
             out.append(self.combine(from_sample(s), items, [r.value for r in got], params))
         return out

@@ -37,6 +37,7 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from ragmeter.core.reasons import detailed
 from ragmeter.llm.config import JudgeConfig, JudgeConfigError, config_from_options
 from ragmeter.llm.request import FAILED, JudgeRequest, JudgeResult
 from ragmeter.llm.service import JudgeService
@@ -323,7 +324,7 @@ class RayJudgeService(JudgeService):
                 raise cause from None
             first = str(cause or exc).strip().splitlines()
             why = f"{type(cause or exc).__name__}: {first[-1] if first else ''}"
-            return [(i, JudgeResult(FAILED, keys[i], reason="judge failure: Ray worker failed",
+            return [(i, JudgeResult(FAILED, keys[i], reason=detailed("judge failure: Ray worker failed", why),
                                     error=why)) for i in idx]
         pids.add(pid)
         return out
