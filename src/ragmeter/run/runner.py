@@ -110,9 +110,11 @@ class EvaluationResult:
         return df
 
     def rows(self) -> list[dict[str, Any]]:
-        """Per-sample dicts: ``id``, ``question``, ``answer``, ``reference``, ``contexts``,
-        ``context_ids``, one key per metric (``None`` = no value), ``METRIC__pass`` for thresholded
-        metrics, ``no_value_reasons`` and ``judge`` (verdict summaries)."""
+        """Per-sample dicts: the sample's inputs as the readers read them back (``id``, ``question``,
+        ``answer``, ``references``, ``contexts``, and ``negative_references``, ``relevant``,
+        ``label``, ``metadata``, ``trace`` when a sample has them), one key per metric (``None`` = no
+        value), ``METRIC__pass`` for thresholded metrics, ``no_value_reasons`` and ``judge``
+        (verdict summaries)."""
         from ragmeter.run.rows import result_rows
 
         higher = {k: v.get("direction", "higher") == "higher" for k, v in self.summary.items()}
@@ -481,10 +483,12 @@ def _judge_preflight(ctx: ScoringContext) -> JudgeError | ConfigError | None:
 
 
 def _public_options(opts: dict[str, Any]) -> dict[str, Any]:
-    # API keys never reach the database: secret-named options are dropped, the rest redacted
+    # API keys never reach the database: secret-named options are dropped, the rest redacted; a
+    # permission (python graders) is this process's only: a resume must be given it again
+    from ragmeter.core.config import GRANT_OPTIONS
     from ragmeter.core.redact import is_secret_name, redact_obj
 
-    return redact_obj({k: v for k, v in opts.items() if not is_secret_name(k)})
+    return redact_obj({k: v for k, v in opts.items() if not is_secret_name(k) and k not in GRANT_OPTIONS})
 
 
 def _jsonable(obj: Any) -> Any:
