@@ -151,3 +151,60 @@ def test_a_benchmarks_judge_server_ends_when_the_benchmark_is_killed(tmp_path):
     finally:
         if parent.poll() is None:
             parent.kill()
+
+
+SLOW_GRADER = """
+import os, time
+def grade(sample, item):
+    if os.fork() == 0:  # a process in a session of its own, which a process-group kill would miss
+        os.setsid()
+        os.execvp("sleep", ["sleep", "600", {nonce!r}])
+    time.sleep(600)
+    return 1.0
+"""
+
+
+def test_kill_9_of_eval_during_a_sandboxed_python_grader_leaves_no_process(tmp_path):
+    """``kill -9`` of ``ragmeter eval --openai-eval`` while its python graders run in their sandboxes
+    (bwrap, its init, the grader's Python and the ``setsid`` child it started) leaves none of them alive."""
+    nonce = f"0.00{random.SystemRandom().randrange(10**9):09d}"
+    data, defn, db = tmp_path / "items.jsonl", tmp_path / "eval.json", tmp_path / "store.db"
+    data.write_text("".join(json.dumps({"item": {"i": i}, "sample": {"output_text": "x"}}) + "\n" for i in range(4)))
+    defn.write_text(json.dumps({"testing_criteria": [
+        {"type": "python", "name": "slow", "source": SLOW_GRADER.format(nonce=nonce)}]}))
+    env = {**os.environ, "PYTHONPATH": SRC, "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.Popen([sys.executable, "-c", "from ragmeter.apps.cli import entry; entry()", "eval", str(data),
+                             "--openai-eval", str(defn), "--allow-python-graders", "--option",
+                             "python_grader_timeout=300", "--option", "python_grader_workers=2",
+                             "--db", str(db), "--no-progress"],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    run: list[psutil.Process] = []
+    try:
+        deadline = time.monotonic() + 120
+        while sum(nonce in " ".join(_cmdline(p)) for p in run) < 2:  # both graders started their sleep
+            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+            assert time.monotonic() < deadline, "the graders did not start"
+            time.sleep(0.05)
+            run = psutil.Process(proc.pid).children(recursive=True)
+        assert any(p.name() == "bwrap" for p in run), [p.name() for p in run]
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+        gone_by = time.monotonic() + 5
+        while any(_alive(p.pid) for p in run) and time.monotonic() < gone_by:
+            time.sleep(0.05)
+        left = [(p.pid, _cmdline(p)) for p in run if _alive(p.pid)]
+        assert not left, f"processes of the killed run still alive 5 s later: {left}"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for p in run:
+            if _alive(p.pid):
+                p.kill()
+
+
+def _cmdline(p: psutil.Process) -> list[str]:
+    try:
+        return p.cmdline()
+    except psutil.Error:
+        return []

@@ -151,7 +151,8 @@ class Case:
         samples: the sample builder.
         params: the metric's parameters.
         services: run options to set: ``judge`` (the scripted judge), ``embeddings`` (the bundled
-            model for every ``bert_*`` key), ``agent`` (the bundled credit-risk expectations).
+            model for every ``bert_*`` key), ``agent`` (the bundled credit-risk expectations),
+            ``python`` (the permission to run python graders, in the sandbox).
         uses: fields the metric reads although it does not declare them in ``requires`` (a grader's
             template, G-Eval's evaluation_params): dropping one must give no value and a reason.
     """
@@ -162,7 +163,7 @@ class Case:
     uses: tuple[str, ...] = ()
 
 
-JUDGE, EMB, AGENT = frozenset({"judge"}), frozenset({"embeddings"}), frozenset({"agent"})
+JUDGE, EMB, AGENT, PYTHON = frozenset({"judge"}), frozenset({"embeddings"}), frozenset({"agent"}), frozenset({"python"})
 
 FAMILY_CASES: dict[str, Case] = {
     "lexical": Case(),
@@ -210,7 +211,7 @@ CASES: dict[str, Case] = {
                                uses=("question", "answer", "reference")),
     "openai_label_model": Case(params=_model_grader("label_model"), services=JUDGE,
                                uses=("question", "answer", "reference")),
-    "openai_python": Case(params={"grader": _PYTHON, "allow_python_graders": True}, uses=("answer", "reference")),
+    "openai_python": Case(params={"grader": _PYTHON}, services=PYTHON, uses=("answer", "reference")),
     "openai_multi": Case(params={"grader": {
         "type": "multi", "name": "common-multi", "calculate_output": "0.5 * found + 0.5 * overlap",
         "graders": {"found": _STRING_CHECK, "overlap": {**_SIMILARITY, "evaluation_metric": "rouge_l"}}}},
@@ -273,6 +274,8 @@ def scorer(request):
             options["embedding_model_paths"] = {key: str(path) for key in BERT_MODELS}
         if "agent" in case.services:
             options["agent_preset"] = "credit_risk"
+        if "python" in case.services:
+            options["python_graders"] = "isolated"
         req = resolve({"name": name, "params": case.params})
         return Scorer(req, case, options)
 

@@ -241,33 +241,46 @@ def test_python_grader_errors_and_memory_limit_are_no_value(tmp_path, db_url):
     assert "not a finite number" in reasons and "MemoryError" in reasons
 
 
-def test_python_grader_child_dies_with_its_parent(tmp_path):
-    marker = tmp_path / "child.pid"
-    src = (f"import os\nopen({str(marker)!r}, 'w').write(str(os.getpid()))\n"
-           "def grade(sample, item):\n    while True:\n        pass\n")
+@pytest.mark.parametrize("isolated", [True, False], ids=["sandboxed", "unisolated"])
+def test_python_grader_child_dies_with_its_parent(tmp_path, isolated):
+    """Every process of a grader (bwrap, its init and the grader's Python in the sandbox; the child
+    Python unisolated) ends when the process that started it is killed with SIGKILL."""
+    import psutil
+
+    src = "def grade(sample, item):\n    while True:\n        pass\n"
     script = tmp_path / "run.py"
     script.write_text(textwrap.dedent(f"""
         from ragmeter.metrics.openai_evals.sandbox import run_python_grader
-        run_python_grader("g", {src!r}, [({{}}, {{}})], timeout_s=300)
+        run_python_grader("g", {src!r}, [({{}}, {{}})], timeout_s=300, isolated={isolated})
     """))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     parent = subprocess.Popen([sys.executable, str(script)], env=env)
     try:
         deadline = time.monotonic() + 60
-        while not marker.exists() or not marker.read_text():
+        while True:  # the grader's Python runs (its command line: python -I -c PROGRAM ...)
+            kids = psutil.Process(parent.pid).children(recursive=True)
+            if any("-I" in _cmdline(k) for k in kids):
+                break
             assert time.monotonic() < deadline, "the grader process did not start"
             time.sleep(0.05)
-        child = int(marker.read_text())
-        os.kill(child, 0)  # running
         parent.send_signal(signal.SIGKILL)
         parent.wait(timeout=30)
         deadline = time.monotonic() + 30
-        while _alive(child):
-            assert time.monotonic() < deadline, "the grader process outlived its parent"
+        while any(_alive(k.pid) for k in kids):
+            assert time.monotonic() < deadline, "a grader process outlived its parent"
             time.sleep(0.05)
     finally:
         if parent.poll() is None:
             parent.kill()
+
+
+def _cmdline(proc) -> list[str]:
+    import psutil
+
+    try:
+        return proc.cmdline()
+    except psutil.Error:
+        return []
 
 
 def _alive(pid: int) -> bool:

@@ -9,6 +9,13 @@ from typing import Any
 from ragmeter.core.errors import ConfigError
 from ragmeter.core.redact import CREDENTIALS_ENV, SECRET_HELP, find_secrets
 
+#: the run option that permits python graders (OpenAI Evals): ``isolated`` (in a sandbox) or
+#: ``unisolated``. Given by ``--allow-python-graders`` / ``--unisolated-python-graders``.
+PYTHON_GRADERS_OPTION = "python_graders"
+#: run options that grant a permission to the process that was given them: never stored with a run,
+#: so ``eval --resume`` needs them given again
+GRANT_OPTIONS = frozenset({PYTHON_GRADERS_OPTION})
+
 #: keys a config file may hold; anything else is an error naming the closest key.
 KNOWN_KEYS = {
     "metrics", "metric_types", "options", "dataset", "map", "on_error", "name", "judge",

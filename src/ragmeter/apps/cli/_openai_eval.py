@@ -29,7 +29,7 @@ def split_thresholds(raw: Any, graders: list[str]) -> tuple[dict[str, float], li
 
 def eval_arguments(openai_eval: Path, data: str | None, *, metrics: list[str], threshold: list[str] | None,
                    pass_rule: str | None, mapping: list[str] | None, options: dict[str, Any],
-                   allow_python_graders: bool, on_error: str) -> dict[str, Any]:
+                   allow_python_graders: bool | str, on_error: str) -> dict[str, Any]:
     """``evaluate`` keyword arguments (``data``, ``metrics``, ``thresholds``, ``pass_rule``,
     ``options``) for ``ragmeter eval DATA --openai-eval EVAL.json``.
 
@@ -62,7 +62,8 @@ def suite_arguments(spec: Any, data: str, suite_dir: Path, *, thresholds: dict[s
                     options: dict[str, Any], on_error: str) -> dict[str, Any]:
     """``evaluate`` keyword arguments for one dataset of a suite with ``openai_eval:``.
 
-    ``openai_eval`` is the definition's path, or ``{path, pass_rate, allow_python_graders, sample}``
+    ``openai_eval`` is the definition's path, or ``{path, pass_rate, allow_python_graders,
+    unisolated_python_graders, sample}``
     (paths relative to the working directory, else to the suite file)
     (``pass_rate``: one target for every grader or ``{grader: target}``; ``sample``: the column with
     the model's output). A suite threshold naming a grader is that grader's pass-rate target.
@@ -75,10 +76,10 @@ def suite_arguments(spec: Any, data: str, suite_dir: Path, *, thresholds: dict[s
     if not isinstance(spec, dict) or not isinstance(spec.get("path"), str):
         raise ConfigError("openai_eval: give the definition's path, or {path: EVAL.json, pass_rate: 0.9, "
                           "allow_python_graders: true, sample: COLUMN}")
-    unknown = set(spec) - {"path", "pass_rate", "allow_python_graders", "sample"}
+    unknown = set(spec) - {"path", "pass_rate", "allow_python_graders", "unisolated_python_graders", "sample"}
     if unknown:
         raise ConfigError(f"openai_eval: unknown key(s) {sorted(unknown)}; keys: path, pass_rate, "
-                          "allow_python_graders, sample")
+                          "allow_python_graders, unisolated_python_graders, sample")
     path = Path(spec["path"])
     defn = load_definition(path if path.is_absolute() or path.exists() else suite_dir / path)
     names = [g["name"] for g in defn.graders]
@@ -93,9 +94,10 @@ def suite_arguments(spec: Any, data: str, suite_dir: Path, *, thresholds: dict[s
         rates = {k: float(v) for k, v in rates.items()}
     except (TypeError, ValueError):
         raise ConfigError(f"openai_eval.pass_rate: expected a share between 0 and 1, got {given!r}") from None
-    allow = spec.get("allow_python_graders", False)
-    if not isinstance(allow, bool):
-        raise ConfigError(f"openai_eval.allow_python_graders: expected true or false, got {allow!r}")
+    for key in ("allow_python_graders", "unisolated_python_graders"):
+        if not isinstance(spec.get(key, False), bool):
+            raise ConfigError(f"openai_eval.{key}: expected true or false, got {spec[key]!r}")
+    allow: bool | str = "unisolated" if spec.get("unisolated_python_graders") else bool(spec.get("allow_python_graders"))
     if not Path(data).exists() and (suite_dir / data).exists():  # a path relative to the suite file
         data = str(suite_dir / data)
     run = prepare_run(defn, data, allow_python_graders=allow,

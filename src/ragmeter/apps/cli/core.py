@@ -65,7 +65,8 @@ def eval_cmd(
     threshold: Annotated[list[str] | None, typer.Option("--threshold", "-t", help="METRIC=VALUE, METRIC>=VALUE or METRIC<=VALUE per-sample threshold (repeatable); exit 1 when one fails (docs/ci.md).")] = None,
     pass_rule: Annotated[str | None, typer.Option("--pass-rule", help="With --threshold: 'all' samples (default) or a pass-rate target for the Wilson lower bound, e.g. 0.9.")] = None,
     openai_eval: Annotated[Path | None, typer.Option("--openai-eval", help="Run an exported OpenAI eval definition (data_source_config + testing_criteria) on DATA: one metric per grader, named after it, with its pass rate (docs/openai-evals.md).")] = None,
-    allow_python_graders: Annotated[bool, typer.Option("--allow-python-graders", help="With --openai-eval: run python graders (each call in a separate process with a time and memory limit); refused without it.")] = False,
+    allow_python_graders: Annotated[bool, typer.Option("--allow-python-graders", help="With --openai-eval (and --resume of such a run): run python graders, each call in an isolated sandbox (bubblewrap: no network, files, other processes or API keys) with a time, memory and process limit; refused without it. Not stored with the run.")] = False,
+    unisolated_python_graders: Annotated[bool, typer.Option("--unisolated-python-graders", help="Run python graders WITHOUT the sandbox (implies --allow-python-graders): they run as you, and can read your files, use the network and see other processes, ragmeter's API keys included (docs/openai-evals.md).")] = False,
 ) -> None:
     """Evaluate a dataset: score every sample with every metric, store the run, print the summary.
 
@@ -99,12 +100,17 @@ def eval_cmd(
                                    "judge_api_key_env": judge_api_key_env, "judge_max_cost": max_cost,
                                    "judge_concurrency": concurrency, "judge_rpm": rpm,
                                    "language": language}.items() if v is not None})
+    python_graders = "unisolated" if unisolated_python_graders else "isolated" if allow_python_graders else None
+    if python_graders:  # this command's permission, never stored: a resume is given it again
+        from ragmeter.core.config import PYTHON_GRADERS_OPTION
+
+        opts[PYTHON_GRADERS_OPTION] = python_graders
     if openai_eval is not None:
         from ragmeter.apps.cli._openai_eval import eval_arguments
 
         args = eval_arguments(openai_eval, data, metrics=_split_metrics(metrics), threshold=threshold,
                               pass_rule=pass_rule, mapping=map_, options=opts,
-                              allow_python_graders=allow_python_graders, on_error=on_error)
+                              allow_python_graders=python_graders or False, on_error=on_error)
         data, metrics, threshold, pass_rule, opts, map_ = (args["data"], args["metrics"], args["thresholds"],
                                                            args["pass_rule"], args["options"], None)
     run_config = EvalConfig(metrics=tuple(_split_metrics(metrics)), file=config, max_missing=max_missing,

@@ -17,6 +17,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ragmeter.core.config import PYTHON_GRADERS_OPTION
 from ragmeter.core.context import ScoringContext, register_service
 from ragmeter.core.errors import ConfigError
 from ragmeter.core.schema import Sample, Score
@@ -29,6 +30,7 @@ from ragmeter.metrics.registry import MetricSpec, register_metric
 FAMILY = "openai_evals"
 #: run options of python graders
 TIMEOUT_OPTION, MEMORY_OPTION, WORKERS_OPTION = "python_grader_timeout", "python_grader_memory_mb", "python_grader_workers"
+PROCESSES_OPTION = "python_grader_processes"
 
 
 def namespaces(s: Sample) -> dict[str, Any]:
@@ -89,26 +91,33 @@ def _grade_text_similarity(grader: Mapping[str, Any], ns: Sequence[Mapping[str, 
 
 
 def _grade_python(grader: Mapping[str, Any], ns: Sequence[Mapping[str, Any]], ctx: Any) -> list[Score]:
+    from ragmeter.metrics.openai_evals.isolation import UNISOLATED
     from ragmeter.metrics.openai_evals.sandbox import (
         DEFAULT_MEMORY_MB,
+        DEFAULT_PROCESSES,
         DEFAULT_TIMEOUT_S,
         DEFAULT_WORKERS,
         run_python_grader,
     )
 
     opts = ctx.options if ctx is not None else {}
+    mode = _permission(opts)
+    if mode is None:
+        raise ConfigError(_python_refusal(grader["name"]))
     try:
         timeout = float(opts.get(TIMEOUT_OPTION, DEFAULT_TIMEOUT_S))
         memory = int(opts.get(MEMORY_OPTION, DEFAULT_MEMORY_MB))
         workers = int(opts.get(WORKERS_OPTION, DEFAULT_WORKERS))
+        processes = int(opts.get(PROCESSES_OPTION, DEFAULT_PROCESSES))
     except (TypeError, ValueError):
-        raise ConfigError(f"{TIMEOUT_OPTION} (seconds), {MEMORY_OPTION} (MB) and {WORKERS_OPTION} must be "
-                          "numbers") from None
-    if not (timeout > 0 and memory >= 64 and workers >= 1):
-        raise ConfigError(f"{TIMEOUT_OPTION} must be > 0 s, {MEMORY_OPTION} at least 64 MB, {WORKERS_OPTION} >= 1; "
-                          f"got {timeout:g}, {memory}, {workers}")
+        raise ConfigError(f"{TIMEOUT_OPTION} (seconds), {MEMORY_OPTION} (MB), {WORKERS_OPTION} and "
+                          f"{PROCESSES_OPTION} must be numbers") from None
+    if not (timeout > 0 and memory >= 64 and workers >= 1 and processes >= 4):
+        raise ConfigError(f"{TIMEOUT_OPTION} must be > 0 s, {MEMORY_OPTION} at least 64 MB, {WORKERS_OPTION} >= 1, "
+                          f"{PROCESSES_OPTION} >= 4; got {timeout:g}, {memory}, {workers}, {processes}")
     results = run_python_grader(grader["name"], grader["source"], [(n.get("sample"), n["item"]) for n in ns],
-                                timeout_s=timeout, memory_mb=memory, workers=workers)
+                                timeout_s=timeout, memory_mb=memory, workers=workers,
+                                isolated=mode != UNISOLATED, processes=processes)
     low, high = d.grader_range(grader)
     out = []
     for r in results:
@@ -203,25 +212,52 @@ def _grader(params: Mapping[str, Any]) -> dict[str, Any]:
 
 def _batch(samples: Sequence[Sample], ctx: ScoringContext | None = None, *, grader: Any = None,
            allow_python_graders: bool = False) -> list[Score]:
+    # ``allow_python_graders`` is read from runs stored before the permission became a run option
+    # that is never stored (PYTHON_GRADERS_OPTION) and ignored: it grants nothing
     g = _grader({"grader": grader})
-    if d.uses_python(g) and not allow_python_graders:
+    if d.uses_python(g) and _permission(ctx.options if ctx is not None else {}) is None:
         raise ConfigError(_python_refusal(g["name"]))
     return grade(g, [namespaces(s) for s in samples], ctx, [s.id for s in samples])
 
 
+def _permission(options: Mapping[str, Any]) -> str | None:
+    """How this process may run python graders (``isolated``, ``unisolated``), ``None`` when it may not.
+
+    Raises:
+        ConfigError: a value of the ``python_graders`` option that is neither.
+    """
+    from ragmeter.metrics.openai_evals.isolation import MODES
+
+    mode = options.get(PYTHON_GRADERS_OPTION)
+    if mode is None or mode is False:
+        return None
+    if mode not in MODES:
+        raise ConfigError(f"option {PYTHON_GRADERS_OPTION}={mode!r}: use {' or '.join(MODES)} "
+                          "(--allow-python-graders, --unisolated-python-graders)")
+    return str(mode)
+
+
 def _python_refusal(name: str) -> str:
-    return (f"grader {name!r} runs Python code: ragmeter runs python graders only when asked to, with "
-            "--allow-python-graders (each call in a separate process with a time and memory limit; "
-            "docs/openai-evals.md)")
+    return (f"grader {name!r} runs Python code: ragmeter runs python graders only when this command is given "
+            "--allow-python-graders (each call in an isolated sandbox with a time, memory and process limit; "
+            "docs/openai-evals.md). The permission is not stored with a run: `ragmeter eval --resume RUN` "
+            "needs it again")
 
 
 def _check(ctx: ScoringContext | None = None, *, grader: Any = None, allow_python_graders: bool = False) -> str | None:
     try:
         g = _grader({"grader": grader})
+        mode = _permission(ctx.options if ctx is not None else {}) if d.uses_python(g) else None
     except ConfigError as exc:
         return str(exc)
-    if d.uses_python(g) and not allow_python_graders:
-        return _python_refusal(g["name"])
+    if d.uses_python(g):
+        if mode is None:
+            return _python_refusal(g["name"])
+        from ragmeter.metrics.openai_evals.isolation import ISOLATED
+        from ragmeter.metrics.openai_evals.sandbox import isolation_problem
+
+        if mode == ISOLATED and (problem := isolation_problem()):
+            return f"grader {g['name']!r}: {problem}"
     if any(x["type"] == "text_similarity" and x["evaluation_metric"] == "meteor" for x in d.walk(g)):
         from ragmeter.metrics.openai_evals.similarity import wordnet_problem
 
@@ -308,12 +344,12 @@ for _kind in d.GRADER_TYPES:
 register_service("openai_evals_judges", GraderJudges)
 
 
-def metric_entry(grader: Mapping[str, Any], allow_python_graders: bool = False) -> dict[str, Any]:
-    """The metric entry (``{name, params, key}``) that runs ``grader`` under its own name."""
-    params: dict[str, Any] = {"grader": json.loads(json.dumps(grader))}
-    if d.uses_python(grader):
-        params["allow_python_graders"] = bool(allow_python_graders)
-    return {"name": f"openai_{grader['type']}", "params": params, "key": grader["name"]}
+def metric_entry(grader: Mapping[str, Any]) -> dict[str, Any]:
+    """The metric entry (``{name, params, key}``) that runs ``grader`` under its own name (the
+    permission to run python graders is a run option, :data:`PYTHON_GRADERS_OPTION`, never a
+    parameter: parameters are stored with the run)."""
+    return {"name": f"openai_{grader['type']}", "params": {"grader": json.loads(json.dumps(grader))},
+            "key": grader["name"]}
 
 
 def pass_threshold(grader: Mapping[str, Any]) -> float:

@@ -30,7 +30,8 @@ class OpenAIEvalRun:
         metrics: metric entries ``{name, params, key}``, one per grader.
         thresholds: ``[{metric, op, value[, pass_rate]}]``: each grader's per-sample pass rule
             (``value >= pass_threshold``) and its pass-rate target when one was given.
-        options: run options to add (the judge taken from the graders' models when none is set).
+        options: run options to add (the judge taken from the graders' models when none is set; the
+            permission to run python graders, never stored with the run).
         config: what the run records about the eval (``Run.config["extra"]["openai_eval"]``).
     """
 
@@ -82,7 +83,7 @@ def _needs_sample(defn: EvalDefinition) -> bool:
                for path in variables(t))
 
 
-def prepare_run(definition: str | Path | EvalDefinition, data: Any, *, allow_python_graders: bool = False,
+def prepare_run(definition: str | Path | EvalDefinition, data: Any, *, allow_python_graders: bool | str = False,
                 mapping: Mapping[str, str] | Iterable[str] | None = None, options: Mapping[str, Any] | None = None,
                 pass_rates: Mapping[str, float] | float | None = None, on_error: str = "raise") -> OpenAIEvalRun:
     """Read an eval definition and its items and say how to run them (see :class:`OpenAIEvalRun`).
@@ -90,7 +91,10 @@ def prepare_run(definition: str | Path | EvalDefinition, data: Any, *, allow_pyt
     Args:
         definition: the exported definition file (JSON) or a checked definition.
         data: the items file (or a :class:`~ragmeter.io.Dataset` already read).
-        allow_python_graders: run ``python`` graders (else they are refused: exit 2).
+        allow_python_graders: run ``python`` graders (else they are refused: exit 2): ``True`` (or
+            ``"isolated"``) in the bubblewrap sandbox, ``"unisolated"`` as plain child processes.
+            The permission goes to ``options`` (the run option ``python_graders``), which a run
+            never stores.
         mapping: ``sample=COLUMN`` (``--map``).
         options: the run options as given (a judge among them answers every model grader).
         pass_rates: a pass-rate target for every grader, or ``{grader: target}``.
@@ -105,11 +109,15 @@ def prepare_run(definition: str | Path | EvalDefinition, data: Any, *, allow_pyt
     from ragmeter.metrics.openai_evals.model import FROM_GRADERS
 
     defn = definition if isinstance(definition, EvalDefinition) else load_definition(definition)
+    from ragmeter.core.config import PYTHON_GRADERS_OPTION
+    from ragmeter.metrics.openai_evals.isolation import ISOLATED, UNISOLATED
+
     python = [g["name"] for g in defn.graders if uses_python(g)]
     if python and not allow_python_graders:
         raise ConfigError(f"{defn.source}: grader(s) {', '.join(map(repr, python))} run Python code; ragmeter "
-                          "runs python graders only with --allow-python-graders (each call in a separate process "
-                          "with a time limit, python_grader_timeout, and a memory limit, python_grader_memory_mb)")
+                          "runs python graders only with --allow-python-graders (each call in an isolated sandbox "
+                          "with a time limit, python_grader_timeout, a memory limit, python_grader_memory_mb, "
+                          "and a process limit, python_grader_processes; docs/openai-evals.md)")
     col = sample_column(mapping)
     if isinstance(data, Dataset):
         dataset = data
@@ -146,9 +154,11 @@ def prepare_run(definition: str | Path | EvalDefinition, data: Any, *, allow_pyt
     models = [sub["model"] for g in defn.graders for sub in walk(g) if "model" in sub]
     if models and not opts.get("judge"):
         extra = {"judge": f"openai:{models[0]}", FROM_GRADERS: True}
+    if python:
+        extra[PYTHON_GRADERS_OPTION] = UNISOLATED if allow_python_graders == UNISOLATED else ISOLATED
     return OpenAIEvalRun(
         definition=defn, dataset=dataset,
-        metrics=[metric_entry(g, allow_python_graders) for g in defn.graders], thresholds=thresholds,
+        metrics=[metric_entry(g) for g in defn.graders], thresholds=thresholds,
         options=extra,
         config={"openai_eval": {"source": defn.source, "name": defn.name, "graders": names,
                                 "data_source_type": defn.data_source_type}})

@@ -1,17 +1,22 @@
 """Run a ``python`` grader's ``grade(sample, item) -> float`` in a separate process.
 
 The grader's code never runs in ragmeter's process. A child Python (``-I``: no user site, no
-``PYTHONPATH``, no current directory on the path) is started in its own session with an address
-space limit (``RLIMIT_AS``, default 2048 MB, OpenAI's 2 GB) and receives one JSON line per item on
-its stdin; it answers one JSON line per item on a private pipe (the grader's own prints go to
-stderr). Each call has a wall-clock time limit (default 10 s): a call that has not answered by then
-is stopped (the child's whole process group is killed), the item gets no value with the reason,
+``PYTHONPATH``, no current directory on the path) runs in a bubblewrap sandbox
+(:mod:`.isolation`: its own PID, network, mount, IPC and UTS namespaces, a read-only view of the
+interpreter and nothing else of the file system, a private ``/tmp``, an empty environment, a
+process limit), or, only when the user asks for it (``unisolated``), as a plain child process in its
+own session with a filtered environment. Either way it has an address space limit (``RLIMIT_AS``,
+default 2048 MB, OpenAI's 2 GB), receives the grader's source and then one JSON line per item (the
+item and the sample: its only input) on its stdin, and answers one JSON line per item on a private
+pipe (the grader's own prints go to stderr). Each call has a wall-clock time limit (default 10 s):
+a call that has not answered by then is stopped (the child's whole process group is killed, and in
+the sandbox every process of its PID namespace with it), the item gets no value with the reason,
 and a fresh child grades the items after it.
 
-The child dies with ragmeter: Linux's ``PR_SET_PDEATHSIG`` sends it SIGKILL when its parent exits,
-and a watchdog thread in the child exits when its parent changes (the parent died) or its stdin
-closes; a grader stuck in a C call cannot outlive the parent either, as the signal needs no
-cooperation.
+The child dies with ragmeter: Linux's ``PR_SET_PDEATHSIG`` sends it (or bwrap, which passes it on
+with ``--die-with-parent``) SIGKILL when its parent exits, and a watchdog thread in the child exits
+when its parent changes or its stdin closes; a grader stuck in a C call cannot outlive the parent
+either, as the signal needs no cooperation.
 """
 
 from __future__ import annotations
@@ -32,12 +37,26 @@ from typing import Any
 DEFAULT_TIMEOUT_S = 10.0
 DEFAULT_MEMORY_MB = 2048
 DEFAULT_WORKERS = 4
+#: processes and threads a sandboxed grader may have at once (its interpreter and bwrap's init included)
+DEFAULT_PROCESSES = 64
 _STDERR_KEEP = 4000
 
 #: the child's program: read the grader, then grade one JSON line at a time
 _CHILD = r'''
 import json, os, sys, threading, time, traceback
 out = os.fdopen(int(sys.argv[1]), "w", buffering=1, encoding="utf-8")
+nproc, uid = int(sys.argv[2]), int(sys.argv[3])
+if uid >= 0:  # a root ragmeter: a uid of the grader's own, which RLIMIT_NPROC counts (root is exempt)
+    os.setgroups([])
+    os.setgid(uid)
+    os.setuid(uid)
+if nproc > 0:
+    import resource
+    if os.getuid() == 0 or (uid < 0 and open("/proc/self/uid_map").read().split() == ["0", "0", "4294967295"]):
+        out.write(json.dumps({"load_error": "the sandbox has no user of its own to count its processes "
+                              "(uid %d, uid_map %r)" % (os.getuid(), open("/proc/self/uid_map").read().strip())}) + "\n")
+        sys.exit(0)
+    resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
 parent = os.getppid()
 def _watch():
     while True:
@@ -108,21 +127,36 @@ def _limits(memory_mb: int) -> Any:
 class _Child:
     """One grader process."""
 
-    def __init__(self, name: str, source: str, memory_mb: int) -> None:
+    def __init__(self, name: str, source: str, memory_mb: int, *, isolated: bool = True,
+                 processes: int = DEFAULT_PROCESSES) -> None:
         read_fd, write_fd = os.pipe()
         try:
+            if isolated:  # the sandbox of .isolation: bwrap clears the environment of what it runs
+                from ragmeter.metrics.openai_evals import isolation
+
+                bwrap = isolation.bwrap_path()
+                if bwrap is None:
+                    raise OSError(f"bwrap is not installed ({isolation.INSTALL})")
+                root = os.geteuid() == 0
+                command = [sys.executable, "-I", "-c", _CHILD, str(write_fd), str(int(processes)),
+                           str(isolation.drop_uid(root))]
+                argv = isolation.sandbox_argv(bwrap, command, root=root)
+                env = {"PATH": os.environ.get("PATH", os.defpath)}
+            else:
+                argv = [sys.executable, "-I", "-c", _CHILD, str(write_fd), "0", "-1"]
+                env = {k: v for k, v in os.environ.items() if k in {"PATH", "LANG", "LC_ALL", "HOME", "TMPDIR"}}
             self.proc = subprocess.Popen(
-                [sys.executable, "-I", "-c", _CHILD, str(write_fd)], stdin=subprocess.PIPE,
-                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, pass_fds=(write_fd,),
-                start_new_session=True, preexec_fn=_limits(memory_mb), text=True, encoding="utf-8",
-                env={k: v for k, v in os.environ.items() if k in {"PATH", "LANG", "LC_ALL", "HOME", "TMPDIR"}})
+                argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, pass_fds=(write_fd,),
+                start_new_session=True, preexec_fn=_limits(memory_mb), text=True, encoding="utf-8", env=env)
         finally:
             os.close(write_fd)
         self.replies: queue.Queue[str | None] = queue.Queue()
+        self.closed = False
         self.stderr: list[str] = []
         reader = os.fdopen(read_fd, encoding="utf-8")
         threading.Thread(target=self._pump, args=(reader, self.replies), daemon=True).start()
-        threading.Thread(target=self._drain, daemon=True).start()
+        self.drained = threading.Thread(target=self._drain, daemon=True)
+        self.drained.start()
         self.send({"name": name, "source": source})
 
     @staticmethod
@@ -135,10 +169,13 @@ class _Child:
     def _drain(self) -> None:
         assert self.proc.stderr is not None
         size = 0
-        for line in self.proc.stderr:
-            if size < _STDERR_KEEP:
-                self.stderr.append(line)
-                size += len(line)
+        try:
+            for line in self.proc.stderr:
+                if size < _STDERR_KEEP:
+                    self.stderr.append(line)
+                    size += len(line)
+        except (OSError, ValueError):  # closed by kill()
+            pass
 
     def send(self, obj: Any) -> None:
         assert self.proc.stdin is not None
@@ -151,10 +188,15 @@ class _Child:
             line = self.replies.get(timeout=timeout)
         except queue.Empty:
             return None
-        return json.loads(line) if line is not None else None
+        if line is None:
+            self.closed = True
+            return None
+        return json.loads(line)
 
     def alive(self) -> bool:
-        return self.proc.poll() is None
+        """Whether the child still runs: it has not closed its reply pipe (a child whose pipe closed is
+        ending, even when it is not reaped yet) and has not exited."""
+        return not self.closed and self.proc.poll() is None
 
     def kill(self) -> None:
         if self.proc.poll() is None:
@@ -174,19 +216,25 @@ class _Child:
                 pass
 
     def ended_because(self) -> str:
-        code = self.proc.wait(timeout=5) if self.proc.poll() is None else self.proc.returncode
+        try:
+            code = self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:  # it closed its reply pipe and runs on
+            self.kill()
+            code = self.proc.returncode
+        self.drained.join(timeout=2)  # its last words (bwrap's own errors among them)
         tail = "".join(self.stderr)[-500:].strip()
         why = f"the grader process ended (exit status {code})"
         if code is not None and code < 0:
             why = f"the grader process was killed by signal {-code}"
-        if "MemoryError" in tail or code == -signal.SIGKILL:
+        if "MemoryError" in tail or code in (-signal.SIGKILL, 128 + signal.SIGKILL):
             why += "; over its memory limit?"
         return why + (f": {tail}" if tail else "")
 
 
 def run_python_grader(name: str, source: str, jobs: Sequence[tuple[Mapping[str, Any] | None, Mapping[str, Any]]], *,
                       timeout_s: float = DEFAULT_TIMEOUT_S, memory_mb: int = DEFAULT_MEMORY_MB,
-                      workers: int = DEFAULT_WORKERS) -> list[Outcome]:
+                      workers: int = DEFAULT_WORKERS, isolated: bool = True,
+                      processes: int = DEFAULT_PROCESSES) -> list[Outcome]:
     """Grade ``(sample, item)`` pairs with a python grader's ``grade`` function, in child processes.
 
     Args:
@@ -197,6 +245,9 @@ def run_python_grader(name: str, source: str, jobs: Sequence[tuple[Mapping[str, 
         memory_mb: each child's address-space limit.
         workers: children grading at once (each takes the next item when it is done; a child
             stopped at the time limit is replaced by a fresh one).
+        isolated: run each child in the bubblewrap sandbox (:mod:`.isolation`); ``False`` runs it
+            as a plain child process, which sees what the user sees (files, network, processes).
+        processes: processes and threads a sandboxed child may have at once.
 
     Returns:
         One :class:`Outcome` per pair, in order.
@@ -211,7 +262,7 @@ def run_python_grader(name: str, source: str, jobs: Sequence[tuple[Mapping[str, 
 
     def start() -> _Child | None:
         try:
-            child = _Child(name, source, memory_mb)
+            child = _Child(name, source, memory_mb, isolated=isolated, processes=processes)
         except (OSError, subprocess.SubprocessError) as exc:
             with lock:
                 load_failure.append(f"python grader {name!r}: cannot start a Python process: {exc}")
@@ -285,3 +336,25 @@ def _outcome(name: str, msg: Mapping[str, Any]) -> Outcome:
         return Outcome(None, f"python grader {name!r}: {msg['returned']}")
     details = {"traceback": msg["traceback"]} if msg.get("traceback") else None
     return Outcome(None, f"python grader {name!r} raised {msg.get('error')}", details)
+
+
+_probe_lock = threading.Lock()
+_probed: dict[tuple[int, str | None], str | None] = {}
+
+
+def isolation_problem() -> str | None:
+    """Why python graders cannot run isolated here (``None``: they can). Checked once per process
+    (and user, and bwrap): :func:`.isolation.unavailable`, then a sandbox started to grade one item."""
+    from ragmeter.metrics.openai_evals import isolation
+
+    key = (os.geteuid() if hasattr(os, "geteuid") else -1, isolation.bwrap_path())
+    with _probe_lock:
+        if key not in _probed:
+            problem = isolation.unavailable()
+            if problem is None and key[1] is not None:
+                (out,) = run_python_grader("isolation check", "def grade(sample, item):\n    return 1.0\n", [({}, {})],
+                                           timeout_s=30, memory_mb=1024, workers=1, isolated=True)
+                if out.value != 1.0:
+                    problem = isolation.failed(key[1], (out.reason or "").removeprefix("python grader 'isolation check' "))
+            _probed[key] = problem
+        return _probed[key]
