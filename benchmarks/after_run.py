@@ -210,8 +210,9 @@ def main() -> None:
             ours = time.perf_counter() - t
             t = time.perf_counter()
             df = pd.read_json(jsonl, lines=True, dtype=False)
-            for col in ("contexts", "context_ids", "no_value_reasons", "judge"):  # as ragmeter writes them
-                df[col] = [json.dumps(v, ensure_ascii=False) for v in df[col]]
+            for col in df.columns:  # lists and objects as JSON text, as ragmeter writes them
+                if col in {"references", "contexts", "relevant", "metadata", "no_value_reasons", "judge"}:
+                    df[col] = [None if v is None else json.dumps(v, ensure_ascii=False) for v in df[col]]
             write(df, tmp / f"pandas.{fmt}")
             theirs = time.perf_counter() - t
             out[f"export_{fmt}_s"] = round(ours, 3)

@@ -89,7 +89,7 @@ def test_evaluate_stores_thresholds_and_pass_rates(db_url):
 def test_rows_to_pandas_and_html_carry_inputs(db_url):
     res = ragmeter.evaluate("example", ["token_f1"], thresholds=["token_f1=0.3"], db=db_url)
     df = res.to_pandas()
-    for col in ("id", "question", "answer", "reference", "contexts", "context_ids", "token_f1",
+    for col in ("id", "question", "answer", "references", "contexts", "relevant", "metadata", "token_f1",
                 "token_f1__pass", "no_value_reasons", "judge"):
         assert col in df.columns
     assert list(res.to_pandas(columns=["id", "token_f1"]).columns) == ["id", "token_f1"]
@@ -205,7 +205,7 @@ def test_export_has_inputs_columns_and_xlsx(tmp_path):
     r = _cli("export", "latest", "-f", "jsonl", "-o", "out.jsonl", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     rows = [json.loads(x) for x in (tmp_path / "out.jsonl").read_text().splitlines()]
-    assert rows and all({"question", "answer", "reference", "contexts", "context_ids", "token_f1", "mrr"}
+    assert rows and all({"question", "answer", "references", "contexts", "relevant", "token_f1", "mrr"}
                         <= set(row) for row in rows)
     r = _cli("export", "latest", "-f", "csv", "-o", "few.csv", "--columns", "id,question,token_f1", cwd=tmp_path)
     assert (tmp_path / "few.csv").read_text().splitlines()[0] == "id,question,token_f1"
@@ -215,7 +215,7 @@ def test_export_has_inputs_columns_and_xlsx(tmp_path):
 
     sheet = openpyxl.load_workbook(tmp_path / "out.xlsx").active
     header = [c.value for c in next(sheet.iter_rows(max_row=1))]
-    assert header[:4] == ["id", "question", "answer", "reference"] and "token_f1" in header
+    assert header[:4] == ["id", "question", "answer", "references"] and "token_f1" in header
     assert sheet.max_row == len(rows) + 1
     r = _cli("export", "latest", "--columns", "nope", cwd=tmp_path)
     assert r.returncode == 2 and "unknown column" in r.stderr
@@ -315,9 +315,9 @@ def test_junit_failure_carries_the_judge_verdict():
 
     assert verdict_summary({"verdicts": [{"verdict": "yes"}, {"verdict": "no"}]}) == "1 of 2 verdicts supported"
     assert verdict_summary({"reason": "the answer names Lyon"}) == "the answer names Lyon"
-    rows = [{"id": "s1", "question": "q", "answer": "a", "reference": "r", "faithfulness": 0.4,
+    rows = [{"id": "s1", "question": "q", "answer": "a", "references": ["r"], "faithfulness": 0.4,
              "faithfulness__pass": False, "no_value_reasons": {}, "judge": {"faithfulness": "1 of 2 claims supported"}},
-            {"id": "s2", "question": "q", "answer": "a", "reference": "r", "faithfulness": None,
+            {"id": "s2", "question": "q", "answer": "a", "references": ["r"], "faithfulness": None,
              "faithfulness__pass": None, "no_value_reasons": {"faithfulness": "judge failure: timeout"}, "judge": {}}]
     summary = {"faithfulness": {"pass": {"threshold": "faithfulness >= 0.7"}}}
     root = junit_xml("s", rows, summary).getroot()

@@ -1,8 +1,9 @@
 """The precise reason of a judge failure reaches every surface: the `eval` and `show` tables (at 80
-columns), `show --json`, `export` (jsonl and csv) and the report (escaped), for replies of the local
-scripted judge that fail in different ways: schema-invalid JSON, prose instead of JSON, an HTML
-page after the retries, HTTP 400 with the provider's message (a key in it redacted), a refusal,
-and a conversation verdict naming a turn that is not an assistant turn."""
+columns), `show --json`, `export` (jsonl, csv, parquet, xlsx), the report (escaped) and the
+dashboard's sample view, for replies of the local scripted judge that fail in different ways:
+schema-invalid JSON, prose instead of JSON, an HTML page after the retries, HTTP 400 with the
+provider's message (a key in it redacted), a refusal, and a conversation verdict naming a turn
+that is not an assistant turn."""
 
 from __future__ import annotations
 
@@ -10,15 +11,20 @@ import csv
 import json
 from pathlib import Path
 
+import openpyxl
+import pyarrow.parquet as pq
 import pytest
+from fastapi.testclient import TestClient
 from markupsafe import escape
 
 import ragmeter
 from cli_runner import run_main
 from judge_server import Forced, server_fixtures
+from ragmeter.apps.server.app import create_app
 from ragmeter.core.reasons import DETAIL_LIMIT, detailed, summarise
 from ragmeter.core.schema import Score
 from ragmeter.stats.intervals import aggregate_many
+from ragmeter.store import open_store
 
 judge_server_module, server = server_fixtures()
 
@@ -64,7 +70,8 @@ def flat(text):
 
 
 def surfaces(db, tmp_path, monkeypatch):
-    """What the user sees of the latest run: (show table, show --json, jsonl rows, csv rows, report)."""
+    """What the user sees of the latest run: (show table, show --json, jsonl rows, csv rows, report);
+    the parquet and xlsx exports hold the csv's reasons."""
     monkeypatch.setenv("COLUMNS", "80")
     code, shown, err = run_main("show", "latest", "--db", db)
     assert code == 0, err
@@ -79,6 +86,14 @@ def surfaces(db, tmp_path, monkeypatch):
     assert code == 0, err
     with open(tmp_path / "rows.csv", newline="", encoding="utf-8") as fh:
         rows = list(csv.DictReader(fh))
+    for fmt in ("parquet", "xlsx"):  # the same rows; the reasons as one JSON text per sample
+        code, _, err = run_main("export", "latest", "--db", db, "-f", fmt, "-o", str(tmp_path / f"rows.{fmt}"))
+        assert code == 0, err
+    parquet = pq.read_table(tmp_path / "rows.parquet").to_pylist()
+    sheet = list(openpyxl.load_workbook(tmp_path / "rows.xlsx", read_only=True).active.values)
+    xlsx = [dict(zip(sheet[0], r, strict=True)) for r in sheet[1:]]
+    for other in (parquet, xlsx):
+        assert [(r["id"], r["no_value_reasons"]) for r in other] == [(r["id"], r["no_value_reasons"]) for r in rows]
     code, _, err = run_main("report", "latest", "--db", db, "-o", str(tmp_path / "r.html"))
     assert code == 0, err
     return shown, as_json, jsonl, rows, (tmp_path / "r.html").read_text(encoding="utf-8")
@@ -112,6 +127,18 @@ def test_each_kind_of_judge_failure_shows_its_precise_reason_everywhere(server, 
         assert json.loads(by_id_csv[marker]["no_value_reasons"]) == {"faithfulness": reason}, marker  # csv
         assert str(escape(reason)) in html, marker  # the report, escaped
     assert "<h1>Login required" not in html and "<script>alert(1)" not in html
+    # the dashboard's sample view (its JSON API and its page) reads the same stored reason
+    store = open_store(db_url)
+    try:
+        client = TestClient(create_app(store), base_url="http://127.0.0.1")
+        for marker, (_, reason) in SCRIPTED.items():
+            api = client.get(f"/api/runs/{as_json['id']}/samples/{marker}")
+            assert api.status_code == 200, api.text
+            assert {x["metric"]: x["reason"] for x in api.json()["scores"]}["faithfulness"] == reason
+            page = client.get(f"/runs/{as_json['id']}/samples/{marker}").text
+            assert str(escape(reason)) in page, marker
+    finally:
+        store.close()
     assert "ECHOEDKEY" not in json.dumps(as_json) + out + shown + html
     assert "ECHOEDKEY" not in (tmp_path / "rows.jsonl").read_text() + (tmp_path / "rows.csv").read_text()
     assert by_id["ok0"]["no_value_reasons"] == {} and by_id["ok0"]["faithfulness"] == 1.0

@@ -41,7 +41,7 @@ def test_evaluate_aggregates_and_missing(db_url):
     assert f["n_missing"] == 5 and f["mean"] == 0.5  # missing values are not zeros
     df = res.to_pandas()
     # inputs first, then one column per metric (issue: results leave with their inputs)
-    assert list(df.columns) == ["id", "question", "answer", "reference", "contexts", "context_ids",
+    assert list(df.columns) == ["id", "question", "answer", "references", "contexts",
                                 "t_len_ratio", "t_flaky", "no_value_reasons", "judge"]
     assert df["t_flaky"].isna().sum() == 5
     assert res.rows()[-1]["no_value_reasons"] == {"t_len_ratio": "missing field: reference"}
@@ -101,7 +101,7 @@ def test_cli_broken_line_7(tmp_path, db_url):
     assert summary["skipped_rows"]["count"] == 1 and "line 7" in summary["skipped_rows"]["errors"][0]
     assert "skipped 1 bad row" in r.stderr
     out = [json.loads(x) for x in (tmp_path / "res.jsonl").read_text().splitlines()]
-    assert len(out) == 11 and {"id", "question", "answer", "reference", "t_len_ratio", "no_value_reasons"} <= set(out[0])
+    assert len(out) == 11 and {"id", "question", "answer", "references", "t_len_ratio", "no_value_reasons"} <= set(out[0])
 
 
 def test_sigkill_then_resume_matches_uninterrupted(tmp_path):
@@ -180,7 +180,7 @@ def test_cli_runs_show_export_metrics(tmp_path, db_url, monkeypatch):
     import pandas as pd
 
     df = pd.read_parquet(tmp_path / "x.parquet")
-    assert list(df.columns) == ["id", "question", "answer", "reference", "contexts", "context_ids",
+    assert list(df.columns) == ["id", "question", "answer", "references", "contexts",
                                 "t_len_ratio", "t_flaky", "no_value_reasons", "judge"] and len(df) == 8
     out = runner.invoke(app, ["metrics", "--json"])
     names = {m["name"] for m in json.loads(out.output)}

@@ -60,6 +60,7 @@ def assert_scores(sample: Any, metrics: Sequence[str], thresholds: Mapping[str, 
         ConfigError: a threshold for a metric not in ``metrics``, or an unknown metric.
     """
     from ragmeter.run.eval_config import EvalConfig
+    from ragmeter.run.rows import first_reference
     from ragmeter.run.runner import run
 
     items = list(sample) if isinstance(sample, (list, tuple)) else [sample]
@@ -85,7 +86,7 @@ def assert_scores(sample: Any, metrics: Sequence[str], thresholds: Mapping[str, 
                 why = f" ({reason})" if reason else ""
                 failures.append(f"{key} = {value}, threshold {thr_text}{why}\n"
                                 f"    sample {row['id']}: question={_short(row['question'])!r} "
-                                f"answer={_short(row['answer'])!r} reference={_short(row['reference'])!r}")
+                                f"answer={_short(row['answer'])!r} reference={_short(first_reference(row))!r}")
     if failures:
         raise AssertionError(f"{len(failures)} threshold check(s) failed:\n  " + "\n  ".join(failures))
     return {k: rows[0][k] for k in res.scores} if rows else {}

@@ -16,14 +16,19 @@ from ragmeter.core.errors import DatasetError
 CellMode = Literal["csv", "frame", "json"]
 
 
-def iter_rows(path: str | Path, fmt: str | None = None) -> tuple[Iterator[tuple[int, Any]], CellMode]:
-    """A dataset file's raw ``(line, row | DatasetError)`` pairs and how its string cells are read."""
+def iter_rows(path: str | Path, fmt: str | None = None, *, text_cells: bool = False
+              ) -> tuple[Iterator[tuple[int, Any]], CellMode]:
+    """A dataset file's raw ``(line, row | DatasetError)`` pairs and how its string cells are read.
+
+    ``text_cells``: a Parquet file's text cells stay text (mode ``csv``: the reader parses the
+    JSON of the fields that hold lists or objects, so an answer that is JSON text stays an answer);
+    otherwise every cell that looks like JSON is parsed (mode ``json``)."""
     path = Path(path)
     if not path.exists():
         raise DatasetError("file not found", file=str(path))
     if path.is_dir():
         raise DatasetError("is a directory, expected a dataset file", file=str(path))
-    return _rows_from_file(path, fmt)
+    return _rows_from_file(path, fmt, text_cells=text_cells)
 
 
 def _read_bytes(path: Path) -> bytes:
@@ -37,7 +42,14 @@ def _read_bytes(path: Path) -> bytes:
         raise DatasetError(f"not a readable gzip file ({exc})", file=str(path)) from None
 
 
-def _rows_from_file(path: Path, fmt: str | None) -> tuple[Iterator[tuple[int, Any]], CellMode]:
+def is_parquet(path: str | Path, fmt: str | None = None) -> bool:
+    path = Path(path)
+    suffix = Path(path.stem).suffix if path.suffix.lower() == ".gz" else path.suffix
+    return (fmt or suffix.lstrip(".")).lower() in {"parquet", "pq"}
+
+
+def _rows_from_file(path: Path, fmt: str | None, *, text_cells: bool = False
+                    ) -> tuple[Iterator[tuple[int, Any]], CellMode]:
     suffix = Path(path.stem).suffix if path.suffix.lower() == ".gz" else path.suffix
     kind = (fmt or suffix.lstrip(".")).lower()
     if kind in {"jsonl", "ndjson"}:
@@ -47,7 +59,7 @@ def _rows_from_file(path: Path, fmt: str | None) -> tuple[Iterator[tuple[int, An
     if kind in {"csv", "tsv"}:
         return _csv_rows(path, "\t" if kind == "tsv" else ","), "csv"
     if kind in {"parquet", "pq"}:
-        return _parquet_rows(path), "json"
+        return (_parquet_rows(path, parse=False), "csv") if text_cells else (_parquet_rows(path), "json")
     raise DatasetError(f"unknown dataset format {kind!r} (use .jsonl, .json, .csv, .tsv or .parquet)",
                        file=str(path))
 
@@ -136,7 +148,7 @@ def _csv_rows(path: Path, delimiter: str) -> Iterator[tuple[int, Any]]:
     # an empty file has no samples, as an empty JSONL file: an incomplete run (exit 3), not an input error
 
 
-def _parquet_rows(path: Path) -> Iterator[tuple[int, Any]]:
+def _parquet_rows(path: Path, parse: bool = True) -> Iterator[tuple[int, Any]]:
     import pyarrow.parquet as pq
 
     try:
@@ -146,7 +158,14 @@ def _parquet_rows(path: Path) -> Iterator[tuple[int, Any]]:
                            file=str(path)) from None
     for i, row in enumerate(table.to_pylist(), start=1):
         # list/dict fields may be stored as JSON text (as ragmeter's writer does)
-        yield i, {k: (_json_cell(v) if isinstance(v, str) else v) for k, v in row.items()}
+        yield i, json_cells(row) if parse else row
+
+
+def json_cells(row: Any) -> Any:
+    """A row with its text cells that hold JSON lists or objects parsed (other values as they are)."""
+    if not isinstance(row, dict):
+        return row
+    return {k: (_json_cell(v) if isinstance(v, str) else v) for k, v in row.items()}
 
 
 def _json_cell(v: str) -> Any:

@@ -17,9 +17,19 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from ragmeter.core.errors import DatasetError
+from ragmeter.core.records import RESULT_MARKERS as _RESULT_MARKERS
+from ragmeter.core.records import SAMPLE_COLUMNS
 from ragmeter.core.schema import Chunk, Sample
 from ragmeter.io._cells import _check_text, _is_missing, _plain
-from ragmeter.io.formats import CellMode, _json_cell, _json_loads, _rows_from_file, iter_rows  # noqa: F401
+from ragmeter.io.formats import (  # noqa: F401
+    CellMode,
+    _json_cell,
+    _json_loads,
+    _rows_from_file,
+    is_parquet,
+    iter_rows,
+    json_cells,
+)
 
 #: canonical field -> accepted column names (first match wins, in this order).
 #: ``retrieved_ids`` / ``relevant_ids`` are id-valued forms of ``contexts`` / ``relevant``.
@@ -228,24 +238,28 @@ def load(data: Any, *, mapping: Mapping[str, str] | Iterable[str] | None = None,
     if isinstance(data, str | Path):
         bundled = str(data) in BUNDLED and not Path(data).exists()
         path = bundled_path(str(data)) if bundled else Path(data)
-        rows, mode = iter_rows(path, fmt)
+        # a Parquet file's text cells stay text: only the fields holding lists parse their JSON
+        rows, mode = iter_rows(path, fmt, text_cells=True)
         source = str(data) if bundled else str(path)
+        parsed = is_parquet(path, fmt)
     else:
         records, source, mode = _records_in_memory(data)
         if records and all(isinstance(x, Sample) for x in records):
             return Dataset(list(records), lines=list(range(1, len(records) + 1)))
         rows = ((i + 1, r) for i, r in enumerate(records))
-    if mode == "json":  # conversations (ragmeter, DeepEval, ragas, OpenAI/Anthropic messages)
-        rows, conv = _conversations(rows, source, on_error)
+        parsed = False
+    if mode == "json" or parsed:  # conversations (ragmeter, DeepEval, ragas, OpenAI/Anthropic messages)
+        rows, conv = _conversations(rows, source, on_error, text_cells=parsed)
         if conv is not None:
             return conv
     return _build(rows, source, mp, on_error, mode)
 
 
-def _conversations(rows: Iterator[tuple[int, Any]] | Any, source: str, on_error: OnError
-                   ) -> tuple[Iterator[tuple[int, Any]], Dataset | None]:
+def _conversations(rows: Iterator[tuple[int, Any]] | Any, source: str, on_error: OnError, *,
+                   text_cells: bool = False) -> tuple[Iterator[tuple[int, Any]], Dataset | None]:
     """A dataset of conversation samples when the first row is a conversation
-    (:mod:`ragmeter.conversations.readers`); else the rows, untouched."""
+    (:mod:`ragmeter.conversations.readers`); else the rows, untouched. ``text_cells``: the rows'
+    JSON is still text (Parquet), parsed to recognise and read conversations."""
     import itertools
 
     from ragmeter.conversations import model as conv_model
@@ -257,6 +271,11 @@ def _conversations(rows: Iterator[tuple[int, Any]] | Any, source: str, on_error:
         return iter(()), None
     rows = itertools.chain([first], rows)
     row = first[1]
+    if text_cells:
+        if not looks_like_conversation(json_cells(row)):
+            return rows, None
+        rows = ((n, json_cells(r)) for n, r in rows)
+        row = json_cells(row)
     if isinstance(row, Mapping) and isinstance(row.get("role"), str) and ("content" in row or "tool_calls" in row):
         # a .json file holding one message list: the whole file is one conversation
         rows = iter([(first[0], [r for _, r in rows])])
@@ -427,6 +446,8 @@ def sample_from_dict(row: Any, *, mapping: Mapping[str, str] | None = None, defa
     if type(row) is not dict and not isinstance(row, Mapping):
         raise DatasetError(f"expected an object with fields, got {type(row).__name__}",
                            file=file, line=line)
+    if _RESULT_MARKERS[0] in row and _RESULT_MARKERS[1] in row:
+        row = _result_row_inputs(row, mapping, _used)
     if _plain_keys(tuple(row)):  # text keys, no pandas index column: only the values may need work
         row = {k: (v if type(v) is str else _plain(v)) for k, v in row.items()}
     else:
@@ -495,9 +516,12 @@ def sample_from_dict(row: Any, *, mapping: Mapping[str, str] | None = None, defa
     for f in ("question", "answer"):
         if f in canon:
             name, v = canon[f]
+            if f == "question" and cells != "json" and isinstance(v, str) and v.lstrip()[:1] == "[":
+                msgs = _json_cell(v)  # chat messages written as JSON text (CSV, Parquet)
+                v = msgs if _last_user_turn(msgs) is not None else v
             if f == "question" and (turn := _last_user_turn(v)) is not None:
-                v = turn  # an openai/evals registry ``input``: chat messages (kept whole in metadata)
-                extra[name] = canon[f][1]
+                extra[name] = v  # an openai/evals registry ``input``: chat messages (kept whole in metadata)
+                v = turn
             if not isinstance(v, str | int | float) or isinstance(v, bool):
                 raise err(name, f"expected text, got {_kind(v)}")
             out[f] = str(v)
@@ -564,6 +588,31 @@ def sample_from_dict(row: Any, *, mapping: Mapping[str, str] | None = None, defa
         first = exc.errors()[0]
         loc = ".".join(str(p) for p in first["loc"])
         raise DatasetError(first["msg"], file=file, line=line, field=loc) from exc
+
+
+def _result_row_inputs(row: Mapping[str, Any], mapping: Mapping[str, str] | None,
+                       used: set[str] | None) -> dict[str, Any]:
+    """The inputs of a per-sample result row of ragmeter (``export``, ``eval --out``, ``to_pandas()``;
+    it has the columns ``no_value_reasons`` and ``judge``): the sample's fields under their own
+    names (:data:`ragmeter.core.records.SAMPLE_COLUMNS`) and the columns ``--map`` names. The other
+    columns are the run's results (metric values, ``METRIC__pass``, reasons, verdicts): they are
+    not read as inputs (a grader named ``output`` is not an answer) nor kept in ``metadata``.
+
+    Files exported before the rows carried every field have ``reference`` (the first reference) and
+    ``context_ids`` (the retrieved chunks' ids, aligned with ``contexts``): both are read."""
+    keep = set(SAMPLE_COLUMNS) | set((mapping or {}).values())
+    if used is not None:
+        used.update(str(k) for k in row if k not in keep)
+    out = {k: v for k, v in row.items() if k in keep}
+    for old, new in _LEGACY_RESULT_INPUTS.items():
+        v = row.get(old)
+        if new not in row and v is not None and not (isinstance(v, list) and all(x is None for x in v)):
+            out[new] = v
+    return out
+
+
+#: input columns of the result rows ragmeter wrote before they carried every field -> their field
+_LEGACY_RESULT_INPUTS = {"reference": "references", "context_ids": "retrieved_ids"}
 
 
 def _last_user_turn(v: Any) -> str | None:

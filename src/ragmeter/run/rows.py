@@ -7,11 +7,20 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ragmeter.core.errors import ConfigError
+from ragmeter.core.records import SAMPLE_COLUMNS, sample_columns, sample_record
 from ragmeter.core.schema import Sample, Score
 from ragmeter.core.thresholds import from_record, passes
 
-INPUT_COLUMNS = ["id", "question", "answer", "reference", "contexts", "context_ids"]
+#: every input column a row may have (:data:`ragmeter.core.records.SAMPLE_COLUMNS`: the sample's fields
+#: under the names the readers read, so a row reads back as its sample)
+INPUT_COLUMNS = list(SAMPLE_COLUMNS)
 PASS_SUFFIX = "__pass"
+
+
+def first_reference(row: Mapping[str, Any]) -> str | None:
+    """A result row's first reference answer (``references[0]``), or ``None``."""
+    refs = row.get("references")
+    return refs[0] if isinstance(refs, list) and refs else None
 
 
 #: what counts, per item list of stored ``details`` written before metrics stored their own summary
@@ -53,16 +62,18 @@ def verdict_summary(details: Mapping[str, Any] | None, metric: str | None = None
 
 def result_rows(samples: Sequence[Sample], scores: Mapping[str, Sequence[Score | None]],
                 higher: Mapping[str, bool], thresholds_record: Mapping[str, Any] | None) -> list[dict[str, Any]]:
-    """One dict per sample: inputs, one value per metric (``None`` = no value), ``METRIC__pass``
-    for thresholded metrics (``True``/``False``/``None`` from :func:`ragmeter.core.thresholds.passes`),
-    ``no_value_reasons`` and ``judge`` (``{metric: verdict summary}``)."""
+    """One dict per sample: its inputs (:func:`ragmeter.core.records.sample_record`: ``id``,
+    ``question``, ``answer``, ``references``, ``contexts``, and ``negative_references``,
+    ``relevant``, ``label``, ``metadata``, ``trace`` when a sample has them), one value per metric
+    (``None`` = no value), ``METRIC__pass`` for thresholded metrics (``True``/``False``/``None`` from
+    :func:`ragmeter.core.thresholds.passes`), ``no_value_reasons`` and ``judge``
+    (``{metric: verdict summary}``)."""
     thr, _ = from_record(thresholds_record)
+    records = [sample_record(s.model_dump(mode="json", exclude_defaults=True)) for s in samples]
+    inputs = sample_columns(records)
     rows = []
-    for i, s in enumerate(samples):
-        ctxs = s.contexts or []
-        row: dict[str, Any] = {"id": s.id, "question": s.question, "answer": s.answer,
-                               "reference": s.reference, "contexts": [c.text for c in ctxs],
-                               "context_ids": [c.id for c in ctxs]}
+    for i, rec in enumerate(records):
+        row: dict[str, Any] = {c: rec[c] for c in inputs}
         reasons: dict[str, str] = {}
         judge: dict[str, str] = {}
         for key, col in scores.items():

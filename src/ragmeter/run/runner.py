@@ -110,9 +110,11 @@ class EvaluationResult:
         return df
 
     def rows(self) -> list[dict[str, Any]]:
-        """Per-sample dicts: ``id``, ``question``, ``answer``, ``reference``, ``contexts``,
-        ``context_ids``, one key per metric (``None`` = no value), ``METRIC__pass`` for thresholded
-        metrics, ``no_value_reasons`` and ``judge`` (verdict summaries)."""
+        """Per-sample dicts: the sample's inputs as the readers read them back (``id``, ``question``,
+        ``answer``, ``references``, ``contexts``, and ``negative_references``, ``relevant``,
+        ``label``, ``metadata``, ``trace`` when a sample has them), one key per metric (``None`` = no
+        value), ``METRIC__pass`` for thresholded metrics, ``no_value_reasons`` and ``judge``
+        (verdict summaries)."""
         from ragmeter.run.rows import result_rows
 
         higher = {k: v.get("direction", "higher") == "higher" for k, v in self.summary.items()}

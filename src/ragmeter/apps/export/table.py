@@ -16,11 +16,14 @@ from typing import Any
 
 import numpy as np
 
+from ragmeter.core.records import sample_columns, sample_record
 from ragmeter.core.thresholds import from_record, passes
 from ragmeter.run.rows import PASS_SUFFIX, verdict_summary
 from ragmeter.store.codec import decode
 
 _EMPTY = "{}"
+#: input columns holding lists or objects (JSON text in the tabular formats)
+_JSON_COLUMNS = frozenset({"references", "negative_references", "contexts", "relevant", "metadata", "trace"})
 _enc = json.encoder.encode_basestring  # what json.dumps(ensure_ascii=False) writes for a str
 
 
@@ -97,14 +100,13 @@ def run_table(store: Any, run_id: str, *, flat: bool) -> tuple[list[str], dict[s
     n = len(data)
     dumps = (lambda v: json.dumps(v, ensure_ascii=False)) if flat else (lambda v: v)
     as_list = _json_list if flat else (lambda v: v)
-    out: dict[str, list[Any]] = {  # ragmeter.run.rows.INPUT_COLUMNS
-        "id": [d["id"] for d in data],
-        "question": [d.get("question") for d in data],
-        "answer": [d.get("answer") for d in data],
-        "reference": [(d.get("references") or [None])[0] for d in data],
-        "contexts": [as_list([c.get("text") for c in d.get("contexts") or []]) for d in data],
-        "context_ids": [as_list([c.get("id") for c in d.get("contexts") or []]) for d in data],
-    }
+    records = [sample_record(d) for d in data]
+    out: dict[str, list[Any]] = {}  # ragmeter.run.rows.INPUT_COLUMNS, as result_rows writes them
+    for col in sample_columns(records):
+        vals = [r[col] for r in records]
+        if flat and col in _JSON_COLUMNS:
+            vals = [None if v is None else as_list(v) if isinstance(v, list) else dumps(v) for v in vals]
+        out[col] = vals
     missing: list[dict[str, str] | None] = [None] * n
     judge: list[dict[str, str] | None] = [None] * n
     details = _details(store, run_id, out["id"])

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ragmeter.run.rows import PASS_SUFFIX
+from ragmeter.run.rows import PASS_SUFFIX, first_reference
 
 
 def _num(v: Any) -> str:
@@ -32,7 +32,7 @@ def junit_xml(suite_name: str, rows: Sequence[Mapping[str, Any]], summary: Mappi
             judge = (row.get("judge") or {}).get(key)
             detail = "\n".join(x for x in (
                 f"question: {row.get('question')}", f"answer: {row.get('answer')}",
-                f"reference: {row.get('reference')}", f"judge: {judge}" if judge else "") if x)
+                f"reference: {first_reference(row)}", f"judge: {judge}" if judge else "") if x)
             if value is None:
                 n_err += 1
                 reason = (row.get("no_value_reasons") or {}).get(key, "no value")
