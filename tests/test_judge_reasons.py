@@ -53,6 +53,8 @@ SCRIPTED = {
                 "your messages resulted in 93 tokens."),
     "KEYECHO": (Forced(status=400, message=f"Incorrect API key provided: {KEY}."),
                 "judge failure: HTTP 400 — Incorrect API key provided: ***."),
+    "TERMINAL": (Forced(status=400, message="\x1b[2J\x1b[31mcleared\x07 your screen"),
+                 "judge failure: HTTP 400 — \\x1b[2J\\x1b[31mcleared\\x07 your screen"),
     "REFUSE": (Forced(content_type="application/json", text=json.dumps(REFUSAL_BODY)),
                "judge failure: refused — the judge refused: I can't help with grading this."),
 }
@@ -140,6 +142,7 @@ def test_each_kind_of_judge_failure_shows_its_precise_reason_everywhere(server, 
     finally:
         store.close()
     assert "ECHOEDKEY" not in json.dumps(as_json) + out + shown + html
+    assert "\x1b" not in out + shown + html and "\x07" not in out + shown + html  # a provider's escapes, shown
     assert "ECHOEDKEY" not in (tmp_path / "rows.jsonl").read_text() + (tmp_path / "rows.csv").read_text()
     assert by_id["ok0"]["no_value_reasons"] == {} and by_id["ok0"]["faithfulness"] == 1.0
 

@@ -5,6 +5,7 @@ the rarer precise texts of one category into one line so the summary stays reada
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 
@@ -16,13 +17,16 @@ SEP = " — "
 DETAIL_LIMIT = 300
 #: a summary lists at most this many precise texts of one category; the others are counted together
 PER_CATEGORY = 3
+#: control characters left after whitespace is folded (C0, DEL, C1)
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 def detailed(category: str, detail: str | None) -> str:
-    """``category — detail``: the detail on one line, redacted, at most :data:`DETAIL_LIMIT`
-    characters (redacted before it is cut, so a key cut in two is never half shown); just the
-    category when there is no detail."""
-    text = " ".join(redact(detail).split()) if detail else ""
+    """``category — detail``: the detail on one line, redacted, with other control characters
+    written as ``\\xNN`` (a provider's message may hold terminal escapes), at most
+    :data:`DETAIL_LIMIT` characters (redacted before it is cut, so a key cut in two is never half
+    shown); just the category when there is no detail."""
+    text = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", " ".join(redact(detail).split())) if detail else ""
     if not text:
         return category
     if len(text) > DETAIL_LIMIT:
