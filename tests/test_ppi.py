@@ -54,7 +54,8 @@ def test_ppi_mean_ci_equals_ppi_py_on_random_inputs(lam):
         noise = rng.normal(0, rng.uniform(0.01, 0.5), n + big_n)
         pred = np.clip(truth + 0.15 + noise, 0, 1) if kind != 3 else rng.random(n + big_n)  # 3: a useless judge
         level = float(rng.choice([0.8, 0.9, 0.95, 0.99]))
-        ours = ppi_mean_ci(y, pred[:n], pred[n:], level=level, lam=lam)
+        # from 2 labels: the arithmetic equals ppi_py's at any n (ragmeter refuses below MIN_LABELS)
+        ours = ppi_mean_ci(y, pred[:n], pred[n:], level=level, lam=lam, min_labels=2)
         ref = _reference(y, pred[:n], pred[n:], level, lam)
         assert ours == pytest.approx(ref, abs=1e-9), (trial, n, big_n)
 
@@ -93,6 +94,8 @@ def test_power_tuning_never_widens_and_a_constant_judge_gives_the_labels_alone()
     (([1.0, 0.0], [1.0, 0.0], [1.0]), {"level": 1.5}, "level"),
     (([1.0, 0.0], [1.0, 0.0], [1.0]), {"lam": float("inf")}, "lam"),
     (([[1.0, 0.0]], [1.0, 0.0], [1.0]), {}, "one-dimensional"),
+    (([1.0, 0.0] * 10, [1.0, 0.0] * 10, [1.0]), {}, "20 labelled samples .* at least 50: .*normal approximation"),
+    (([1.0, 0.0] * 10, [1.0, 0.0] * 10, [1.0]), {"min_labels": 1}, "min_labels"),
 ])
 def test_ppi_rejects_bad_input(args, kwargs, match):
     with pytest.raises(ValueError, match=match):
@@ -108,7 +111,7 @@ def test_stats_reexports_the_ppi_module():
 
 # ---- ragmeter calibrate -------------------------------------------------------------------------
 
-def _judged_run(server, url, n=40):
+def _judged_run(server, url, n=120):
     rows = []
     for i in range(n):
         good = i % 3 != 0
@@ -125,7 +128,7 @@ def test_calibrate_with_a_labels_file_gives_the_three_estimates(server, tmp_path
     res = _judged_run(server, url)
     values = {s.id: sc.value for s, sc in zip(res.samples, res.scores["faithfulness"], strict=True)}
     # people disagree with the judge on a few samples (it is too kind on s1, s2)
-    human = {f"s{i}": (0.0 if i in (1, 2) else values[f"s{i}"]) for i in range(0, 20)}
+    human = {f"s{i}": (0.0 if i in (1, 2) else values[f"s{i}"]) for i in range(0, 60)}
     labels = tmp_path / "labels.csv"
     labels.write_text("sample_id,label\n" + "".join(f"{k},{v:g}\n" for k, v in human.items()))
     r = runner.invoke(app, ["calibrate", res.run_id, "--labels", str(labels), "--metric", "faithfulness",
@@ -134,11 +137,11 @@ def test_calibrate_with_a_labels_file_gives_the_three_estimates(server, tmp_path
     out = json.loads(r.output)
     for key in ("metric_mean", "human_mean", "calibrated"):
         assert {"value", "ci_low", "ci_high"} <= set(out[key]) and out[key]["ci_low"] <= out[key]["ci_high"]
-    assert out["n_labeled"] == 20 and out["n_unlabeled"] == 20
+    assert out["n_labeled"] == 60 and out["n_unlabeled"] == 60
     ids = list(human)
     y = np.array([human[k] for k in ids])
     yhat = np.array([values[k] for k in ids])
-    unl = np.array([values[f"s{i}"] for i in range(20, 40)])
+    unl = np.array([values[f"s{i}"] for i in range(60, 120)])
     est, lo, hi = ppi_mean_ci(y, yhat, unl)
     assert (out["calibrated"]["value"], out["calibrated"]["ci_low"], out["calibrated"]["ci_high"]) == \
         pytest.approx((est, lo, hi))
@@ -180,10 +183,12 @@ def test_calibrate_refuses_unknown_samples_and_malformed_files(server, tmp_path,
         assert r.exit_code == 2, (text, r.output)
         assert all(w in r.output for w in words), (text, r.output)
         assert "Traceback" not in r.output
-    ok = run("sample_id,label\n" + "".join(f"s{i},{1 + 4 * (i % 2)}\n" for i in range(6)), "--label-range", "1,5",
+    # every sample labelled: the labels' own interval is the estimate (no PPI, no minimum beyond 2)
+    ok = run("sample_id,label\n" + "".join(f"s{i},{1 + 4 * (i % 2)}\n" for i in range(12)), "--label-range", "1,5",
              "--json")
     assert ok.exit_code == 0, ok.output
     assert json.loads(ok.output)["human_mean"]["value"] == pytest.approx(0.5)
+    assert json.loads(ok.output)["calibrated"]["method"] == "labels only"
     assert run("sample_id,label\ns1,1\n", "--label-range", "5,1").exit_code == 2
     assert run("sample_id,label\ns1,1\ns2,0\n", "--metric", "nope").exit_code == 2
     r = runner.invoke(app, ["calibrate", res.run_id, "--metric", "faithfulness", "--db", url])
@@ -193,10 +198,10 @@ def test_calibrate_refuses_unknown_samples_and_malformed_files(server, tmp_path,
 def test_calibrate_from_an_annotation_task_and_the_reliability_card_shows_it(server, tmp_path, monkeypatch):
     monkeypatch.setenv("RAGMETER_TEST_JUDGE_KEY", "k")
     url = f"sqlite:///{tmp_path / 'c.db'}"
-    res = _judged_run(server, url, n=30)
+    res = _judged_run(server, url, n=80)
     store = Store(url)
     values = {sid: sc.value for sid, sc in store.score_table(res.run_id)["faithfulness"].items()}
-    task_id, _ = T.create_task(store, res.run_id, raters=["ana", "bruno"], scales=T.parse_scales("faithfulness"), n=12)
+    task_id, _ = T.create_task(store, res.run_id, raters=["ana", "bruno"], scales=T.parse_scales("faithfulness"), n=55)
     task = T.get_task(store, task_id)
     labelled = [it.sample_id for it in T.task_items(store, task_id)]
     for sid in labelled:
@@ -208,7 +213,7 @@ def test_calibrate_from_an_annotation_task_and_the_reliability_card_shows_it(ser
     assert r.exit_code == 0, r.output
     out = json.loads(r.output)
     h = T.human_labels(store, task_id, "faithfulness", "mean")
-    assert out["n_labeled"] == len(h) and out["n_unlabeled"] == 30 - len(h)
+    assert out["n_labeled"] == len(h) and out["n_unlabeled"] == 80 - len(h)
     y = np.array([h[s] for s in h])
     yhat = np.array([values[s] for s in h])
     unl = np.array([v for s, v in values.items() if s not in h])
@@ -247,3 +252,74 @@ def test_fuzzed_label_files_exit_0_or_2(tmp_path, lexical_run, rows):
     else:
         out = json.loads(r.output)
         assert out["calibrated"]["ci_low"] <= out["calibrated"]["value"] <= out["calibrated"]["ci_high"]
+
+
+# ---- the minimum number of labels ----------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def lexical_run_120(tmp_path_factory):
+    url = f"sqlite:///{tmp_path_factory.mktemp('cal120') / 'c.db'}"
+    rows = [{"id": f"s{i}", "answer": "a b c d"[: 1 + i % 7], "reference": "a b c d"} for i in range(120)]
+    return url, ragmeter.evaluate(rows, metrics=["token_f1"], db=url).run_id
+
+
+def test_calibrate_refuses_fewer_labels_than_the_minimum_and_says_why(tmp_path, lexical_run_120):
+    """2 labels used to give an interval 7% as wide as the labels' own that missed the truth:
+    below MIN_LABELS labelled samples ``calibrate`` exits 2 naming the minimum, the reason (a normal
+    approximation) and its sources; the Python API raises the same."""
+    from ragmeter.core.errors import ConfigError
+    from ragmeter.human.calibrated import calibrate_values, calibrated_estimate
+    from ragmeter.stats.ppi import MIN_LABELS, MIN_LABELS_REASON
+
+    assert MIN_LABELS == 50
+    url, run_id = lexical_run_120
+    f = tmp_path / "few.csv"
+    for n in (2, MIN_LABELS - 1):
+        f.write_text("sample_id,label\n" + "".join(f"s{i},{(i % 3) / 2}\n" for i in range(n)))
+        r = runner.invoke(app, ["calibrate", run_id, "--labels", str(f), "--metric", "token_f1", "--db", url])
+        assert r.exit_code == 2, r.output
+        text = " ".join(r.output.split())
+        for words in ("few.csv", f"{n} labelled samples", f"at least {MIN_LABELS}", "normal approximation",
+                      "central limit theorem", "Angelopoulos", "Science 2023", "ppi_py",
+                      "benchmarks/ppi.py --small-n"):
+            assert words in text, (words, text)
+        assert "Traceback" not in r.output
+    f.write_text("sample_id,label\n" + "".join(f"s{i},{(i % 3) / 2}\n" for i in range(MIN_LABELS)))
+    r = runner.invoke(app, ["calibrate", run_id, "--labels", str(f), "--metric", "token_f1", "--json", "--db", url])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["n_labeled"] == MIN_LABELS
+    store = Store(url)
+    few = {f"s{i}": 0.5 for i in range(10)}
+    with pytest.raises(ConfigError, match=f"at least {MIN_LABELS}: the interval of prediction-powered"):
+        calibrated_estimate(store, run_id, "token_f1", few)
+    with pytest.raises(ConfigError, match=f"at least {MIN_LABELS}"):
+        calibrate_values(np.full(10, 0.5), np.full(10, 0.4), np.full(100, 0.4))
+    with pytest.raises(ValueError, match="normal approximation"):
+        ppi_mean_ci(np.full(10, 0.5), np.full(10, 0.4), np.full(100, 0.4))
+    assert "Angelopoulos" in MIN_LABELS_REASON and "benchmarks/ppi.py" in MIN_LABELS_REASON
+
+
+def test_rare_zero_one_labels_get_a_loud_warning(tmp_path, lexical_run_120):
+    url, run_id = lexical_run_120
+    f = tmp_path / "rare.csv"
+    f.write_text("sample_id,label\n" + "".join(f"s{i},{0 if i < 3 else 1}\n" for i in range(60)))
+    r = runner.invoke(app, ["calibrate", run_id, "--labels", str(f), "--metric", "token_f1", "--db", url])
+    assert r.exit_code == 0, r.output
+    assert "WARNING: only 3 of the 60 labels are 0" in " ".join(r.output.split())
+    r = runner.invoke(app, ["calibrate", run_id, "--labels", str(f), "--metric", "token_f1", "--json", "--db", url])
+    assert r.exit_code == 0, r.output
+    (warning,) = json.loads(r.stdout)["calibrated"]["warnings"]
+    assert "success-failure condition" in warning and "warning: only 3" in " ".join(r.stderr.split())
+    f.write_text("sample_id,label\n" + "".join(f"s{i},{i % 2}\n" for i in range(60)))
+    r = runner.invoke(app, ["calibrate", run_id, "--labels", str(f), "--metric", "token_f1", "--json", "--db", url])
+    assert json.loads(r.stdout)["calibrated"]["warnings"] == []
+
+
+def test_the_reliability_card_says_why_it_has_no_calibrated_mean_with_few_labels():
+    from ragmeter.core.schema import Score
+    from ragmeter.human.reliability import _calibrated
+
+    scores = {f"s{i}": Score(value=(i % 4) / 4) for i in range(100)}
+    items = [f"s{i}" for i in range(12)]
+    cal = _calibrated(scores, items, np.array([(i % 4) / 4 for i in range(12)]), lower=False)
+    assert cal["value"] is None and "at least 50" in cal["reason"] and cal["n_labeled"] == 12

@@ -15,7 +15,7 @@ import numpy as np
 
 from ragmeter.core.errors import ConfigError, DatasetError
 from ragmeter.stats.intervals import mean_ci
-from ragmeter.stats.ppi import ppi_lambda, ppi_mean_ci
+from ragmeter.stats.ppi import MIN_LABELS, ppi_lambda, ppi_mean_ci, rare_labels_warning, too_few_labels
 from ragmeter.store import Store
 
 #: columns of a labels file: the sample id, then the label
@@ -109,19 +109,32 @@ def calibrate_values(y: np.ndarray, yhat: np.ndarray, yhat_unlabeled: np.ndarray
                      lam: float | None = None) -> dict[str, Any]:
     """The PPI estimate of the mean of ``y`` from labels ``y`` and predictions ``yhat`` on the same
     samples and predictions ``yhat_unlabeled`` on the others, with ``lam`` (power-tuned when
-    ``None``)."""
+    ``None``). ``warnings``: what makes the interval less trustworthy than its level says (0/1 labels
+    with few of one value: :func:`ragmeter.stats.ppi.rare_labels_warning`).
+
+    Raises:
+        ConfigError: fewer than :data:`ragmeter.stats.ppi.MIN_LABELS` labelled samples with a value
+            (the PPI interval is a normal approximation; the message names the minimum, the reason and
+            its source). When every sample with a value is labelled there is nothing to calibrate and
+            the labels' own interval (:func:`ragmeter.stats.mean_ci`, valid at every n) is the estimate,
+            from 2 labels.
+    """
     if y.size < 2:
         raise ConfigError(f"a calibrated estimate needs 2 or more labelled samples with a metric value, got {y.size}")
     if yhat_unlabeled.size == 0:
         m, lo, hi = _human_mean_ci(y, level)
-        return {"value": m, "ci_low": lo, "ci_high": hi, "lam": 0.0, "method": "labels only",
+        return {"value": m, "ci_low": lo, "ci_high": hi, "lam": 0.0, "method": "labels only", "warnings": [],
                 "note": "every sample with a metric value is labelled: the human mean is the estimate"}
+    if y.size < MIN_LABELS:
+        raise ConfigError(too_few_labels(int(y.size)))
     used = ppi_lambda(y, yhat, yhat_unlabeled) if lam is None else float(lam)
     est, lo, hi = ppi_mean_ci(y, yhat, yhat_unlabeled, level=level, lam=used)
     # labels lie in [0, 1], so the mean does: intersecting the interval with [0, 1] keeps its coverage
     est, lo, hi = (min(max(float(x), 0.0), 1.0) for x in (est, lo, hi))
+    rare = rare_labels_warning(y)
     return {"value": est, "ci_low": lo, "ci_high": hi, "lam": used,
-            "method": "PPI++ (power-tuned)" if lam is None else f"PPI, lambda = {used:g}"}
+            "method": "PPI++ (power-tuned)" if lam is None else f"PPI, lambda = {used:g}",
+            "warnings": [rare] if rare else []}
 
 
 def calibrated_estimate(store: Store, run_ref: str, metric: str, labels: Mapping[str, float | tuple[float, int]],
@@ -143,7 +156,9 @@ def calibrated_estimate(store: Store, run_ref: str, metric: str, labels: Mapping
 
     Raises:
         DatasetError: a label for a sample the run does not have (naming it, exit 2).
-        ConfigError: the metric is not in the run, or fewer than 2 labelled samples have a value.
+        ConfigError: the metric is not in the run, or fewer than
+            :data:`ragmeter.stats.ppi.MIN_LABELS` labelled samples have a value (fewer than 2 when
+            every sample with a value is labelled).
     """
     run = store.get_run(run_ref)
     keys = [m.get("key") for m in run.metrics or []]
@@ -169,6 +184,8 @@ def calibrated_estimate(store: Store, run_ref: str, metric: str, labels: Mapping
     if all_y.size < 2:
         raise ConfigError(f"{source}: a human mean needs 2 or more labels, got {all_y.size}")
     hm, hlo, hhi = _human_mean_ci(all_y, level)
+    if unl.size and y.size < MIN_LABELS:
+        raise ConfigError(f"{source}: {too_few_labels(int(y.size))}")
     calibrated = calibrate_values(y, yhat, unl, level=level, lam=lam)
     bias = float(np.mean(yhat - y)) if y.size else None
     return {
@@ -217,4 +234,5 @@ def calibration_lines(c: Mapping[str, Any]) -> list[str]:
                    "used in the human mean only")
     if cal.get("note"):
         out.append(cal["note"])
+    out += [f"WARNING: {w}" for w in cal.get("warnings") or []]
     return out

@@ -247,8 +247,10 @@ def _calibrated(judge_scores: dict[str, Score], items: list[str], hnorm: np.ndar
                 lower: bool) -> dict[str, Any] | None:
     """The metric's mean over the run calibrated by the human labels (PPI++, :mod:`ragmeter.stats.ppi`):
     the labelled items' raters' mean (on [0, 1], ``1 -`` it for a lower-is-better metric) against
-    the judge's score, and the judge's score alone on the other samples."""
+    the judge's score, and the judge's score alone on the other samples. With fewer labelled items
+    than :data:`ragmeter.stats.ppi.MIN_LABELS`, no value and the reason (``reason``)."""
     from ragmeter.human.calibrated import calibrate_values
+    from ragmeter.stats.ppi import MIN_LABELS, too_few_labels
 
     labelled = set(items)
     y = 1.0 - hnorm if lower else hnorm
@@ -257,8 +259,11 @@ def _calibrated(judge_scores: dict[str, Score], items: list[str], hnorm: np.ndar
                    dtype=np.float64)
     if y.size < 2:
         return None
-    est = calibrate_values(y, yhat, unl)
     allv = np.concatenate([yhat, unl])
+    if unl.size and y.size < MIN_LABELS:
+        return {"value": None, "reason": too_few_labels(int(y.size)), "n_labeled": int(y.size),
+                "n_unlabeled": int(unl.size), "metric_mean": float(allv.mean())}
+    est = calibrate_values(y, yhat, unl)
     return {**est, "n_labeled": int(y.size), "n_unlabeled": int(unl.size), "metric_mean": float(allv.mean())}
 
 
@@ -307,10 +312,13 @@ def card_lines(card: dict[str, Any]) -> list[str]:
         sp = f"{h['spearman']:.2f}" if h["spearman"] is not None else "—"
         lines.append(f"  Spearman rho {sp}, mean absolute error {h['mae']:.3f} (on [0, 1])")
         cal = h.get("calibrated")
-        if cal:
+        if cal and cal.get("value") is None:
+            lines.append(f"  calibrated mean: not given ({cal['reason']})")
+        elif cal:
             lines.append(f"  calibrated mean {cal['value']:.3f} [{cal['ci_low']:.3f}, {cal['ci_high']:.3f}] "
                          f"({cal['method']}: {cal['n_labeled']} labelled + {cal['n_unlabeled']} judge-only samples) "
                          f"vs the judge's own mean {cal['metric_mean']:.3f}")
+            lines += [f"  WARNING: {w}" for w in cal.get("warnings") or []]
         vals = h["confusion"]["values"]
         lines.append("  confusion (rows judge, columns raters' majority): " + " | ".join(
             f"{v}: {row}" for v, row in zip(vals, h["confusion"]["matrix"], strict=True)))

@@ -314,7 +314,8 @@ def calibrate_cmd(
     """A judge metric's mean over a run, the human labels' mean, and the calibrated estimate of
     prediction-powered inference (Angelopoulos et al., Science 2023; power-tuned PPI++), each with
     its interval: the judge scores every sample, people some; the estimate is unbiased and its
-    interval narrower than the labels' alone when the judge tracks them."""
+    interval narrower than the labels' alone when the judge tracks them. Needs at least 50 labelled
+    samples with a metric value (the interval is a normal approximation; docs/meta-eval.md)."""
     from ragmeter.human.calibrated import (
         calibrated_estimate,
         calibration_lines,
@@ -337,6 +338,8 @@ def calibrate_cmd(
         source, flip = f"task {task}, scale {scale}", True
     res = calibrated_estimate(store, run, metric, got, level=level, lam=lam, source=source, flip_lower=flip)
     if as_json:
+        for w in res["calibrated"].get("warnings") or []:  # stdout stays one JSON object
+            err_console.print(f"warning: {w}", markup=False, highlight=False)
         typer.echo(json.dumps(res, default=str))
         return
     console.print(f"[bold]calibrated estimate[/bold] of {metric} in run {res['run_id']} ({source})", highlight=False)
