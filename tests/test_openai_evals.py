@@ -303,9 +303,14 @@ def _suite(tmp_path: Path, server, thresholds: dict | None, **extra) -> Path:
     return path
 
 
-def test_suite_fails_when_a_grader_pass_rate_is_under_its_threshold(tmp_path, server, db_url, monkeypatch):
+def test_suite_fails_when_a_grader_pass_rate_is_under_its_target(tmp_path, server, db_url, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    suite = _suite(tmp_path, server, {"exact": 0.5, "mentions": 0.8})  # exact passes 1/5, mentions 4/5
+    suite = _suite(tmp_path, server, None)  # exact passes 1/5, mentions 4/5
+    import yaml
+
+    spec = yaml.safe_load(suite.read_text())
+    spec["openai_eval"] = {"path": "eval.json", "pass_rate": {"exact": 0.5, "mentions": 0.8}}
+    suite.write_text(yaml.safe_dump(spec))
     junit = tmp_path / "out.xml"
     code, out, err = run_main("test", str(suite), "--junit", str(junit), "--db", db_url)
     assert code == 1, out + err
@@ -314,9 +319,23 @@ def test_suite_fails_when_a_grader_pass_rate_is_under_its_threshold(tmp_path, se
     info = _show(db_url)
     assert info["metrics"]["exact"]["pass"]["ok"] is False and info["metrics"]["exact"]["pass"]["target"] == 0.5
     assert info["metrics"]["mentions"]["pass"]["ok"] is True
-    suite = _suite(tmp_path, server, {"exact": 0.2, "mentions": 0.8})
+    spec["openai_eval"]["pass_rate"] = {"exact": 0.2, "mentions": 0.8}
+    suite.write_text(yaml.safe_dump(spec))
     code, out, err = run_main("test", str(suite), "--junit", str(junit), "--db", db_url)
     assert code == 0, out + err
+
+
+def test_suite_threshold_naming_a_grader_is_refused_with_the_pass_rate_key(tmp_path, server, db_url, monkeypatch):
+    """A threshold is a per-sample threshold everywhere: one naming a grader (its pass-rate target
+    before) stops with exit 2 and names openai_eval.pass_rate, nothing stored."""
+    monkeypatch.chdir(tmp_path)
+    suite = _suite(tmp_path, server, {"exact": 0.5})
+    code, out, err = run_main("test", str(suite), "--db", db_url)
+    assert code == 2, out + err
+    assert "threshold exact: 0.5 names a grader" in err and "pass_rate: {exact: 0.5}" in err
+    code, out, err = run_main("test", str(_suite(tmp_path, server, None)), "--threshold", "mentions=0.8", "--db", db_url)
+    assert code == 2 and "pass_rate: {mentions: 0.8}" in err
+    assert run_main("runs", "--db", db_url, "--json")[1].strip() in ("", "[]")
 
 
 def test_suite_pass_rate_key_and_default_rule(tmp_path, server, db_url, monkeypatch):
@@ -342,14 +361,38 @@ def test_suite_pass_rate_key_and_default_rule(tmp_path, server, db_url, monkeypa
     assert code == 2 and "bogus" in err
 
 
-def test_eval_threshold_on_a_grader_is_its_pass_rate_target(tmp_path, db_url):
+def test_eval_pass_rate_target_and_the_one_meaning_of_threshold(tmp_path, db_url):
     data, defn = _write(tmp_path, {"testing_criteria": [_check("exact", "eq"), _check("mentions", "ilike")]})
     base = ["eval", str(data), "--openai-eval", str(defn), "--db", db_url, "--no-progress"]
     assert run_main(*base)[0] == 0  # pass rates reported, nothing checked
-    code, out, err = run_main(*base, "--threshold", "mentions=0.9")
+    code, out, err = run_main(*base, "--pass-rate-target", "mentions=0.9")
     assert code == 1 and "pass rate >= 0.9" in out
-    assert run_main(*base, "--threshold", "mentions=0.8")[0] == 0
+    assert run_main(*base, "--pass-rate-target", "mentions=0.8")[0] == 0
+    assert run_main(*base, "--pass-rate-target", "0.8")[0] == 1  # every grader: exact passes 1 of 5
+    assert run_main(*base, "--pass-rate-target", "0.2")[0] == 0
     assert run_main(*base, "--pass-rule", "0.5")[0] == 1
+    # --threshold is a per-sample threshold: naming a grader (its pass-rate target before) is refused
+    code, out, err = run_main(*base, "--threshold", "mentions=0.9")
+    assert code == 2 and "--threshold mentions=0.9 names a grader" in err and "--pass-rate-target mentions=0.9" in err
+    for bad, why in (("nope=0.5", "neither a grader of the eval (exact, mentions)"), ("mentions=1.5", "between 0 and 1"),
+                     ("mentions=high", "not a number")):
+        code, out, err = run_main(*base, "--pass-rate-target", bad)
+        assert code == 2 and why in err, (bad, err)
+    # other metrics keep their per-sample threshold and may have a pass-rate target of their own
+    code, out, err = run_main(*base, "-m", "evals_match", "--threshold", "evals_match>=1",
+                              "--pass-rate-target", "evals_match=0.1")
+    assert code != 2 and "evals_match >= 1 (pass rate >= 0.1)" in out, out + err
+
+
+def test_pass_rate_target_without_openai_eval(db_url):
+    base = ["eval", "example", "-m", "token_f1", "--db", db_url, "--no-progress", "--threshold", "token_f1>=0.3"]
+    code, out, err = run_main(*base, "--pass-rate-target", "token_f1=0.5")
+    assert code == 0 and "token_f1 >= 0.3 (pass rate >= 0.5): 106/145 passed" in out, out + err
+    assert run_main(*base, "--pass-rate-target", "0.8")[0] == 1  # 106/145 = 0.73
+    code, out, err = run_main("eval", "example", "-m", "token_f1", "--db", db_url, "--pass-rate-target", "0.5")
+    assert code == 2 and "--threshold METRIC>=VALUE" in err
+    code, out, err = run_main(*base, "--pass-rate-target", "mrr=0.5")
+    assert code == 2 and "'mrr' has no per-sample threshold" in err
 
 
 def test_map_sample_column_and_flat_rows(tmp_path, db_url):

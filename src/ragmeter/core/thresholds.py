@@ -15,7 +15,8 @@ from typing import Any
 
 from ragmeter.core.errors import ConfigError
 
-__all__ = ["RunRule", "Threshold", "parse_rule", "parse_thresholds", "pass_rate", "passes", "wilson"]
+__all__ = ["RunRule", "Threshold", "parse_rate_targets", "parse_rule", "parse_thresholds", "pass_rate", "passes",
+           "wilson", "with_rate_targets"]
 
 _OPS = ("<=", ">=", "<", ">", "=")
 _SPEC = re.compile(r"^\s*([^<>=\s]+)\s*(<=|>=|<|>|=)\s*([-+0-9.eE]+)\s*$")
@@ -223,6 +224,54 @@ def apply(thresholds: Mapping[str, Threshold], rule: RunRule | None,
         verdicts = [passes(v, thr, hib) for v in values[key]]
         text = thr.as_text(hib) + (f" (pass rate >= {thr.pass_rate:g})" if thr.pass_rate is not None else "")
         out[key] = {**pass_rate(verdicts, rule, thr.pass_rate), "threshold": text, "verdicts": verdicts}
+    return out
+
+
+#: the command-line option of a metric's pass-rate target (``--threshold`` is the per-sample one)
+RATE_OPTION = "--pass-rate-target"
+
+
+def parse_rate_targets(items: Iterable[str] | None, option: str = RATE_OPTION) -> dict[str | None, float]:
+    """``--pass-rate-target`` values: ``METRIC=RATE`` (that metric) or ``RATE`` (every thresholded
+    metric, key ``None``); a rate is the share of samples that must pass, in [0, 1].
+
+    Raises:
+        ConfigError: a malformed entry or a rate outside [0, 1], naming ``option``.
+    """
+    out: dict[str | None, float] = {}
+    for item in items or []:
+        metric, eq, raw = str(item).rpartition("=")
+        name = metric.strip() if eq else None
+        if eq and (not name or any(c in name for c in "<>")):
+            raise ConfigError(f"{option} {item!r}: use METRIC=RATE or RATE, e.g. {option} exact=0.9")
+        try:
+            rate = float(raw)
+        except ValueError:
+            raise ConfigError(f"{option} {item!r}: {raw.strip()!r} is not a number; use METRIC=RATE or RATE, "
+                              f"e.g. {option} exact=0.9") from None
+        if not 0.0 <= rate <= 1.0:  # NaN fails this too
+            raise ConfigError(f"{option} {item!r}: a pass-rate target is a share of the samples between 0 and 1")
+        out[name] = rate
+    return out
+
+
+def with_rate_targets(items: Iterable[Mapping[str, Any] | str], targets: Mapping[str | None, float],
+                      option: str = RATE_OPTION) -> list[dict[str, Any]]:
+    """Thresholds (``--threshold`` strings or stored items) with each one's pass-rate target from
+    ``targets`` (:func:`parse_rate_targets`; a named target wins over the one for every metric).
+
+    Raises:
+        ConfigError: a target naming a metric that has no per-sample threshold.
+    """
+    thr = parse_thresholds(list(items))
+    lonely = [m for m in targets if m is not None and m not in thr]
+    if lonely:
+        raise ConfigError(f"{option} {lonely[0]}={targets[lonely[0]]:g}: {lonely[0]!r} has no per-sample threshold; "
+                          f"give one with --threshold {lonely[0]}>=VALUE (a sample passes when its value meets it)")
+    out = []
+    for t in thr.values():
+        rate = targets.get(t.metric, targets.get(None, t.pass_rate))
+        out.append(Threshold(t.metric, t.value, t.op, rate).to_dict())
     return out
 
 

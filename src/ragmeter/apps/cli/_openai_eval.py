@@ -9,34 +9,49 @@ from typing import Any
 from ragmeter.core.errors import ConfigError
 
 
-def split_thresholds(raw: Any, graders: list[str]) -> tuple[dict[str, float], list[Any]]:
-    """Thresholds that name a grader are its pass-rate target (the share of samples that must pass
-    it; the per-sample rule comes from the definition); the others stay per-sample thresholds."""
+def split_thresholds(raw: Any, graders: list[str], *, given_as: str, rate_hint: str) -> list[dict[str, Any]]:
+    """The per-sample thresholds, checked: none may name a grader, whose per-sample rule is its
+    ``pass_threshold`` in the definition. A threshold naming a grader meant its pass-rate target
+    before ``--threshold`` had one meaning; the error names where that target goes now
+    (``given_as`` and ``rate_hint`` are formatted with the grader and the value).
+
+    Raises:
+        ConfigError: a threshold naming a grader (exit 2).
+    """
     from ragmeter.core.thresholds import parse_thresholds
 
-    rates: dict[str, float] = {}
-    rest: list[Any] = []
+    rest: list[dict[str, Any]] = []
     for t in parse_thresholds(raw).values():
         if t.metric in graders:
-            if t.op not in {"=", ">="}:
-                raise ConfigError(f"threshold {t.metric}{t.op}{t.value:g}: a grader's threshold is the share of "
-                                  f"samples that must pass it, e.g. {t.metric}=0.9")
-            rates[t.metric] = t.value
-        else:
-            rest.append(t.to_dict())
-    return rates, rest
+            where = {"grader": t.metric, "value": f"{t.value:g}", "op": t.op}
+            raise ConfigError(f"{given_as.format(**where)} names a grader of the eval: a threshold is a per-sample "
+                              "threshold, and a grader's per-sample rule is its pass_threshold in the definition. "
+                              "For the share of samples that must pass it (what a grader's threshold meant before), "
+                              f"use {rate_hint.format(**where)}")
+        rest.append(t.to_dict())
+    return rest
+
+
+def _grader_rates(targets: dict[str | None, float], names: list[str]) -> dict[str, float]:
+    """The graders' pass-rate targets among ``--pass-rate-target``'s (``None``: every grader)."""
+    every = targets.get(None)
+    return {n: targets.get(n, every) for n in names if n in targets or every is not None}  # type: ignore[misc]
 
 
 def eval_arguments(openai_eval: Path, data: str | None, *, metrics: list[str], threshold: list[str] | None,
                    pass_rule: str | None, mapping: list[str] | None, options: dict[str, Any],
+                   pass_rate_target: list[str] | None = None,
                    allow_python_graders: bool | str, on_error: str) -> dict[str, Any]:
     """``evaluate`` keyword arguments (``data``, ``metrics``, ``thresholds``, ``pass_rule``,
     ``options``) for ``ragmeter eval DATA --openai-eval EVAL.json``.
 
-    Without ``--pass-rule`` or a threshold, the run reports each grader's pass rate and checks
-    nothing (exit 0); ``--threshold GRADER=RATE`` makes a grader's pass rate a check (exit 1 below
-    it), ``--pass-rule`` a check on every grader.
+    Without ``--pass-rule``, a pass-rate target or a threshold, the run reports each grader's pass
+    rate and checks nothing (exit 0); ``--pass-rate-target GRADER=RATE`` (or ``RATE`` for every
+    grader) makes a grader's pass rate a check (exit 1 below it), ``--pass-rule`` a check on every
+    grader. ``--threshold`` is a per-sample threshold of the other metrics (``--metrics``): one
+    naming a grader is refused with the flag to use instead.
     """
+    from ragmeter.core.thresholds import parse_rate_targets, with_rate_targets
     from ragmeter.metrics.openai_evals.definition import load_definition
     from ragmeter.metrics.openai_evals.run import prepare_run
 
@@ -44,7 +59,15 @@ def eval_arguments(openai_eval: Path, data: str | None, *, metrics: list[str], t
         raise ConfigError("give the items file: ragmeter eval ITEMS.jsonl --openai-eval EVAL.json")
     defn = load_definition(openai_eval)
     names = [g["name"] for g in defn.graders]
-    rates, rest = split_thresholds(threshold or [], names)
+    rest = split_thresholds(threshold or [], names, given_as="--threshold {grader}{op}{value}",
+                            rate_hint="--pass-rate-target {grader}={value}")
+    targets = parse_rate_targets(pass_rate_target)
+    stray = [k for k in targets if k is not None and k not in names and k not in {t["metric"] for t in rest}]
+    if stray:
+        raise ConfigError(f"--pass-rate-target {stray[0]}={targets[stray[0]]:g}: {stray[0]!r} is neither a grader of "
+                          f"the eval ({', '.join(names)}) nor a metric with a --threshold")
+    rates = _grader_rates(targets, names)
+    rest = with_rate_targets(rest, {k: v for k, v in targets.items() if k not in names})
     run = prepare_run(defn, data, allow_python_graders=allow_python_graders, mapping=mapping,
                       options=options, pass_rates=rates, on_error=on_error)
     taken = set(names) & set(metrics)
@@ -66,7 +89,8 @@ def suite_arguments(spec: Any, data: str, suite_dir: Path, *, thresholds: dict[s
     unisolated_python_graders, sample}``
     (paths relative to the working directory, else to the suite file)
     (``pass_rate``: one target for every grader or ``{grader: target}``; ``sample``: the column with
-    the model's output). A suite threshold naming a grader is that grader's pass-rate target.
+    the model's output). A suite threshold is a per-sample threshold of the suite's other metrics:
+    one naming a grader is refused, naming ``pass_rate``.
     """
     from ragmeter.metrics.openai_evals.definition import load_definition
     from ragmeter.metrics.openai_evals.run import prepare_run
@@ -83,13 +107,13 @@ def suite_arguments(spec: Any, data: str, suite_dir: Path, *, thresholds: dict[s
     path = Path(spec["path"])
     defn = load_definition(path if path.is_absolute() or path.exists() else suite_dir / path)
     names = [g["name"] for g in defn.graders]
-    rates, rest = split_thresholds(thresholds, names)
+    suite_rate = "openai_eval: {{path: " + spec["path"].replace("{", "{{").replace("}", "}}") + \
+        ", pass_rate: {{{grader}: {value}}}}} in the suite"
+    rest = split_thresholds(thresholds, names, given_as="threshold {grader}: {value}", rate_hint=suite_rate)
+    rates: dict[str, Any] = {}
     given = spec.get("pass_rate")
     if given is not None:
-        if isinstance(given, dict):
-            rates = {**{str(k): v for k, v in given.items()}, **rates}
-        else:
-            rates = {**dict.fromkeys(names, given), **rates}
+        rates = {str(k): v for k, v in given.items()} if isinstance(given, dict) else dict.fromkeys(names, given)
     try:
         rates = {k: float(v) for k, v in rates.items()}
     except (TypeError, ValueError):

@@ -62,8 +62,9 @@ def eval_cmd(
     language: Annotated[str | None, typer.Option("--language", help="Language of the texts (ISO code: en, pt, el, zh ...): tokenisation, stemming, stopwords and negation cues of lexical and correctness metrics. A sample's own `language` field wins.")] = None,
     engine: Annotated[str, typer.Option("--engine", help="local, or ray: score metrics in blocks, encode embeddings and send judge calls (under one limit and budget) on a Ray runtime (pip install 'ragmeter-eval[ray]').")] = "local",
     ray_address: Annotated[str | None, typer.Option("--ray-address", help="ray://HOST:10001 of a Ray cluster (default: a local Ray runtime).")] = None,
-    threshold: Annotated[list[str] | None, typer.Option("--threshold", "-t", help="METRIC=VALUE, METRIC>=VALUE or METRIC<=VALUE per-sample threshold (repeatable); exit 1 when one fails (docs/ci.md).")] = None,
-    pass_rule: Annotated[str | None, typer.Option("--pass-rule", help="With --threshold: 'all' samples (default) or a pass-rate target for the Wilson lower bound, e.g. 0.9.")] = None,
+    threshold: Annotated[list[str] | None, typer.Option("--threshold", "-t", help="METRIC=VALUE, METRIC>=VALUE or METRIC<=VALUE per-sample threshold (repeatable): a sample passes when its value meets it; exit 1 when the run rule fails (docs/ci.md). With --openai-eval a grader's per-sample rule is its pass_threshold: use --pass-rate-target for its pass rate.")] = None,
+    pass_rule: Annotated[str | None, typer.Option("--pass-rule", help="With --threshold: 'all' samples pass (default), or a number the lower bound of each pass rate's Wilson 95% interval must reach, e.g. 0.9.")] = None,
+    pass_rate_target: Annotated[list[str] | None, typer.Option("--pass-rate-target", help="METRIC=RATE (repeatable), or RATE for every thresholded metric: the share of samples that must pass (the rate itself, in place of --pass-rule; exit 1 below it). METRIC is a grader of --openai-eval or a metric with a --threshold.")] = None,
     openai_eval: Annotated[Path | None, typer.Option("--openai-eval", help="Run an exported OpenAI eval definition (data_source_config + testing_criteria) on DATA: one metric per grader, named after it, with its pass rate (docs/openai-evals.md).")] = None,
     allow_python_graders: Annotated[bool, typer.Option("--allow-python-graders", help="With --openai-eval (and --resume of such a run): run python graders, each call in an isolated sandbox (bubblewrap: no network, files, other processes or API keys) with a time, memory and process limit; refused without it. Not stored with the run.")] = False,
     unisolated_python_graders: Annotated[bool, typer.Option("--unisolated-python-graders", help="Run python graders WITHOUT the sandbox (implies --allow-python-graders): they run as you, and can read your files, use the network and see other processes, ragmeter's API keys included (docs/openai-evals.md).")] = False,
@@ -109,10 +110,18 @@ def eval_cmd(
         from ragmeter.apps.cli._openai_eval import eval_arguments
 
         args = eval_arguments(openai_eval, data, metrics=_split_metrics(metrics), threshold=threshold,
-                              pass_rule=pass_rule, mapping=map_, options=opts,
+                              pass_rule=pass_rule, mapping=map_, options=opts, pass_rate_target=pass_rate_target,
                               allow_python_graders=python_graders or False, on_error=on_error)
         data, metrics, threshold, pass_rule, opts, map_ = (args["data"], args["metrics"], args["thresholds"],
                                                            args["pass_rule"], args["options"], None)
+    elif pass_rate_target:
+        from ragmeter.core.errors import ConfigError
+        from ragmeter.core.thresholds import parse_rate_targets, with_rate_targets
+
+        if not threshold:
+            raise ConfigError("--pass-rate-target is the share of samples that must pass a metric's per-sample "
+                              "threshold: give that with --threshold METRIC>=VALUE (or run an eval with --openai-eval)")
+        threshold = with_rate_targets(threshold, parse_rate_targets(pass_rate_target))
     run_config = EvalConfig(metrics=tuple(_split_metrics(metrics)), file=config, max_missing=max_missing,
                             mapping=map_ or None, on_error=on_error, db=db, resume=resume, name=name,
                             options=opts, progress=not no_progress and not as_json,

@@ -19,8 +19,9 @@ SUITE_HELP = """A suite file (YAML or JSON). The smallest:
 More keys: `datasets` (a list instead of one `dataset`), `pass_rule` (`all` or a pass-rate target
 its Wilson lower bound must reach), `judge`, `options`, `baseline` (file or run id for the
 regression gate) with `gate: {max_drop, alpha, relative}`, `name`, `map`, `openai_eval` (an
-exported OpenAI eval definition run on the dataset; a threshold naming a grader is the share of
-samples that must pass it; docs/openai-evals.md)."""
+exported OpenAI eval definition run on the dataset, or `{path, pass_rate}` with the share of samples
+that must pass each grader; thresholds are per-sample thresholds of the other metrics;
+docs/openai-evals.md)."""
 
 
 def register(app: typer.Typer) -> None:
