@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 
+import krippendorff  # the reference for alpha (an extra of ragmeter's): missing, this module fails, never skips
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -17,6 +18,7 @@ from ragmeter.apps.cli import app
 from ragmeter.stats.agreement import (
     Ratings,
     agreement,
+    code_labels,
     cohen_kappa,
     fleiss_kappa,
     krippendorff_alpha,
@@ -220,3 +222,139 @@ def test_percent_agreement_counts_agreeing_pairs(rows):
             shares.append(sum(a == b for a, b in pairs) / len(pairs))
     got = percent_agreement(data)
     assert (math.isnan(got) and not shares) or got == pytest.approx(np.mean(shares))
+
+
+# ---- text labels: nominal, and ordinal / interval with a value domain ---------------------------
+SCALE = ["very low", "low", "medium", "high", "very high"]
+
+
+def _reference_alpha(data, level, domain):
+    """``krippendorff.alpha`` on the same arguments; its refusals of undefined data as ``nan``."""
+    try:
+        with np.errstate(all="ignore"):  # 0/0 when one value only: nan, as ragmeter says
+            return float(krippendorff.alpha(reliability_data=data, level_of_measurement=level, value_domain=domain))
+    except ValueError as exc:
+        if "at least one unit" in str(exc) or "more than one value" in str(exc):
+            return math.nan
+        raise
+
+
+def _same(ours, ref):
+    return (math.isnan(ours) and math.isnan(ref)) or ours == pytest.approx(ref, abs=1e-12)
+
+
+def _random_ratings(rng, pool, p_missing):
+    raters, items = int(rng.integers(2, 6)), int(rng.integers(1, 16))
+    return [[NAN if rng.random() < p_missing else str(rng.choice(pool)) for _ in range(items)]
+            for _ in range(raters)]
+
+
+@pytest.mark.contract
+@pytest.mark.parametrize("seed", range(6))
+def test_text_labels_equal_the_krippendorff_package_on_random_data(seed):
+    rng = np.random.default_rng(seed)
+    words = ["yes", "no", "maybe", "n/a", "très bien", "  spaced  label ", "低", "0", "10"]
+    checked = {"nominal": 0, "nominal+domain": 0, "ordinal": 0, "undefined": 0}
+    for _ in range(60):
+        # nominal: any strings, no order
+        pool = list(rng.choice(words, size=int(rng.integers(1, 6)), replace=False))
+        data = _random_ratings(rng, pool, float(rng.choice([0.0, 0.2, 0.5])))
+        ours, ref = krippendorff_alpha(data), _reference_alpha(data, "nominal", None)
+        assert _same(ours, ref), (data, ours, ref)
+        checked["nominal"] += 1
+        checked["undefined"] += math.isnan(ours)
+        # the same with the domain given (values that never occur included)
+        domain = pool + [w for w in words if w not in pool][:2]
+        assert _same(krippendorff_alpha(data, value_domain=domain), _reference_alpha(data, "nominal", domain))
+        checked["nominal+domain"] += 1
+        # ordinal: an ordered scale (in its own order, not alphabetical), some levels unused
+        scale = SCALE if rng.random() < 0.5 else list(rng.permutation(SCALE))
+        used = list(rng.choice(scale, size=int(rng.integers(1, 6)), replace=False))
+        data = _random_ratings(rng, used, float(rng.choice([0.0, 0.3])))
+        ours = krippendorff_alpha(data, level_of_measurement="ordinal", value_domain=scale)
+        ref = _reference_alpha(data, "ordinal", scale)
+        assert _same(ours, ref), (data, scale, ours, ref)
+        checked["ordinal"] += 1
+        checked["undefined"] += math.isnan(ours)
+    # the random data reached the defined and the undefined cases
+    assert checked["undefined"] > 5 and checked["ordinal"] - checked["undefined"] > 20
+
+
+@pytest.mark.contract
+@given(st.lists(st.lists(st.one_of(st.none(), st.sampled_from(SCALE)), min_size=6, max_size=6),
+                min_size=2, max_size=5))
+@settings(max_examples=120, deadline=None)
+def test_ordinal_and_interval_text_equal_the_package_on_positions_and_numbers(rows):
+    text = [[NAN if v is None else v for v in r] for r in rows]
+    with_none = [list(r) for r in rows]  # None, the other way to leave a rating out
+    pos = [[NAN if v is None else float(SCALE.index(v)) for v in r] for r in rows]
+    num = [[NAN if v is None else str(SCALE.index(v) + 1) for v in r] for r in rows]  # "1" .. "5"
+    ordinal = krippendorff_alpha(text, level_of_measurement="ordinal", value_domain=SCALE)
+    assert _same(ordinal, _reference_alpha(text, "ordinal", SCALE))
+    assert _same(krippendorff_alpha(with_none, level_of_measurement="ordinal", value_domain=SCALE), ordinal)
+    # interval: the scale's levels equally spaced, as the numbers 1-5 (alpha is unchanged by a shift)
+    interval = krippendorff_alpha(text, level_of_measurement="interval", value_domain=SCALE)
+    assert _same(interval, _reference_alpha(pos, "interval", list(range(5))))
+    assert _same(krippendorff_alpha(num, level_of_measurement="interval", value_domain=["1", "2", "3", "4", "5"]),
+                 _reference_alpha([[float(v) for v in r] for r in num], "interval", [1, 2, 3, 4, 5]))
+    assert _same(krippendorff_alpha(text), _reference_alpha(text, "nominal", None))
+
+
+def test_text_label_edges_and_errors():
+    # Krippendorff's own example in words (the krippendorff package's docstring): ordinal .815, nominal .743
+    words = [[SCALE[int(v) - 1] if not np.isnan(v) else NAN for v in row] for row in KRIPP]
+    assert krippendorff_alpha(words, level_of_measurement="ordinal", value_domain=SCALE) == pytest.approx(0.815, abs=5e-4)
+    assert krippendorff_alpha(words) == pytest.approx(0.743, abs=5e-4)
+    assert krippendorff_alpha(np.array(words)) == pytest.approx(0.743, abs=5e-4)  # numpy's "nan" text: missing
+    # one label only, all the same, one rater, a one-value domain: undefined, never 0
+    assert math.isnan(krippendorff_alpha([["low", "low"], ["low", NAN]]))
+    assert math.isnan(krippendorff_alpha([["low", "low"], ["low", "low"]], level_of_measurement="ordinal",
+                                         value_domain=SCALE))
+    assert math.isnan(krippendorff_alpha([["low", "high"], [NAN, None]]))
+    assert math.isnan(krippendorff_alpha([["low", "low"], ["low", ""]], value_domain=["low"]))
+    with pytest.raises(ValueError, match=r"not in value_domain: 'extreme' \(value_domain: 'very low'"):
+        krippendorff_alpha([["low", "extreme"], ["low", "low"]], level_of_measurement="ordinal", value_domain=SCALE)
+    with pytest.raises(ValueError, match="ordinal alpha of text labels needs their order"):
+        krippendorff_alpha([["low", "high"], ["low", "low"]], level_of_measurement="ordinal")
+    with pytest.raises(ValueError, match="ratio alpha needs numeric labels"):
+        krippendorff_alpha([["low", "high"], ["low", "low"]], level_of_measurement="ratio", value_domain=SCALE)
+    with pytest.raises(ValueError, match="repeats 'low'"):
+        code_labels([["low"]], ["low", "high", "low"])
+    with pytest.raises(ValueError, match="2-D"):
+        krippendorff_alpha([["low", "high"], ["low"]])
+    # numbers stay numbers; integral floats match a domain written as text
+    assert code_labels([[1, 2], [NAN, 2]])[1] is None
+    assert code_labels([[1.0, 2.0]], ["1", "2"])[0].tolist() == [[0.0, 1.0]]
+    assert percent_agreement([["a", "b", "a"], ["a", "a", None]]) == pytest.approx(0.5)
+
+
+@pytest.mark.contract
+def test_cli_reads_text_labels_with_a_value_domain(tmp_path):
+    words = [[SCALE[int(v) - 1] if not np.isnan(v) else "" for v in row] for row in KRIPP]
+    wide = "item," + ",".join(f"r{k}" for k in range(4)) + "\n" + "".join(
+        f"u{i}," + ",".join(row[i] for row in words) + "\n" for i in range(12))
+    p = _write(tmp_path, "scale.csv", wide)
+    long = _write(tmp_path, "long.csv", "item,rater,label\n" + "".join(
+        f"u{i},r{k},{row[i]}\n" for k, row in enumerate(words) for i in range(12) if row[i]))
+    ref = {lvl: _reference_alpha([[w or NAN for w in row] for row in words], lvl, SCALE if lvl != "nominal" else None)
+           for lvl in ("nominal", "ordinal")}
+    for f in (p, long):
+        for lvl in ("nominal", "ordinal", "interval"):
+            res = runner.invoke(app, ["agreement", str(f), "--level", lvl, "--value-domain", ",".join(SCALE),
+                                      "--bootstrap", "50", "--json"])
+            assert res.exit_code == 0, res.output
+            value = json.loads(res.output)["value"]
+            assert value == pytest.approx(ref.get(lvl, 0.849), abs=1e-12 if lvl in ref else 5e-4), (f, lvl)
+        res = runner.invoke(app, ["agreement", str(f), "--json", "--bootstrap", "0"])  # nominal, no domain needed
+        assert res.exit_code == 0 and json.loads(res.output)["value"] == pytest.approx(ref["nominal"])
+    # a label outside the value domain: exit 2 naming the file, the line and the column
+    res = runner.invoke(app, ["agreement", str(p), "--level", "ordinal", "--value-domain", "very low,low,medium,high"])
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    text = " ".join(res.output.split())
+    assert "scale.csv, line 11, field 'r1': label 'very high' is not in the value domain" in text, text
+    res = runner.invoke(app, ["agreement", str(long), "--level", "ordinal", "--categories", "very low,low,medium,high"])
+    assert res.exit_code == 2 and "long.csv, line 20, field 'label'" in " ".join(res.output.split())
+    res = runner.invoke(app, ["agreement", str(p), "--level", "ordinal"])
+    assert res.exit_code == 2 and "--value-domain" in " ".join(res.output.split())
+    res = runner.invoke(app, ["agreement", str(p), "--level", "ratio", "--value-domain", ",".join(SCALE)])
+    assert res.exit_code == 2 and "ratio alpha needs numeric labels" in " ".join(res.output.split())

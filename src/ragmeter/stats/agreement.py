@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 __all__ = [
-    "AgreementResult", "Ratings", "agreement", "cohen_kappa", "fleiss_kappa", "interpret",
+    "AgreementResult", "Ratings", "agreement", "code_labels", "cohen_kappa", "fleiss_kappa", "interpret",
     "krippendorff_alpha", "percent_agreement", "read_ratings",
 ]
 
@@ -138,22 +138,117 @@ def fleiss_kappa(table: Any) -> float:
     return float((p_item.mean() - p_exp) / (1.0 - p_exp))
 
 
+def _is_missing(v: Any) -> bool:
+    """A missing rating: ``None``, a float NaN, or empty text."""
+    if v is None:
+        return True
+    if isinstance(v, float | np.floating):
+        return bool(np.isnan(v))
+    return isinstance(v, str) and not v.strip()
+
+
+def _text(v: Any) -> str:
+    """A label as text: integral numbers without ``.0`` (``4.0`` -> ``"4"``), text stripped."""
+    if isinstance(v, bool | np.bool_):
+        return str(bool(v))
+    if isinstance(v, int | np.integer):
+        return str(int(v))
+    if isinstance(v, float | np.floating):
+        return str(int(v)) if float(v).is_integer() else repr(float(v))
+    return str(v).strip()
+
+
+def code_labels(reliability_data: Any, value_domain: Any = None, level_of_measurement: str = "nominal"
+                ) -> tuple[np.ndarray, Any]:
+    """``(codes, domain)``: ratings of any kind as the float matrix the coefficients compute on
+    (``nan`` = missing) and the ``value_domain`` to compute with.
+
+    Numbers stay numbers (``value_domain`` as given). Text labels (any text among the ratings, or a
+    ``value_domain`` of text) become their position in ``value_domain`` (``"very low"`` -> 0,
+    ``"low"`` -> 1 ...), or, without one, in their sorted set (nominal only: text has no order), and
+    the domain becomes ``0 .. k-1``: Krippendorff's alpha of the positions equals the ``krippendorff``
+    package's on the text for nominal and ordinal data (the ordinal distance depends only on the
+    positions and the counts); interval alpha of ordered text is that of equally spaced positions.
+    Missing: ``None``, NaN, empty text, and the text ``"nan"`` numpy makes of a NaN among strings.
+
+    Raises:
+        ValueError: not 2-D; ordinal, interval or ratio text labels without ``value_domain``; ratio
+            text labels (no natural zero); a label not in ``value_domain`` (naming it); a domain that
+            repeats a value.
+    """
+    try:
+        raw = np.asarray(reliability_data, dtype=None if isinstance(reliability_data, np.ndarray) else object)
+    except ValueError:  # rows of different lengths
+        raw = np.empty(0)
+    if raw.ndim != 2:
+        raise ValueError("reliability_data must be raters x items (2-D)")
+    domain_text = value_domain is not None and any(isinstance(v, str) for v in np.ravel(value_domain))
+    if raw.dtype.kind in "iufb" and not domain_text:
+        return raw.astype(float), value_domain
+    numpy_text = raw.dtype.kind in "US" or (raw.dtype == object and any(isinstance(v, str) for v in raw.ravel()))
+    cells = raw.ravel().tolist()
+    nan_text = numpy_text and not (value_domain is not None and "nan" in [_text(v) for v in np.ravel(value_domain)])
+    missing = [_is_missing(v) or (nan_text and isinstance(v, str) and v.strip() == "nan") for v in cells]
+    present = [v for v, m in zip(cells, missing, strict=True) if not m]
+    if not numpy_text and not domain_text:
+        try:
+            data = np.array([np.nan if m else float(v) for v, m in zip(cells, missing, strict=True)], dtype=float)
+        except (TypeError, ValueError):
+            raise ValueError("ratings must be numbers or text labels") from None
+        return data.reshape(raw.shape), value_domain
+    if value_domain is None:
+        if level_of_measurement != "nominal":
+            raise ValueError(f"{level_of_measurement} alpha of text labels needs their order: "
+                             "value_domain=[...] (e.g. ['low', 'mid', 'high'])")
+        order = sorted({_text(v) for v in present})
+    else:
+        order = [_text(v) for v in np.ravel(value_domain)]
+        dup = sorted({v for v in order if order.count(v) > 1})
+        if dup:
+            raise ValueError(f"value_domain repeats {', '.join(map(repr, dup))}")
+        if level_of_measurement == "ratio":
+            raise ValueError("ratio alpha needs numeric labels (a natural zero); text labels in order "
+                             "are ordinal or interval")
+    pos = {v: float(i) for i, v in enumerate(order)}
+    bad = sorted({_text(v) for v in present} - set(pos))
+    if bad:
+        raise ValueError(f"label(s) not in value_domain: {', '.join(map(repr, bad[:5]))}"
+                         f"{' ...' if len(bad) > 5 else ''} (value_domain: {', '.join(map(repr, order))})")
+    data = np.array([np.nan if m else pos[_text(v)] for v, m in zip(cells, missing, strict=True)], dtype=float)
+    return data.reshape(raw.shape), list(range(len(order)))
+
+
 def krippendorff_alpha(reliability_data: Any = None, value_counts: Any = None,
                        level_of_measurement: str = "nominal", value_domain: Any = None) -> float:
     """Krippendorff's alpha: ``1 - D_o / D_e``, observed over expected disagreement among all
     pairable values, for any number of raters and missing ratings (Krippendorff 2011).
 
-    Computed by the ``krippendorff`` package (``krippendorff.alpha``), with the same arguments.
+    Computed by the ``krippendorff`` package (``krippendorff.alpha``), with the same arguments, and
+    equal to it (tests/test_agreement.py, on random data): numbers, and text labels (nominal
+    ``["yes", "no", ...]``; ordinal with ``value_domain=["very low", "low", "mid", "high", "very
+    high"]``) coded by :func:`code_labels`. Interval alpha of text labels in ``value_domain`` order
+    treats them as equally spaced (the package cannot subtract text).
 
     Args:
-        reliability_data: raters x items array; ``nan`` for a missing rating.
+        reliability_data: raters x items; numbers or text; ``nan``, ``None`` or empty text for a
+            missing rating.
         value_counts: items x values counts (instead of ``reliability_data``).
         level_of_measurement: ``"nominal"``, ``"ordinal"``, ``"interval"`` or ``"ratio"``.
-        value_domain: the possible values, in order (needed to order ordinal strings).
+        value_domain: the possible values, in order (needed to order ordinal or interval text).
 
     Returns:
         alpha (at most 1); ``nan`` when undefined: fewer than two distinct values, or no item
         with two ratings.
+
+    Raises:
+        ValueError: a label outside ``value_domain`` (naming it), ordered text without
+            ``value_domain``, an unknown level.
+
+    Example:
+        >>> d = [["very low", "low", "mid", "mid"], ["very low", "mid", "mid", "high"]]
+        >>> round(krippendorff_alpha(d, level_of_measurement="ordinal",
+        ...                          value_domain=["very low", "low", "mid", "high", "very high"]), 3)
+        0.7
     """
     if level_of_measurement not in LEVELS:
         raise ValueError(f"level_of_measurement must be one of {', '.join(LEVELS)}")
@@ -164,9 +259,7 @@ def krippendorff_alpha(reliability_data: Any = None, value_counts: Any = None,
     if value_counts is None:
         if reliability_data is None:
             raise ValueError("give reliability_data or value_counts")
-        data = np.asarray(reliability_data, dtype=float)
-        if data.ndim != 2:
-            raise ValueError("reliability_data must be raters x items (2-D)")
+        data, value_domain = code_labels(reliability_data, value_domain, level_of_measurement)
         pairable = (~np.isnan(data)).sum(axis=0) >= 2
         vals = data[:, pairable]
         vals = vals[~np.isnan(vals)]
@@ -193,9 +286,10 @@ def percent_agreement(reliability_data: Any) -> float:
     chance-corrected coefficients because it is what people read first.
 
     Args:
-        reliability_data: raters x items array of numeric codes; ``nan`` for missing.
+        reliability_data: raters x items array of numbers or text labels (:func:`code_labels`);
+            ``nan``, ``None`` or empty text for missing.
     """
-    data = np.asarray(reliability_data, dtype=float)
+    data = code_labels(reliability_data)[0]
     present = ~np.isnan(data)
     m = present.sum(axis=0)
     keep = m >= 2
@@ -298,10 +392,12 @@ def read_ratings(path: str | Path, order: Sequence[str] | None = None) -> Rating
 
     Args:
         path: the CSV file.
-        order: the categories in order, for text labels on an ordinal scale (numbers need none).
+        order: the value domain: the categories in order, for text labels on an ordinal or interval
+            scale (numbers need none); every label must be one of them.
 
     Raises:
-        DatasetError: the file cannot be read (missing, a folder, not UTF-8, not CSV).
+        DatasetError: the file cannot be read (missing, a folder, not UTF-8, not CSV), or a label
+            is not in ``order`` (naming the file, line and column).
         ValueError: with the file and line, when the file cannot be read as ratings.
     """
     from ragmeter.core.files import csv_rows, read_text
@@ -319,6 +415,7 @@ def read_ratings(path: str | Path, order: Sequence[str] | None = None) -> Rating
 
     ci, cr, cl = col(_ITEM_COLS), col(_RATER_COLS), col(_LABEL_COLS)
     triples: list[tuple[str, str, str]] = []
+    where: list[tuple[int, str]] = []  # each rating's line and column, for errors
     rater_names: list[str] = []
     if ci is not None and cr is not None and cl is not None:
         for line, row in enumerate(reader, start=2):
@@ -328,6 +425,7 @@ def read_ratings(path: str | Path, order: Sequence[str] | None = None) -> Rating
                 raise ValueError(f"{p}, line {line}: expected columns {header[ci]},{header[cr]},"
                                  f"{header[cl]}, got {len(row)} fields")
             triples.append((row[ci].strip(), row[cr].strip(), row[cl]))
+            where.append((line, header[cl]))
     else:
         rater_cols = [j for j in range(len(header)) if j != ci]
         rater_names = [header[j] for j in rater_cols]
@@ -341,12 +439,29 @@ def read_ratings(path: str | Path, order: Sequence[str] | None = None) -> Rating
             for j in rater_cols:
                 if j < len(row):
                     triples.append((item, header[j], row[j]))
+                    where.append((line, header[j]))
     if not triples:
         raise ValueError(f"{p}: no ratings")
+    if order:
+        _check_domain(triples, where, order, p)
     try:
         return Ratings.from_long(triples, order, raters=rater_names)
     except ValueError as exc:
         raise ValueError(f"{p}: {exc}") from None
+
+
+def _check_domain(triples: Sequence[tuple[str, str, str]], where: Sequence[tuple[int, str]],
+                  order: Sequence[str], path: Path) -> None:
+    """Every label of the file is in the value domain, or a :class:`DatasetError` naming the file,
+    line and column of the first that is not."""
+    from ragmeter.core.errors import DatasetError
+
+    known = {str(o) for o in order}
+    for (_item, _rater, label), (line, column) in zip(triples, where, strict=True):
+        text = label.strip()
+        if text and text not in known:
+            raise DatasetError(f"label {text!r} is not in the value domain ({', '.join(map(str, order))}; "
+                               "--value-domain)", file=str(path), line=line, field=column)
 
 
 # ---- one entry point with an interval ---------------------------------------------------------
@@ -404,7 +519,8 @@ def interpret(value: float | None, method: str = "alpha") -> str:
 def _statistic(r: Ratings, method: str, level: str, weights: str | None):  # noqa: ANN202
     codes = r.codes()
     if method == "alpha":
-        domain = codes if level in ("nominal", "ordinal") else None
+        # text labels in order: their positions, equally spaced for interval alpha
+        domain = codes if level in ("nominal", "ordinal") or not r.numeric else None
         return lambda d: krippendorff_alpha(d, level_of_measurement=level, value_domain=domain)
     if method == "kappa":
         def kappa(d: np.ndarray) -> float:
@@ -442,12 +558,15 @@ def agreement(ratings: Ratings, method: str = "alpha", *, level: str = "nominal"
         raise ValueError(f"--level must be one of {', '.join(LEVELS)}, not {level!r}")
     if weights not in WEIGHTS:
         raise ValueError(f"--weights must be linear or quadratic (or none), not {weights!r}")
-    if method == "alpha" and level in ("interval", "ratio") and not ratings.numeric:
-        raise ValueError(f"{level} alpha needs numeric labels; text labels are nominal, or ordinal "
-                         "with their order given (--categories)")
+    if method == "alpha" and level == "ratio" and not ratings.numeric:
+        raise ValueError("ratio alpha needs numeric labels (a natural zero); text labels are nominal, or "
+                         "ordinal or interval with their order given (--value-domain low,mid,high)")
+    if method == "alpha" and level == "interval" and not ratings.numeric and not ratings.ordered:
+        raise ValueError("interval alpha of text labels needs their order (--value-domain low,mid,high): "
+                         "they are then equally spaced")
     if not ratings.numeric and not ratings.ordered and (
             (method == "alpha" and level == "ordinal") or (method == "kappa" and weights)):
-        raise ValueError("text labels have no order: give it (--categories low,mid,high) for ordinal "
+        raise ValueError("text labels have no order: give it (--value-domain low,mid,high) for ordinal "
                          "alpha or weighted kappa")
     r = ratings.select_raters(raters) if raters else ratings
     notes: list[str] = []

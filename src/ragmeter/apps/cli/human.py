@@ -46,8 +46,11 @@ def agreement_cmd(
                                          "quadratic.")] = "none",
     raters: Annotated[str | None, typer.Option("--raters", help="Comma-separated raters to use "
                                                "(kappa: exactly two).")] = None,
-    categories: Annotated[str | None, typer.Option("--categories", help="Text labels in order, "
-                                                   "comma-separated (ordinal scales of words).")] = None,
+    categories: Annotated[str | None, typer.Option("--value-domain", "--categories", help="The labels in "
+                                                   "order, comma-separated (krippendorff's value_domain): "
+                                                   "text labels on an ordinal or interval scale, e.g. "
+                                                   "'very low,low,mid,high,very high'. Every label of the "
+                                                   "file must be one of them.")] = None,
     bootstrap: Annotated[int, typer.Option("--bootstrap", help="Bootstrap resamples over items for "
                                            "the interval (0: none).", parser=number(0, 1_000_000, integer=True))] = 1000,
     confidence: Annotated[float, typer.Option("--confidence", help="Interval level.", parser=number(0, 1, low_open=True, high_open=True))] = 0.95,
