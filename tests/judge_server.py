@@ -7,7 +7,8 @@ a claim is "supported" when all its words occur in a context, a statement is rel
 shares a word with the question, and so on (see :func:`verdict`). Tests steer it with
 
 - ``server.force(...)``: the next requests get a given status / headers / delay / raw reply
-  (429 with Retry-After, 500, a reply slower than the client's timeout, malformed JSON);
+  (429 with Retry-After, 500, a reply slower than the client's timeout, malformed JSON; with the
+  header ``transfer-encoding: chunked`` the body goes in chunks without a length);
 - the marker ``GARBLE`` anywhere in the evaluated text: that request always gets malformed JSON;
   ``server.by_marker[MARKER] = Forced(...)`` scripts the answer to any request carrying MARKER;
 - ``server.capacity = N``: a request arriving while N are being answered gets 429 at once (with
@@ -500,9 +501,14 @@ class JudgeServer:
                     return
                 data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
                 ctype = extra.pop("content-type", "application/json")
+                # a forced ``transfer-encoding: chunked`` sends the body in 64 KB chunks, no length
+                chunked = extra.get("transfer-encoding", "").lower() == "chunked"
                 out = [f"HTTP/1.1 {status} {'OK' if status == 200 else 'Error'}",
-                       f"content-type: {ctype}", f"content-length: {len(data)}"]
+                       f"content-type: {ctype}"] + ([] if chunked else [f"content-length: {len(data)}"])
                 out += [f"{k}: {v}" for k, v in extra.items()]
+                if chunked:
+                    data = b"".join(b"%x\r\n%s\r\n" % (len(data[i:i + 65536]), data[i:i + 65536])
+                                    for i in range(0, len(data), 65536)) + b"0\r\n\r\n"
                 writer.write(("\r\n".join(out) + "\r\n\r\n").encode("latin-1") + data)
                 await writer.drain()
         except (ConnectionError, asyncio.CancelledError):

@@ -9,14 +9,12 @@ retries off. SDKs are imported only when a client starts.
 
 from __future__ import annotations
 
-import email.utils
 import functools
 import importlib.util
 import inspect
 import json
 import re
 import sys
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +23,7 @@ from pydantic import BaseModel
 from ragmeter.core.redact import redact
 from ragmeter.llm.config import JudgeConfig, JudgeConfigError, needs_key
 from ragmeter.llm.limits import remaining_requests
+from ragmeter.llm.replies import JUDGE_HINT, ReplyTooLarge, capping_hooks, reply_limit, retry_after_seconds
 from ragmeter.llm.structured import REFUSAL_PREFIX, schema_json, strict_schema
 
 
@@ -138,13 +137,13 @@ class OpenAIClient:
 
             aio = use_aiohttp(self.cfg.http_client)
             self.transport = "aiohttp" if aio else "httpx"
-            self._client = DirectClient(self.cfg.base_url, key or "not-needed", self.cfg.timeout, aio)
+            self._client = DirectClient(self.cfg.base_url, key or "not-needed", self.cfg.timeout, aio,
+                                        max_reply=reply_limit(self.cfg.max_reply_mb))
             await self._client.start()
             return
         import openai
 
-        http = http_client(openai, self.cfg)
-        self.transport = "aiohttp" if http is not None else "httpx"
+        http, self.transport = http_client(openai, self.cfg)
         if self.cfg.provider == "azure":
             # Azure routes by deployment; the SDK derives this path from the model of a typed call
             self._path = f"/deployments/{self.cfg.model}/chat/completions"
@@ -280,8 +279,7 @@ class AnthropicClient:
         key = self.cfg.api_key()
         if not key:
             raise JudgeConfigError(f"the judge's API key is not set: export {self.cfg.api_key_env}=...")
-        http = http_client(anthropic, self.cfg)
-        self.transport = "aiohttp" if http is not None else "httpx"
+        http, self.transport = http_client(anthropic, self.cfg)
         self._client = anthropic.AsyncAnthropic(api_key=key, base_url=self.cfg.base_url,
                                                 timeout=self.cfg.timeout, max_retries=0, http_client=http)
 
@@ -363,6 +361,7 @@ class GoogleClient:
         self.cfg = cfg
         self.adaptations: list[str] = []
         self._client: Any = None
+        self._http: Any = None
 
     async def start(self) -> None:
         try:
@@ -374,7 +373,14 @@ class GoogleClient:
         key = self.cfg.api_key()
         if not key:
             raise JudgeConfigError(f"the judge's API key is not set: export {self.cfg.api_key_env}=...")
-        opts = types.HttpOptions(base_url=self.cfg.base_url, timeout=int(self.cfg.timeout * 1000))
+        # google-genai reads a reply whole (aiohttp's ``text()`` when aiohttp is installed): it is
+        # given an httpx2 client (its own HTTP package) whose replies are bounded like the other SDKs'
+        import httpx2
+
+        self._http = httpx2.AsyncClient(timeout=self.cfg.timeout, follow_redirects=True,
+                                        event_hooks=capping_hooks(reply_limit(self.cfg.max_reply_mb), JUDGE_HINT))
+        opts = types.HttpOptions(base_url=self.cfg.base_url, timeout=int(self.cfg.timeout * 1000),
+                                 httpx_async_client=self._http)
         self._client = genai.Client(api_key=key, http_options=opts)
 
     def build(self, system: str, messages: list[dict[str, str]], schema: type[BaseModel],
@@ -422,6 +428,8 @@ class GoogleClient:
     async def close(self) -> None:
         if self._client is not None:
             await self._client.aio.aclose()
+        if self._http is not None:  # the SDK leaves a client it was given open
+            await self._http.aclose()
 
 
 def _token_logprobs(content: Any) -> list[dict[str, Any]] | None:
@@ -442,27 +450,29 @@ def _token_logprobs(content: Any) -> list[dict[str, Any]] | None:
     return out
 
 
-def http_client(sdk: Any, cfg: JudgeConfig) -> Any:
-    """The SDK's aiohttp transport (``DefaultAioHttpClient``, the SDKs' documented option "for
-    improved concurrency performance"; about half the CPU per request of the default httpx
-    transport) when aiohttp is installed, or ``None`` for the SDK's default.
+def http_client(sdk: Any, cfg: JudgeConfig) -> tuple[Any, str]:
+    """The SDK's HTTP client and its transport's name: the aiohttp transport
+    (``DefaultAioHttpClient``, the SDKs' documented option "for improved concurrency
+    performance"; about half the CPU per request of the default httpx transport) when aiohttp is
+    installed, else the SDK's default httpx client (``DefaultAsyncHttpxClient``: the SDK's own
+    defaults). Either bounds every reply body to ``judge_max_reply_mb``
+    (:func:`ragmeter.llm.replies.capping_hooks`).
 
     ``judge_http_client``: ``auto`` (default), ``aiohttp`` (required) or ``httpx``.
     """
-    if cfg.http_client == "httpx":
-        return None
-    have = importlib.util.find_spec("aiohttp") is not None and hasattr(sdk, "DefaultAioHttpClient")
-    if not have:
-        if cfg.http_client == "aiohttp":
+    hooks = capping_hooks(reply_limit(cfg.max_reply_mb), JUDGE_HINT)
+    if cfg.http_client != "httpx":
+        have = importlib.util.find_spec("aiohttp") is not None and hasattr(sdk, "DefaultAioHttpClient")
+        if not have and cfg.http_client == "aiohttp":
             raise JudgeConfigError(f"judge_http_client=aiohttp needs aiohttp: pip install '{sdk.__name__}[aiohttp]'")
-        return None
-    try:
-        return sdk.DefaultAioHttpClient(timeout=cfg.timeout)
-    except RuntimeError as exc:  # the SDK's transport package (httpx-aiohttp for openai 1.x) is missing
-        if cfg.http_client == "aiohttp":
-            raise JudgeConfigError(
-                f"judge_http_client=aiohttp: {exc}; pip install '{sdk.__name__}[aiohttp]'") from exc
-        return None
+        if have:
+            try:
+                return sdk.DefaultAioHttpClient(timeout=cfg.timeout, event_hooks=hooks), "aiohttp"
+            except RuntimeError as exc:  # the SDK's transport package (httpx-aiohttp for openai 1.x) is missing
+                if cfg.http_client == "aiohttp":
+                    raise JudgeConfigError(
+                        f"judge_http_client=aiohttp: {exc}; pip install '{sdk.__name__}[aiohttp]'") from exc
+    return sdk.DefaultAsyncHttpxClient(timeout=cfg.timeout, event_hooks=hooks), "httpx"
 
 
 _JSON_HEADERS: Any = {"headers": {"Content-Type": "application/json"}}
@@ -604,7 +614,8 @@ def classify(exc: BaseException) -> Problem:
     (``APIConnectionError``, ``APITimeoutError``), and their aiohttp transport reports some dropped
     connections as timeouts, so the whole cause chain is read: a refused, reset or dropped
     connection is a "connection error", only a real wait is a "timeout". An HTTP error reply is
-    retried on 408, 429 and 5xx, stops the run on 401/403/404, and is final otherwise. Messages
+    retried on 408, 429 and 5xx, stops the run on 401/403/404, and is final otherwise; a reply
+    larger than the limit (:class:`~ragmeter.llm.replies.ReplyTooLarge`) is final. Messages
     pass through the redaction layer (a server may echo the key it was sent).
     """
     chain = _chain(exc)
@@ -612,6 +623,9 @@ def classify(exc: BaseException) -> Problem:
     said = redact(" | ".join(dict.fromkeys(str(e) for e in chain if str(e)))[:500])
     if isinstance(exc, NonJSONReply):
         return Problem("transient", "non-JSON reply", msg, detail=said)
+    too_large = next((e for e in chain if isinstance(e, ReplyTooLarge)), None)
+    if too_large is not None:  # an SDK wraps it (openai: APIConnectionError): final, never retried
+        return Problem("final", too_large.short, redact(str(too_large)), detail=JUDGE_HINT)
     types = _error_types()
     texts = [str(e).lower() for e in chain]
     detail = redact(" | ".join(dict.fromkeys(str(e) for e in chain[1:] if str(e)))[:300])
@@ -655,27 +669,3 @@ def provider_message(exc: BaseException) -> str:
     if isinstance(said, str) and said.strip():
         return said
     return re.sub(r"^Error code: \d+ - ", "", str(exc))
-
-
-def retry_after_seconds(headers: Any) -> float | None:
-    """Seconds to wait from ``retry-after-ms`` / ``Retry-After`` (seconds or an HTTP date)."""
-    if not headers:
-        return None
-    try:
-        ms = headers.get("retry-after-ms")
-        if ms is not None:
-            return max(0.0, float(ms) / 1000)
-        ra = headers.get("retry-after")
-    except Exception:  # noqa: BLE001 - header containers differ between SDKs
-        return None
-    if ra is None:
-        return None
-    try:
-        return max(0.0, float(ra))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(ra)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())

@@ -33,6 +33,7 @@ from ragmeter.llm.limits import OVERLOAD_STATUSES, AdaptiveLimit
 from ragmeter.llm.prices import Price, PriceTable
 from ragmeter.llm.providers import Problem, classify
 from ragmeter.llm.request import BUDGET, DRY_RUN, FAILED, OK, JudgeRequest, JudgeResult
+from ragmeter.llm.replies import capped_wait
 from ragmeter.llm.runtime import _Runtime
 from ragmeter.llm.structured import ReplyParseError, parse_reply, refusal, schema_json
 
@@ -98,7 +99,8 @@ def estimate_tokens(text: str) -> int:
 
 
 class RateLimiter:
-    """Spaces request starts evenly at ``rpm`` per minute; a 429's ``Retry-After`` pauses everyone."""
+    """Spaces request starts evenly at ``rpm`` per minute; a 429's ``Retry-After`` pauses everyone
+    (for :data:`~ragmeter.llm.replies.MAX_SERVER_WAIT` at most)."""
 
     def __init__(self, rpm: float | None, clock: Callable[[], float] = time.monotonic) -> None:
         self.interval = 60.0 / rpm if rpm else 0.0
@@ -107,7 +109,7 @@ class RateLimiter:
         self._pause_until = 0.0
 
     def pause(self, seconds: float) -> None:
-        self._pause_until = max(self._pause_until, self.clock() + seconds)
+        self._pause_until = max(self._pause_until, self.clock() + capped_wait(seconds))
 
     async def acquire(self) -> None:
         while True:
@@ -671,8 +673,8 @@ class JudgeService:
             self._budget.notify_all()
 
     def _backoff(self, attempt: int, problem: Problem) -> float:
-        if problem.retry_after is not None:
-            return problem.retry_after + random.uniform(0, 0.1 * max(problem.retry_after, 0.1))
+        if problem.retry_after is not None:  # the server's wait, never past MAX_SERVER_WAIT
+            return capped_wait(problem.retry_after + random.uniform(0, 0.1 * max(problem.retry_after, 0.1)))
         cap = min(self.cfg.backoff_max, self.cfg.backoff_base * (2 ** attempt))
         return cap * random.uniform(0.5, 1.0)
 
