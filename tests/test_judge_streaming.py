@@ -112,3 +112,49 @@ def test_killed_judge_run_keeps_its_scores_and_resume_resends_only_what_was_in_f
             store.close()
     finally:
         server.stop()
+
+
+@pytest.mark.slow
+def test_a_run_killed_at_any_moment_resends_at_most_the_calls_in_flight(tmp_path):
+    """A judged run killed with SIGKILL the moment the judge has answered a number of calls (no
+    waiting for the store to catch up), resumed and killed again, then resumed to the end: each
+    resume re-sends only calls that were in flight at the kill -- at most the concurrency (16) --
+    because a call holds its slot until its verdict is in the judge cache (ragmeter.llm.keeper).
+    Before, replies that had arrived but waited for the scoring thread were re-sent too (18-21)."""
+    server = JudgeServer(delay=0.2).start()
+    env = {**os.environ, "PYTHONPATH": SRC, "HF_HUB_OFFLINE": "1", "RAGMETER_TEST_JUDGE_KEY": "k"}
+    data, db = tmp_path / "rows.jsonl", tmp_path / "store.db"
+    _rows(data, 300)  # 600 calls (two metrics) at 16 in flight and 0.2 s each: 7.5 s
+    metrics = ["-m", "token_f1,faithfulness,answer_relevancy", "--concurrency", "16"]
+    try:
+        run_id, sent = None, set()
+        for kill_at in (60, 250, None):  # answered calls (this session) at the kill; None: to the end
+            with server.lock:
+                server.requests.clear()
+                server.answered.clear()
+            args = [*metrics, str(data)] if run_id is None else ["--resume", run_id, "--concurrency", "16"]
+            proc = subprocess.Popen(_eval(args, server, db), env=env, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True)
+            started = time.monotonic()
+            while kill_at is not None and len(server.answered) < kill_at and proc.poll() is None:
+                assert time.monotonic() - started < 300
+                time.sleep(0.005)
+            if kill_at is not None:
+                assert proc.poll() is None, proc.communicate()  # still running: killed mid-way
+                os.kill(proc.pid, signal.SIGKILL)
+            out, err = proc.communicate(timeout=600)
+            with server.lock:
+                prompts = [_prompt(b) for b in server.requests]
+            resent = [p for p in prompts if p in sent]
+            assert len(resent) <= 16, (kill_at, len(resent))
+            assert len(set(resent)) == len(resent)  # nothing asked twice in a session
+            sent |= set(prompts)
+            if run_id is None:
+                store = open_store(f"sqlite:///{db}")
+                run_id = store.list_runs()[0].id
+                store.close()
+        assert proc.returncode == 0, err
+        assert _counts(db, run_id) == {"token_f1": 300, "faithfulness": 300, "answer_relevancy": 300}
+        assert len(sent) == 600  # every call was made once, and at most 16 of them twice
+    finally:
+        server.stop()

@@ -29,11 +29,12 @@ from typing import Any
 from ragmeter.core.reasons import detailed
 from ragmeter.core.redact import endpoint_id, redact, redact_url
 from ragmeter.llm.config import JudgeConfig, JudgeConfigError, config_from_options
+from ragmeter.llm.keeper import VerdictKeeper
 from ragmeter.llm.limits import OVERLOAD_STATUSES, AdaptiveLimit
 from ragmeter.llm.prices import Price, PriceTable
 from ragmeter.llm.providers import Problem, classify
-from ragmeter.llm.request import BUDGET, DRY_RUN, FAILED, OK, JudgeRequest, JudgeResult
 from ragmeter.llm.replies import capped_wait
+from ragmeter.llm.request import BUDGET, DRY_RUN, FAILED, OK, JudgeRequest, JudgeResult
 from ragmeter.llm.runtime import _Runtime
 from ragmeter.llm.structured import ReplyParseError, parse_reply, refusal, schema_json
 
@@ -493,13 +494,18 @@ class JudgeService:
             "input_tokens": res.input_tokens, "output_tokens": res.output_tokens,
             "cost_usd": res.cost_usd or 0.0, "latency_ms": res.latency_ms})
         if res.ok and not res.cached and res.value is not None:
-            self._cache_rows.append({
-                "key": res.key, "provider": self.cfg.provider, "model": self.cfg.model,
-                "response": {"data": res.value.model_dump(mode="json"), "raw": res.raw,
-                             "schema": req.schema.__name__,
+            keeper = getattr(self, "_keeper", None)
+            if keeper is not None and res.key in keeper.kept:
+                keeper.kept.discard(res.key)  # stored on arrival; forgotten here so the set stays small
+            else:
+                self._cache_rows.append(self._cache_row(req, res))
+
+    def _cache_row(self, req: JudgeRequest, res: JudgeResult) -> dict[str, Any]:
+        assert res.value is not None
+        return {"key": res.key, "provider": self.cfg.provider, "model": self.cfg.model,
+                "response": {"data": res.value.model_dump(mode="json"), "raw": res.raw, "schema": req.schema.__name__,
                              **({"logprobs": res.logprobs} if res.logprobs is not None else {})},
-                "input_tokens": res.input_tokens, "output_tokens": res.output_tokens,
-                "cost_usd": res.cost_usd or 0.0})
+                "input_tokens": res.input_tokens, "output_tokens": res.output_tokens, "cost_usd": res.cost_usd or 0.0}
 
     def _write_rows(self) -> None:
         if self.store is None or not (self._call_rows or self._cache_rows):
@@ -560,6 +566,8 @@ class JudgeService:
         self._slots = AdaptiveLimit(self.cfg.concurrency)
         self._limiter = RateLimiter(self.cfg.rpm)
         self._budget = asyncio.Condition()
+        # a new verdict is stored before its call gives back its slot (see ragmeter.llm.keeper)
+        self._keeper = VerdictKeeper(self.store) if self.store is not None and not self.cfg.dry_run else None
 
     def _call_stream(self, requests: list[JudgeRequest], keys: list[str], todo: list[int],
                      results: list[JudgeResult | None], progress_desc: str | None) -> Iterator[list[int]]:
@@ -729,31 +737,40 @@ class JudgeService:
                         if problem.short == "timeout" else problem.detail)
                 return result(FAILED, reason=detailed(f"judge failure: {problem.short}{tries}", said),
                               error=problem.message)
-            self._slots.release()
             self._slots.success(reply.remaining)
-            call_cost = self.price.cost(reply.input_tokens, reply.output_tokens) if self.price else 0.0
-            tin += reply.input_tokens
-            tout += reply.output_tokens
-            cost += call_cost
-            await self._settle(est_cost, call_cost)
+            held = True  # the slot is given back once the verdict is stored (see ragmeter.llm.keeper)
             try:
-                value = parse_reply(reply.text, req.schema, reply.data)
-                if req.validate is not None:
-                    req.validate(value)
-            except (ReplyParseError, ValueError) as exc:
-                refused = refusal(reply.text, reply.finish_reason)
-                why = refused or str(exc)
-                if reply.finish_reason in {"length", "max_tokens", "MAX_TOKENS", "FinishReason.MAX_TOKENS"}:
-                    why += f" (reply cut at max_tokens={max_tokens})"
-                if parse_failures < cfg.parse_retries:
-                    parse_failures += 1
-                    messages = [*base, {"role": "assistant", "content": reply.raw or "(empty)"},
-                                {"role": "user", "content": _CORRECTION.format(error=why)}]
-                    continue
-                kind = "refused" if refused else "invalid reply"
-                return result(FAILED, reason=detailed(f"judge failure: {kind}", why), error=why, raw=reply.raw)
-            return result(OK, value=value, raw=reply.raw, logprobs=reply.logprobs if req.logprobs else None)
-
+                call_cost = self.price.cost(reply.input_tokens, reply.output_tokens) if self.price else 0.0
+                tin += reply.input_tokens
+                tout += reply.output_tokens
+                cost += call_cost
+                await self._settle(est_cost, call_cost)
+                try:
+                    value = parse_reply(reply.text, req.schema, reply.data)
+                    if req.validate is not None:
+                        req.validate(value)
+                except (ReplyParseError, ValueError) as exc:
+                    held = False
+                    self._slots.release()
+                    refused = refusal(reply.text, reply.finish_reason)
+                    why = refused or str(exc)
+                    if reply.finish_reason in {"length", "max_tokens", "MAX_TOKENS", "FinishReason.MAX_TOKENS"}:
+                        why += f" (reply cut at max_tokens={max_tokens})"
+                    if parse_failures < cfg.parse_retries:
+                        parse_failures += 1
+                        messages = [*base, {"role": "assistant", "content": reply.raw or "(empty)"},
+                                    {"role": "user", "content": _CORRECTION.format(error=why)}]
+                        continue
+                    kind = "refused" if refused else "invalid reply"
+                    return result(FAILED, reason=detailed(f"judge failure: {kind}", why), error=why, raw=reply.raw)
+                res = result(OK, value=value, raw=reply.raw, logprobs=reply.logprobs if req.logprobs else None)
+                keeper = getattr(self, "_keeper", None)  # none on a Ray worker: the driver stores
+                if keeper is not None:
+                    await keeper.keep(self._cache_row(req, res))
+                return res
+            finally:
+                if held:
+                    self._slots.release()
 
 _CORRECTION = ("That reply cannot be used: {error}. Reply again with only the JSON object in the "
                "required format, judging the same data.")
