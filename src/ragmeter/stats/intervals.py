@@ -414,8 +414,12 @@ def aggregate_many(columns: Mapping[str, Sequence[Score] | tuple[np.ndarray, Seq
             continue
         res = mean_ci_rows(vals[None, :], level=level, bounds=(bounds or {}).get(key))
         method = res.method[0] or None
-        agg.update(mean=float(vals.mean()), std=float(vals.std(ddof=1)) if vals.size > 1 else 0.0,
-                   min=float(vals.min()), max=float(vals.max()),
-                   ci_low=float(res.low[0]) if method else None,
-                   ci_high=float(res.high[0]) if method else None, ci_method=method)
+        # the mean the interval is built around, within the values: a float sum can leave them by
+        # the last bit (six values of 1/7 average to one bit below 1/7, outside a range [1/7, 1])
+        lo_v, hi_v = float(vals.min()), float(vals.max())
+        mean = min(max(float(res.mean[0]), lo_v), hi_v)
+        agg.update(mean=mean, std=float(vals.std(ddof=1)) if vals.size > 1 else 0.0,
+                   min=lo_v, max=hi_v,
+                   ci_low=min(float(res.low[0]), mean) if method else None,
+                   ci_high=max(float(res.high[0]), mean) if method else None, ci_method=method)
     return out

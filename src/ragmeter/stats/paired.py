@@ -96,7 +96,20 @@ def paired_mean_ci(a: ArrayLike, b: ArrayLike, *, level: float = 0.95,
         raise MetricError(f"level must be in (0, 1), got {level}")
     if x.size < 2:
         return None
-    return mean_ci(y - x, level=level, bounds=difference_bounds(bounds))
+    return mean_ci(y - x, level=level, bounds=difference_bounds(value_bounds(x, y, bounds)))
+
+
+def value_bounds(x: np.ndarray, y: np.ndarray, bounds: Bounds) -> Bounds:
+    """The range the values of both runs lie in: ``bounds``, the metric's declared range; for a
+    metric that declares none (``None``, or both sides infinite) the rule for no declared range on
+    the values of both runs, [0, 1] when they are all 0 or 1, else their smallest and largest
+    (``None`` when they are all equal), so the differences of a 0/1 metric lie in [-1, 1]."""
+    if bounds is not None and not all(math.isinf(float(b)) for b in bounds):
+        return bounds
+    v = np.concatenate([np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)])
+    if v.size and np.all((v == 0.0) | (v == 1.0)):
+        return 0.0, 1.0
+    return (float(v.min()), float(v.max())) if v.size and v.min() < v.max() else None
 
 
 @dataclass(frozen=True)
@@ -210,7 +223,7 @@ def cluster_paired_mean_ci(a: ArrayLike, b: ArrayLike, clusters: Sequence[str], 
     from ragmeter.stats.clustered import cluster_mean_ci
 
     x, y = _pair(a, b)
-    return cluster_mean_ci(y - x, clusters, level=level, bounds=difference_bounds(bounds))
+    return cluster_mean_ci(y - x, clusters, level=level, bounds=difference_bounds(value_bounds(x, y, bounds)))
 
 
 def cluster_permutation_test(a: ArrayLike, b: ArrayLike, clusters: Sequence[str], *,
