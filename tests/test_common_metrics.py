@@ -13,7 +13,18 @@ checked call of ``fn`` on a batch):
   one context after one ``prepare`` of all (as the runner's batches and the judge stream do);
 - order: a permuted batch gives the permuted values;
 - missing fields: a sample lacking a field the metric needs gets no value and a reason (never 0,
-  never NaN), and a sample with no field at all too.
+  never NaN), and a sample with no field at all too;
+- range and intervals: the range is declared with finite bounds (the exemptions, metrics whose
+  definition declares none, are listed in ``UNDECLARED_RANGE`` with why), and the 95% interval of
+  the run's summary (``ragmeter.run.runner.summarise``, what ``eval`` stores and ``show``,
+  ``report`` and ``trend`` print) lies in it, for the scored values and for constant samples (every
+  value equal to one value, to the low bound, to the high bound).
+
+The same checks run on one metric of every kind built at run time from a definition
+(tests/runtime_metrics.py: every OpenAI grader type, text_similarity with each evaluation_metric,
+score_model with and without a range, python graders with and without one, multi formulas, G-Eval
+with a rubric, a custom judged metric on a 1-5 scale), whose range must be the one its definition
+sets; and on a composite of a stored run (``test_composite_of_a_stored_run``).
 
 A metric whose values are fitted on the whole batch declares ``per_sample=False`` on its spec
 (the runner then scores it in one batch, and the forked engine never splits it); the splitting and
@@ -43,10 +54,18 @@ import pytest
 from judge_server import judge_options, server_fixtures
 from ragmeter.core.context import ScoringContext
 from ragmeter.core.schema import Sample, Score
-from ragmeter.metrics.registry import MetricRequest, MetricSpec, all_metrics, resolve
+from ragmeter.metrics.registry import (
+    _REGISTRY,
+    MetricRequest,
+    MetricSpec,
+    all_metrics,
+    declared_range,
+    resolve,
+)
 from ragmeter.run.engines.checks import run_metric
 from ragmeter.run.plan import make_plans
-from ragmeter.run.runner import _prepare
+from ragmeter.run.runner import _prepare, summarise
+from runtime_metrics import CUSTOM_JUDGED, RUNTIME, register_custom_judged, use_stand_in_wordnet
 
 judge_server_module, server = server_fixtures()
 
@@ -62,7 +81,9 @@ def ragmeter_metrics() -> dict[str, MetricSpec]:
             fn = fn.func
         return str(getattr(fn, "__module__", ""))
 
-    return {s.name: s for s in all_metrics() if module(s.fn).split(".")[0] == "ragmeter"}
+    # the run-time custom judged metric this module registers runs a ragmeter class (JudgedMetric)
+    return {s.name: s for s in all_metrics()
+            if module(s.fn).split(".")[0] == "ragmeter" and s.name != CUSTOM_JUDGED}
 
 
 SPECS = ragmeter_metrics()
@@ -219,9 +240,39 @@ CASES: dict[str, Case] = {
 }
 
 
+#: one metric of every kind built at run time (tests/runtime_metrics.py), by test id
+RUNTIME_CASES: dict[str, tuple[str, Case]] = {
+    f"runtime:{rid}": (rt.name, Case(params=rt.params, services=rt.services, uses=rt.uses))
+    for rid, rt in RUNTIME.items()}
+
+#: the metrics whose range is not declared before their values are seen, with why: their intervals
+#: follow the rule for no declared range (0/1 values in [0, 1], others within the observed values)
+UNDECLARED_RANGE: dict[str, str] = {
+    "openai_python": "its grader (CASES) gives no range: a python grader's return is not bounded in advance",
+    "runtime:python[0/1, no range]": "a python grader without range",
+    "runtime:multi[python, no range]": "a formula over a python grader without range",
+}
+
+
+def metric_of(name: str) -> str:
+    """The registered metric a test id runs (a run-time id names its metric in RUNTIME_CASES)."""
+    return RUNTIME_CASES[name][0] if name in RUNTIME_CASES else name
+
+
 def case_of(name: str) -> Case | None:
+    if name in RUNTIME_CASES:
+        return RUNTIME_CASES[name][1]
     spec = SPECS[name]
     return CASES.get(name) or FAMILY_CASES.get(spec.family)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _custom_judged_metric():
+    """The run-time custom judged metric, registered for this module's tests only (the registry is
+    process-wide: other tests list every metric)."""
+    register_custom_judged()
+    yield
+    _REGISTRY.pop(CUSTOM_JUDGED, None)
 
 
 @pytest.fixture(autouse=True)
@@ -263,6 +314,8 @@ def scorer(request):
         case = case_of(name)
         assert case is not None, (f"metric {name!r} (family {SPECS[name].family!r}) has no sample builder: "
                                   "add a Case for it to CASES in tests/test_common_metrics.py")
+        if "wordnet" in case.services:
+            use_stand_in_wordnet(request.getfixturevalue("monkeypatch"))
         options: dict[str, Any] = {}
         if "judge" in case.services:
             options |= judge_options(request.getfixturevalue("server"), judge_concurrency=4)
@@ -276,7 +329,7 @@ def scorer(request):
             options["agent_preset"] = "credit_risk"
         if "python" in case.services:
             options["python_graders"] = "isolated"
-        req = resolve({"name": name, "params": case.params})
+        req = resolve({"name": metric_of(name), "params": case.params})
         return Scorer(req, case, options)
 
     return make
@@ -366,6 +419,8 @@ def assert_same(got: list[Score], want: list[Score], samples: list[Sample], what
 # ---- the checks ---------------------------------------------------------------------------------------
 
 NAMES = sorted(SPECS)
+#: the registry's metrics, then the run-time ones
+ALL = NAMES + sorted(RUNTIME_CASES)
 
 
 def test_every_registered_metric_is_checked(record_property):
@@ -390,7 +445,7 @@ def test_every_registered_metric_is_checked(record_property):
           f"({len(NAMES) - len(fitted)} also for batch splitting and order; exempt: {', '.join(fitted)})")
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", ALL)
 def test_values_in_range_with_reasons(name, scorer):
     sc = scorer(name)
     samples = sc.samples
@@ -409,14 +464,14 @@ def test_values_in_range_with_reasons(name, scorer):
             assert lo - 1e-9 <= score.value <= hi + 1e-9, f"{name}: {s.id}: {score.value} outside [{lo}, {hi}]"
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", ALL)
 def test_deterministic(name, scorer):
     sc = scorer(name)
     samples = sc.samples
     assert_same(sc.score(samples), sc.score(samples), samples, f"{name} scored again")
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", ALL)
 def test_independent_of_batch_splitting_and_order(name, scorer):
     sc = scorer(name)
     if not sc.req.spec.per_sample:
@@ -445,7 +500,7 @@ def _without(s: Sample, field_name: str) -> Sample:
     return s.model_copy(update={"id": f"{s.id}-no-{field_name}", _ATTR.get(field_name, field_name): _EMPTY[field_name]})
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", ALL)
 def test_missing_field_is_no_value_with_a_reason(name, scorer):
     sc = scorer(name)
     samples = sc.samples
@@ -466,6 +521,99 @@ def test_missing_field_is_no_value_with_a_reason(name, scorer):
     # the broken samples change nothing for the others
     if spec.per_sample:
         assert_same(got[len(broken):], whole, samples, f"{name} next to samples lacking fields")
+
+
+def _interval_bounds(rng: tuple[float, float] | None, values: list[float]) -> tuple[float, float]:
+    """Where a run's interval must lie: the declared range; without one, [0, 1] for 0/1 values, else
+    the smallest and largest value (docs/statistics.md, the rule for no declared range)."""
+    if rng is not None:
+        return rng
+    return (0.0, 1.0) if set(values) <= {0.0, 1.0} else (min(values), max(values))
+
+
+def _check_summary(name: str, req: MetricRequest, values: list[float], what: str) -> None:
+    agg = summarise({req.key: [Score(v) for v in values]}, [req])[req.key]
+    rng = declared_range(req.spec.range)
+    assert agg["range"] == (list(rng) if rng is not None else None), f"{name}: the summary records {agg['range']}"
+    low, high = _interval_bounds(rng, values)
+    lo, hi, mean = agg["ci_low"], agg["ci_high"], agg["mean"]
+    assert lo is not None and hi is not None, f"{name} {what}: no interval for {values}"
+    assert low <= lo <= mean <= hi <= high, f"{name} {what}: [{lo}, {hi}] (mean {mean}) outside [{low}, {high}]"
+    if len(values) >= 2 and rng is not None:  # honest at small n: an interval inside a declared range is not a point
+        assert hi - lo > 0, f"{name} {what}: a zero-width interval [{lo}, {hi}] on {values}"
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_range_declared_and_intervals_within_it(name, scorer):
+    """The metric's range is declared (finite) -- for a run-time metric, the range its definition
+    sets -- and the run's 95% interval lies in it: for the scored values, and for n = 2 and n = 10
+    constant samples at one scored value and at each bound."""
+    sc = scorer(name)
+    rng = declared_range(sc.req.spec.range)
+    if name in RUNTIME_CASES:
+        want = RUNTIME[name.split(":", 1)[1]].expected
+        got = sc.req.spec.range
+        assert (rng is None and want is None) or (rng is not None and want is not None
+                                                   and rng == pytest.approx(want, abs=1e-12)), (
+            f"{name}: its spec's range is {got}, its definition sets {want}")
+    if rng is None:
+        assert name in UNDECLARED_RANGE, (f"{name} declares no finite range ({sc.req.spec.range}): declare "
+                                          "one, or list it in UNDECLARED_RANGE with why")
+    else:
+        assert name not in UNDECLARED_RANGE, f"{name} declares {rng}: remove it from UNDECLARED_RANGE"
+    got = sc.score(sc.samples)
+    values = [float(s.value) for s in got if s.value is not None]
+    assert values, f"{name}: no value"
+    _check_summary(name, sc.req, values, "scored values")
+    points = [values[0]] + ([rng[0], rng[1]] if rng is not None else [])
+    for v in points:
+        for n in (2, 10):
+            _check_summary(name, sc.req, [v] * n, f"{n} values all {v}")
+
+
+def test_every_undeclared_range_is_listed():
+    """UNDECLARED_RANGE names only metrics that exist here (so an entry cannot outlive its reason)."""
+    assert set(UNDECLARED_RANGE) <= set(ALL), sorted(set(UNDECLARED_RANGE) - set(ALL))
+
+
+def test_composite_of_a_stored_run(server, tmp_path, monkeypatch):
+    """A composite built at run time over a stored run (a custom composite of a string_check grader
+    on [0, 1] and a score_model grader on [1, 7], in the run's options): its range is [0, 1], the
+    [1, 7] grader enters as ``(v - 1) / 6``, every per-sample value and the interval lie in [0, 1],
+    the same run gives the same composite, and a sample without a component has no value, with why."""
+    import ragmeter
+    from ragmeter.metrics.composite import COMPOSITE_RANGE, composite_scores
+    from ragmeter.store import open_store
+
+    grader_metrics = [{"name": f"openai_{g['type']}", "params": {"grader": g}, "key": g["name"]}
+                      for g in (RUNTIME["string_check[ilike]"].params["grader"],
+                                RUNTIME["score_model[range 1-7]"].params["grader"])]
+    samples = [s for s in qa_samples()] + [Sample(id="no-reference", question="q?", answer="a")]
+    url = f"sqlite:///{tmp_path / 'c.db'}"
+    composite = {"graders": {"components": {"found": {"metric": "rt-ilike", "weight": 1},
+                                            "likert": {"metric": "rt-score", "weight": 3}}, "missing": "none"}}
+    res = ragmeter.evaluate(samples, grader_metrics, db=url, progress=False,
+                            options={"composite": composite, **judge_options(server, judge_concurrency=4)})
+    assert res.summary["rt-score"]["range"] == [1.0, 7.0]
+    store = open_store(url)
+    try:
+        first = composite_scores(store, res.run_id, "graders", per_sample=True)
+        again = composite_scores(store, res.run_id, "graders", per_sample=True)
+    finally:
+        store.close()
+    assert first == again
+    low, high = COMPOSITE_RANGE
+    assert (low, high) == (0.0, 1.0)
+    checks = {s.id: v.value for s, v in zip(samples, res.scores["rt-ilike"], strict=True)}
+    scores = {s.id: v.value for s, v in zip(samples, res.scores["rt-score"], strict=True)}
+    for sid, row in first["per_sample"].items():
+        if scores[sid] is None or checks[sid] is None:
+            assert row["value"] is None and row["missing"], (sid, row)
+            continue
+        want = (1 * checks[sid] + 3 * (scores[sid] - 1) / 6) / 4
+        assert row["value"] == pytest.approx(want, abs=1e-9) and low <= row["value"] <= high, (sid, row, want)
+    assert first["n_missing"] >= 1 and any("missing component" in r for r in first["missing_reasons"])
+    assert low <= first["ci_low"] <= first["mean"] <= first["ci_high"] <= high, first
 
 
 def test_forked_engine_never_splits_a_metric_fitted_on_its_batch():

@@ -1,6 +1,7 @@
 """No interval ragmeter prints or stores leaves its metric's range (issue: intervals at every n).
 
-1. Every registered metric's range goes through the run aggregation (``ragmeter.run.runner.summarise``,
+1. Every registered metric's range, and the range of one metric of every kind built at run time
+   from a definition (tests/runtime_metrics.py), goes through the run aggregation (``ragmeter.run.runner.summarise``,
    what ``eval`` stores and ``show`` prints) with adversarial value sets: all at a bound, one outlier,
    n = 2, constant values, a tiny spread against a bound.
 2. The same value sets, scored by test metrics on [0, 1] and on [-5, 20] and stored as runs, are read
@@ -23,6 +24,7 @@ from cli_runner import run_main
 from ragmeter.core.schema import Score
 from ragmeter.metrics.registry import _REGISTRY, MetricSpec, all_metrics, register_metric, resolve
 from ragmeter.run.runner import summarise
+from runtime_metrics import CUSTOM_JUDGED, RUNTIME
 
 
 def adversarial(low: float, high: float) -> dict[str, list[float]]:
@@ -59,17 +61,43 @@ def check_interval(lo, hi, mean, low, high, *, varies: bool, what: str) -> None:
         assert lo < mean < hi, f"{what}: [{lo}, {hi}] does not contain the mean {mean} strictly"
 
 
-@pytest.mark.parametrize("spec", all_metrics(), ids=lambda s: s.name)
-def test_every_registered_range_through_the_run_aggregation(spec):
-    low, high = (float(b) for b in spec.range)
-    assert low < high, f"{spec.name} declares no range"
-    req = resolve(spec.name)
+#: every registered metric by name, and one of every kind a definition builds at run time (an
+#: OpenAI grader's range is set by its grader: tests/runtime_metrics.py), as metric entries
+ENTRIES: dict[str, dict] = {
+    **{s.name: {"name": s.name} for s in all_metrics() if s.range_for is None},
+    **{f"runtime:{rid}": {"name": rt.name, "params": rt.params} for rid, rt in RUNTIME.items()
+       if rt.name != CUSTOM_JUDGED},
+}
+
+
+def test_every_metric_whose_definition_sets_its_range_has_run_time_entries():
+    by_definition = {s.name for s in all_metrics() if s.range_for is not None}
+    assert by_definition, "the OpenAI grader metrics take their range from their grader (range_for)"
+    covered = {e["name"] for e in ENTRIES.values() if "params" in e}
+    assert by_definition <= covered, f"no run-time entry in tests/runtime_metrics.py for {by_definition - covered}"
+
+
+@pytest.mark.parametrize("entry", list(ENTRIES), ids=str)
+def test_every_registered_range_through_the_run_aggregation(entry):
+    req = resolve(ENTRIES[entry])
+    rng = req.spec.range
+    if entry.startswith("runtime:") and RUNTIME[entry.split(":", 1)[1]].expected is None:
+        # a definition that declares no range: recorded as null, intervals by the no-bounds rule
+        for name, values in adversarial(0.0, 1.0).items():
+            agg = summarise({req.key: (np.asarray(values), [None] * len(values))}, [req])[req.key]
+            assert agg["range"] is None, entry
+            low, high = (0.0, 1.0) if set(values) <= {0.0, 1.0} else (min(values), max(values))
+            check_interval(agg["ci_low"], agg["ci_high"], agg["mean"], low, high,
+                           varies=min(values) < max(values), what=f"{entry}, {name}")
+        return
+    low, high = (float(b) for b in rng)
+    assert np.isfinite([low, high]).all() and low < high, f"{entry} declares no range: {rng}"
     for name, values in adversarial(low, high).items():
         x = np.asarray(values + [np.nan])  # plus one sample without a value
         agg = summarise({req.key: (x, [None] * (len(values)) + ["judge failed"])}, [req])[req.key]
         assert agg["range"] == [low, high] and agg["n"] == len(values) and agg["n_missing"] == 1
         check_interval(agg["ci_low"], agg["ci_high"], agg["mean"], low, high,
-                       varies=min(values) < max(values), what=f"{spec.name}, {name}")
+                       varies=min(values) < max(values), what=f"{entry}, {name}")
 
 
 # ---- stored runs read back by every presenter ---------------------------------------------------
