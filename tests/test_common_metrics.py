@@ -121,6 +121,15 @@ def qa_samples() -> tuple[Sample, ...]:
     return (*picked, *edges)
 
 
+def json_samples() -> tuple[Sample, ...]:
+    """Completions and ideal answers written as JSON (openai/evals JsonMatch): matching, reordered
+    keys, a different value, a completion that is not JSON, several ideals, non-Latin text."""
+    rows = [('{"city": "Paris"}', ['{"city": "Paris"}']), ('{"b": [1, 2], "a": 1}', ['{"a": 1.0, "b": [1, 2]}']),
+            ('{"city": "Rome"}', ['{"city": "Paris"}']), ("Paris", ['{"city": "Paris"}']),
+            ('[1, 2]', ['[2, 1]', '[1, 2]']), ('{"ville": "東京"}', ['{"ville": "東京"}'])]
+    return tuple(Sample(id=f"json-{i}", question="Where?", answer=a, references=refs) for i, (a, refs) in enumerate(rows))
+
+
 @functools.lru_cache(maxsize=1)
 def agent_samples() -> tuple[Sample, ...]:
     """The bundled agent example: four traces with intent, plan and final output, and the same four
@@ -226,6 +235,7 @@ CASES: dict[str, Case] = {
     "trajectory_judge": Case(samples=agent_samples, services=AGENT | JUDGE),
     "deepeval:g_eval": Case(params={"criteria": "Does the actual output answer the input correctly?"},
                             services=JUDGE, uses=("question", "answer")),
+    "evals_json_match": Case(samples=json_samples),
     "openai_string_check": Case(params={"grader": _STRING_CHECK}, uses=("answer", "reference")),
     "openai_text_similarity": Case(params={"grader": _SIMILARITY}, services=EMB, uses=("answer", "reference")),
     "openai_score_model": Case(params=_model_grader("score_model"), services=JUDGE,

@@ -1,5 +1,6 @@
-"""``--openai-eval``: the arguments of ``ragmeter eval`` for an exported OpenAI eval, and the
-``openai_eval:`` key of a ``ragmeter test`` suite (docs/openai-evals.md)."""
+"""``--openai-eval``: the arguments of ``ragmeter eval`` for an exported OpenAI eval (JSON or YAML)
+or an eval of an openai/evals registry file, and the ``openai_eval:`` key of a ``ragmeter test``
+suite (docs/openai-evals.md)."""
 
 from __future__ import annotations
 
@@ -52,12 +53,15 @@ def eval_arguments(openai_eval: Path, data: str | None, *, metrics: list[str], t
     naming a grader is refused with the flag to use instead.
     """
     from ragmeter.core.thresholds import parse_rate_targets, with_rate_targets
-    from ragmeter.metrics.openai_evals.definition import load_definition
+    from ragmeter.metrics.openai_evals.registry_file import RegistryEval, load_eval_file
     from ragmeter.metrics.openai_evals.run import prepare_run
 
+    defn = load_eval_file(openai_eval)
+    if isinstance(defn, RegistryEval):
+        return _registry_arguments(defn, data, metrics=metrics, threshold=threshold, pass_rule=pass_rule,
+                                   mapping=mapping, options=options, pass_rate_target=pass_rate_target)
     if data is None:
         raise ConfigError("give the items file: ragmeter eval ITEMS.jsonl --openai-eval EVAL.json")
-    defn = load_definition(openai_eval)
     names = [g["name"] for g in defn.graders]
     rest = split_thresholds(threshold or [], names, given_as="--threshold {grader}{op}{value}",
                             rate_hint="--pass-rate-target {grader}={value}")
@@ -81,6 +85,30 @@ def eval_arguments(openai_eval: Path, data: str | None, *, metrics: list[str], t
             "pass_rule": rule, "options": {**options, **run.options, **run.config}}
 
 
+def _registry_arguments(reg: Any, data: str | None, *, metrics: list[str], threshold: list[str] | None,
+                        pass_rule: str | None, mapping: list[str] | None, options: dict[str, Any],
+                        pass_rate_target: list[str] | None) -> dict[str, Any]:
+    """``evaluate`` keyword arguments for an eval of an openai/evals registry file: its template's
+    metrics (:data:`~ragmeter.metrics.openai_evals.registry_file.TEMPLATES`) on DATA, or on its
+    ``samples_jsonl`` when no DATA is given; ``--map answer=COLUMN`` names the completions, the
+    thresholds are the metrics' own (per sample)."""
+    from ragmeter.core.thresholds import parse_rate_targets, with_rate_targets
+
+    names = [m["name"] for m in reg.metrics]
+    taken = set(names) & {m for m in metrics if isinstance(m, str)}
+    if taken:
+        raise ConfigError(f"--metrics {', '.join(sorted(taken))}: already scored by the registry eval's template")
+    thresholds: list[Any] = list(threshold or [])
+    if pass_rate_target:
+        if not thresholds:
+            raise ConfigError(f"--pass-rate-target is the share of samples that must pass a metric's per-sample "
+                              f"threshold: give that with --threshold, e.g. --threshold {names[0]}>=1")
+        thresholds = with_rate_targets(thresholds, parse_rate_targets(pass_rate_target))
+    return {"data": data if data is not None else str(reg.samples_path()), "metrics": [*metrics, *reg.metrics],
+            "thresholds": thresholds, "pass_rule": pass_rule, "mapping": mapping,
+            "options": {**options, "openai_eval": reg.record()}}
+
+
 def suite_arguments(spec: Any, data: str, suite_dir: Path, *, thresholds: dict[str, Any],
                     options: dict[str, Any], on_error: str) -> dict[str, Any]:
     """``evaluate`` keyword arguments for one dataset of a suite with ``openai_eval:``.
@@ -92,7 +120,7 @@ def suite_arguments(spec: Any, data: str, suite_dir: Path, *, thresholds: dict[s
     the model's output). A suite threshold is a per-sample threshold of the suite's other metrics:
     one naming a grader is refused, naming ``pass_rate``.
     """
-    from ragmeter.metrics.openai_evals.definition import load_definition
+    from ragmeter.metrics.openai_evals.registry_file import RegistryEval, load_eval_file
     from ragmeter.metrics.openai_evals.run import prepare_run
 
     if isinstance(spec, str | Path):
@@ -104,8 +132,17 @@ def suite_arguments(spec: Any, data: str, suite_dir: Path, *, thresholds: dict[s
     if unknown:
         raise ConfigError(f"openai_eval: unknown key(s) {sorted(unknown)}; keys: path, pass_rate, "
                           "allow_python_graders, unisolated_python_graders, sample")
-    path = Path(spec["path"])
-    defn = load_definition(path if path.is_absolute() or path.exists() else suite_dir / path)
+    path = Path(spec["path"].partition("#")[0])
+    defn = load_eval_file(spec["path"] if path.is_absolute() or path.exists() else suite_dir / spec["path"])
+    if not Path(data).exists() and (suite_dir / data).exists():  # a path relative to the suite file
+        data = str(suite_dir / data)
+    if isinstance(defn, RegistryEval):  # the template's metrics on the suite's dataset
+        if set(spec) != {"path"}:
+            raise ConfigError(f"openai_eval: {', '.join(sorted(set(spec) - {'path'}))} apply to an eval definition's "
+                              f"graders; {spec['path']} is an openai/evals registry eval (give its metrics "
+                              "thresholds under thresholds:)")
+        return {"data": data, "metrics": defn.metrics, "thresholds": list(thresholds),
+                "options": {"openai_eval": defn.record()}}
     names = [g["name"] for g in defn.graders]
     suite_rate = "openai_eval: {{path: " + spec["path"].replace("{", "{{").replace("}", "}}") + \
         ", pass_rate: {{{grader}: {value}}}}} in the suite"
@@ -122,8 +159,6 @@ def suite_arguments(spec: Any, data: str, suite_dir: Path, *, thresholds: dict[s
         if not isinstance(spec.get(key, False), bool):
             raise ConfigError(f"openai_eval.{key}: expected true or false, got {spec[key]!r}")
     allow: bool | str = "unisolated" if spec.get("unisolated_python_graders") else bool(spec.get("allow_python_graders"))
-    if not Path(data).exists() and (suite_dir / data).exists():  # a path relative to the suite file
-        data = str(suite_dir / data)
     run = prepare_run(defn, data, allow_python_graders=allow,
                       mapping={"sample": str(spec["sample"])} if spec.get("sample") else None,
                       options=options, pass_rates=rates or None, on_error=on_error)

@@ -36,7 +36,7 @@ def _split_metrics(values: list[Any] | None) -> list[Any]:
 
 
 def eval_cmd(
-    data: Annotated[str | None, typer.Argument(help="Dataset file (.jsonl/.csv/.parquet) or 'example'. Optional with --resume.")] = None,
+    data: Annotated[str | None, typer.Argument(help="Dataset file (.jsonl/.csv/.parquet) or 'example'. Optional with --resume, and with an openai/evals registry eval (its samples_jsonl).")] = None,
     metrics: Annotated[list[str] | None, typer.Option("--metrics", "-m", help="Comma-separated metric names (see `ragmeter metrics`).")] = None,
     config: Annotated[Path | None, typer.Option("--config", "-c", help="JSON/YAML config: metrics (or metric_types), options.")] = None,
     map_: Annotated[list[str] | None, typer.Option("--map", help="field=column for columns the aliases miss (repeatable).")] = None,
@@ -65,7 +65,7 @@ def eval_cmd(
     threshold: Annotated[list[str] | None, typer.Option("--threshold", "-t", help="METRIC=VALUE, METRIC>=VALUE or METRIC<=VALUE per-sample threshold (repeatable): a sample passes when its value meets it; exit 1 when the run rule fails (docs/ci.md). With --openai-eval a grader's per-sample rule is its pass_threshold: use --pass-rate-target for its pass rate.")] = None,
     pass_rule: Annotated[str | None, typer.Option("--pass-rule", help="With --threshold: 'all' samples pass (default), or a number the lower bound of each pass rate's Wilson 95% interval must reach, e.g. 0.9.")] = None,
     pass_rate_target: Annotated[list[str] | None, typer.Option("--pass-rate-target", help="METRIC=RATE (repeatable), or RATE for every thresholded metric: the share of samples that must pass (the rate itself, in place of --pass-rule; exit 1 below it). METRIC is a grader of --openai-eval or a metric with a --threshold.")] = None,
-    openai_eval: Annotated[Path | None, typer.Option("--openai-eval", help="Run an exported OpenAI eval definition (data_source_config + testing_criteria) on DATA: one metric per grader, named after it, with its pass rate (docs/openai-evals.md).")] = None,
+    openai_eval: Annotated[Path | None, typer.Option("--openai-eval", help="Run an exported OpenAI eval definition (data_source_config + testing_criteria, JSON or YAML) on DATA: one metric per grader, named after it, with its pass rate; or an eval of an openai/evals registry file (FILE.yaml, FILE.yaml#NAME) of the basic templates, on DATA or its samples_jsonl (docs/openai-evals.md).")] = None,
     allow_python_graders: Annotated[bool, typer.Option("--allow-python-graders", help="With --openai-eval (and --resume of such a run): run python graders, each call in an isolated sandbox (bubblewrap: no network, files, other processes or API keys) with a time, memory and process limit; refused without it. Not stored with the run.")] = False,
     unisolated_python_graders: Annotated[bool, typer.Option("--unisolated-python-graders", help="Run python graders WITHOUT the sandbox (implies --allow-python-graders): they run as you, and can read your files, use the network and see other processes, ragmeter's API keys included (docs/openai-evals.md).")] = False,
 ) -> None:
@@ -80,7 +80,7 @@ def eval_cmd(
     if on_error not in {"raise", "skip"}:
         raise typer.BadParameter(f"use 'raise' or 'skip', got {on_error!r}",
                                  param_hint="'--on-error'")
-    if data is None and not resume:
+    if data is None and not resume and openai_eval is None:  # a registry eval names its samples
         raise typer.BadParameter("give a dataset file or 'example', e.g. `ragmeter eval data.jsonl "
                                  "-m token_f1`, or --resume RUN_ID", param_hint="'DATA'")
     if max_missing is not None and not 0 <= max_missing <= 1:
@@ -113,7 +113,7 @@ def eval_cmd(
                               pass_rule=pass_rule, mapping=map_, options=opts, pass_rate_target=pass_rate_target,
                               allow_python_graders=python_graders or False, on_error=on_error)
         data, metrics, threshold, pass_rule, opts, map_ = (args["data"], args["metrics"], args["thresholds"],
-                                                           args["pass_rule"], args["options"], None)
+                                                           args["pass_rule"], args["options"], args.get("mapping"))
     elif pass_rate_target:
         from ragmeter.core.errors import ConfigError
         from ragmeter.core.thresholds import parse_rate_targets, with_rate_targets

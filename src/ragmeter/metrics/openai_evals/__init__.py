@@ -8,7 +8,9 @@
   column per grader, named after it; :mod:`.similarity` (text_similarity kernels), :mod:`.model`
   (score_model / label_model through the judge client), :mod:`.sandbox` (python graders in a
   child process), :mod:`.formula` (multi's ``calculate_output`` without ``eval``);
-- :mod:`.registry`: the openai/evals basic templates ``match``, ``includes``, ``fuzzy_match``;
+- :mod:`.basic`: the openai/evals basic templates ``match``, ``includes``, ``fuzzy_match``, ``json_match``;
+- :mod:`.registry_file`: openai/evals registry files (YAML or JSON) of those templates, and the reader
+  of every ``--openai-eval`` file (a definition in JSON or YAML, or a registry eval);
 - :mod:`.run`: :func:`prepare_run`, what ``ragmeter eval --openai-eval`` and ``ragmeter test`` run.
 
 docs/openai-evals.md maps every grader field to what ragmeter does with it.

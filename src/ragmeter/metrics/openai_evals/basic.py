@@ -13,11 +13,17 @@ openai/evals' semantics (``evals/elsuite/basic/*.py``, ``evals/elsuite/utils.py`
   no punctuation, no articles a/an/the, single spaces), one of completion and an ideal answer
   contains the other (two empty texts match; an empty one matches nothing else);
 - ``evals_f1`` (``FuzzyMatch``'s ``f1_score``): the best token F1 over the ideal answers, on the
-  normalised tokens.
+  normalised tokens;
+- ``evals_json_match`` (``JsonMatch``): 1 when the completion, read as JSON, equals one of the ideal
+  answers read as JSON, component by component (objects: the same keys, each value matching; lists:
+  the same length, matching element by element; other values: Python ``==``, so ``1`` equals
+  ``1.0``; a ``null`` never matches, nor a completion that is not JSON). An ideal answer that is not
+  JSON is no value with the reason (openai/evals stops the whole run on it).
 """
 
 from __future__ import annotations
 
+import json
 import re
 import string
 from collections import Counter
@@ -73,6 +79,47 @@ def f1(sampled: str, ideals: Sequence[str]) -> float:
     return max(one(sampled, i) for i in ideals)
 
 
+def _json_equal(got: Any, want: Any) -> bool:
+    if got is None or want is None:  # openai/evals: a missing value is never correct
+        return False
+    if isinstance(got, dict):
+        return isinstance(want, dict) and all(_json_equal(got.get(k), want.get(k)) for k in got.keys() | want.keys())
+    if isinstance(got, list):
+        return isinstance(want, list) and len(got) == len(want) and all(
+            _json_equal(a, b) for a, b in zip(got, want, strict=True))
+    return bool(got == want)
+
+
+def json_match(sampled: str, ideals: Sequence[str]) -> float:
+    """1.0 when ``sampled`` read as JSON equals one of ``ideals`` read as JSON, component by
+    component (openai/evals ``JsonMatch``), else 0.0.
+
+    Raises:
+        ValueError: an ideal answer that is not JSON (its position in the message).
+    """
+    wanted = []
+    for i, ideal in enumerate(ideals):
+        try:
+            wanted.append(json.loads(ideal))
+        except ValueError as exc:
+            raise ValueError(f"ideal answer {i} is not JSON ({exc})") from None
+    try:
+        got = json.loads(sampled)
+    except (ValueError, RecursionError):
+        return 0.0  # a completion that is not JSON matches nothing
+    return float(any(_json_equal(got, w) for w in wanted))
+
+
+def _json_batch(samples: Sequence[Sample], ctx: Any = None, **params: Any) -> list[Score]:
+    out = []
+    for s in samples:
+        try:
+            out.append(Score(json_match(s.answer or "", s.references)))
+        except (ValueError, RecursionError) as exc:
+            out.append(Score.missing(f"JsonMatch: {exc}"))
+    return out
+
+
 def _batch(kernel: Any) -> Any:
     def fn(samples: Sequence[Sample], ctx: Any = None, **params: Any) -> list[Score]:
         return [Score(kernel(s.answer or "", s.references, **params)) for s in samples]
@@ -88,3 +135,5 @@ register_metric(MetricSpec(name="evals_fuzzy_match", family="openai_evals", fn=_
                            description=fuzzy_match.__doc__ or ""))
 register_metric(MetricSpec(name="evals_f1", family="openai_evals", fn=_batch(f1), requires=_REQ,
                            description=f1.__doc__ or ""))
+register_metric(MetricSpec(name="evals_json_match", family="openai_evals", fn=_json_batch, requires=_REQ,
+                           description=json_match.__doc__ or ""))
