@@ -179,7 +179,6 @@ def _rich_progress(enabled: bool) -> Iterator[ProgressFactory]:
     if not enabled:
         yield lambda desc, total: (lambda n: None)
         return
-    from rich.console import Console
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -189,9 +188,11 @@ def _rich_progress(enabled: bool) -> Iterator[ProgressFactory]:
         TimeRemainingColumn,
     )
 
+    from ragmeter.core.terminal import console as escaping_console
+
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), TimeRemainingColumn(),
-                  console=Console(stderr=True), transient=False) as prog:
+                  console=escaping_console(stderr=True), transient=False) as prog:
         def factory(desc: str, total: int) -> Callable[[int], None]:
             task = prog.add_task(desc, total=total)
             return lambda n: prog.advance(task, n)

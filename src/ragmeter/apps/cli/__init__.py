@@ -94,7 +94,9 @@ def entry() -> None:
         if exc.code is None or isinstance(exc.code, int):
             code = exc.code or 0
         else:
-            print(exc.code, file=sys.stderr)
+            from ragmeter.core.terminal import escape_controls
+
+            print(escape_controls(str(exc.code)), file=sys.stderr)
             code = 1
     runtime.fast_exit(code)
 
@@ -107,6 +109,7 @@ def main(argv: list[str] | None = None) -> None:
         argv: the arguments (default: ``sys.argv[1:]``).
     """
     from ragmeter.core.errors import EXIT_USAGE, RagmeterError, exit_code_for
+    from ragmeter.core.terminal import escape_controls
 
     args = sys.argv[1:] if argv is None else list(argv)
     target, prog = app, "ragmeter"
@@ -120,7 +123,8 @@ def main(argv: list[str] | None = None) -> None:
         # and lets usage errors through to be printed here
         rc = target(args=args, prog_name=prog, standalone_mode=False)
     except RagmeterError as exc:
-        typer.secho(f"error: {exc}", fg="red", err=True)  # str(RagmeterError) is redacted
+        # str(RagmeterError) is redacted; it may quote a file's or a server's text: shown, never obeyed
+        typer.secho(escape_controls(f"error: {exc}"), fg="red", err=True)
         raise SystemExit(exit_code_for(exc)) from None
     except typer.Exit as exc:
         raise SystemExit(exc.exit_code) from None
@@ -134,12 +138,12 @@ def main(argv: list[str] | None = None) -> None:
             raise
         from ragmeter.core.redact import redact
 
-        typer.secho(f"error: {redact(str(exc.filename))}: {exc.strerror or exc}", fg="red", err=True)
+        typer.secho(escape_controls(f"error: {redact(str(exc.filename))}: {exc.strerror or exc}"), fg="red", err=True)
         raise SystemExit(EXIT_USAGE) from None
     except typer.TyperException as exc:
         # typer >= 0.29 vendors click: its UsageError/BadParameter/NoSuchOption ... derive from
         # TyperException, carry the exit status (2 for usage errors) and the failing command
-        typer.secho(f"error: {exc.format_message()}", fg="red", err=True)
+        typer.secho(escape_controls(f"error: {exc.format_message()}"), fg="red", err=True)
         if getattr(exc, "ctx", None) is not None or exc.exit_code == EXIT_USAGE:
             typer.echo(_usage_hint(exc, sys.argv[1:] if argv is None else argv), err=True)
         raise SystemExit(exc.exit_code) from None

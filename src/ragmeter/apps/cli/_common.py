@@ -12,15 +12,16 @@ if TYPE_CHECKING:  # rich loads when a command prints with it, not at start-up
 
 class _Console:
     """A console made at use time, so it sees the terminal width (and ``COLUMNS``) of the call,
-    not of the moment the module was imported."""
+    not of the moment the module was imported; it shows control characters of text as ``\\xNN``
+    (:func:`ragmeter.core.terminal.console`)."""
 
     def __init__(self, stderr: bool = False) -> None:
         self._stderr = stderr
 
     def __getattr__(self, name: str) -> Any:
-        from rich.console import Console
+        from ragmeter.core.terminal import console as escaping_console
 
-        return getattr(Console(stderr=self._stderr), name)
+        return getattr(escaping_console(stderr=self._stderr), name)
 
 
 console: Console = _Console()  # type: ignore[assignment]

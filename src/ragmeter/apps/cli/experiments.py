@@ -17,9 +17,9 @@ def _out() -> Any:
     writing to a pipe or a CI log (where long lines do not wrap and truncated cells would hide figures)."""
     if console.is_terminal:
         return console
-    from rich.console import Console
+    from ragmeter.core.terminal import console as escaping_console
 
-    return Console(width=max(console.size.width, 140))
+    return escaping_console(width=max(console.size.width, 140))
 
 
 baseline_app = typer.Typer(name="baseline", no_args_is_help=True,

@@ -247,7 +247,9 @@ def dataset_diff(
 
     d = diff(get_store(db, must_exist=True), a, b)
     if as_json:
-        typer.echo(json.dumps(d, ensure_ascii=False, default=str))
+        from ragmeter.core.terminal import json_for_terminal
+
+        typer.echo(json_for_terminal(json.dumps(d, ensure_ascii=False, default=str)))
         return
     console.print(f"{d['a']} → {d['b']}: {len(d['added'])} added, {len(d['removed'])} removed, "
                   f"{len(d['changed'])} changed", highlight=False)

@@ -11,6 +11,7 @@ Python leaves the interpreter as it found it.
   without); the process ends with its work, so nothing is gained by collecting.
 * Allocator (:func:`keep_freed_memory`): glibc keeps freed memory for reuse instead of mapping and
   unmapping every multi-megabyte numpy temporary.
+* Printed warnings (:func:`escape_printed_warnings`): control characters shown as ``\\xNN``.
 * Exit (:func:`fast_exit`): the stores are closed, the ``atexit`` handlers run, the streams are
   flushed, and the process ends with ``os._exit`` instead of freeing every object one by one.
   ``RAGMETER_SLOW_EXIT=1`` keeps the normal interpreter shutdown.
@@ -31,10 +32,33 @@ ALLOCATOR_TUNED = frozenset({"eval", "trec"})
 def apply(argv: Sequence[str]) -> None:
     """The policy for the command ``argv[0]`` (the words after ``ragmeter``)."""
     command = argv[0] if argv else ""
+    escape_printed_warnings()
     if command in COLLECTOR_OFF:
         pause_collector()
     if command in ALLOCATOR_TUNED:
         keep_freed_memory()
+
+
+def escape_printed_warnings() -> None:
+    """Warnings and log records the command prints to stderr (Python's ``warnings``, and
+    ``logging``'s last-resort handler when nothing else handles a record) show control characters
+    as ``\\xNN``, as every line the command prints does (:mod:`ragmeter.core.terminal`): they can
+    quote a file's text, such as a CSV's column names."""
+    import logging
+    import warnings
+
+    from ragmeter.core.terminal import escape_controls
+
+    class StderrHandler(logging.Handler):  # logging's last resort, with the text escaped
+        def emit(self, record: logging.LogRecord) -> None:
+            try:
+                sys.stderr.write(escape_controls(self.format(record)) + "\n")
+            except Exception:  # noqa: BLE001 - as logging's own handlers: report, never raise
+                self.handleError(record)
+
+    logging.lastResort = StderrHandler(logging.WARNING)
+    plain = warnings.formatwarning
+    warnings.formatwarning = lambda *args, **kwargs: escape_controls(plain(*args, **kwargs))
 
 
 def pause_collector() -> None:

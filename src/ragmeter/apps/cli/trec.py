@@ -60,6 +60,8 @@ def trec_cmd(
         typer.echo(json.dumps(payload))
         return
     # written in pieces of thousands of queries, each formatted column-wise in one go
+    from ragmeter.core.terminal import escape_controls
+
     for text in result.text(per_query=query, summary=not no_summary):
-        sys.stdout.write(text)
+        sys.stdout.write(escape_controls(text))  # ids are the files' words: shown, never obeyed
     sys.stdout.flush()
