@@ -522,3 +522,19 @@ def test_fuzzed_files_exit_cleanly_naming_the_file(tmp_path, lines, suffix, pair
     assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
     if r.exit_code == 2:
         assert "fz." in r.output or "--" in r.output, r.output
+
+
+def test_offline_lists_only_metrics_that_run_from_their_name_and_give_values(tmp_path):
+    """`--metrics offline` (README, docs/meta-eval.md) exits 0: no metric that needs more than its
+    name (the openai_* grader metrics need a grader object), none with no value on the data."""
+    from ragmeter.analysis.meta_eval.run import meta_evaluate, offline_metrics
+
+    prose = [{"id": f"s{k}", "question": "q", "answer": "a b c"[: 1 + k % 5], "reference": "a b c", "human": k % 3}
+             for k in range(12)]
+    names = offline_metrics(read_labels(prose).samples)
+    assert not [n for n in names if n.startswith("openai_")]
+    assert "evals_json_match" not in names and "evals_match" in names
+    as_json = [{**r, "answer": json.dumps({"a": k % 2}), "reference": json.dumps({"a": 1})} for k, r in enumerate(prose)]
+    assert "evals_json_match" in offline_metrics(read_labels(as_json).samples)
+    res = meta_evaluate(prose, ["offline"], db=f"sqlite:///{tmp_path / 'o.db'}", n_bootstrap=20)
+    assert res["status"] == "completed" and res["incomplete"] == [], res["incomplete"]

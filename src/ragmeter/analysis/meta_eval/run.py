@@ -42,7 +42,9 @@ def offline_metrics(samples: Sequence[Sample]) -> list[str]:
     metrics, the non-judge correctness methods (what ``--metrics offline`` means). A metric that
     needs more than its name (an OpenAI grader metric needs its grader object, an agent metric its
     configuration) or whose own check says it cannot run here is left out, so every listed metric
-    runs."""
+    runs; so is a metric computed on the spot that gives no value on the first
+    :data:`PROBE_SAMPLES` samples having its fields (``evals_json_match`` on references that are
+    not JSON), so every listed metric has values."""
     from ragmeter.core.context import ScoringContext
     from ragmeter.embed.models import resolve_model
     from ragmeter.metrics.registry import all_metrics, resolve_all
@@ -65,8 +67,30 @@ def offline_metrics(samples: Sequence[Sample]) -> list[str]:
             continue
         if any(r.spec.check is not None and r.spec.check(ctx, **r.params) for r in requests):
             continue
+        if not all(_gives_values(r, samples, ctx) for r in requests):
+            continue
         out.append(spec.name)
     return out
+
+
+#: samples a metric of the ``offline`` preset is tried on before it is listed
+PROBE_SAMPLES = 50
+
+
+def _gives_values(request: Any, samples: Sequence[Sample], ctx: Any) -> bool:
+    """Whether a metric scored on the spot (no embeddings, no preparation) gives a value to any of
+    the first :data:`PROBE_SAMPLES` samples that have its fields; other metrics are not tried."""
+    from ragmeter.metrics.registry import missing_fields
+
+    spec = request.spec
+    if spec.needs_embeddings or spec.prepare is not None:
+        return True
+    probe = [s for s in samples if not missing_fields(s, spec.requires)][:PROBE_SAMPLES]
+    try:
+        scores = spec.fn(probe, ctx, **request.params)
+    except Exception:  # noqa: BLE001 - the run itself reports what goes wrong; the probe only filters
+        return True
+    return any(s.value is not None for s in scores)
 
 
 def expand_metrics(metrics: Iterable[str], samples: Sequence[Sample]) -> list[str]:
