@@ -167,7 +167,7 @@ def test_judge_options_refuse_secrets():
 def test_stored_config_is_redacted(tmp_path):
     db = Store(str(tmp_path / "o.db"))
     res = evaluate([Sample(id="a", question="q", answer="a b", references=["a b"])], ["token_f1"], db=db,
-                   options={"judge_headers": {"Authorization": "Bearer abcdefghijk"}, "db_password": "pw123456",
+                   options={"extra_headers": {"Authorization": "Bearer abcdefghijk"}, "db_password": "pw123456",
                             "note": f"see {PG_URL}"}, progress=False)
     cfg = json.dumps(db.get_run(res.run_id).config)
     assert "abcdefghijk" not in cfg and "pw123456" not in cfg and SECRET not in cfg

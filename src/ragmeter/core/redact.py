@@ -120,11 +120,27 @@ def _redact(s: str) -> str:
     return _PAIR.sub(_mask_pair, s)
 
 
+def is_headers_name(name: str) -> bool:
+    """Whether a key named ``name`` holds HTTP headers (``headers``, ``judge_headers``,
+    ``extra_headers``): every value under it may be a credential (``Authorization``, ``api-key``,
+    a tenant token), so only the header names are ever shown."""
+    words = _words(str(name))
+    return bool(words) and words[-1] == "headers"
+
+
+def _headers_masked(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: MASK if v not in (None, "") else v for k, v in value.items()}
+    return MASK if value not in (None, "", [], {}) else value
+
+
 def redact_obj(obj: Any) -> Any:
     """A copy of a JSON-like value with secrets masked: values under secret names become ``***``,
-    every string is passed through :func:`redact`."""
+    as do the values of every header under a headers key (the header names are kept), and every
+    string is passed through :func:`redact`."""
     if isinstance(obj, dict):
-        return {k: (MASK if is_secret_name(str(k)) and v not in (None, "") and not isinstance(v, (dict, list))
+        return {k: (_headers_masked(v) if is_headers_name(str(k))
+                    else MASK if is_secret_name(str(k)) and v not in (None, "") and not isinstance(v, (dict, list))
                     else redact_obj(v)) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         return [redact_obj(v) for v in obj]

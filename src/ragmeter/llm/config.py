@@ -7,6 +7,7 @@ the configuration holds only the *name* of the environment variable that carries
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -164,6 +165,49 @@ _OPTION_TYPES: dict[str, type] = {
 }
 
 
+#: every judge setting: the run option ``judge_<name>``, or ``<name>`` inside a ``judge: {...}`` mapping
+SETTINGS = ("base_url", "api_key_env", *_OPTION_TYPES, "dry_run", "prices", "api_version", "response_format",
+            "http_client")
+#: keys a ``judge: {...}`` mapping takes besides the settings: which judge it is
+_MAPPING_KEYS = ("model", "provider", "judge")
+
+
+def check_judge_keys(options: Mapping[str, Any]) -> None:
+    """Refuse judge settings ragmeter does not know, before anything is stored: a ``judge_*`` run
+    option or a key of a ``judge: {...}`` mapping that is not a setting (``headers``: ragmeter
+    sends no extra headers, and a value there is stored and shown with the run otherwise), and
+    settings that hold a secret. The error names the keys and the accepted ones, never a value.
+
+    Raises:
+        JudgeConfigError: a secret, or an unknown key.
+    """
+    raw = options.get("judge")
+    secrets = [k for k in options if k.startswith("judge") and is_secret_name(k)]
+    secrets += list(find_secrets(raw, "judge")) + list(find_secrets(options.get("judge_base_url"),
+                                                                    "judge_base_url"))
+    unknown = [k for k in options if k.startswith("judge_") and k[len("judge_"):] not in SETTINGS]
+    if isinstance(raw, dict):
+        unknown += [f"judge.{k}" for k in raw if str(k) not in SETTINGS and str(k) not in _MAPPING_KEYS]
+    said = []
+    if unknown:
+        import difflib
+
+        names = [f"judge_{n}" for n in SETTINGS]
+        hints = []
+        for k in unknown:
+            bare = k.removeprefix("judge.") if k.startswith("judge.") else k.removeprefix("judge_")
+            near = difflib.get_close_matches(bare, SETTINGS, n=1, cutoff=0.75)
+            hints.append(k + (f" (did you mean {'judge.' if k.startswith('judge.') else 'judge_'}{near[0]}?)"
+                              if near else ""))
+        said.append(f"unknown judge setting{'s' if len(unknown) > 1 else ''}: {', '.join(hints)}. The judge's "
+                    f"settings are {', '.join(names)} (inside a `judge:` mapping: model, provider and the same "
+                    "names without `judge_`); ragmeter sends no other headers or parameters (docs/judge.md)")
+    if secrets:
+        said.append(f"{', '.join(secrets)} holds a secret, which the judge never reads from options: {SECRET_HELP}")
+    if said:
+        raise JudgeConfigError(". ".join(said))
+
+
 def _opt(options: dict[str, Any], judge: dict[str, Any], name: str) -> Any:
     # ``judge_<name>`` run option, or ``<name>`` inside a ``judge: {...}`` mapping
     if f"judge_{name}" in options and options[f"judge_{name}"] is not None:
@@ -181,22 +225,19 @@ def config_from_options(options: dict[str, Any]) -> JudgeConfig:
     ``judge`` is ``"provider:model"`` or a mapping ``{"model": "openai:gpt-4o-mini", "base_url": ...}``;
     the other settings are ``judge_base_url``, ``judge_api_key_env``, ``judge_concurrency``,
     ``judge_rpm``, ``judge_timeout``, ``judge_max_retries``, ``judge_parse_retries``,
-    ``judge_max_cost``, ``judge_dry_run``, ``judge_temperature``, ``judge_max_tokens``,
-    ``judge_prices``, ``judge_api_version``, ``judge_response_format``, ``judge_http_client``.
+    ``judge_backoff_base``, ``judge_backoff_max``, ``judge_max_cost``, ``judge_dry_run``,
+    ``judge_temperature``, ``judge_max_tokens``, ``judge_max_reply_mb``, ``judge_draw``,
+    ``judge_prices``, ``judge_api_version``, ``judge_response_format``, ``judge_http_client``
+    (:data:`SETTINGS`; any other ``judge_*`` option or mapping key is refused).
 
     Raises:
-        JudgeConfigError: no judge, a malformed spec, or an invalid setting.
+        JudgeConfigError: no judge, a malformed spec, an unknown or invalid setting, a secret.
     """
     raw = options.get("judge")
     if not raw:
         raise JudgeConfigError(HOW_TO_CONFIGURE)
     judge: dict[str, Any] = {}
-    secrets = [k for k in options if k.startswith("judge") and is_secret_name(k)]
-    secrets += list(find_secrets(raw, "judge")) + list(find_secrets(options.get("judge_base_url"),
-                                                                    "judge_base_url"))
-    if secrets:
-        raise JudgeConfigError(f"{', '.join(secrets)} holds a secret, which the judge never reads "
-                               f"from options: {SECRET_HELP}")
+    check_judge_keys(options)
     if isinstance(raw, dict):
         judge = dict(raw)
         spec = judge.get("model") or judge.get("judge")

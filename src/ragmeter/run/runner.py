@@ -257,6 +257,10 @@ def run(data: Any, config: EvalConfig) -> EvaluationResult:
     rule = th.parse_rule(c.pass_rule if c.pass_rule is not None else cfg.get("pass_rule"))
     entries = list(cfg.get("metrics") or []) + list(c.metrics)
     opts = {**cfg.get("options", {}), **c.options}
+    if any(k == "judge" or k.startswith("judge_") for k in opts):
+        from ragmeter.llm.config import check_judge_keys
+
+        check_judge_keys(opts)  # an unknown judge setting is refused before anything is stored
     store = c.db if isinstance(c.db, Store) else open_store(c.db)
     t0 = time.perf_counter()
     if c.engine == "local":
