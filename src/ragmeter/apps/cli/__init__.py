@@ -131,6 +131,15 @@ def main(argv: list[str] | None = None) -> None:
     except (typer.Abort, KeyboardInterrupt):
         typer.echo("aborted", err=True)
         raise SystemExit(130) from None
+    except ModuleNotFoundError as exc:
+        # an optional dependency the command needs is not installed: name the extra that brings it
+        from ragmeter.core.extras import missing_module_message
+
+        message = missing_module_message(exc.name)
+        if message is None:
+            raise
+        typer.secho(f"error: {message}", fg="red", err=True)
+        raise SystemExit(EXIT_USAGE) from None
     except OSError as exc:
         # a path the command was given cannot be read or written (missing, a folder, a file in the
         # way of a folder, no permission, a name too long): the caller's input, status 2
