@@ -134,3 +134,16 @@ def test_schema_head_constant_is_alembics_head():
     from ragmeter.store.store import SCHEMA_HEAD
 
     assert SCHEMA_HEAD == head_revision()  # a new migration must update SCHEMA_HEAD
+
+
+def test_a_run_name_wins_over_another_runs_id_prefix(tmp_path):
+    # `ragmeter compare a b` of runs named "a" and "b": "a" must not resolve to a run whose id
+    # happens to start with "a"
+    store = Store(f"sqlite:///{tmp_path / 'names.db'}")
+    samples = [Sample(id="a", answer="x")]
+    kw = dict(dataset_source="t", fingerprint="f", samples=samples, metrics=[], config={}, version="0")
+    unnamed = store.create_run(**kw)
+    named = store.create_run(**kw, name=unnamed[0])
+    assert named != unnamed
+    assert store.resolve_run(unnamed[0]) == named
+    assert store.resolve_run(unnamed) == unnamed

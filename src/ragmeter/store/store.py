@@ -296,7 +296,8 @@ class Store(RunViewsMixin):
         return run_id
 
     def resolve_run(self, ref: str) -> str:
-        """A full id, a unique id prefix, ``latest``, or a run name -> the run id.
+        """A full id, ``latest``, a run name, or a unique id prefix -> the run id (in that order:
+        a run's full name is never taken for the prefix of another run's id).
 
         Ids are compared exactly or by prefix (never as SQL LIKE patterns, so ``%`` and ``_``
         match only themselves)."""
@@ -308,6 +309,12 @@ class Store(RunViewsMixin):
                 return rid
             if s.get(Run, ref) is not None:
                 return ref
+            # a name given in full wins over an id that merely starts with the same letters
+            # (`compare a b` of runs named "a" and "b" must not pick a run whose id starts with "a")
+            named = s.scalars(select(Run.id).where(Run.name == ref)
+                              .order_by(Run.created_at.desc())).all()
+            if named:
+                return named[0]
             if ref:
                 ids = s.scalars(select(Run.id).where(func.substr(Run.id, 1, len(ref)) == ref)
                                 .order_by(Run.id)).all()
@@ -315,10 +322,6 @@ class Store(RunViewsMixin):
                     return ids[0]
                 if len(ids) > 1:
                     raise StoreError(f"run id prefix {ref!r} is ambiguous: {', '.join(ids[:5])}")
-            named = s.scalars(select(Run.id).where(Run.name == ref)
-                              .order_by(Run.created_at.desc())).all()
-            if named:
-                return named[0]
         raise StoreError(f"no run {ref!r} in {self.url} (see `ragmeter runs`)")
 
     def get_run(self, ref: str) -> Run:
