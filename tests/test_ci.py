@@ -167,6 +167,7 @@ def _plugin_args() -> list[str]:
     return [] if any(ep.value == "ragmeter.apps.pytest_plugin" for ep in eps) else ["-p", "ragmeter.apps.pytest_plugin"]
 
 
+@pytest.mark.slow
 def test_pytest_project_with_assert_scores(tmp_path):
     (tmp_path / "test_rag.py").write_text('''
 import pytest

@@ -355,6 +355,7 @@ con.execute("ROLLBACK")
 """
 
 
+@pytest.mark.slow
 def test_a_label_write_waiting_for_the_write_lock_stalls_no_other_request(seeded, tmp_path):
     db, seed = seeded
     path = db.removeprefix("sqlite:///")

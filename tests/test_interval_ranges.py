@@ -179,6 +179,7 @@ def test_report_dashboard_and_mlflow_export_in_range(runs):
             assert low <= logged[f"{metric_name(key)}.ci_low"] <= logged[f"{metric_name(key)}.ci_high"] <= high
 
 
+@pytest.mark.slow
 def test_compare_and_gate_differences_stay_in_the_difference_range(runs):
     from ragmeter.analysis.compare import compare_runs
     from ragmeter.analysis.gate import gate

@@ -216,6 +216,7 @@ def test_a_token_in_a_urls_user_part_is_masked_and_prose_is_kept():
     assert list(find_secrets({"judge_base_url": TOKEN_URL})) == ["judge_base_url"]
 
 
+@pytest.mark.slow
 def test_a_judge_url_with_a_token_is_refused_and_shown_nowhere(tmp_path):
     """``--judge-base-url http://TOKEN@host/v1``: refused (exit 2) before anything is stored; the token
     is in no output and nowhere in the store; a URL like it in another option is stored masked, and

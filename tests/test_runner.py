@@ -104,6 +104,7 @@ def test_cli_broken_line_7(tmp_path, db_url):
     assert len(out) == 11 and {"id", "question", "answer", "references", "t_len_ratio", "no_value_reasons"} <= set(out[0])
 
 
+@pytest.mark.slow
 def test_sigkill_then_resume_matches_uninterrupted(tmp_path):
     data = _jsonl(tmp_path / "d.jsonl", _rows(60))
     db_a, db_b = f"sqlite:///{tmp_path / 'a.db'}", f"sqlite:///{tmp_path / 'b.db'}"
