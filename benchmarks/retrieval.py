@@ -98,14 +98,14 @@ def ragmeter_from_matrix(m: Any, gain: str) -> dict[str, np.ndarray]:
 
 
 def ragmeter_arrays(d: dict[str, Any], grades: np.ndarray, gain: str) -> dict[str, np.ndarray]:
-    from ragmeter.metrics.retrieval.trec import RelevanceMatrix
+    from ragmeter.apps.trec import RelevanceMatrix
 
     m = RelevanceMatrix.from_arrays(d["ranked"], d["qq"], d["qd"], grades)
     return ragmeter_from_matrix(m, gain)
 
 
 def ragmeter_trec(qrels: Any, run: Any) -> dict[str, np.ndarray]:
-    from ragmeter.metrics.retrieval.trec import evaluate
+    from ragmeter.apps.trec import evaluate
 
     r = evaluate(qrels, run, list(TREC.values()))
     return {name: r.values[TREC[name]] for name in METRICS} | {"qids": r.qids}
@@ -246,7 +246,7 @@ def run_kind(kind: str, data: dict[str, Any], args: argparse.Namespace, out: dic
     print(f"\n== {kind} relevance ==")
     qrels, run, qids = build_dicts(data, grades)
 
-    from ragmeter.metrics.retrieval.trec import RelevanceMatrix
+    from ragmeter.apps.trec import RelevanceMatrix
 
     t_build, m = timed(lambda: RelevanceMatrix.from_arrays(data["ranked"], data["qq"], data["qd"], grades),
                        args.repeat)

@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ragmeter.apps.trec import RelevanceMatrix, evaluate, parse_measures, read_qrels, read_run
 from ragmeter.core.errors import ConfigError, DatasetError
 from ragmeter.metrics.retrieval import measures as M
-from ragmeter.metrics.retrieval.trec import RelevanceMatrix, evaluate, parse_measures, read_qrels, read_run
 from references import require_reference
 
 pytrec_eval = require_reference("pytrec_eval")

@@ -13,13 +13,14 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from ragmeter.apps import trec as T
+from ragmeter.apps.trec import blocks as B
+from ragmeter.apps.trec import evaluate
+from ragmeter.apps.trec.text import format_lines
 from ragmeter.core.errors import DatasetError
-from ragmeter.metrics.retrieval import trec as T
-from ragmeter.metrics.retrieval.trec import blocks as B
-from ragmeter.metrics.retrieval.trec import evaluate
-from ragmeter.metrics.retrieval.trec import readers as trec_io
-from ragmeter.metrics.retrieval.trec.readers import read_qrels, read_run, run_blocks
-from ragmeter.metrics.retrieval.trec.text import format_lines
+from ragmeter.io import trec as trec_io
+from ragmeter.io.trec import read_qrels, read_run, run_blocks
+from ragmeter.metrics.retrieval import trec_measures as TM
 from references import require_reference
 
 pytrec_eval = require_reference("pytrec_eval")
@@ -90,8 +91,8 @@ def assert_like_pytrec_eval(result: T.TrecResult, qrels: dict, run: dict) -> Non
 def _values(path: Path, qf: Path, block_bytes: int | None, workers: int) -> tuple[np.ndarray, dict]:
     qc = read_qrels(qf)
     ix = B.QrelsIndex.build(qc.qid, qc.doc, qc.value, qc.name)
-    parsed = T.parse_measures(OURS)
-    opts = B.Options(1, None, str(path), lambda m: T._query_values(m, parsed))
+    parsed = TM.parse_measures(OURS)
+    opts = B.Options(1, None, str(path), lambda m: TM.query_values(m, parsed))
     if block_bytes is None:
         rc = read_run(path)
         return B.evaluate_columns(ix, rc.qid, rc.doc, rc.value, opts, workers=workers)
@@ -227,9 +228,9 @@ def test_per_query_lines_are_formatted_as_printf_does():
     mat = np.stack([values, np.floor(values * 7), values[::-1]], axis=1)
     mat[:, 1] = np.where(np.isfinite(mat[:, 1]), mat[:, 1], 0.0)  # counts are finite
     qids = [f"q{i}" for i in range(len(values))]
-    expected = "".join(T._line(n, q, float(mat[i, j]), n in T._COUNTS) + "\n"
+    expected = "".join(T._line(n, q, float(mat[i, j]), n in TM.COUNTS) + "\n"
                        for i, q in enumerate(qids) for j, n in enumerate(names))
-    assert format_lines(names, qids, mat, T._COUNTS) == expected
+    assert format_lines(names, qids, mat, TM.COUNTS) == expected
 
 
 @pytest.mark.parametrize("options", [{"max_docs": 3}, {"relevance_level": 2}, {"complete": True},
@@ -257,7 +258,7 @@ def test_the_trec_command_loads_neither_pandas_nor_rich_nor_the_dataset_readers(
     code = ("import sys; from ragmeter.apps.cli import main\n"
             f"sys.argv = ['ragmeter', 'trec', '-q', '-c', {str(qf)!r}, {str(rf)!r}]\n"
             "try:\n    main()\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
-            "print(sorted(m for m in ('pandas', 'rich', 'ragmeter.io', 'ragmeter.core.schema') if m in sys.modules),"
+            "print(sorted(m for m in ('pandas', 'rich', 'ragmeter.io.readers', 'ragmeter.core.schema') if m in sys.modules),"
             " file=sys.stderr)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stderr.strip().splitlines()[-1] == "[]"

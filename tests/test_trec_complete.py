@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from ragmeter.metrics.retrieval.trec import evaluate
+from ragmeter.apps.trec import evaluate
 from references import require_reference
 
 pytrec_eval = require_reference("pytrec_eval")

@@ -1,7 +1,12 @@
 """Metric families. Each module registers its metrics on import; see :mod:`ragmeter.metrics.registry`.
 
 The registry's names below are loaded on first use, so that importing one family's kernels (e.g.
-``ragmeter.metrics.retrieval.trec`` for ``ragmeter trec``) does not load the registry and the schema.
+``ragmeter.metrics.retrieval.trec_measures`` for ``ragmeter trec``) does not load the registry and
+the schema.
+
+A metric only scores: it never reads files, prints, starts a process or touches the store (the
+services it needs come from its scoring context); tests/test_architecture.py holds the imports
+this package may not make.
 """
 
 from __future__ import annotations

@@ -50,7 +50,7 @@ def trec_cmd(
         import pyarrow as pa
 
         pa.set_memory_pool(pa.system_memory_pool())
-    from ragmeter.metrics.retrieval.trec import evaluate
+    from ragmeter.apps.trec import evaluate
 
     result = evaluate(qrels, run, measure or ["official"], relevance_level=level, complete=complete,
                       max_docs=max_docs)

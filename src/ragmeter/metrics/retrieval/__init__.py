@@ -10,8 +10,9 @@ The package, by concept:
 * :mod:`.relevance` -- :class:`~ragmeter.metrics.retrieval.relevance.RelevanceMatrix`, the rank at
   which every judged item was first retrieved, for a batch of queries;
 * :mod:`.measures` -- every ranking measure as a numpy reduction of that matrix;
-* :mod:`.trec` -- trec_eval's semantics on qrels and run files, dicts and DataFrames
-  (``ragmeter trec``, :func:`ragmeter.metrics.retrieval.trec.evaluate`).
+* :mod:`.trec_measures` -- trec_eval's measures (names, cutoffs, each query's values, the
+  averages); the trec_eval drop-in on qrels and run files, dicts and DataFrames is
+  :mod:`ragmeter.apps.trec` (``ragmeter trec``, :func:`ragmeter.apps.trec.evaluate`).
 
 See ``docs/metrics/retrieval.md``.
 """

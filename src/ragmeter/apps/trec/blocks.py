@@ -1,6 +1,6 @@
 """trec_eval's evaluation of a run, block by block of whole queries, on all cores.
 
-A run file is read in blocks of whole queries (:func:`ragmeter.metrics.retrieval.trec.readers.run_blocks`);
+A run file is read in blocks of whole queries (:func:`ragmeter.io.trec.run_blocks`);
 each block is parsed and evaluated on its own in a thread pool (pyarrow and numpy release the
 GIL), so memory holds a few blocks, never the file. Per block:
 
@@ -34,14 +34,7 @@ from typing import Any
 import numpy as np
 
 from ragmeter.core.errors import DatasetError
-from ragmeter.metrics.retrieval.relevance import (
-    NOT_RETRIEVED,
-    RelevanceMatrix,
-    _blocks,
-    _ranks_in_segments,
-    _trec_matrix,
-)
-from ragmeter.metrics.retrieval.trec.readers import (
+from ragmeter.io.trec import (
     BufferPool,
     _last_run_id,
     from_numpy,
@@ -49,6 +42,13 @@ from ragmeter.metrics.retrieval.trec.readers import (
     parse_run_block,
     run_blocks,
     to_numpy,
+)
+from ragmeter.metrics.retrieval.relevance import (
+    NOT_RETRIEVED,
+    RelevanceMatrix,
+    _blocks,
+    _ranks_in_segments,
+    _trec_matrix,
 )
 
 Values = dict[str, np.ndarray]
@@ -403,7 +403,7 @@ def _file_block(ix: QrelsIndex, data: bytearray, end: int, opts: Options,
     change = np.flatnonzero(to_numpy(pc.not_equal(q.slice(1), q.slice(0, n - 1)))) + 1
     starts = np.concatenate(([0], change, [n])).astype(np.int64)
     names = q.take(from_numpy(starts[:-1]))
-    # what a lenient single-space parse could misread (as trec_io._plausible): empty fields
+    # what a lenient single-space parse could misread (as ragmeter.io.trec._plausible): empty fields
     # (leading or doubled blanks) and comment lines; a query id is the same on all its rows
     if has_empty(names) or has_empty(docs) or pc.any(pc.starts_with(names, "#")).as_py():
         raise Fallback

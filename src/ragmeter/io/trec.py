@@ -1,4 +1,4 @@
-"""Reading TREC run and qrels files, DataFrames and dicts into columns.
+"""The TREC file formats: run and qrels files (and DataFrames, dicts) read into columns.
 
 Whole files are parsed by pyarrow when their lines are single-space separated (the usual case);
 anything else (tabs, runs of blanks, comments) is normalised first, and files pyarrow still

@@ -1,5 +1,5 @@
-"""trec_eval-compatible evaluation: TREC qrels/run files, dicts and DataFrames in, trec_eval's
-numbers and output format out.
+"""The trec_eval drop-in (``ragmeter trec``): TREC qrels/run files, dicts and DataFrames in,
+trec_eval's numbers and output format out.
 
 Conventions are those of trec_eval 9.0.x (the version pytrec_eval bundles): documents ranked by
 score descending with ties broken by docid descending; a document is relevant when its qrels
@@ -12,115 +12,37 @@ empty ranking, as trec_eval 10.0 does: ``-q`` prints its lines too, in qid order
 way but printed no lines for it); ``max_docs`` (``-M``) keeps the
 top documents of each query. Values print as ``measure<TAB>qid<TAB>value`` with the measure name
 left-aligned in 22 characters and 4 decimals.
+
+The files are read by :mod:`ragmeter.io.trec`, a run file is evaluated block by block of whole
+queries (:mod:`.blocks`), each query's values and the averages are trec_eval's measures of
+:mod:`ragmeter.metrics.retrieval.trec_measures`, and the text is built column-wise (:mod:`.text`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ragmeter.core.errors import ConfigError, DatasetError, MetricError
-from ragmeter.metrics.retrieval import measures as M
+from ragmeter.apps.trec.text import format_lines
+from ragmeter.core.errors import DatasetError, MetricError
+from ragmeter.io.trec import Columns, as_columns, from_numpy, read_qrels, read_run
 from ragmeter.metrics.retrieval.relevance import NOT_RETRIEVED, RelevanceMatrix
-from ragmeter.metrics.retrieval.trec.readers import Columns, as_columns, from_numpy, read_qrels, read_run
-from ragmeter.metrics.retrieval.trec.text import format_lines
-
-_CUTS = (5, 10, 15, 20, 30, 100, 200, 500, 1000)
-_IPREC = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
-
-#: measures in trec_eval's print order; value: default cutoffs (None: not a cutoff measure)
-MEASURES: dict[str, tuple[float, ...] | None] = {
-    "runid": None, "num_q": None, "num_ret": None, "num_rel": None, "num_rel_ret": None,
-    "map": None, "gm_map": None, "Rprec": None, "bpref": None, "recip_rank": None,
-    "iprec_at_recall": _IPREC, "P": _CUTS, "recall": _CUTS, "ndcg": None, "ndcg_cut": _CUTS,
-    "map_cut": _CUTS, "success": (1, 5, 10), "set_P": None, "set_recall": None, "set_F": None,
-    "num_nonrel_judged_ret": None,
-}
-_COUNTS = {"num_q", "num_ret", "num_rel", "num_rel_ret", "num_nonrel_judged_ret"}
-NICKNAMES = {
-    "official": ("runid", "num_q", "num_ret", "num_rel", "num_rel_ret", "map", "gm_map", "Rprec",
-                 "bpref", "recip_rank", "iprec_at_recall", "P"),
-    "set": ("runid", "num_q", "num_ret", "num_rel", "num_rel_ret", "set_P", "set_recall", "set_F"),
-}
-_MIN_GEO_MEAN = 0.00001
+from ragmeter.metrics.retrieval.trec_measures import (
+    COUNTS,
+    MEASURES,
+    NICKNAMES,
+    averages,
+    parse_measures,
+    query_values,
+)
 
 __all__ = ["MEASURES", "NICKNAMES", "NOT_RETRIEVED", "Columns", "RelevanceMatrix", "TrecResult", "as_columns",
            "evaluate", "parse_measures", "read_qrels", "read_run"]
-
-
-def parse_measures(specs: Iterable[str]) -> dict[str, tuple[float, ...] | None]:
-    """Turn ``-m`` arguments into ``{measure: cutoffs}`` in trec_eval's print order.
-
-    Accepts trec_eval's ``P.5,10`` form, the printed ``P_5`` form, a bare cutoff measure (its
-    default cutoffs, unless cutoffs are given for it in another argument) and the nicknames
-    ``official`` and ``set``. Cutoffs given in several arguments are merged (trec_eval keeps only
-    the first ``-m`` with cutoffs of a measure).
-
-    Raises:
-        ConfigError: an unknown measure or a bad cutoff.
-    """
-    chosen: dict[str, set[float] | None] = {}
-    for raw in specs:
-        for spec in [s.strip() for s in str(raw).split() if s.strip()]:
-            if spec in NICKNAMES:
-                for name in NICKNAMES[spec]:
-                    _add(chosen, name, None)
-                continue
-            name, params = spec, None
-            if "." in spec and spec.split(".", 1)[0] in MEASURES:
-                name, rest = spec.split(".", 1)
-                params = [p for p in rest.split(",")]
-            elif spec not in MEASURES:
-                base = next((b for b in sorted(MEASURES, key=len, reverse=True)
-                             if MEASURES[b] is not None and spec.startswith(b + "_")), None)
-                if base is None:
-                    raise ConfigError(f"unknown trec measure {spec!r}; supported: "
-                                      f"{', '.join(MEASURES)} (cutoff forms like P_5 or P.5,10) "
-                                      f"and the nicknames {', '.join(NICKNAMES)}")
-                name, params = base, [spec[len(base) + 1:]]
-            if params is not None and MEASURES[name] is None:
-                raise ConfigError(f"trec measure {name!r} takes no cutoff (got {spec!r})")
-            _add(chosen, name, None if params is None else [_cutoff(name, p, spec) for p in params])
-    out: dict[str, tuple[float, ...] | None] = {}
-    for name in MEASURES:
-        if name in chosen:
-            cuts = chosen[name]
-            out[name] = None if MEASURES[name] is None else tuple(sorted(cuts or MEASURES[name] or ()))
-    return out
-
-
-def _add(chosen: dict[str, set[float] | None], name: str, cuts: list[float] | None) -> None:
-    # a bare cutoff measure means its default cutoffs unless cutoffs are given for it somewhere
-    if MEASURES[name] is None:
-        chosen[name] = None
-        return
-    cur = chosen.setdefault(name, set())
-    assert cur is not None
-    if cuts is not None:
-        cur.update(cuts)
-
-
-def _cutoff(name: str, text: str, spec: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise ConfigError(f"bad cutoff {text!r} in trec measure {spec!r}") from None
-    if name == "iprec_at_recall":
-        if not 0.0 <= v <= 1.0:
-            raise ConfigError(f"recall level must be in [0, 1], got {text!r} in {spec!r}")
-        return v
-    if v != int(v) or v < 1:
-        raise ConfigError(f"cutoff must be a positive integer, got {text!r} in {spec!r}")
-    return int(v)
-
-
-def _value_name(name: str, cut: float) -> str:
-    return f"{name}_{cut:3.2f}" if name == "iprec_at_recall" else f"{name}_{int(cut)}"
 
 
 # ---------------------------------------------------------------------------- evaluation
@@ -184,7 +106,7 @@ class TrecResult:
                     mat[have, j] = self.values[n][part[have]]
                     if n == "num_rel" and not have.all():
                         mat[~have, j] = [self.missing[qids[lo + k]] for k in np.flatnonzero(~have)]
-                yield format_lines(cols, qids[lo:lo + chunk], mat, _COUNTS)
+                yield format_lines(cols, qids[lo:lo + chunk], mat, COUNTS)
         if summary:
             out: list[str] = []
             for m in self.measures:
@@ -193,7 +115,7 @@ class TrecResult:
                     if isinstance(val, str):
                         out.append(f"{n:<22}\tall\t{val}\n")
                     else:
-                        out.append(_line(n, "all", val, n in _COUNTS) + "\n")
+                        out.append(_line(n, "all", val, n in COUNTS) + "\n")
             yield "".join(out)
 
     def lines(self, per_query: bool = False, summary: bool = True) -> list[str]:
@@ -266,7 +188,7 @@ def evaluate(qrels: Any, run: Any, measures: Sequence[str] | str = ("official",)
         n_all = sum(1 for d in qrels.values() if d) if complete else m.n_queries
         rel_by_q = None if not complete else {
             str(q): sum(1 for g in d.values() if math.trunc(g) >= 1) for q, d in qrels.items()}
-        res = _result(list(m.qids), _query_values(m, parsed), parsed, complete=complete,
+        res = _result(list(m.qids), query_values(m, parsed), parsed, complete=complete,
                       n_qrels_queries=n_all, rel_by_q=rel_by_q, run_id=None)
         if complete:
             present = set(m.qids)
@@ -280,13 +202,13 @@ def evaluate(qrels: Any, run: Any, measures: Sequence[str] | str = ("official",)
 def _evaluate_columns(qrels: Any, run: Any, parsed: dict[str, tuple[float, ...] | None], *,
                       relevance_level: int, complete: bool, max_docs: int | None,
                       workers: int | None) -> TrecResult:
-    from ragmeter.metrics.retrieval.trec import blocks as B
+    from ragmeter.apps.trec import blocks as B
 
     qc = as_columns(qrels, "qrels")
     ix = B.QrelsIndex.build(qc.qid, qc.doc, qc.value, qc.name)
     del qc  # the index holds what is needed
     opts = B.Options(relevance_level, max_docs, str(run) if isinstance(run, str | Path) else "",
-                     lambda m: _query_values(m, parsed))
+                     lambda m: query_values(m, parsed))
     got = None
     if isinstance(run, str | Path):
         try:
@@ -316,7 +238,7 @@ def _evaluate_columns(qrels: Any, run: Any, parsed: dict[str, tuple[float, ...] 
 
 def _qrels_queries(ix: Any, level: int) -> tuple[int, dict[str, int], dict[str, int]]:
     """For ``-c``: the number of qrels queries and, per query, its documents graded >= 1 and
-    its documents graded >= ``level`` (``ix``: the qrels' ``trec_blocks.QrelsIndex``)."""
+    its documents graded >= ``level`` (``ix``: the qrels' :class:`.blocks.QrelsIndex`)."""
     nq = len(ix.keys)
     rows_q = np.repeat(np.arange(nq), np.diff(ix.start))
     grades = np.trunc(ix.grade)
@@ -327,108 +249,10 @@ def _qrels_queries(ix: Any, level: int) -> tuple[int, dict[str, int], dict[str, 
             dict(zip(names, at_level.tolist(), strict=True)))
 
 
-def _query_values(m: RelevanceMatrix, parsed: dict[str, tuple[float, ...] | None]) -> dict[str, np.ndarray]:
-    """Every value of every query of ``m`` (``gm_map``: the log of each query's AP)."""
-    values: dict[str, np.ndarray] = {}
-
-    def put(name: str, v: np.ndarray) -> None:
-        values[name] = np.nan_to_num(v, nan=0.0)
-
-    for meas, cuts in parsed.items():
-        if meas in ("runid", "num_q"):
-            continue
-        if cuts is None:
-            if meas == "num_ret":
-                put(meas, M.num_ret(m))
-            elif meas == "num_rel":
-                put(meas, M.num_rel(m))
-            elif meas == "num_rel_ret":
-                put(meas, M.num_rel_ret(m))
-            elif meas == "num_nonrel_judged_ret":
-                put(meas, M.num_nonrel_judged_ret(m))
-            elif meas == "map":
-                put(meas, M.average_precision(m))
-            elif meas == "gm_map":
-                ap = np.maximum(np.nan_to_num(M.average_precision(m), nan=0.0), _MIN_GEO_MEAN)
-                # C's log, as trec_eval: numpy's vectorised log differs in the last bit at times
-                values[meas] = np.fromiter(map(math.log, ap.tolist()), dtype=np.float64, count=len(ap))
-            elif meas == "Rprec":
-                put(meas, M.r_precision(m))
-            elif meas == "bpref":
-                put(meas, M.bpref(m))
-            elif meas == "recip_rank":
-                put(meas, M.reciprocal_rank(m))
-            elif meas == "ndcg":
-                put(meas, M.ndcg(m, None, "linear"))
-            elif meas in ("set_P", "set_recall", "set_F"):
-                rr, ret, rel = M.num_rel_ret(m), M.num_ret(m), M.num_rel(m)
-                p = np.divide(rr, ret, out=np.zeros_like(rr), where=ret > 0)
-                r = np.divide(rr, rel, out=np.zeros_like(rr), where=rel > 0)
-                if meas == "set_P":
-                    put(meas, p)
-                elif meas == "set_recall":
-                    put(meas, r)
-                else:
-                    put(meas, np.divide(2 * p * r, p + r, out=np.zeros_like(p), where=(p + r) > 0))
-            continue
-        names = [_value_name(meas, c) for c in cuts]
-        if meas == "iprec_at_recall":
-            table = M.iprec_at_recall(m, cuts)
-            for j, n in enumerate(names):
-                values[n] = table[:, j]
-            continue
-        for c, n in zip(cuts, names, strict=True):
-            k = int(c)
-            if meas == "P":
-                put(n, M.precision(m, k))
-            elif meas == "recall":
-                put(n, M.recall(m, k))
-            elif meas == "ndcg_cut":
-                put(n, M.ndcg(m, k, "linear"))
-            elif meas == "map_cut":
-                put(n, M.average_precision(m, k))
-            elif meas == "success":
-                put(n, M.hit_rate(m, k))
-    return values
-
-
 def _result(qids: list[str], values: dict[str, np.ndarray], parsed: dict[str, tuple[float, ...] | None], *,
             complete: bool, n_qrels_queries: int, rel_by_q: dict[str, int] | None,
             run_id: str | None) -> TrecResult:
-    """The trec_eval averages of per-query values (queries in trec_eval's order)."""
-    names: dict[str, list[str]] = {}
-    summary: dict[str, float | int | str] = {}
-    n_eval = len(qids)
-    denom = n_qrels_queries if complete else n_eval
-
-    def mean(v: np.ndarray) -> float:
-        # trec_eval adds query values one by one, then divides
-        return float(np.cumsum(v)[-1] / denom) if len(v) and denom else 0.0
-
-    for meas, cuts in parsed.items():
-        if meas == "runid":
-            if run_id is not None:
-                names[meas] = ["runid"]
-                summary["runid"] = run_id
-            continue
-        if meas == "num_q":
-            names[meas] = ["num_q"]
-            summary["num_q"] = n_qrels_queries if complete else n_eval
-            continue
-        names[meas] = [meas] if cuts is None else [_value_name(meas, c) for c in cuts]
-        for n in names[meas]:
-            v = values[n]
-            if meas == "gm_map":
-                total = float(np.cumsum(v)[-1]) if len(v) else 0.0
-                if complete:
-                    total += (n_qrels_queries - n_eval) * math.log(_MIN_GEO_MEAN)
-                summary[n] = math.exp(total / denom) if denom else 0.0
-            elif meas in _COUNTS:
-                summary[n] = int(v.sum())
-                if meas == "num_rel" and complete and rel_by_q is not None:
-                    # trec_eval 9.0 with -c: the total of every qrels query's documents graded
-                    # >= 1, whatever -l says
-                    summary[n] = int(sum(rel_by_q.values()))
-            else:
-                summary[n] = mean(v)
+    """The :class:`TrecResult` of per-query values (queries in trec_eval's order)."""
+    names, summary = averages(values, parsed, n_eval=len(qids), complete=complete, n_qrels_queries=n_qrels_queries,
+                              rel_by_q=rel_by_q, run_id=run_id)
     return TrecResult(qids, values, summary, parsed, run_id, names)
