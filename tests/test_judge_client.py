@@ -26,8 +26,9 @@ from ragmeter.llm import (
     strict_schema,
 )
 from ragmeter.llm import service as service_mod
-from ragmeter.llm.providers import classify, retry_after_seconds
+from ragmeter.llm.replies import retry_after_seconds
 from ragmeter.llm.service import RateLimiter
+from ragmeter.llm.transport import classify
 from ragmeter.metrics.judge.generation import ClaimVerdicts, faithfulness
 from ragmeter.store import open_store
 

@@ -19,7 +19,7 @@ import openai
 import pytest
 from google.genai import errors as genai_errors
 
-from ragmeter.llm.providers import NonJSONReply, classify
+from ragmeter.llm.transport import NonJSONReply, classify
 
 URL = "https://api.example.test/v1/chat/completions"
 
@@ -147,7 +147,7 @@ def test_missing_sdk_leaves_the_others_working(monkeypatch):
 
 def test_classifying_imports_no_sdk():
     src = str(Path(__file__).resolve().parents[1] / "src")
-    code = ("import sys\nfrom ragmeter.llm.providers import classify\n"
+    code = ("import sys\nfrom ragmeter.llm.transport import classify\n"
             "assert classify(TimeoutError()).short == 'timeout'\n"
             "assert classify(ConnectionRefusedError()).short == 'connection error'\n"
             "print(sorted(m for m in ('openai', 'anthropic', 'google.genai') if m in sys.modules))\n")

@@ -32,11 +32,11 @@ from ragmeter.llm.config import JudgeConfig, JudgeConfigError, config_from_optio
 from ragmeter.llm.keeper import VerdictKeeper
 from ragmeter.llm.limits import OVERLOAD_STATUSES, AdaptiveLimit
 from ragmeter.llm.prices import Price, PriceTable
-from ragmeter.llm.providers import Problem, classify
 from ragmeter.llm.replies import capped_wait
 from ragmeter.llm.request import BUDGET, DRY_RUN, FAILED, OK, JudgeRequest, JudgeResult
 from ragmeter.llm.runtime import _Runtime
 from ragmeter.llm.structured import ReplyParseError, parse_reply, refusal, schema_json
+from ragmeter.llm.transport import CONNECT, INVALID_REPLY, TIMEOUT, Problem, classify
 
 _MEMORY_LIMIT = 20_000
 _UNPRICED = object()  # JudgeService.price not looked up yet
@@ -422,14 +422,14 @@ class JudgeService:
             fut.cancel()
             return (f"judge {cfg.label} at {where} did not answer a pre-flight request within "
                     f"{timeout:g} s: is the server running, and is --judge-base-url right?")
-        except Exception as exc:  # noqa: BLE001 - every SDK/transport error is classified
+        except Exception as exc:  # noqa: BLE001 - a TransportError, or a bug's exception
             p = classify(exc)
             if p.kind == "config":
                 return f"judge {cfg.label}: the pre-flight request failed: {p.message}"
-            if p.short in {"connection error", "timeout"}:
+            if p.cause in {CONNECT, TIMEOUT}:
                 return (f"judge {cfg.label} at {where}: {p.short} on a pre-flight request ({p.message}). "
                         "Is the server running, and is --judge-base-url right?")
-            if p.short == "non-JSON reply":
+            if p.cause == INVALID_REPLY:
                 return f"judge {cfg.label} at {where}: {p.message}"
             # 400, 429, 5xx: the endpoint answered as an API does; the run's retries handle these
         return None
@@ -718,11 +718,11 @@ class JudgeService:
                 self._slots.release()
                 await self._settle(est_cost, 0.0)
                 raise
-            except Exception as exc:  # noqa: BLE001 - every SDK/transport error is classified
+            except Exception as exc:  # noqa: BLE001 - a TransportError, or a bug's exception (final)
                 self._slots.release()
                 await self._settle(est_cost, 0.0)
                 problem = classify(exc)
-                if problem.status in OVERLOAD_STATUSES or problem.short == "timeout":
+                if problem.status in OVERLOAD_STATUSES or problem.cause == TIMEOUT:
                     self._slots.overload(ticket)
                 if problem.kind == "config":
                     raise JudgeConfigError(f"judge {cfg.label}: {problem.message}") from None
@@ -734,7 +734,7 @@ class JudgeService:
                     continue
                 tries = f" after {transient + 1} attempts" if transient else ""
                 said = (f"no complete reply within judge_timeout={cfg.timeout:g} s"
-                        if problem.short == "timeout" else problem.detail)
+                        if problem.cause == TIMEOUT else problem.detail)
                 return result(FAILED, reason=detailed(f"judge failure: {problem.short}{tries}", said),
                               error=problem.message)
             self._slots.success(reply.remaining)
