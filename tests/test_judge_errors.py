@@ -19,7 +19,7 @@ import openai
 import pytest
 from google.genai import errors as genai_errors
 
-from ragmeter.llm.transport import NonJSONReply, classify
+from ragmeter.llm.transport import NonJSONReply, TransportError, as_transport_error, classify
 
 URL = "https://api.example.test/v1/chat/completions"
 
@@ -155,3 +155,47 @@ def test_classifying_imports_no_sdk():
                        timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("err, kind, short", [
+    (TransportError("timeout", ""), "transient", "timeout"),
+    (TransportError("connect", "refused"), "transient", "connection error"),
+    (TransportError("invalid_reply", "<html>"), "transient", "non-JSON reply"),
+    (TransportError("reply_too_large", "reply larger than 8 MB"), "final", "reply larger than 8 MB"),
+    (TransportError("request", "bad URL"), "final", "request error"),
+    *[(TransportError("http_status", "said", status=s), k, f"HTTP {s}") for s, k in [
+        (400, "final"), (401, "config"), (403, "config"), (404, "config"), (405, "final"), (408, "transient"),
+        (409, "final"), (422, "final"), (429, "transient"), (500, "transient"), (502, "transient"),
+        (503, "transient"), (529, "transient"), (301, "config"), (302, "config"), (307, "config")]],
+])
+def test_the_transport_error_alone_decides(err, kind, short):
+    """What is retried follows from the error's kind and HTTP status, nothing else."""
+    p = classify(err)
+    assert (p.kind, p.short, p.cause) == (kind, short, err.kind)
+    assert err.retryable == (kind == "transient")
+
+
+@pytest.mark.parametrize("text", ["Connection reset by peer", "server disconnected", "Request timed out.",
+                                  "Error code: 429 - rate limited", "503 Service Unavailable"])
+def test_words_in_a_message_decide_nothing(text):
+    """An exception that is no transport's or SDK's is final whatever its message says."""
+    for exc in (RuntimeError(text), ValueError(text)):
+        p = classify(exc)
+        assert (p.kind, p.short, p.cause) == ("final", type(exc).__name__, None)
+    # a transport's error of its own kind keeps that kind whatever its words
+    assert classify(TransportError("http_status", text, status=400)).kind == "final"
+    assert classify(TransportError("connect", text)).kind == "transient"
+
+
+@pytest.mark.parametrize("sdk", [openai, anthropic], ids=["openai", "anthropic"])
+def test_sdk_errors_become_transport_errors(sdk):
+    """The SDK path's edge: each SDK exception stands for one TransportError, by type."""
+    request = httpx.Request("POST", URL)
+    err = as_transport_error(_status_error(sdk, "RateLimitError", 429, {"retry-after": "100000"}))
+    assert (err.kind, err.status, err.retry_after, err.said) == ("http_status", 429, 60.0, "the API said no")
+    err = as_transport_error(_raised_from(sdk.APIConnectionError(request=request), httpx.ConnectError("refused")))
+    assert err.kind == "connect" and URL in err.said and "Connection error" not in err.said
+    assert as_transport_error(sdk.APITimeoutError(request=request)).kind == "timeout"
+    moved = as_transport_error(_status_error(sdk, "APIStatusError", 308, {"location": "https://b.test/v1"}))
+    assert (moved.kind, moved.status) == ("http_status", 308) and "redirected to https://b.test/v1" in moved.said
+    assert as_transport_error(ValueError("x")) is None

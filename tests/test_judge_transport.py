@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import socket
 import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -169,3 +172,99 @@ def test_nobody_listening_is_a_connection_error_on_every_transport(key):
 def test_a_bad_transport_name_names_the_choices():
     with pytest.raises(JudgeConfigError, match="use auto, aiohttp, httpx or sdk"):
         ScoringContext({"judge": "openai:m", "judge_http_client": "curl"}).service("judge")
+
+
+# ---- one behaviour on every transport: timeouts, redirects, no SDK ------------------------------------
+#: every way a judge request leaves ragmeter: (provider, judge_http_client)
+WAYS = [("openai", "sdk"), ("openai", "aiohttp"), ("openai", "httpx"),
+        ("anthropic", "aiohttp"), ("anthropic", "httpx"), ("google", "aiohttp"), ("google", "httpx")]
+
+
+class _Trickle(ThreadingHTTPServer):
+    """Answers every POST with HTTP 200 at once, then its JSON body one byte every 0.05 s: each read
+    comes quickly, the whole body only after about a second."""
+
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _TrickleHandler)
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+
+class _TrickleHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.0"  # the body ends when the connection closes
+
+    def log_message(self, *args):
+        pass
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("content-length", "0")))
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.end_headers()
+        try:
+            for byte in b" " * 20 + b"{}":
+                self.wfile.write(bytes([byte]))
+                self.wfile.flush()
+                time.sleep(0.05)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up: what a deadline does
+
+
+@pytest.mark.parametrize("provider, transport", WAYS)
+def test_judge_timeout_bounds_the_whole_reply_on_every_transport(key, provider, transport):
+    """Each byte of the reply comes within the timeout, the whole reply does not: the request times
+    out (a timeout per network read would wait for the body and fail to parse it instead)."""
+    srv = _Trickle()
+    try:
+        base = f"http://127.0.0.1:{srv.server_address[1]}" + ("/v1" if provider == "openai" else "")
+        s, _ = score({"judge": f"{provider}:test-model", "judge_base_url": base,
+                      "judge_api_key_env": "RAGMETER_TEST_JUDGE_KEY", "judge_max_retries": 0,
+                      "judge_timeout": 0.4, "judge_http_client": transport})
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    assert (s.value, s.reason) == (None, "judge failure: timeout — no complete reply within judge_timeout=0.4 s")
+
+
+@pytest.mark.parametrize("status", [301, 307, 308])
+@pytest.mark.parametrize("provider, transport", WAYS)
+def test_a_redirect_is_not_followed_and_stops_the_run(server, key, provider, transport, status):
+    """A redirected POST would be re-sent as a GET without its body (301) or carry the key headers to
+    another host: no transport follows it, and the run stops naming where it points."""
+    elsewhere = f"{server.url}/elsewhere/v1/chat/completions"
+    server.force(Forced(status=status, headers={"location": elsewhere}))
+    with pytest.raises(JudgeConfigError) as err:
+        score(judge_options(server, provider, judge_http_client=transport, judge_max_retries=2))
+    said = str(err.value)
+    assert f"redirect (HTTP {status}), which ragmeter does not follow" in said, said
+    assert f"redirected to {elsewhere}" in said and "--judge-base-url" in said, said
+    assert server.n_requests == 1  # neither re-sent nor retried
+
+
+def test_no_sdk_is_imported_by_the_default_judges(tmp_path):
+    """OpenAI-compatible, Anthropic and Gemini judges all go through ragmeter's own transport: a
+    fresh process that judges with each imports none of the SDKs."""
+    import os
+    import subprocess
+    from pathlib import Path
+
+    code = (
+        "import sys\n"
+        "from judge_server import JudgeServer, judge_options\n"
+        "from ragmeter import evaluate\n"
+        "srv = JudgeServer().start()\n"
+        "try:\n"
+        "    for provider in ('openai', 'anthropic', 'google'):\n"
+        "        res = evaluate([{'question': 'q?', 'answer': 'Paris is the capital of France.',\n"
+        "                         'contexts': ['Paris is the capital of France.']}], ['faithfulness'],\n"
+        f"                       db='sqlite:///{tmp_path}/' + provider + '.db', options=judge_options(srv, provider))\n"
+        "        assert res.summary['faithfulness']['mean'] == 1.0, (provider, res.summary)\n"
+        "finally:\n"
+        "    srv.stop()\n"
+        "print(sorted(m for m in ('openai', 'anthropic', 'google.genai') if m in sys.modules))\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), *sys.path]),
+           "RAGMETER_TEST_JUDGE_KEY": "sk-test-transport-0001"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "[]"

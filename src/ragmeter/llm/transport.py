@@ -162,6 +162,7 @@ class _ErrorTypes:
     connection: tuple[type[BaseException], ...]  # the connection failed or dropped (transport level)
     timeout: tuple[type[BaseException], ...]  # no answer in time (transport or SDK)
     unreachable: tuple[type[BaseException], ...]  # an SDK's "could not reach the API" wrapper
+    wrappers: tuple[type[BaseException], ...]  # an SDK's wrappers of the transport's error ("Connection error.")
     request: tuple[type[BaseException], ...]  # any other error of an HTTP package: the request was not made
     status: tuple[tuple[type[BaseException], str], ...]  # an HTTP error reply, and its status attribute
 
@@ -194,15 +195,18 @@ def _error_types_of(loaded: tuple[str, ...]) -> _ErrorTypes:
         aio = mods["aiohttp"]
         connection += [aio.ServerDisconnectedError, aio.ClientOSError, aio.ClientPayloadError]
         request.append(aio.ClientError)
+    wrappers: list[type[BaseException]] = []
     for name in _SDKS:
         if name in mods:
             sdk = mods[name]
             timeout.append(sdk.APITimeoutError)
             unreachable.append(sdk.APIConnectionError)
+            wrappers += [sdk.APITimeoutError, sdk.APIConnectionError]
             status.append((sdk.APIStatusError, "status_code"))
     if _GOOGLE in mods:
         status.append((mods[_GOOGLE].APIError, "code"))
-    return _ErrorTypes(tuple(connection), tuple(timeout), tuple(unreachable), tuple(request), tuple(status))
+    return _ErrorTypes(tuple(connection), tuple(timeout), tuple(unreachable), tuple(wrappers), tuple(request),
+                       tuple(status))
 
 
 def _chain(exc: BaseException) -> list[BaseException]:
@@ -246,16 +250,20 @@ def as_transport_error(exc: BaseException, url: str | None = None) -> TransportE
     if too_large is not None:  # an SDK wraps it (openai: APIConnectionError): final, never retried
         return TransportError(REPLY_TOO_LARGE, too_large.short)
     types = _error_types()
-    said = " | ".join(dict.fromkeys(str(e) for e in chain if str(e)))[:500]
+    # what the transport said, without the SDK's wrapper ("Connection error.") over its cause
+    inner = [e for e in chain if not isinstance(e, types.wrappers)] or chain
+    said = " | ".join(dict.fromkeys(str(e) for e in inner if str(e)))[:500]
     where = url or _request_url(chain)
     said_where = f"{said or type(exc).__name__} ({redact_url(where)})" if where else said
     if any(isinstance(e, types.connection) for e in chain[1:]):
         return TransportError(CONNECT, said_where)
     if any(isinstance(e, types.timeout) for e in chain):
-        return TransportError(TIMEOUT, said)
+        return TransportError(TIMEOUT, (said or "no complete reply in time") + (f" ({redact_url(where)})" if where else ""))
     status = _http_status(exc, types)
     if status is not None:
         headers = getattr(getattr(exc, "response", None), "headers", None)
+        if 300 <= status < 400:
+            return redirect_error(status, headers, where)
         return TransportError(HTTP_STATUS, provider_message(exc)[:500], status=status,
                               retry_after=retry_after_seconds(headers), body=getattr(exc, "body", None),
                               headers=headers)
@@ -264,6 +272,17 @@ def as_transport_error(exc: BaseException, url: str | None = None) -> TransportE
     if isinstance(exc, types.request):
         return TransportError(REQUEST, said_where)
     return None
+
+
+def redirect_error(status: int, headers: Any, url: str | None) -> TransportError:
+    """The error of a 3xx reply (not followed: see the module docstring), naming where it points."""
+    try:
+        where = headers.get("location") if headers is not None else None
+    except Exception:  # noqa: BLE001 - header containers differ between packages
+        where = None
+    return TransportError(HTTP_STATUS, f"{redact_url(url) or 'the request'} is redirected to "
+                          f"{redact_url(where) if where else 'an address it does not give'}", status=status,
+                          headers=headers)
 
 
 def _request_url(chain: list[BaseException]) -> str | None:
@@ -400,9 +419,7 @@ class Transport:
             raise err from exc
         text = raw.decode("utf-8", errors="replace")
         if 300 <= status < 400:
-            where = headers.get("location")
-            raise TransportError(HTTP_STATUS, f"{method} {redact_url(url)} is redirected to "
-                                 f"{redact_url(where) if where else 'no address'}", status=status, headers=headers)
+            raise redirect_error(status, headers, url)
         if not 200 <= status < 300:
             try:
                 data: Any = json.loads(text) if text else None
