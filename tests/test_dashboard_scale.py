@@ -17,7 +17,7 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from ragmeter.apps.report import data, paged
+from ragmeter.apps.report import data, paged, sections
 from ragmeter.apps.server import create_app
 from ragmeter.apps.server.app import host_name
 from ragmeter.core.schema import Sample, Score
@@ -70,7 +70,7 @@ def test_paged_rows_match_whole_run_view(small):
         assert worst["items"] == whole["samples"][:paged.MAX_PAGE]
         summary = paged.run_summary(store, ref)[1]
         for key in ("metrics", "dataset", "composites", "hints", "config", "live", "grids"):
-            assert summary[key] == data._jsonable(whole[key]) if key != "grids" else True, key
+            assert summary[key] == sections.jsonable(whole[key]) if key != "grids" else True, key
         mid = paged.samples_page(store, ref, offset=7, limit=5, sort="position")
         assert [r["position"] for r in mid["items"]] == [7, 8, 9, 10, 11][:len(mid["items"])]
 
@@ -233,6 +233,6 @@ def test_comparison_kept_in_store(small):
     again = paged.compare(store, [ids[0], ids[1], ids[0]], limit=paged.MAX_PAGE)
     assert again["differences"] == first["differences"]
     assert again["sample_changes"][:2] == first["sample_changes"]
-    assert again["differences"] == data._jsonable(data.compare_view(store, ids)["differences"])
+    assert again["differences"] == sections.jsonable(data.compare_view(store, ids)["differences"])
     with pytest.raises(Exception, match="two distinct runs"):
         paged.compare(store, [ids[0], ids[0]])

@@ -1,7 +1,7 @@
 """A python grader of an OpenAI Evals definition is untrusted code: run through the real command with
 an API key in ragmeter's environment, a grader that reads every environment it can reach, connects to
 127.0.0.1, starts a process in a session of its own, writes outside its folder and SIGKILLs its parent
-gets nothing out (metrics/openai_evals/isolation.py: the bubblewrap sandbox), leaves no process behind,
+gets nothing out (sandbox/isolation.py: the bubblewrap sandbox), leaves no process behind,
 and its samples are "no value" with the reason. The permission to run python graders is never stored
 with a run: ``eval --resume`` needs it again.
 
@@ -99,7 +99,7 @@ print(json.dumps({"code": proc.returncode, "out": proc.stdout, "err": proc.stder
 @pytest.fixture(scope="module")
 def sandbox():
     """The sandbox works here: bwrap is installed and may create namespaces."""
-    from ragmeter.metrics.openai_evals.sandbox import isolation_problem
+    from ragmeter.sandbox.python_grader import isolation_problem
 
     problem = isolation_problem()
     assert problem is None, problem
@@ -250,7 +250,7 @@ def test_unisolated_graders_are_what_the_docs_say(tmp_path):
 
 
 def test_a_fork_bomb_stops_at_the_process_limit(tmp_path, sandbox):
-    from ragmeter.metrics.openai_evals.sandbox import run_python_grader
+    from ragmeter.sandbox.python_grader import run_python_grader
 
     nonce = f"0.00{secrets.randbelow(10**9):09d}"
     source = textwrap.dedent(f"""
@@ -279,7 +279,7 @@ def test_a_fork_bomb_stops_at_the_process_limit(tmp_path, sandbox):
 
 
 def test_a_sandboxed_grader_sees_only_the_interpreter_and_its_tmp(tmp_path, sandbox):
-    from ragmeter.metrics.openai_evals.sandbox import run_python_grader
+    from ragmeter.sandbox.python_grader import run_python_grader
 
     (tmp_path / "secret.txt").write_text("not for graders")
     source = textwrap.dedent(f"""

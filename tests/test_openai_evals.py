@@ -250,7 +250,7 @@ def test_python_grader_child_dies_with_its_parent(tmp_path, isolated):
     src = "def grade(sample, item):\n    while True:\n        pass\n"
     script = tmp_path / "run.py"
     script.write_text(textwrap.dedent(f"""
-        from ragmeter.metrics.openai_evals.sandbox import run_python_grader
+        from ragmeter.sandbox.python_grader import run_python_grader
         run_python_grader("g", {src!r}, [({{}}, {{}})], timeout_s=300, isolated={isolated})
     """))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}

@@ -17,7 +17,16 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from ragmeter.apps.cli import app
-from ragmeter.apps.report import build_report, data, figures, write_report
+from ragmeter.apps.report import (
+    build_report,
+    data,
+    differences,
+    figures,
+    metric_views,
+    sections,
+    write_report,
+)
+from ragmeter.apps.report import samples as sample_views
 from ragmeter.apps.report.bands import band, oriented
 from ragmeter.apps.report.render import fmt_num, fmt_signed, json_for_script
 from ragmeter.core.errors import StoreError
@@ -114,23 +123,23 @@ def test_number_formatting():
 
 # ---- judge reasoning ---------------------------------------------------------------------------
 def test_reasoning_text_shapes():
-    assert data.reasoning_text(None) is None and data.reasoning_text({}) is None
-    assert data.reasoning_text({"raw": "x"}) is None
-    assert data.reasoning_text({"reason": " because "}) == "because"
-    got = data.reasoning_text({"reasoning": "overall ok",
+    assert sample_views.reasoning_text(None) is None and sample_views.reasoning_text({}) is None
+    assert sample_views.reasoning_text({"raw": "x"}) is None
+    assert sample_views.reasoning_text({"reason": " because "}) == "because"
+    got = sample_views.reasoning_text({"reasoning": "overall ok",
                                "verdicts": [{"claim": "Paris is big", "verdict": "yes", "reason": "ctx 1"},
                                             {"statement": "Rome", "verdict": "no"}, "plain"]})
     assert got.splitlines() == ["overall ok", "yes: Paris is big — ctx 1", "no: Rome", "plain"]
-    assert data.reasoning_text({"reason": "x" * 50}, limit=10) == "x" * 9 + "…"
+    assert sample_views.reasoning_text({"reason": "x" * 50}, limit=10) == "x" * 9 + "…"
 
 
 # ---- histogram ---------------------------------------------------------------------------------
 @settings(max_examples=100)
 @given(st.lists(st.floats(0, 1), max_size=60))
 def test_histogram_counts_every_value(values):
-    h = data.histogram(values, 0.0, 1.0)
-    assert sum(h["counts"]) == len(values) and len(h["edges"]) == data.HISTOGRAM_BINS + 1
-    ref, _ = np.histogram(values, bins=data.HISTOGRAM_BINS, range=(0, 1))
+    h = metric_views.histogram(values, 0.0, 1.0)
+    assert sum(h["counts"]) == len(values) and len(h["edges"]) == metric_views.HISTOGRAM_BINS + 1
+    ref, _ = np.histogram(values, bins=metric_views.HISTOGRAM_BINS, range=(0, 1))
     assert h["counts"] == ref.tolist()
 
 
@@ -146,7 +155,7 @@ def test_paired_difference_matches_numpy():
         ids = [k for k in a if a[k] is not None and b.get(k) is not None]
         d = np.array([b[k] - a[k] for k in ids])
         for hib in (True, False):
-            r = data.paired_difference(a, b, higher_is_better=hib)
+            r = differences.paired_difference(a, b, higher_is_better=hib)
             assert r["n_pairs"] == len(ids)
             if not ids:
                 assert r["diff"] is None and r["verdict"] == "no paired samples"
@@ -169,13 +178,13 @@ def test_paired_difference_matches_numpy():
 
 
 def test_paired_difference_edge_cases():
-    assert data.paired_difference({}, {})["n_pairs"] == 0
-    r = data.paired_difference({"a": 0.5}, {"a": 0.7})
+    assert differences.paired_difference({}, {})["n_pairs"] == 0
+    r = differences.paired_difference({"a": 0.5}, {"a": 0.7})
     assert r["n_pairs"] == 1 and r["diff"] == pytest.approx(0.2) and r["ci_low"] is None
     assert r["verdict"] == "no significant difference"
-    same = data.paired_difference({"a": 0.5, "b": 0.5}, {"a": 0.5, "b": 0.5})
+    same = differences.paired_difference({"a": 0.5, "b": 0.5}, {"a": 0.5, "b": 0.5})
     assert same["diff"] == 0 and same["ties"] == 2 and not same["significant"]
-    up = data.paired_difference({str(i): 0.1 for i in range(30)}, {str(i): 0.9 for i in range(30)},
+    up = differences.paired_difference({str(i): 0.1 for i in range(30)}, {str(i): 0.9 for i in range(30)},
                                 higher_is_better=False)
     assert up["verdict"] == "worse" and up["losses"] == 30
 
@@ -299,7 +308,7 @@ def test_compare_view(two_runs):
     for d in v["differences"]:
         a = {k: s.value for k, s in base[d["metric"]].items()}
         b = {k: s.value for k, s in other[d["metric"]].items()}
-        ref = data.paired_difference(a, b, higher_is_better=d["direction"] == "higher")
+        ref = differences.paired_difference(a, b, higher_is_better=d["direction"] == "higher")
         assert d["diff"] == pytest.approx(ref["diff"]) and d["n_pairs"] == ref["n_pairs"]
     # the second run is made worse on purpose: the judge drop is significant
     judge = next(d for d in v["differences"] if d["metric"] == "rmtest_judge")
@@ -367,7 +376,7 @@ def test_calibration_and_grid_plots(two_runs, tmp_path):
 
 
 def test_grid_single_axis():
-    g = data.grid_view("g", {"runs": [{"run_id": "a", "params": {"k": 1, "m": "x"}, "mean": 0.2},
+    g = sections.grid_view("g", {"runs": [{"run_id": "a", "params": {"k": 1, "m": "x"}, "mean": 0.2},
                                       {"run_id": "b", "params": {"k": 3, "m": "x"}, "mean": 0.4}]},
                        highlight="b")
     assert g["axes"] == ["k"] and g["z"] == [[0.2, 0.4]] and g["run_ids"] == [["a", "b"]]
@@ -454,7 +463,7 @@ def test_report_contents(two_runs):
 
 
 def test_distribution_figure_band_colours():
-    m = {"histogram": data.histogram([0.05, 0.95, 0.95], 0, 1), "banded": True,
+    m = {"histogram": metric_views.histogram([0.05, 0.95, 0.95], 0, 1), "banded": True,
          "higher_is_better": False, "mean": 0.65}
     fig = figures.distribution(m)
     colors = fig["data"][0]["marker"]["color"]

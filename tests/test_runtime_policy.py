@@ -12,7 +12,7 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[1] / "src"
 RUNTIME = Path("ragmeter/apps/cli/runtime.py")
 #: ``os._exit`` in a child process that must end at once (not the interpreter policy of a caller)
-CHILD_EXITS = {Path("ragmeter/run/engines/forked.py"), Path("ragmeter/openai_evals/sandbox.py")}
+CHILD_EXITS = {Path("ragmeter/run/engines/forked.py"), Path("ragmeter/sandbox/python_grader.py")}
 POLICY_CALLS = {("gc", "disable"), ("gc", "freeze"), ("gc", "set_threshold"), ("gc", "enable")}
 
 

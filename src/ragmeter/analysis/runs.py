@@ -77,16 +77,13 @@ def from_store(store: Any, ref: str) -> RunValues:
     run = store.get_run(ref)
     cols, _ = run_columns(store, run.id)
     values = _ColumnValues(cols)
-    summary = run.summary or {}
-    directions = {m: str(summary.get(m, {}).get("direction", "higher")) for m in values}
-    for m in values:
-        if m not in summary:
-            directions[m] = _registry_direction(m)
+    summary = store.run_summary(run)
+    directions = {m: summary[m].direction if m in summary else _registry_direction(m) for m in values}
     means = {m: _column_mean(v) for m, v in cols.values.items()}
     from ragmeter.metrics.registry import recorded_range
 
     requests = {m.get("key"): m for m in (run.metrics or []) if isinstance(m, dict)}
-    ranges = {m: recorded_range(m, requests.get(m), (summary.get(m) or {}).get("range")) for m in values}
+    ranges = {m: recorded_range(m, requests.get(m), summary[m].range if m in summary else None) for m in values}
     return RunValues(run_id=run.id, name=run.name, values=values, means=means, directions=directions,
                      label=f"{run.name} ({run.id})" if run.name else run.id,
                      dataset_fingerprint=run.dataset_fingerprint, extra=dict(run.extra or {}),
@@ -167,16 +164,21 @@ def from_result(result: Any) -> RunValues:
     """Values of an :class:`ragmeter.run.runner.EvaluationResult`."""
     ids = [s.id for s in result.samples]
     values = {m: {i: sc.value for i, sc in zip(ids, scores, strict=True)} for m, scores in result.scores.items()}
-    directions = {m: str(result.summary.get(m, {}).get("direction", "higher")) for m in values}
-    ranges = {m: _stored_range(result.summary.get(m)) for m in values}  # as its requests' specs declared
+    summary = result.summary
+    directions = {m: summary[m].direction if m in summary else "higher" for m in values}
+    ranges = {m: _recorded(summary[m].range) if m in summary else None for m in values}  # as its specs declared
     return RunValues(run_id=result.run_id, values=values, means={m: _mean(v) for m, v in values.items()},
                      directions=directions, label=result.run_id, extra=dict(result.extra or {}),
                      ranges=ranges, clusters=turn_clusters(result.samples))
 
 
 def _stored_range(entry: Any) -> tuple[float, float] | None:
-    """The ``range`` recorded in a run summary's (or a baseline file's) metric entry, if valid."""
-    rng = entry.get("range") if isinstance(entry, dict) else None
+    """The ``range`` recorded in a baseline file's metric entry, if valid."""
+    return _recorded(entry.get("range") if isinstance(entry, dict) else None)
+
+
+def _recorded(rng: Any) -> tuple[float, float] | None:
+    """A recorded ``[low, high]`` (a run summary's or a baseline file's) as a declared range, if valid."""
     if not isinstance(rng, list | tuple) or len(rng) != 2:
         return None
     try:

@@ -93,19 +93,23 @@ def cluster_ci(values: np.ndarray, clusters: Sequence[str], *, level: float = 0.
     return {"ci_low": ci[0], "ci_high": ci[1], "ci_method": ci[2], "n_clusters": g}
 
 
-def cluster_intervals(summary: dict[str, dict[str, Any]], columns: Mapping[str, tuple[Any, list[str | None]]],
+def cluster_intervals(summary: Mapping[str, Any], columns: Mapping[str, tuple[Any, list[str | None]]],
                       families: Mapping[str, str], ranges: Mapping[str, tuple[float, float]],
-                      samples: Sequence[Sample]) -> None:
-    """Replace the interval of every per-turn metric of a conversation run by the cluster-robust
-    one (clusters: conversations); conversation metrics keep theirs (one value per cluster)."""
+                      samples: Sequence[Sample]) -> dict[str, dict[str, Any]]:
+    """The cluster-robust interval (clusters: conversations) of every per-turn metric of a
+    conversation run that has values in ``summary``, as ``{key: summary fields}`` to replace its
+    interval with; conversation metrics keep theirs (one value per cluster). ``{}`` for a run
+    without conversations."""
     if not has_conversations(samples):
-        return
+        return {}
     turn_pos = [i for i, s in enumerate(samples) if _kind(s) != "conversation"]
     clusters = [str(samples[i].metadata.get(CONVERSATION_ID, samples[i].id)) for i in turn_pos]
+    out = {}
     for key, (values, _reasons) in columns.items():
-        if families.get(key) == FAMILY or key not in summary or not summary[key].get("n"):
+        if families.get(key) == FAMILY or key not in summary or not summary[key].n:
             continue
         vals = np.asarray(values, dtype=np.float64)[turn_pos]
         ci = cluster_ci(vals, clusters, bounds=ranges.get(key))
         if ci is not None:
-            summary[key].update(ci)
+            out[key] = ci
+    return out

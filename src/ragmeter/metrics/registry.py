@@ -84,7 +84,7 @@ class MetricSpec:
             its whole batch (a threshold calibrated on the run's labelled samples), which must
             then declare a ``batch_size`` that keeps the run's samples in one batch.
         corpus: optional corpus-level score of a run (:data:`CorpusFn`), beside the mean of the
-            per-sample values; the run calls it through :func:`add_corpus_scores`.
+            per-sample values; the run calls it through :func:`corpus_scores`.
         worker_cache: optional :class:`WorkerCache` a worker process hands back
             (:func:`export_worker_caches`, :func:`merge_worker_caches`).
         range_for: for a metric whose range is set by its parameters (an OpenAI grader: its
@@ -159,22 +159,24 @@ def register_metric(spec: MetricSpec) -> MetricSpec:
     return spec
 
 
-def add_corpus_scores(summary: dict[str, dict[str, Any]], requests: Sequence[MetricRequest],
-                      samples: Sequence[Sample], options: Mapping[str, Any] | None = None) -> None:
-    """Add the corpus-level score of every requested metric that declares one (``spec.corpus``) to
-    its summary, in place. A corpus score never fails a finished run: its error becomes
-    ``corpus_note``."""
+def corpus_scores(requests: Sequence[MetricRequest], samples: Sequence[Sample],
+                  options: Mapping[str, Any] | None = None) -> dict[str, dict[str, Any]]:
+    """The corpus-level score of every requested metric that declares one (``spec.corpus``), as
+    ``{key: summary fields}`` to add beside its mean. A corpus score never fails a finished run:
+    its error becomes the field ``corpus_note``."""
+    out: dict[str, dict[str, Any]] = {}
     for r in requests:
         hook = r.spec.corpus
-        if hook is None or r.key not in summary:
+        if hook is None:
             continue
         try:
             fields = hook(samples, dict(options or {}), r.params)
         except Exception as exc:  # a corpus score must never fail a finished run
-            summary[r.key]["corpus_note"] = f"corpus score unavailable: {exc}"
+            out[r.key] = {"corpus_note": f"corpus score unavailable: {exc}"}
             continue
         if fields is not None:
-            summary[r.key].update(fields)
+            out[r.key] = dict(fields)
+    return out
 
 
 def export_worker_caches() -> dict[str, Any]:

@@ -4,12 +4,15 @@ JUnit/Markdown outputs of ``ragmeter test`` all read, so they show the same colu
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ragmeter.core.errors import ConfigError
 from ragmeter.core.records import SAMPLE_COLUMNS, sample_columns, sample_record
 from ragmeter.core.schema import Sample, Score
 from ragmeter.core.thresholds import from_record, passes
+
+if TYPE_CHECKING:
+    from ragmeter.store.records import RunSummary
 
 #: every input column a row may have (:data:`ragmeter.core.records.SAMPLE_COLUMNS`: the sample's fields
 #: under the names the readers read, so a row reads back as its sample)
@@ -107,7 +110,7 @@ def _fmt(v: Any) -> str:
     return "–" if v is None else f"{v:.3f}"
 
 
-def summary_html(summary: Mapping[str, Mapping[str, Any]], title: str = "") -> str:
+def summary_html(summary: RunSummary, title: str = "") -> str:
     """The run summary as an HTML table (mean with its 95% bootstrap interval, n, no value, and the
     pass rate with its Wilson interval for thresholded metrics): what Jupyter shows for a result."""
     from html import escape
@@ -115,13 +118,13 @@ def summary_html(summary: Mapping[str, Mapping[str, Any]], title: str = "") -> s
     head = ("<tr><th>metric</th><th>mean</th><th>95% CI</th><th>n</th><th>no value</th>"
             "<th>threshold</th><th>pass rate</th><th>pass-rate 95% CI</th><th>status</th></tr>")
     body = []
-    for key, s in summary.items():
-        p = s.get("pass") or {}
+    for key, m in summary.items():
+        p = m.check or {}
         status = "" if not p else ("pass" if p.get("ok") else "FAIL")
-        ci = f"[{_fmt(s.get('ci_low'))}, {_fmt(s.get('ci_high'))}]" if s.get("ci_low") is not None else "–"
+        ci = f"[{_fmt(m.ci_low)}, {_fmt(m.ci_high)}]" if m.ci_low is not None else "–"
         pci = f"[{_fmt(p.get('rate_low'))}, {_fmt(p.get('rate_high'))}]" if p.get("rate_low") is not None else ""
-        body.append(f"<tr><td>{escape(key)}</td><td>{_fmt(s.get('mean'))}</td><td>{ci}</td>"
-                    f"<td>{s.get('n', 0)}</td><td>{s.get('n_missing', 0)}</td>"
+        body.append(f"<tr><td>{escape(key)}</td><td>{_fmt(m.mean)}</td><td>{ci}</td>"
+                    f"<td>{m.n}</td><td>{m.n_missing}</td>"
                     f"<td>{escape(p.get('threshold', ''))}</td>"
                     f"<td>{_fmt(p.get('rate')) if p else ''}</td><td>{pci}</td><td>{status}</td></tr>")
     caption = f"<caption>{escape(title)}</caption>" if title else ""

@@ -41,7 +41,7 @@ from ragmeter.run.plan import MetricPlan, Split, Started, make_plans
 from ragmeter.run.provenance import provenance
 from ragmeter.stats.intervals import aggregate_many
 from ragmeter.store import Store, open_store
-from ragmeter.store.records import RunSummary
+from ragmeter.store.records import MetricSummary, RunSummary
 
 
 @dataclass
@@ -52,7 +52,10 @@ class EvaluationResult:
         run_id: id of the run in the store.
         samples: the evaluated samples, in dataset order.
         scores: ``{metric_key: [Score per sample]}`` aligned with ``samples``.
-        summary: ``{metric_key: aggregate}`` (mean, n, n_missing, missing_reasons, ci_low, ci_high ...).
+        summary: the run's :class:`~ragmeter.store.records.RunSummary`, the record the store keeps:
+            one :class:`~ragmeter.store.records.MetricSummary` per metric key (``.mean``, ``.n``,
+            ``.n_missing``, ``.missing_reasons``, ``.ci_low``, ``.ci_high`` ...), which also reads
+            as the stored JSON (``summary["token_f1"]["mean"]``).
         extra: service figures (embeddings computed/cached, judge calls and cost) and skipped rows.
         status: ``"completed"`` (every metric has values) or ``"incomplete"`` (no samples, or a
             metric without a value on more samples than ``max_missing`` allows).
@@ -62,7 +65,7 @@ class EvaluationResult:
     run_id: str
     samples: list[Sample]
     scores: Mapping[str, list[Score]]
-    summary: dict[str, dict[str, Any]]
+    summary: RunSummary
     extra: dict[str, Any] = field(default_factory=dict)
     store_url: str | None = None
     status: str = "completed"
@@ -70,9 +73,9 @@ class EvaluationResult:
 
     @property
     def record(self) -> RunSummary:
-        """:attr:`summary` as the typed, versioned record the store keeps
+        """:attr:`summary`, the typed, versioned record the store keeps
         (:class:`~ragmeter.store.records.RunSummary`)."""
-        return RunSummary.from_dict(self.summary)
+        return self.summary
 
     @property
     def complete(self) -> bool:
@@ -90,7 +93,7 @@ class EvaluationResult:
         return self
 
     def __getitem__(self, metric: str) -> float | None:
-        return self.summary[metric]["mean"]
+        return self.summary[metric].mean
 
     @property
     def metrics(self) -> list[str]:
@@ -117,13 +120,13 @@ class EvaluationResult:
         (verdict summaries)."""
         from ragmeter.run.rows import result_rows
 
-        higher = {k: v.get("direction", "higher") == "higher" for k, v in self.summary.items()}
+        higher = {k: m.direction == "higher" for k, m in self.summary.items()}
         return result_rows(self.samples, self.scores, higher, self.extra.get("thresholds"))
 
     @property
     def passed(self) -> bool | None:
         """Whether every thresholded metric passed its run rule (``None`` without thresholds)."""
-        checks = [s["pass"]["ok"] for s in self.summary.values() if "pass" in s]
+        checks = [m.check["ok"] for m in self.summary.values() if m.check is not None]
         return all(checks) if checks else None
 
     def figure(self, metric: str | None = None) -> Any:
@@ -133,12 +136,10 @@ class EvaluationResult:
         import plotly.graph_objects as go
 
         if metric is None:
-            keys = [k for k, s in self.summary.items() if s.get("mean") is not None]
-            means = [self.summary[k]["mean"] for k in keys]
-            err_hi = [self.summary[k]["ci_high"] - m if self.summary[k].get("ci_high") is not None else 0
-                      for k, m in zip(keys, means, strict=True)]
-            err_lo = [m - self.summary[k]["ci_low"] if self.summary[k].get("ci_low") is not None else 0
-                      for k, m in zip(keys, means, strict=True)]
+            shown = {k: m for k, m in self.summary.items() if m.mean is not None}
+            keys, means = list(shown), [m.mean for m in shown.values()]
+            err_hi = [m.ci_high - m.mean if m.ci_high is not None else 0 for m in shown.values()]
+            err_lo = [m.mean - m.ci_low if m.ci_low is not None else 0 for m in shown.values()]
             return go.Figure(go.Bar(x=keys, y=means, error_y={"type": "data", "array": err_hi,
                                                               "arrayminus": err_lo}),
                              layout={"title": f"run {self.run_id}: means with 95% CI"})
@@ -167,8 +168,10 @@ class EvaluationResult:
         return path
 
     def to_dict(self) -> dict[str, Any]:
+        """The run as JSON (``ragmeter eval --json``): id, status, sample count, the summary's
+        stored JSON under ``metrics``, and the service figures."""
         return {"run_id": self.run_id, "status": self.status, "incomplete": self.incomplete,
-                "n_samples": len(self.samples), "metrics": self.summary, **self.extra}
+                "n_samples": len(self.samples), "metrics": self.summary.to_dict(), **self.extra}
 
 
 ProgressFactory = Callable[[str, int], Callable[[int], None]]
@@ -200,16 +203,40 @@ def _rich_progress(enabled: bool) -> Iterator[ProgressFactory]:
         yield factory
 
 
-def summarise(columns: Mapping[str, Any], requests: Sequence[MetricRequest]) -> dict[str, dict[str, Any]]:
-    """A run's summary (:func:`ragmeter.stats.aggregate_many`), each interval within its metric's
-    ``range`` (its request's spec: for a metric built from a definition, the definition's range),
-    which the summary records (``null`` when the metric declares none) for every later reader."""
-    summary = aggregate_many(columns, bounds={r.key: r.spec.range for r in requests})
-    for r in requests:
-        rng = declared_range(r.spec.range)
-        summary[r.key].update(direction="higher" if r.spec.higher_is_better else "lower", family=r.spec.family,
-                              range=list(rng) if rng is not None else None)
-    return summary
+def summarise(columns: Mapping[str, Any], requests: Sequence[MetricRequest],
+              samples: Sequence[Sample] | None = None, options: Mapping[str, Any] | None = None,
+              checks: Mapping[str, Mapping[str, Any]] | None = None) -> RunSummary:
+    """A run's complete summary record, each metric's aggregate built once, never patched.
+
+    Per metric: the aggregate of its values (:func:`ragmeter.stats.aggregate_many`), its interval
+    within its ``range`` (its request's spec: for a metric built from a definition, the
+    definition's range), and its direction, family and range, recorded (``null`` when it declares
+    none) for every later reader. Given the run's ``samples`` (aligned with ``columns``), also:
+    only the samples a metric applies to in a run of conversations, with the intervals of per-turn
+    metrics clustered by conversation; the corpus scores a metric declares (``options``: the run's);
+    and ``checks``, the threshold check of each thresholded metric
+    (:func:`ragmeter.core.thresholds.apply`), stored as ``pass`` and ``pass_rate``.
+    """
+    from ragmeter.conversations import scope as conv_scope
+    from ragmeter.metrics.registry import corpus_scores
+
+    ranges = {r.key: r.spec.range for r in requests}
+    families = {r.key: r.spec.family for r in requests}
+    scoped = columns if samples is None else conv_scope.restrict(columns, families, samples)
+    aggregates = aggregate_many(scoped, bounds=ranges)
+    spec = {r.key: {"direction": "higher" if r.spec.higher_is_better else "lower", "family": r.spec.family,
+                    "range": list(rng) if (rng := declared_range(r.spec.range)) is not None else None}
+            for r in requests}
+    record = RunSummary({k: MetricSummary.from_dict({**a, **spec.get(k, {})}) for k, a in aggregates.items()})
+    if samples is None:
+        return record
+    clustered = conv_scope.cluster_intervals(record, columns, families, ranges, samples)
+    corpus = corpus_scores(requests, samples, options)  # declared corpus scores (BLEU, chrF) beside the means
+    passed = {k: {"pass": {kk: vv for kk, vv in rec.items() if kk != "verdicts"},
+                  "pass_rate": rec["rate"]}  # the share of samples that pass (also pass.rate)
+              for k, rec in (checks or {}).items()}
+    return record.updated({k: {**clustered.get(k, {}), **corpus.get(k, {}), **passed.get(k, {})}
+                           for k in record})
 
 
 def evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None = None, *,
@@ -362,24 +389,14 @@ def run(data: Any, config: EvalConfig) -> EvaluationResult:
     if collected is None:
         collected = {k: [(list(t), ScoreColumn.of(list(t.values())))] for k, t in store.score_table(run_id).items()}
     scores = ScoreColumns(samples, {r.key: collected.get(r.key, []) for r in requests})
-    from ragmeter.conversations import scope as conv_scope
-
-    families = {r.key: r.spec.family for r in requests}
-    summary = summarise(conv_scope.restrict(scores.for_aggregate(), families, samples), requests)
-    conv_scope.cluster_intervals(summary, scores.for_aggregate(), families,
-                                 {r.key: r.spec.range for r in requests}, samples)
-    from ragmeter.metrics.registry import add_corpus_scores
-
-    if writes is not None:
+    if writes is not None:  # the worker's scores are written while the run is summarised
         writer = _in_background(writes)
-    add_corpus_scores(summary, requests, samples, opts)  # declared corpus scores (BLEU, chrF) beside the means
+    checks = {}
     if thr:
         extra["thresholds"] = th.record(thr, rule)
         higher = {r.key: r.spec.higher_is_better for r in requests}
-        applied = th.apply(thr, rule, {k: scores.column(k).value_list() for k in scores}, higher)
-        for k, rec in applied.items():
-            summary[k]["pass"] = {kk: vv for kk, vv in rec.items() if kk != "verdicts"}
-            summary[k]["pass_rate"] = rec["rate"]  # the share of samples that pass (also pass.rate)
+        checks = th.apply(thr, rule, {k: scores.column(k).value_list() for k in scores}, higher)
+    summary = summarise(scores.for_aggregate(), requests, samples, opts, checks)
     if dataset.skipped:
         extra["skipped_rows"] = dataset.skipped_summary()
     if writer is not None:
@@ -392,14 +409,12 @@ def run(data: Any, config: EvalConfig) -> EvaluationResult:
     run_extra = {k: v for k, v in (previous.extra or {}).items() if k != "incomplete"}
     if problems:
         extra["incomplete"] = problems
-    record = RunSummary.from_dict(summary)  # typed and versioned, as the store keeps it
-    store.finish_run(run_id, status=status, summary=record, timings=timings, extra={**run_extra, **extra})
-    return EvaluationResult(run_id=run_id, samples=samples, scores=scores, summary=record.to_dict(),
+    store.finish_run(run_id, status=status, summary=summary, timings=timings, extra={**run_extra, **extra})
+    return EvaluationResult(run_id=run_id, samples=samples, scores=scores, summary=summary,
                             extra=extra, store_url=store.url, status=status, incomplete=problems)
 
 
-def incomplete_reasons(n_samples: int, summary: Mapping[str, Mapping[str, Any]],
-                       max_missing: float | None = None) -> list[str]:
+def incomplete_reasons(n_samples: int, summary: RunSummary, max_missing: float | None = None) -> list[str]:
     """Why a finished run is incomplete (empty list: it is complete).
 
     A run is incomplete when it has no samples, when a metric has no value on any sample, or
@@ -410,12 +425,11 @@ def incomplete_reasons(n_samples: int, summary: Mapping[str, Mapping[str, Any]],
         return ["no samples: the dataset is empty"]
     out = []
     for key, agg in summary.items():
-        missing = int(agg.get("n_missing") or 0)
-        has = int(agg.get("n") or 0)
+        missing, has = agg.n_missing, agg.n
         total = missing + has
         if total == 0 or (has > 0 and (max_missing is None or missing <= max_missing * total)):
             continue
-        reasons = agg.get("missing_reasons") or {}
+        reasons = agg.missing_reasons
         top = max(reasons.items(), key=lambda kv: kv[1])[0] if reasons else None
         limit = "" if has == 0 else f", more than the {max_missing:.0%} allowed (max_missing)"
         out.append(f"{key}: no value on {missing} of {total} samples{limit}"

@@ -6,12 +6,18 @@ every reader of the store knows) beside its format version in ``runs.summary_for
 (:data:`FORMAT_VERSION`). Runs stored before the version existed have no version (``NULL``): they
 are read as version 0, whose JSON has the same shape with any of the keys possibly absent, and
 converted (:meth:`RunSummary.from_stored`). A version newer than this code knows is refused.
+
+Code reads the records' attributes (``m.mean``, ``m.ci_low``, ``m.missing_reasons``); the JSON dict is
+made in one place, :meth:`RunSummary.to_dict` (the store, ``--json``, the HTTP API, exports). Both
+records also answer as read-only mappings of that JSON (``summary["token_f1"]["mean"]``), the
+public view of ``EvaluationResult.summary`` and of the ``{key: {mean, ...}}`` every reader of a
+stored summary knew.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ragmeter.core.errors import StoreError
@@ -23,15 +29,20 @@ FORMAT_VERSION = 1
 _AGGREGATE = ("n", "n_missing", "missing_reasons", "mean", "std", "min", "max", "ci_low", "ci_high", "ci_method")
 _SPEC = ("direction", "family", "range")
 _CHECK = ("pass", "pass_rate")
+_FIELDS = (*_AGGREGATE, *_SPEC)
 
 
 def _float(v: Any) -> float | None:
     return None if v is None else float(v)
 
 
-@dataclass
-class MetricSummary:
+@dataclass(eq=False)
+class MetricSummary(Mapping[str, Any]):
     """One metric's aggregate over a run.
+
+    Read its attributes; as a read-only mapping it is its stored JSON (:meth:`to_dict`: the keys
+    below, ``pass`` for :attr:`check`, the :attr:`extra` figures), so ``m["mean"]`` and
+    ``m.get("corpus_score")`` read as they did when summaries were dicts, and it equals that dict.
 
     Attributes:
         n: samples with a value.
@@ -80,6 +91,42 @@ class MetricSummary:
                    pass_rate=_float(d.get("pass_rate")),
                    extra={k: v for k, v in d.items() if k not in (*_AGGREGATE, *_SPEC, *_CHECK)})
 
+    # -- the read-only mapping of the stored JSON (the keys of :meth:`to_dict`, in its order)
+    def __getitem__(self, key: str) -> Any:
+        if key in _FIELDS:
+            return list(self.range) if key == "range" and self.range is not None else getattr(self, key)
+        if key in self.extra:
+            return self.extra[key]
+        if key == "pass" and self.check is not None:
+            return self.check
+        if key == "pass_rate" and self.pass_rate is not None:
+            return self.pass_rate
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[str]:
+        yield from _FIELDS
+        yield from self.extra
+        if self.check is not None:
+            yield "pass"
+        if self.pass_rate is not None:
+            yield "pass_rate"
+
+    def __len__(self) -> int:
+        return len(_FIELDS) + len(self.extra) + (self.check is not None) + (self.pass_rate is not None)
+
+    def __repr__(self) -> str:
+        return f"MetricSummary({self.to_dict()!r})"
+
+    def updated(self, fields: Mapping[str, Any]) -> MetricSummary:
+        """A new record with ``fields`` (keys of the stored JSON: ``ci_low``, ``corpus_score``,
+        ``pass`` ...) replacing or adding to this one's; this one is unchanged."""
+        return MetricSummary.from_dict({**self.to_dict(), **fields}) if fields else self
+
+    @property
+    def has_values(self) -> bool:
+        """Whether any sample has a value (``n > 0``)."""
+        return self.n > 0
+
     def to_dict(self) -> dict[str, Any]:
         """The stored JSON: the aggregate, the metric's direction, family and range, the other
         figures, then the threshold check (when there is one)."""
@@ -96,10 +143,11 @@ class MetricSummary:
         return out
 
 
-@dataclass
-class RunSummary:
-    """A run's summary: one :class:`MetricSummary` per metric key, and the format version it was
-    stored in (:data:`FORMAT_VERSION` for a new one; 0 for a run stored before versions)."""
+@dataclass(eq=False)
+class RunSummary(Mapping[str, MetricSummary]):
+    """A run's summary: one :class:`MetricSummary` per metric key (a read-only mapping of them, in
+    request order), and the format version it was stored in (:data:`FORMAT_VERSION` for a new one;
+    0 for a run stored before versions). It equals the ``{key: {mean, ...}}`` dict it stores."""
 
     metrics: dict[str, MetricSummary] = field(default_factory=dict)
     format_version: int = FORMAT_VERSION
@@ -112,6 +160,14 @@ class RunSummary:
 
     def __len__(self) -> int:
         return len(self.metrics)
+
+    def __repr__(self) -> str:
+        return f"RunSummary({self.metrics!r}, format_version={self.format_version})"
+
+    def updated(self, fields: Mapping[str, Mapping[str, Any]]) -> RunSummary:
+        """A new summary whose metrics in ``fields`` (``{key: {field: value}}``) have those fields
+        replaced or added (:meth:`MetricSummary.updated`); keys it does not have are left out."""
+        return replace(self, metrics={k: m.updated(fields.get(k) or {}) for k, m in self.metrics.items()})
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Mapping[str, Any]]) -> RunSummary:

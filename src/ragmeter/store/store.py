@@ -350,13 +350,19 @@ class Store(RunViewsMixin):
         self.update_run(run_id, status=status, summary=record.to_dict(), summary_format=record.format_version,
                         timings=timings, extra=extra or {}, finished_at=utcnow(), heartbeat_at=None)
 
-    def run_summary(self, run_id: str) -> RunSummary:
+    def run_summary(self, run: str | Run) -> RunSummary:
         """A run's summary as a typed record, whatever format version it was stored in (a run
-        stored before versions existed is read as version 0)."""
+        stored before versions existed is read as version 0). ``run``: a reference
+        (:meth:`get_run`), or a run row already read (no query); a run not finished yet has an
+        empty summary.
+
+        Raises:
+            StoreError: no such run, or a format version newer than this ragmeter reads.
+        """
         from ragmeter.store.records import RunSummary
 
-        run = self.get_run(run_id)
-        return RunSummary.from_stored(run.summary, run.summary_format)
+        row = run if isinstance(run, Run) else self.get_run(run)
+        return RunSummary.from_stored(row.summary, row.summary_format)
 
     def list_runs(self, limit: int | None = None, tag: str | None = None) -> list[Run]:
         """Runs, newest first; with ``tag``, only runs carrying that tag."""

@@ -8,6 +8,7 @@ if TYPE_CHECKING:  # rich loads when a command prints with it, not at start-up
     from rich.console import Console, Group
 
     from ragmeter.store import Store
+    from ragmeter.store.records import RunSummary
 
 
 class _Console:
@@ -53,7 +54,7 @@ def fmt(v: Any, digits: int = 4) -> str:
 _REASONS_SHOWN = 8
 
 
-def summary_table(summary: dict[str, dict[str, Any]], title: str | None = None) -> Group:
+def summary_table(summary: RunSummary, title: str | None = None) -> Group:
     """Per-metric aggregates (mean, 95% CI, n, how many without a value) as a rich table, followed
     by why values are missing: each metric's reasons (the precise ones, e.g. ``judge failure:
     invalid reply — turn(s) [1] are not assistant turns``) one under the other, indented, so they
@@ -76,14 +77,13 @@ def summary_table(summary: dict[str, dict[str, Any]], title: str | None = None) 
     why: list[Any] = []
     corpus = Text()
     for m, a in summary.items():
-        if a.get("corpus_score") is not None:
-            ci = (f" [{fmt(a['corpus_ci_low'])}, {fmt(a['corpus_ci_high'])}]"
-                  if a.get("corpus_ci_low") is not None else "")
-            corpus.append(f"{m}: corpus {fmt(a['corpus_score'])}{ci} (the mean above is the sentence mean)\n")
-        ci = f"[{fmt(a.get('ci_low'))}, {fmt(a.get('ci_high'))}]" if a.get("ci_low") is not None else "—"
-        t.add_row(m, fmt(a.get("mean")), ci, str(a.get("n", 0)), str(a.get("n_missing", 0)),
-                  "↑" if a.get("direction", "higher") == "higher" else "↓")
-        reasons = list((a.get("missing_reasons") or {}).items())
+        if a.extra.get("corpus_score") is not None:
+            ci = (f" [{fmt(a.extra['corpus_ci_low'])}, {fmt(a.extra['corpus_ci_high'])}]"
+                  if a.extra.get("corpus_ci_low") is not None else "")
+            corpus.append(f"{m}: corpus {fmt(a.extra['corpus_score'])}{ci} (the mean above is the sentence mean)\n")
+        ci = f"[{fmt(a.ci_low)}, {fmt(a.ci_high)}]" if a.ci_low is not None else "—"
+        t.add_row(m, fmt(a.mean), ci, str(a.n), str(a.n_missing), "↑" if a.direction == "higher" else "↓")
+        reasons = list(a.missing_reasons.items())
         if reasons:
             why.append(Text(f"{m}:", style="bold"))
             why += [Padding(Text(f"{r} ({c})"), (0, 0, 0, 2), expand=False) for r, c in reasons[:_REASONS_SHOWN]]

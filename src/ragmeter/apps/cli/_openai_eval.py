@@ -52,9 +52,9 @@ def eval_arguments(openai_eval: Path, data: str | None, *, metrics: list[str], t
     grader. ``--threshold`` is a per-sample threshold of the other metrics (``--metrics``): one
     naming a grader is refused with the flag to use instead.
     """
+    from ragmeter.apps.openai_eval import load_eval_file, prepare_run
     from ragmeter.core.thresholds import parse_rate_targets, with_rate_targets
-    from ragmeter.metrics.openai_evals.registry_file import RegistryEval, load_eval_file
-    from ragmeter.metrics.openai_evals.run import prepare_run
+    from ragmeter.io.openai_evals.registry_file import RegistryEval
 
     defn = load_eval_file(openai_eval)
     if isinstance(defn, RegistryEval):
@@ -89,7 +89,7 @@ def _registry_arguments(reg: Any, data: str | None, *, metrics: list[str], thres
                         pass_rule: str | None, mapping: list[str] | None, options: dict[str, Any],
                         pass_rate_target: list[str] | None) -> dict[str, Any]:
     """``evaluate`` keyword arguments for an eval of an openai/evals registry file: its template's
-    metrics (:data:`~ragmeter.metrics.openai_evals.registry_file.TEMPLATES`) on DATA, or on its
+    metrics (:data:`~ragmeter.io.openai_evals.registry_file.TEMPLATES`) on DATA, or on its
     ``samples_jsonl`` when no DATA is given; ``--map answer=COLUMN`` names the completions, the
     thresholds are the metrics' own (per sample)."""
     from ragmeter.core.thresholds import parse_rate_targets, with_rate_targets
@@ -120,8 +120,8 @@ def suite_arguments(spec: Any, data: str, suite_dir: Path, *, thresholds: dict[s
     the model's output). A suite threshold is a per-sample threshold of the suite's other metrics:
     one naming a grader is refused, naming ``pass_rate``.
     """
-    from ragmeter.metrics.openai_evals.registry_file import RegistryEval, load_eval_file
-    from ragmeter.metrics.openai_evals.run import prepare_run
+    from ragmeter.apps.openai_eval import load_eval_file, prepare_run
+    from ragmeter.io.openai_evals.registry_file import RegistryEval
 
     if isinstance(spec, str | Path):
         spec = {"path": str(spec)}

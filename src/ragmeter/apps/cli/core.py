@@ -152,7 +152,7 @@ def eval_cmd(
         if out:
             console.print(f"per-sample results: {out}")
         for s in result.summary.values():
-            if p := s.get("pass"):
+            if p := s.check:
                 verdict = "" if p.get("checked") is False else " PASS" if p["ok"] else " FAIL"
                 console.print(f"{p['threshold']}: {p['passed']}/{p['n']} passed, Wilson 95% "
                               f"[{p['rate_low']:.3f}, {p['rate_high']:.3f}]{verdict}",
@@ -271,11 +271,12 @@ def show_cmd(
     """Print a run's aggregates, config and service figures (embeddings, judge tokens and cost)."""
     store = get_store(db, must_exist=True)
     r = store.get_run(run)
+    summary = store.run_summary(r)
     info = {"id": r.id, "name": r.name, "status": r.status, "created_at": r.created_at.isoformat(),
             "finished_at": r.finished_at.isoformat() if r.finished_at else None,
             "ragmeter_version": r.ragmeter_version, "dataset": r.dataset_source,
             "dataset_fingerprint": r.dataset_fingerprint, "n_samples": r.n_samples,
-            "config": redact_obj(r.config), "timings": r.timings, "metrics": r.summary, **(r.extra or {})}
+            "config": redact_obj(r.config), "timings": r.timings, "metrics": summary.to_dict(), **(r.extra or {})}
     from ragmeter.apps.cli import show_hooks
 
     sections = show_hooks.collect(store, r)
@@ -286,8 +287,8 @@ def show_cmd(
         return
     console.print(f"[bold]run {r.id}[/bold] {r.name or ''} — {r.status}, {r.n_samples} samples, "
                   f"dataset {r.dataset_source}, ragmeter {r.ragmeter_version}")
-    if r.summary:
-        console.print(summary_table(r.summary))
+    if summary:
+        console.print(summary_table(summary))
     else:
         console.print("(no summary: the run did not finish; `ragmeter eval --resume "
                       f"{r.id}` completes it)")

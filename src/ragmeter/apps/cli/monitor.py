@@ -108,7 +108,7 @@ def evaluate_cmd(
                              progress=not no_progress and not as_json, engine=engine, ray_address=ray_address)
     rec = store.get_run(result.run_id).extra.get("monitor", {})
     if as_json:
-        typer.echo(json.dumps({"run_id": result.run_id, "monitor": rec, "summary": result.summary,
+        typer.echo(json.dumps({"run_id": result.run_id, "monitor": rec, "summary": result.summary.to_dict(),
                                "status": result.status, "incomplete": result.incomplete}, default=str))
     else:
         console.print(f"run {result.run_id}: {rec.get('n_scored')} of {rec.get('n_calls')} calls scored "

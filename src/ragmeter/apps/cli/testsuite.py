@@ -89,10 +89,10 @@ def test_cmd(
             gate_rows = g.rows
             failed |= g.failed
         failed |= res.passed is False
-        incomplete |= not rows or any(s.get("n", 0) == 0 or s.get("n_missing", 0) for s in res.summary.values())
+        incomplete |= not rows or any(s.n == 0 or s.n_missing for s in res.summary.values())
         for key, s in res.summary.items():
-            p = s.get("pass")
-            line = f"{label}  {key:<24} mean {s['mean']:.4f}" if s.get("mean") is not None else \
+            p = s.check
+            line = f"{label}  {key:<24} mean {s.mean:.4f}" if s.mean is not None else \
                 f"{label}  {key:<24} no value"
             if p:
                 line += (f"  {p['threshold']}: {p['passed']}/{p['n']} passed "

@@ -16,10 +16,19 @@ from typing import Any
 
 import numpy as np
 
-from ragmeter.apps.report.bands import band
-from ragmeter.core.redact import redact_obj
+from ragmeter.apps.report.differences import decide, shared_metrics
+from ragmeter.apps.report.metric_views import (
+    is_live,
+    metric_bounds,
+    metric_keys,
+    metric_meta,
+    metric_view,
+    run_header,
+)
+from ragmeter.apps.report.samples import sample_detail, sample_row
 from ragmeter.core.schema import Sample
 from ragmeter.stats import aggregate_many
+from ragmeter.store.records import MetricSummary, RunSummary
 
 #: runs with more samples than this get their views from the score columns
 LARGE_RUN = 20_000
@@ -30,7 +39,7 @@ SEED = 0
 
 def quality(values: dict[str, np.ndarray], metas: Sequence[dict[str, Any]], n: int) -> np.ndarray:
     """Per sample, the mean of its banded values turned so higher is better (NaN: none), as
-    :func:`ragmeter.apps.report.data._quality` computes it one sample at a time."""
+    :func:`ragmeter.apps.report.samples.quality` computes it one sample at a time."""
     total, count = np.zeros(n), np.zeros(n)
     for m in metas:
         if not m["banded"] or m["key"] not in values:
@@ -87,40 +96,23 @@ def samples_at(store: Any, run_id: str, positions: Sequence[int]) -> dict[int, S
     return out
 
 
-def metric_views(d: Any, run: Any, cols: Any, reasons: dict[str, list[str | None]], live: bool
+def metric_views(run: Any, summary: RunSummary, cols: Any, reasons: dict[str, list[str | None]], live: bool
                  ) -> list[dict[str, Any]]:
-    """:func:`ragmeter.apps.report.data.metric_views` from the columns (same fields); ``d`` is the
-    :mod:`ragmeter.apps.report.data` module (passed in: it imports this one)."""
-    meta_of, histogram, metric_bounds = d._metric_meta, d.histogram, d.metric_bounds
-    keys = d.metric_keys(run, cols.values)
+    """:func:`ragmeter.apps.report.metric_views.metric_views` from the columns (same fields)."""
     out = []
-    summary = run.summary or {}
     n = len(cols.sample_ids)
-    for key in keys:
+    for key in metric_keys(run, cols.values):
         v = cols.values.get(key, np.full(n, np.nan))
         scored = cols.scored.get(key, np.zeros(n, dtype=bool))
-        values = v[~np.isnan(v)]
         if key in summary and not live:
-            agg = dict(summary[key])
+            agg = summary[key]
         else:
             why = reasons.get(key) or [None] * n
             idx = np.flatnonzero(scored)
-            agg = aggregate_many({key: (v[idx], [why[i] for i in idx.tolist()])},
-                                 bounds={key: metric_bounds(run, key)})[key]
-        meta = meta_of(run, key, agg)
-        lo, hi = meta["range"]
-        b = band(agg.get("mean"), meta["higher_is_better"]) if meta["show_band"] else None
-        out.append({
-            **meta,
-            "mean": agg.get("mean"), "std": agg.get("std"), "min": agg.get("min"),
-            "max": agg.get("max"), "ci_low": agg.get("ci_low"), "ci_high": agg.get("ci_high"),
-            "n": int(agg.get("n", values.size)), "n_missing": int(agg.get("n_missing", 0)),
-            "n_pending": int(n - np.count_nonzero(scored)),
-            "missing_reasons": redact_obj(dict(agg.get("missing_reasons") or {})),
-            "band": b.name if b else None, "band_css": b.css if b else None,
-            "band_action": b.action if b else None,
-            "histogram": histogram(values, lo, hi),
-        })
+            agg = MetricSummary.from_dict(aggregate_many({key: (v[idx], [why[i] for i in idx.tolist()])},
+                                                         bounds={key: metric_bounds(run, summary, key)})[key])
+        meta = metric_meta(run, summary, key, agg)
+        out.append(metric_view(meta, agg, v[~np.isnan(v)], int(n - np.count_nonzero(scored))))
     return out
 
 
@@ -158,13 +150,12 @@ def columns_of(store: Any, run: Any) -> tuple[Any, dict[str, list[str | None]]]:
     return hit
 
 
-def run_parts(d: Any, store: Any, run: Any, live: bool, max_samples: int | None, with_details: bool
-              ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], int, dict[str, Any], str | None]:
+def run_parts(store: Any, run: Any, summary: RunSummary, live: bool, max_samples: int | None,
+              with_details: bool) -> tuple[list[dict[str, Any]], list[dict[str, Any]], int, dict[str, Any], str | None]:
     """``(metrics, rows, total, dataset, note)`` of :func:`ragmeter.apps.report.data.run_view` for a
     large run: rows only for the samples shown (``note`` says which)."""
-    sample_detail, sample_row = d.sample_detail, d.sample_row
     cols, reasons = columns_of(store, run)
-    metrics = metric_views(d, run, cols, reasons, live)
+    metrics = metric_views(run, summary, cols, reasons, live)
     n = len(cols.sample_ids)
     order = worst_first(quality(cols.values, metrics, n))
     shown, note = shown_positions(order, max_samples)
@@ -183,19 +174,18 @@ def _none(x: float) -> float | None:
     return None if x != x else float(x)
 
 
-def compare_view(d: Any, store: Any, runs: list[Any], max_samples: int | None) -> dict[str, Any]:
+def compare_view(store: Any, runs: list[Any], max_samples: int | None) -> dict[str, Any]:
     """:func:`ragmeter.apps.report.data.compare_view` of runs of which one at least is large: pairs by
     sample id in bulk, and the rows of the samples that changed most only for those shown."""
     from ragmeter.stats.paired import compare_paired
-    _decide, run_header = d._decide, d.run_header
 
     per_run = []
     for run in runs:
         cols, reasons = columns_of(store, run)
-        live = run.status not in ("completed", "incomplete") or not run.summary
-        metas = metric_views(d, run, cols, reasons, live)
+        summary = store.run_summary(run)
+        metas = metric_views(run, summary, cols, reasons, is_live(run, summary))
         per_run.append({"run": run, "cols": cols, "metas": {m["key"]: m for m in metas}})
-    metrics = d.shared_metrics(per_run)
+    metrics = shared_metrics(per_run)
     base = per_run[0]
     base_ids = base["cols"].sample_ids
     # each run's values on the baseline's samples (NaN where a sample is not in the run)
@@ -242,7 +232,7 @@ def compare_view(d: Any, store: Any, runs: list[Any], max_samples: int | None) -
             differences.append({"metric": k, "baseline": base["run"].id, "run": pr["run"].id,
                                 "run_label": pr["run"].name or pr["run"].id, "direction": m["direction"],
                                 **out, "higher_is_better": m["higher_is_better"]})
-    _decide(differences)
+    decide(differences)
     return {"runs": [run_header(pr["run"]) for pr in per_run], "baseline": base["run"].id,
             "metrics": metrics, "differences": differences,
             **_sample_changes(store, base, aligned, metrics, max_samples)}

@@ -61,7 +61,7 @@ def _figure(data: list[dict[str, Any]], layout: dict[str, Any]) -> dict[str, Any
 def distribution(metric: Mapping[str, Any]) -> dict[str, Any]:
     """Histogram of one metric's per-sample values, bars coloured by score band, with the mean.
 
-    ``metric`` is an entry of :func:`ragmeter.apps.report.data.metric_views`.
+    ``metric`` is an entry of :func:`ragmeter.apps.report.metric_views.metric_views`.
     """
     edges = metric["histogram"]["edges"]
     counts = metric["histogram"]["counts"]

@@ -22,6 +22,11 @@ from typing import Any
 import numpy as np
 
 from ragmeter.apps.report import data
+from ragmeter.apps.report.meta_eval import meta_eval_view
+from ragmeter.apps.report.metric_views import is_live, metric_views, run_header
+from ragmeter.apps.report.samples import quality as sample_quality
+from ragmeter.apps.report.samples import sample_detail, sample_row
+from ragmeter.apps.report.sections import grids_for, jsonable, reliability_for
 from ragmeter.core.errors import StoreError
 from ragmeter.core.schema import FIELD_PRESENT, Sample
 from ragmeter.store import Store
@@ -163,7 +168,7 @@ def _decode(run: Run, rec: Mapping[str, Any]) -> CachedRun:
 
 def _build(store: Store, run: Run, version: str) -> dict[str, Any]:
     """Aggregate a run from streamed rows (no whole-run objects kept) into the cached record."""
-    if run.n_samples > data.LARGE_RUN:  # from the score columns, in bulk
+    if run.n_samples > data.LARGE_RUN:  # from the score columns, in bulk (data.LARGE_RUN: one setting)
         from ragmeter.apps.report import paged_columns
 
         return paged_columns.build(store, run, version, _OneRun, _pack)
@@ -197,10 +202,11 @@ def _build(store: Store, run: Run, version: str) -> dict[str, Any]:
     pk_arr = np.asarray(pks, dtype=np.int64)[by_pos]
     pos_arr = np.asarray(positions, dtype=np.int64)[by_pos]
     ids = [ids[i] for i in by_pos]
-    live = run.status not in ("completed", "incomplete") or not run.summary
-    metas = data.metric_views(run, [_Ref(s) for s in ids], table, live)
+    summary = store.run_summary(run)
+    live = is_live(run, summary)
+    metas = metric_views(run, summary, [_Ref(s) for s in ids], table, live)
 
-    # worst first: the same key as the report's table (data._sort_rows)
+    # worst first: the same key as the report's table (samples.sort_rows)
     banded = [m for m in metas if m["banded"]]
     quality = []
     for sid in ids:
@@ -208,7 +214,7 @@ def _build(store: Store, run: Run, version: str) -> dict[str, Any]:
         for m in banded:
             sc = table.get(m["key"], {}).get(sid)
             vals[m["key"]] = sc.value if sc is not None else None
-        quality.append(data._quality(vals, banded))
+        quality.append(sample_quality(vals, banded))
     order = sorted(range(len(ids)), key=lambda i: (quality[i] is None,
                                                    quality[i] if quality[i] is not None else 0.0, i))
     orders = {"position": _pack(pk_arr), "worst": _pack(pk_arr[np.asarray(order, dtype=np.int64)])}
@@ -221,8 +227,6 @@ def _build(store: Store, run: Run, version: str) -> dict[str, Any]:
         orders["metric:" + m["key"]] = _pack(pk_arr[np.asarray(o, dtype=np.int64)])
 
     extra = run.extra or {}
-    summary = {m["key"]: {k: m[k] for k in ("mean", "ci_low", "ci_high", "n", "n_missing",
-                                            "direction", "family")} for m in metas}
     dataset = {
         "source": run.dataset_source, "fingerprint": run.dataset_fingerprint,
         "n_samples": run.n_samples, "n_stored": len(ids),
@@ -233,7 +237,7 @@ def _build(store: Store, run: Run, version: str) -> dict[str, Any]:
     }
     from ragmeter.apps.report.paged_columns import run_view_fields
 
-    view = run_view_fields(run, live, dataset, metas, len(ids), summary, _OneRun(store, run, table))
+    view = run_view_fields(run, live, dataset, metas, len(ids), _OneRun(store, run, table))
     return {"version": version, "view": view, "orders": orders, "positions": _pack(pos_arr)}
 
 
@@ -260,7 +264,7 @@ def run_summary(store: Store, ref: str) -> tuple[CachedRun, dict[str, Any]]:
     """A run's report content without sample rows (what ``GET /api/runs/{run}`` returns)."""
     c = cached_run(store, ref)
     view = dict(c.view)
-    view["grids"] = data.grids_for(store, c.run.id)  # grid records live apart from the run
+    view["grids"] = grids_for(store, c.run.id)  # grid records live apart from the run
     return c, view
 
 
@@ -325,7 +329,7 @@ def _rows(store: Store, c: CachedRun, pks: Sequence[int]) -> list[dict[str, Any]
     got = store.samples_by_pk(c.run.id, pks)
     table = store.sample_scores(c.run.id, [got[p][1].id for p in pks if p in got])
     metas = c.view["metrics"]
-    return [data.sample_row(got[p][1], got[p][0], table, metas) for p in pks if p in got]
+    return [sample_row(got[p][1], got[p][0], table, metas) for p in pks if p in got]
 
 
 def run_page(store: Store, ref: str, *, offset: int = 0, limit: int = 500) -> dict[str, Any]:
@@ -335,8 +339,8 @@ def run_page(store: Store, ref: str, *, offset: int = 0, limit: int = 500) -> di
     view["samples"] = _rows(store, c, [int(p) for p in order[offset:offset + limit]])
     view["samples_offset"] = offset
     # judge reliability cards change with labels collected after the run: read them per request
-    view["reliability"] = data.reliability_for(store, c.run.id)
-    view["meta_eval"] = data.meta_eval_view(store, c.run)  # a meta-evaluation run's section
+    view["reliability"] = reliability_for(store, c.run.id)
+    view["meta_eval"] = meta_eval_view(store, c.run)  # a meta-evaluation run's section
     return view
 
 
@@ -356,8 +360,8 @@ def sample_view(store: Store, ref: str, sample_id: str) -> dict[str, Any]:
     near = {k: int(order[j]) for k, j in (("prev", i - 1), ("next", i + 1)) if 0 <= j < order.size}
     names = store.sample_ids_by_pk(c.run.id, list(near.values())) if near else {}
     table = store.sample_scores(c.run.id, [sample.id])
-    detail = data.sample_detail(sample, table, c.view["metrics"])
-    return {"run": data.run_header(c.run), "position": pos, "n_samples": int(order.size),
+    detail = sample_detail(sample, table, c.view["metrics"])
+    return {"run": run_header(c.run), "position": pos, "n_samples": int(order.size),
             "prev_id": names.get(near["prev"]) if "prev" in near else None,
             "next_id": names.get(near["next"]) if "next" in near else None, **detail}
 
@@ -390,7 +394,7 @@ def compare(store: Store, refs: Sequence[str], *, limit: int = 100) -> dict[str,
             if isinstance(rec, Mapping) and rec.get("version") == version:
                 view = rec["view"]
             else:
-                view = data._jsonable(data.compare_view(store, [r.id for r in runs], max_samples=MAX_PAGE))
+                view = jsonable(data.compare_view(store, [r.id for r in runs], max_samples=MAX_PAGE))
                 if len(ids) <= 300:
                     store.kv_put(COMPARE_NAMESPACE, ids, {"version": version, "view": view})
             _compared.clear()  # one kept in memory: a comparison of large runs is large

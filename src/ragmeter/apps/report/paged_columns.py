@@ -10,7 +10,9 @@ from typing import Any
 
 import numpy as np
 
-from ragmeter.apps.report import columnar, data
+from ragmeter.apps.report import columnar
+from ragmeter.apps.report.metric_views import is_live, run_header
+from ragmeter.apps.report.sections import EXTRA_SECTIONS, calibration_of, composites_for, hints_for, jsonable
 
 
 class _LazyTable(Mapping[str, Any]):
@@ -61,8 +63,9 @@ def build(store: Any, run: Any, version: str, one_run: Any, pack: Any) -> dict[s
     cols, reasons = columnar.columns_of(store, run)
     n = len(cols.sample_ids)
     pk_arr, pos_arr = _pks(store, run.id)
-    live = run.status not in ("completed", "incomplete") or not run.summary
-    metas = columnar.metric_views(data, run, cols, reasons, live)
+    summary = store.run_summary(run)
+    live = is_live(run, summary)
+    metas = columnar.metric_views(run, summary, cols, reasons, live)
     orders = {"position": pack(pk_arr),
               "worst": pack(pk_arr[columnar.worst_first(columnar.quality(cols.values, metas, n))])}
     pos = np.arange(n)
@@ -71,27 +74,25 @@ def build(store: Any, run: Any, version: str, one_run: Any, pack: Any) -> dict[s
         none = np.isnan(v)
         key = np.where(none, 0.0, v if m["higher_is_better"] else -v)
         orders["metric:" + m["key"]] = pack(pk_arr[np.lexsort((pos, key, none))])
-    summary = {m["key"]: {k: m[k] for k in ("mean", "ci_low", "ci_high", "n", "n_missing",
-                                            "direction", "family")} for m in metas}
-    view = run_view_fields(run, live, columnar.dataset_summary(store, run, n), metas, n, summary,
+    view = run_view_fields(run, live, columnar.dataset_summary(store, run, n), metas, n,
                            one_run(store, run, _LazyTable(store, run.id)))
     return {"version": version, "view": view, "orders": orders, "positions": pack(pos_arr)}
 
 
 def run_view_fields(run: Any, live: bool, dataset: Any, metas: list[dict[str, Any]], n: int,
-                    summary: Mapping[str, Any], one_run: Any) -> dict[str, Any]:
+                    one_run: Any) -> dict[str, Any]:
     """The cached view of one run (header, configuration, dataset, metrics, calibration,
-    composites, hints); ``one_run``: the run's scores as :func:`data.composites_for` reads them."""
+    composites, hints); ``one_run``: the run's scores as :func:`sections.composites_for` reads them."""
     extra = run.extra or {}
     return {
-        "run": data.run_header(run), "live": live,
-        "config": data._jsonable(run.config or {}),
-        "requests": data._jsonable(run.metrics or []),
-        "method": data._jsonable(extra.get("method")) if extra.get("method") else None,
-        "timings": data._jsonable(run.timings or {}),
-        "services": data._jsonable({k: v for k, v in extra.items() if k not in data._EXTRA_SECTIONS}),
-        "dataset": dataset, "metrics": data._jsonable(metas), "samples_total": n,
-        "calibration": data.calibration_of(run),
-        "composites": data.composites_for(one_run, run),
-        "hints": data._jsonable(data.hints_for(summary)),
+        "run": run_header(run), "live": live,
+        "config": jsonable(run.config or {}),
+        "requests": jsonable(run.metrics or []),
+        "method": jsonable(extra.get("method")) if extra.get("method") else None,
+        "timings": jsonable(run.timings or {}),
+        "services": jsonable({k: v for k, v in extra.items() if k not in EXTRA_SECTIONS}),
+        "dataset": dataset, "metrics": jsonable(metas), "samples_total": n,
+        "calibration": calibration_of(run),
+        "composites": composites_for(one_run, run),
+        "hints": jsonable(hints_for(metas)),
     }

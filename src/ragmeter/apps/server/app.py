@@ -101,7 +101,7 @@ def create_app(db: str | Store | None = None, *, allowed_hosts: Iterable[str] = 
     Requests are answered only when their ``Host`` header names 127.0.0.1, localhost, ::1 or one
     of ``allowed_hosts`` (e.g. the ``--host`` the server listens on); others get 400.
     """
-    from ragmeter.apps.report import data, figures, paged
+    from ragmeter.apps.report import figures, metric_views, paged
     from ragmeter.apps.report.render import environment, render_page
     from ragmeter.apps.server import models
 
@@ -140,7 +140,7 @@ def create_app(db: str | Store | None = None, *, allowed_hosts: Iterable[str] = 
     # ---- HTML pages ----------------------------------------------------------------------
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     def runs_page() -> HTMLResponse:
-        return page("runs.html.j2", title="ragmeter — runs", runs=data.runs_list(store),
+        return page("runs.html.j2", title="ragmeter — runs", runs=metric_views.runs_list(store),
                     store_url=_public_url(store.url))
 
     @app.get("/runs/{run_id}", response_class=HTMLResponse, include_in_schema=False)
@@ -214,7 +214,7 @@ def create_app(db: str | Store | None = None, *, allowed_hosts: Iterable[str] = 
              summary="List runs, newest first")
     def api_runs(limit: Annotated[int | None, Query(ge=1, le=MAX_OFFSET, description="At most this many.")] = None
                  ) -> list[dict[str, Any]]:
-        return data.runs_list(store, limit)
+        return metric_views.runs_list(store, limit)
 
     @app.get("/api/runs/{run_id}", response_model=models.RunDetail, responses=not_found,
              tags=["runs"], summary="A run's config, dataset summary, aggregates and plots' data")

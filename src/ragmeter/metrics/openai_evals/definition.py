@@ -1,4 +1,5 @@
-"""Read an exported OpenAI Evals definition (``data_source_config`` + ``testing_criteria``).
+"""Check an exported OpenAI Evals definition (``data_source_config`` + ``testing_criteria``), as read
+from its file by :mod:`ragmeter.io.openai_evals.registry_file`.
 
 Every grader is checked once, here, with errors that name the path of the offending field
 (``testing_criteria[2].evaluation_metric``), and normalised to a plain JSON object that the grader
@@ -14,7 +15,6 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from ragmeter.core.errors import ConfigError
@@ -366,22 +366,3 @@ def parse_definition(raw: Any, source: str = "<definition>") -> EvalDefinition:
     return EvalDefinition(name=name, source=source, data_source_type=str(dtype), item_schema=schema,
                           graders=graders)
 
-
-def load_definition(path: str | Path) -> EvalDefinition:
-    """Read and check an eval definition file (JSON).
-
-    Raises:
-        ConfigError: the file is missing or not JSON, or a field is wrong (named by its path).
-    """
-    p = Path(path)
-    if not p.is_file():
-        raise ConfigError(f"eval definition not found: {p}")
-    try:
-        raw = json.loads(p.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{p}: not UTF-8 text: {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{p}: not JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from None
-    except RecursionError:
-        raise ConfigError(f"{p}: nested too deeply to read") from None
-    return parse_definition(raw, str(p))

@@ -4,7 +4,7 @@ A grader runs as the metric of its type (``openai_string_check``, ``openai_text_
 ``openai_score_model``, ``openai_label_model``, ``openai_python``, ``openai_multi``) with the grader
 object as its ``grader`` parameter, stored under the grader's name. Each sample's namespaces come
 from the item it was read from (``metadata["openai_item"]`` / ``["openai_sample"]``, see
-:mod:`ragmeter.metrics.openai_evals.items`); a sample read by ragmeter's usual reader is seen as
+:mod:`ragmeter.io.openai_evals.items`); a sample read by ragmeter's usual reader is seen as
 ``item`` = its fields and metadata, ``sample.output_text`` = its answer.
 
 A grader that cannot grade an item (a template variable that does not resolve, a judge or python
@@ -17,8 +17,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ragmeter.core.config import PYTHON_GRADERS_OPTION
-from ragmeter.core.context import ScoringContext, register_service
+from ragmeter.core.context import ScoringContext, declare_service, register_service
 from ragmeter.core.errors import ConfigError
 from ragmeter.core.schema import Sample, Score
 from ragmeter.metrics.openai_evals import definition as d
@@ -28,9 +27,9 @@ from ragmeter.metrics.openai_evals.templates import TemplateError, render
 from ragmeter.metrics.registry import MetricSpec, register_metric
 
 FAMILY = "openai_evals"
-#: run options of python graders
-TIMEOUT_OPTION, MEMORY_OPTION, WORKERS_OPTION = "python_grader_timeout", "python_grader_memory_mb", "python_grader_workers"
-PROCESSES_OPTION = "python_grader_processes"
+#: python graders run in the sandbox service (child processes), never in the metric's process
+SANDBOX = "python_sandbox"
+declare_service(SANDBOX, "ragmeter.sandbox")
 
 
 def namespaces(s: Sample) -> dict[str, Any]:
@@ -91,33 +90,10 @@ def _grade_text_similarity(grader: Mapping[str, Any], ns: Sequence[Mapping[str, 
 
 
 def _grade_python(grader: Mapping[str, Any], ns: Sequence[Mapping[str, Any]], ctx: Any) -> list[Score]:
-    from ragmeter.metrics.openai_evals.isolation import UNISOLATED
-    from ragmeter.metrics.openai_evals.sandbox import (
-        DEFAULT_MEMORY_MB,
-        DEFAULT_PROCESSES,
-        DEFAULT_TIMEOUT_S,
-        DEFAULT_WORKERS,
-        run_python_grader,
-    )
-
-    opts = ctx.options if ctx is not None else {}
-    mode = _permission(opts)
-    if mode is None:
+    if ctx is None or _permission(ctx.options) is None:
         raise ConfigError(_python_refusal(grader["name"]))
-    try:
-        timeout = float(opts.get(TIMEOUT_OPTION, DEFAULT_TIMEOUT_S))
-        memory = int(opts.get(MEMORY_OPTION, DEFAULT_MEMORY_MB))
-        workers = int(opts.get(WORKERS_OPTION, DEFAULT_WORKERS))
-        processes = int(opts.get(PROCESSES_OPTION, DEFAULT_PROCESSES))
-    except (TypeError, ValueError):
-        raise ConfigError(f"{TIMEOUT_OPTION} (seconds), {MEMORY_OPTION} (MB), {WORKERS_OPTION} and "
-                          f"{PROCESSES_OPTION} must be numbers") from None
-    if not (timeout > 0 and memory >= 64 and workers >= 1 and processes >= 4):
-        raise ConfigError(f"{TIMEOUT_OPTION} must be > 0 s, {MEMORY_OPTION} at least 64 MB, {WORKERS_OPTION} >= 1, "
-                          f"{PROCESSES_OPTION} >= 4; got {timeout:g}, {memory}, {workers}, {processes}")
-    results = run_python_grader(grader["name"], grader["source"], [(n.get("sample"), n["item"]) for n in ns],
-                                timeout_s=timeout, memory_mb=memory, workers=workers,
-                                isolated=mode != UNISOLATED, processes=processes)
+    results = ctx.service(SANDBOX).grade(grader["name"], grader["source"],
+                                         [(n.get("sample"), n["item"]) for n in ns])
     low, high = d.grader_range(grader)
     out = []
     for r in results:
@@ -226,15 +202,9 @@ def _permission(options: Mapping[str, Any]) -> str | None:
     Raises:
         ConfigError: a value of the ``python_graders`` option that is neither.
     """
-    from ragmeter.metrics.openai_evals.isolation import MODES
+    from ragmeter.sandbox import permission
 
-    mode = options.get(PYTHON_GRADERS_OPTION)
-    if mode is None or mode is False:
-        return None
-    if mode not in MODES:
-        raise ConfigError(f"option {PYTHON_GRADERS_OPTION}={mode!r}: use {' or '.join(MODES)} "
-                          "(--allow-python-graders, --unisolated-python-graders)")
-    return str(mode)
+    return permission(options)
 
 
 def _python_refusal(name: str) -> str:
@@ -253,10 +223,7 @@ def _check(ctx: ScoringContext | None = None, *, grader: Any = None, allow_pytho
     if d.uses_python(g):
         if mode is None:
             return _python_refusal(g["name"])
-        from ragmeter.metrics.openai_evals.isolation import ISOLATED
-        from ragmeter.metrics.openai_evals.sandbox import isolation_problem
-
-        if mode == ISOLATED and (problem := isolation_problem()):
+        if ctx is not None and (problem := ctx.service(SANDBOX).problem()):
             return f"grader {g['name']!r}: {problem}"
     if any(x["type"] == "text_similarity" and x["evaluation_metric"] == "meteor" for x in d.walk(g)):
         from ragmeter.metrics.openai_evals.similarity import wordnet_problem
@@ -346,7 +313,7 @@ register_service("openai_evals_judges", GraderJudges)
 
 def metric_entry(grader: Mapping[str, Any]) -> dict[str, Any]:
     """The metric entry (``{name, params, key}``) that runs ``grader`` under its own name (the
-    permission to run python graders is a run option, :data:`PYTHON_GRADERS_OPTION`, never a
+    permission to run python graders is a run option, :data:`~ragmeter.core.config.PYTHON_GRADERS_OPTION`, never a
     parameter: parameters are stored with the run)."""
     return {"name": f"openai_{grader['type']}", "params": {"grader": json.loads(json.dumps(grader))},
             "key": grader["name"]}

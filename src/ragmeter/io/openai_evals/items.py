@@ -25,7 +25,7 @@ from typing import Any
 
 from ragmeter.core.errors import DatasetError
 from ragmeter.core.schema import Sample
-from ragmeter.io import Dataset
+from ragmeter.io.readers import Dataset
 
 _QUESTION_KEYS = ("question", "input", "prompt", "query")
 _REFERENCE_KEYS = ("ideal", "reference", "reference_answer", "expected", "expected_output", "ground_truth",

@@ -1,10 +1,13 @@
-"""How to run an exported OpenAI eval: ``ragmeter eval DATA --openai-eval EVAL.json`` and
-``openai_eval:`` in a ``ragmeter test`` suite.
+"""Running an exported OpenAI eval or an openai/evals registry eval: ``ragmeter eval DATA
+--openai-eval EVAL.json`` and ``openai_eval:`` in a ``ragmeter test`` suite.
 
-:func:`prepare_run` reads the definition (:mod:`.definition`) and the items (:mod:`.items`) and
-returns the metric entries (one per grader, stored under the grader's name, :mod:`.graders`), the
-per-sample pass thresholds and the run options; the runner does the rest, so the run is a normal
-run (show, compare, gate, export, report). docs/openai-evals.md maps every grader field.
+:func:`load_eval_file` reads what ``--openai-eval`` names (:mod:`ragmeter.io.openai_evals.registry_file`)
+and checks a definition's graders (:func:`ragmeter.metrics.openai_evals.definition.parse_definition`);
+:func:`prepare_run` reads the items (:mod:`ragmeter.io.openai_evals.items`) and returns the metric
+entries (one per grader, stored under the grader's name,
+:mod:`ragmeter.metrics.openai_evals.graders`), the per-sample pass thresholds and the run options;
+the runner does the rest, so the run is a normal run (show, compare, gate, export, report).
+docs/openai-evals.md maps every grader field.
 """
 
 from __future__ import annotations
@@ -15,9 +18,39 @@ from pathlib import Path
 from typing import Any
 
 from ragmeter.core.errors import ConfigError, DatasetError
-from ragmeter.io import Dataset
-from ragmeter.metrics.openai_evals.definition import EvalDefinition, load_definition, uses_python, walk
-from ragmeter.metrics.openai_evals.items import load_items
+from ragmeter.io.openai_evals.items import load_items
+from ragmeter.io.openai_evals.registry_file import RegistryEval, is_registry, parse_registry, read_eval_file
+from ragmeter.io.readers import Dataset
+from ragmeter.metrics.openai_evals.definition import EvalDefinition, parse_definition, uses_python, walk
+
+
+def load_eval_file(path: str | Path) -> EvalDefinition | RegistryEval:
+    """What ``--openai-eval PATH`` names: an exported definition (JSON or YAML) or one eval of an
+    openai/evals registry file (``PATH#NAME`` picks one of several).
+
+    Raises:
+        ConfigError: naming the file, the line (YAML) and the field of the first problem.
+    """
+    p, _, name = str(path).partition("#") if not Path(path).exists() and "#" in str(path) else (str(path), "", "")
+    raw, lines = read_eval_file(p)
+    if is_registry(raw):
+        return parse_registry(raw, p, name or None, lines)
+    if name:
+        raise ConfigError(f"{p}: #{name} picks an eval of an openai/evals registry file; this is an eval definition")
+    return parse_definition(raw, p)
+
+
+def load_definition(path: str | Path) -> EvalDefinition:
+    """Read and check an exported eval definition file (JSON, or YAML for ``.yaml``/``.yml``).
+
+    Raises:
+        ConfigError: the file is missing or unreadable, a registry file, or a field is wrong (named by
+            its path).
+    """
+    defn = load_eval_file(path)
+    if isinstance(defn, RegistryEval):
+        raise ConfigError(f"{path}: an openai/evals registry file, not an exported eval definition")
+    return defn
 
 
 @dataclass
@@ -89,7 +122,7 @@ def prepare_run(definition: str | Path | EvalDefinition, data: Any, *, allow_pyt
     """Read an eval definition and its items and say how to run them (see :class:`OpenAIEvalRun`).
 
     Args:
-        definition: the exported definition file (JSON) or a checked definition.
+        definition: the exported definition file (JSON or YAML) or a checked definition.
         data: the items file (or a :class:`~ragmeter.io.Dataset` already read).
         allow_python_graders: run ``python`` graders (else they are refused: exit 2): ``True`` (or
             ``"isolated"``) in the bubblewrap sandbox, ``"unisolated"`` as plain child processes.
@@ -110,7 +143,7 @@ def prepare_run(definition: str | Path | EvalDefinition, data: Any, *, allow_pyt
 
     defn = definition if isinstance(definition, EvalDefinition) else load_definition(definition)
     from ragmeter.core.config import PYTHON_GRADERS_OPTION
-    from ragmeter.metrics.openai_evals.isolation import ISOLATED, UNISOLATED
+    from ragmeter.sandbox import ISOLATED, UNISOLATED
 
     python = [g["name"] for g in defn.graders if uses_python(g)]
     if python and not allow_python_graders:

@@ -19,7 +19,7 @@ The sandbox (``bwrap`` from the Debian/Fedora package ``bubblewrap``, 0.8 or new
   step; the uid change clears them).
 
 :func:`unavailable` says why the sandbox cannot run here before trying one (bubblewrap missing or
-too old), :func:`ragmeter.metrics.openai_evals.sandbox.isolation_problem` after starting one
+too old), :func:`ragmeter.sandbox.python_grader.isolation_problem` after starting one
 (namespaces not permitted): python graders are then refused with that message unless the user opts
 out of isolation (``--unisolated-python-graders``).
 """
@@ -35,9 +35,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-ISOLATED, UNISOLATED = "isolated", "unisolated"
-#: the values of the ``python_graders`` run option (the permission to run python graders)
-MODES = (ISOLATED, UNISOLATED)
+from ragmeter.sandbox import ISOLATED, MODES, UNISOLATED  # noqa: F401 - where they were
+
 #: size of the grader's private /tmp (a tmpfs: memory outside its address-space limit)
 TMP_MB = 256
 MIN_BWRAP = (0, 8, 0)  # --size, --perms on --tmpfs, --disable-userns
@@ -141,7 +140,7 @@ def drop_uid(root: bool) -> int:
 def unavailable() -> str | None:
     """What makes the sandbox impossible here before trying one (not Linux, bwrap missing or too old,
     a Python environment that holds the home or current folder), ``None`` when nothing does; the
-    sandbox's own check (:func:`ragmeter.metrics.openai_evals.sandbox.isolation_problem`) then starts one."""
+    sandbox's own check (:func:`ragmeter.sandbox.python_grader.isolation_problem`) then starts one."""
     if not sys.platform.startswith("linux"):
         return (f"python graders run isolated only on Linux (bubblewrap namespaces); this is {sys.platform}: "
                 + OPT_OUT)

@@ -2,7 +2,7 @@
 
 The grader's code never runs in ragmeter's process. A child Python (``-I``: no user site, no
 ``PYTHONPATH``, no current directory on the path) runs in a bubblewrap sandbox
-(:mod:`.isolation`: its own PID, network, mount, IPC and UTS namespaces, a read-only view of the
+(:mod:`ragmeter.sandbox.isolation`: its own PID, network, mount, IPC and UTS namespaces, a read-only view of the
 interpreter and nothing else of the file system, a private ``/tmp``, an empty environment, a
 process limit), or, only when the user asks for it (``unisolated``), as a plain child process in its
 own session with a filtered environment. Either way it has an address space limit (``RLIMIT_AS``,
@@ -34,11 +34,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-DEFAULT_TIMEOUT_S = 10.0
-DEFAULT_MEMORY_MB = 2048
-DEFAULT_WORKERS = 4
-#: processes and threads a sandboxed grader may have at once (its interpreter and bwrap's init included)
-DEFAULT_PROCESSES = 64
+from ragmeter.sandbox import DEFAULT_MEMORY_MB, DEFAULT_PROCESSES, DEFAULT_TIMEOUT_S, DEFAULT_WORKERS
+
 _STDERR_KEEP = 4000
 
 #: the child's program: read the grader, then grade one JSON line at a time
@@ -132,7 +129,7 @@ class _Child:
         read_fd, write_fd = os.pipe()
         try:
             if isolated:  # the sandbox of .isolation: bwrap clears the environment of what it runs
-                from ragmeter.metrics.openai_evals import isolation
+                from ragmeter.sandbox import isolation
 
                 bwrap = isolation.bwrap_path()
                 if bwrap is None:
@@ -345,7 +342,7 @@ _probed: dict[tuple[int, str | None], str | None] = {}
 def isolation_problem() -> str | None:
     """Why python graders cannot run isolated here (``None``: they can). Checked once per process
     (and user, and bwrap): :func:`.isolation.unavailable`, then a sandbox started to grade one item."""
-    from ragmeter.metrics.openai_evals import isolation
+    from ragmeter.sandbox import isolation
 
     key = (os.geteuid() if hasattr(os, "geteuid") else -1, isolation.bwrap_path())
     with _probe_lock:

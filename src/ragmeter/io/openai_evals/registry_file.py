@@ -1,6 +1,8 @@
 """openai/evals registry files (``evals/registry/evals/*.yaml``) of the basic templates, and the one
-reader of what ``--openai-eval`` is given: an exported eval definition or a registry file, each as
-JSON or YAML.
+reader of the files ``--openai-eval`` is given: an exported eval definition or a registry file,
+each as JSON or YAML (:func:`read_eval_file`; the definition's graders are checked by
+:func:`ragmeter.metrics.openai_evals.definition.parse_definition`, both put together by
+:func:`ragmeter.apps.openai_eval.load_eval_file`).
 
 A registry file maps an eval's name to its spec id, and the id to the template class and its
 arguments (openai/evals ``evals/registry.py``)::
@@ -13,7 +15,8 @@ arguments (openai/evals ``evals/registry.py``)::
       args:
         samples_jsonl: test_match/samples.jsonl
 
-Each basic template is scored by the metrics of :mod:`.basic` that compute what it records.
+Each basic template is scored by the metrics of :mod:`ragmeter.metrics.openai_evals.basic` that
+compute what it records.
 ``samples_jsonl`` is found next to the file, then in the registry's ``data`` folder (the file in
 ``REGISTRY/evals/``, its samples in ``REGISTRY/data/``, where openai/evals looks), then from the
 working directory.
@@ -28,7 +31,6 @@ from pathlib import Path
 from typing import Any
 
 from ragmeter.core.errors import ConfigError
-from ragmeter.metrics.openai_evals.definition import EvalDefinition, parse_definition
 
 #: openai/evals basic template class -> the metrics that compute what it records (``accuracy``;
 #: FuzzyMatch also records ``f1_score``), with the template arguments they take
@@ -145,22 +147,6 @@ def is_registry(raw: Any) -> bool:
     """Whether a file's content is an openai/evals registry (not an exported definition)."""
     return (isinstance(raw, Mapping) and "testing_criteria" not in raw and "data_source_config" not in raw
             and any(isinstance(v, Mapping) and ("class" in v or "id" in v) for v in raw.values()))
-
-
-def load_eval_file(path: str | Path) -> EvalDefinition | RegistryEval:
-    """What ``--openai-eval PATH`` names: an exported definition (JSON or YAML) or one eval of an
-    openai/evals registry file (``PATH#NAME`` picks one of several).
-
-    Raises:
-        ConfigError: naming the file, the line (YAML) and the field of the first problem.
-    """
-    p, _, name = str(path).partition("#") if not Path(path).exists() and "#" in str(path) else (str(path), "", "")
-    raw, lines = read_eval_file(p)
-    if is_registry(raw):
-        return parse_registry(raw, p, name or None, lines)
-    if name:
-        raise ConfigError(f"{p}: #{name} picks an eval of an openai/evals registry file; this is an eval definition")
-    return parse_definition(raw, p)
 
 
 def parse_registry(raw: Mapping[str, Any], source: str, name: str | None = None,
