@@ -72,7 +72,8 @@ class JudgeConfig:
             --sweep, 16 in flight ran a 50-sample, 3-metric judge workload in 0.55-0.6x the wall
             time of 8, at the same client CPU per call (ragas uses 16, DeepEval 20).
         rpm: requests per minute (``None``: no limit).
-        timeout: seconds before a request is abandoned (and retried).
+        timeout: seconds a whole request may take -- connecting, sending and the whole reply --
+            before it is abandoned (and retried); one deadline on every transport.
         max_retries: retries on 429, 5xx, timeouts and connection errors.
         parse_retries: re-asks when a reply does not match the expected JSON.
         backoff_base / backoff_max: exponential backoff bounds in seconds.
@@ -84,9 +85,10 @@ class JudgeConfig:
         api_version: Azure OpenAI API version.
         response_format: ``json_schema`` (native structured output, default), ``json_object`` or
             ``text`` for OpenAI-compatible servers that lack it (it also falls back by itself).
-        http_client: transport of OpenAI(-compatible) and Anthropic requests: ``auto`` (aiohttp
-            when installed), ``aiohttp`` or ``httpx``; ``sdk`` sends OpenAI(-compatible) requests
-            through the openai SDK's client (its default transport) instead of directly.
+        http_client: the HTTP package of ragmeter's transport (:mod:`ragmeter.llm.transport`):
+            ``auto`` (aiohttp when installed), ``aiohttp`` or ``httpx`` (httpx2 when installed);
+            ``sdk`` sends OpenAI-compatible requests through the openai SDK's client instead (Azure
+            OpenAI always goes through it).
         draw: a repeat number (``judge_draw``): a non-zero draw is part of the cache key, so
             repeated runs at temperature > 0 really ask again (judge self-consistency).
         max_reply_mb: the largest reply body read, in MB (``None``: 8, see

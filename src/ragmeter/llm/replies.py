@@ -1,7 +1,7 @@
 """Replies from servers are bounded: in size (a body is read as a stream and abandoned past a byte
 limit, never buffered whole) and in the waits a server may ask for (``Retry-After``,
-``retry-after-ms``). Used by every judge transport (the direct aiohttp/httpx client, the openai,
-anthropic and google-genai SDKs' httpx clients) and by ``ragmeter simulate``'s target client.
+``retry-after-ms``). Used by every judge transport (ragmeter's own aiohttp/httpx transport, the
+openai SDK's httpx client) and by ``ragmeter simulate``'s target client.
 """
 
 from __future__ import annotations
@@ -110,8 +110,8 @@ def read_httpx_sync(response: Any, limit: int, hint: str = "", deadline: float |
 
 
 def capping_hooks(limit: int, hint: str = "") -> dict[str, list[Any]]:
-    """``event_hooks`` for an httpx ``AsyncClient`` (an SDK's client: openai, anthropic,
-    google-genai's ``async_client_args``) that bound every reply body to ``limit`` bytes: the
+    """``event_hooks`` for an httpx ``AsyncClient`` (an SDK's client: the openai SDK's, for Azure
+    OpenAI and ``judge_http_client=sdk``) that bound every reply body to ``limit`` bytes: the
     reply's stream is wrapped before the SDK reads it, so reading stops at the limit. The bytes
     counted are those received (a compressed body is counted compressed)."""
 
