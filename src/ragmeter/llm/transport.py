@@ -41,7 +41,7 @@ TIMEOUT, CONNECT, HTTP_STATUS, REPLY_TOO_LARGE, INVALID_REPLY, REQUEST = (
     "timeout", "connect", "http_status", "reply_too_large", "invalid_reply", "request")
 #: HTTP statuses retried besides every 5xx (408: request timeout, 429: too many requests)
 RETRIED_STATUSES = frozenset({408, 429})
-#: HTTP statuses that stop the run: the same answer would come for every request
+#: HTTP statuses that stop the run besides every 3xx: the same answer would come for every request
 CONFIG_STATUSES = frozenset({401, 403, 404})
 _SHORT = {TIMEOUT: "timeout", CONNECT: "connection error", INVALID_REPLY: "non-JSON reply", REQUEST: "request error"}
 
@@ -115,17 +115,17 @@ class TransportError(Exception):
         if self.retryable:
             return Problem("transient", short, msg, status, self.retry_after, detail=self.said[:500], cause=self.kind)
         if 300 <= status < 400:
-            return Problem("config", short, f"the judge's endpoint answered with a redirect (HTTP {status}), which "
-                           f"ragmeter does not follow: {self.said}; set --judge-base-url to the address it "
-                           "points to", status, cause=self.kind)
-        if status in {401, 403}:
-            return Problem("config", short, "the judge rejected the credentials "
-                           f"(HTTP {status}): check the key variable and the model's access. {msg}", status,
-                           cause=self.kind)
-        if status == 404:
-            return Problem("config", short, f"the judge's model or endpoint was not found (HTTP 404): "
-                           f"check the model name and --judge-base-url. {msg}", status, cause=self.kind)
-        return Problem("final", short, msg, status, detail=self.said[:500], cause=self.kind)
+            said = (f"the judge's endpoint answered with a redirect (HTTP {status}), which ragmeter does not "
+                    f"follow: {self.said}; set --judge-base-url to the address it points to")
+        elif status == 404:
+            said = (f"the judge's model or endpoint was not found (HTTP 404): check the model name and "
+                    f"--judge-base-url. {msg}")
+        elif status in CONFIG_STATUSES:
+            said = (f"the judge rejected the credentials (HTTP {status}): check the key variable and the "
+                    f"model's access. {msg}")
+        else:
+            return Problem("final", short, msg, status, detail=self.said[:500], cause=self.kind)
+        return Problem("config", short, said, status, cause=self.kind)
 
 
 class NonJSONReply(TransportError):
