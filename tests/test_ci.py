@@ -311,8 +311,9 @@ def test_comparison_html_and_suite_with_baseline_gate(tmp_path):
 
 
 def test_junit_failure_carries_the_judge_verdict():
-    from ragmeter.apps.report.ci import junit_xml
+    from ragmeter.apps.report.suite_outputs import junit_xml
     from ragmeter.run.rows import verdict_summary
+    from ragmeter.store.records import RunSummary
 
     assert verdict_summary({"verdicts": [{"verdict": "yes"}, {"verdict": "no"}]}) == "1 of 2 verdicts supported"
     assert verdict_summary({"reason": "the answer names Lyon"}) == "the answer names Lyon"
@@ -320,7 +321,7 @@ def test_junit_failure_carries_the_judge_verdict():
              "faithfulness__pass": False, "no_value_reasons": {}, "judge": {"faithfulness": "1 of 2 claims supported"}},
             {"id": "s2", "question": "q", "answer": "a", "references": ["r"], "faithfulness": None,
              "faithfulness__pass": None, "no_value_reasons": {"faithfulness": "judge failure: timeout"}, "judge": {}}]
-    summary = {"faithfulness": {"pass": {"threshold": "faithfulness >= 0.7"}}}
+    summary = RunSummary.from_dict({"faithfulness": {"pass": {"threshold": "faithfulness >= 0.7"}}})
     root = junit_xml("s", rows, summary).getroot()
     fail = root.find(".//failure")
     assert "faithfulness = 0.4000 fails threshold faithfulness >= 0.7; judge: 1 of 2 claims supported" == fail.get("message")

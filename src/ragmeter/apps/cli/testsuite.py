@@ -53,8 +53,8 @@ def test_cmd(
 ) -> None:
     """Run a test suite: evaluate, apply thresholds and the regression gate; exit 1 when a check fails."""
     from ragmeter.analysis.gate import gate
-    from ragmeter.apps.report.ci import markdown as to_markdown
-    from ragmeter.apps.report.ci import write_junit
+    from ragmeter.apps.report.suite_outputs import markdown as to_markdown
+    from ragmeter.apps.report.suite_outputs import write_junit
     from ragmeter.core.config import load_config
     from ragmeter.core.thresholds import parse_rule, parse_thresholds
     from ragmeter.run.runner import evaluate
