@@ -226,6 +226,8 @@ def _without_moved_modules_section(text: str) -> str:
 def _old_paths_in(line: str) -> list[str]:
     """The old dotted paths a line uses (an old package's child counts as its package's path)."""
     found = []
+    # a comment that records a move ("# moved from OLD") names the old path on purpose
+    line = line.split("# moved from ", 1)[0]
     for m in _DOTTED.finditer(line):
         parts = m.group(0).split(".")
         prefixes = (".".join(parts[:n]) for n in range(len(parts), 1, -1))
@@ -255,5 +257,6 @@ def test_the_scan_sees_an_old_path():
         "ragmeter.schema", "ragmeter.retrieval.trec_io"]
     assert _old_paths_in('["-m", "ragmeter.cli.core"] ragmeter.metrics.retrieval ragmeter.apps.cli') == [
         "ragmeter.cli"]
+    assert _old_paths_in('x = "ragmeter.apps.pytest_plugin"  # moved from ragmeter.pytest_plugin') == []
     assert "ragmeter.schema" not in _without_moved_modules_section(
         "## a\n### Moved modules\nragmeter.schema\n## b\nragmeter.apps.cli\n")
