@@ -353,10 +353,10 @@ def test_context_relevance_labels_are_stored_and_never_judged_twice(run, server,
     assert set(blocks(server.requests[1]["body"]["messages"][1]["content"])) == {"QUESTION", "CHUNK 1"}
     assert [lab["reused"] for lab in out2.details["labels"]] == [True, False, True]
     assert [lab["grade"] for lab in out2.details["labels"]] == [2, 2, 2]
-    from ragmeter.metrics.judge.qrels import NAMESPACE
+    from ragmeter.analysis.qrels import NAMESPACE
 
     assert len(store.kv_list(NAMESPACE)) == 4
-    from ragmeter.metrics.judge.qrels import stored_labels
+    from ragmeter.analysis.qrels import stored_labels
 
     s3 = S(contexts=C("The capital of France is Paris.", "never judged"))
     assert [None if x is None else x.grade for x in stored_labels([s3], store, "openai:test-model")[0]] == [2, None]
@@ -367,7 +367,7 @@ def test_context_relevance_labels_are_stored_and_never_judged_twice(run, server,
 
 
 def test_fill_relevant_turns_labels_into_graded_ground_truth():
-    from ragmeter.metrics.judge.qrels import Label, fill_relevant
+    from ragmeter.analysis.qrels import Label, fill_relevant
 
     s = S(contexts=[Chunk(text="a", id="1"), Chunk(text="b", id="2"), Chunk(text="c", id="3")])
     filled = fill_relevant([s, s], [[Label(3, ""), Label(0, ""), Label(1, "")], [Label(2, ""), None, Label(0, "")]],
@@ -379,7 +379,7 @@ def test_fill_relevant_turns_labels_into_graded_ground_truth():
 
 @pytest.mark.contract
 def test_llm_ranking_metrics_match_trec_eval_on_the_llm_labels(run, server, tmp_path):
-    from ragmeter.metrics.judge.qrels import NAMESPACE, qrel_key
+    from ragmeter.analysis.qrels import NAMESPACE, qrel_key
 
     pytrec_eval = require_reference("pytrec_eval")
 

@@ -60,6 +60,7 @@ MOVED: dict[str, str] = {
     "ragmeter.metrics._lexical_rouge": "ragmeter.metrics.lexical.rouge_metrics",
     "ragmeter.metrics.base": "ragmeter.metrics.registry",
     "ragmeter.metrics.consistency": "ragmeter.analysis.consistency",
+    "ragmeter.metrics.judge.qrels": "ragmeter.analysis.qrels",
     "ragmeter.metrics.openai_evals.isolation": "ragmeter.sandbox.isolation",
     "ragmeter.metrics.openai_evals.items": "ragmeter.io.openai_evals.items",
     "ragmeter.metrics.openai_evals.registry_file": "ragmeter.io.openai_evals.registry_file",

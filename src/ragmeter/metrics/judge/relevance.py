@@ -1,7 +1,7 @@
 """LLM relevance labels for retrieved chunks, and ranking metrics computed from them.
 
 ``context_relevance_labels`` grades each retrieved chunk 0-3 for the question (stored as reusable
-qrels, see :mod:`ragmeter.metrics.judge.qrels`); ``llm_ndcg@k``, ``llm_map`` and ``llm_mrr`` fill
+qrels, see :mod:`ragmeter.metrics.judge.relevance_labels`); ``llm_ndcg@k``, ``llm_map`` and ``llm_mrr`` fill
 ``Sample.relevant`` from those labels and hand the samples to the retrieval family's own
 ``ndcg``, ``map`` and ``mrr``, so the ranking formulas are the ones checked against trec_eval.
 """
@@ -19,9 +19,9 @@ from ragmeter.metrics.registry import MetricSpec, register_metric
 
 
 def _prepare(samples: Sequence[Sample], ctx: Any, **params: Any) -> None:
-    from ragmeter.metrics.judge.qrels import prefetch_labels
+    from ragmeter.metrics.judge.relevance_labels import LABELS, prefetch_labels
 
-    prefetch_labels([s for s in samples if s.contexts], ctx.service("judge"), ctx.store,
+    prefetch_labels([s for s in samples if s.contexts], ctx.service("judge"), ctx.service(LABELS),
                     use_reference=bool(params.get("use_reference", True)))
 
 
@@ -38,11 +38,11 @@ def context_relevance_labels(samples: Sequence[Sample], ctx: Any, *, use_referen
     Range [0, 1], higher is better. No value without retrieved chunks, or when a label could not
     be obtained. ``details["labels"]`` lists each chunk's grade and reason.
     """
-    from ragmeter.metrics.judge.qrels import resolve_labels
+    from ragmeter.metrics.judge.relevance_labels import LABELS, resolve_labels
 
     judge = ctx.service("judge")
     with_ctx = [s for s in samples if s.contexts]
-    labels, reasons = resolve_labels(with_ctx, judge, ctx.store, use_reference=use_reference)
+    labels, reasons = resolve_labels(with_ctx, judge, ctx.service(LABELS), use_reference=use_reference)
     by_id = {s.id: (row, why) for s, row, why in zip(with_ctx, labels, reasons, strict=True)}
     out: list[Score] = []
     for s in samples:
@@ -81,7 +81,7 @@ class LabelledRanking:
 
     def __call__(self, samples: Sequence[Sample], ctx: Any, *, k: int | None = None, min_grade: int = 1,
                  use_reference: bool = True, pool: bool = False, gain: str | None = None) -> list[Score]:
-        from ragmeter.metrics.judge.qrels import fill_relevant_from_llm
+        from ragmeter.metrics.judge.relevance_labels import fill_relevant_from_llm
         from ragmeter.metrics.registry import resolve
 
         if not isinstance(min_grade, int) or isinstance(min_grade, bool) or not 0 <= min_grade <= 3:

@@ -1,18 +1,20 @@
 """LLM relevance labels (qrels): graded relevance 0-3 of retrieved chunks to a question, judged once
 and reused across runs and configurations.
 
-Labels live in the store's key-value table (namespace ``llm_qrels``) under
-``sha256(question) : sha256(chunk text) : judge model``, so the same chunk is never judged twice
-for the same question, whichever run or retrieval configuration retrieved it. They turn into
-ranking ground truth with :func:`fill_relevant`: ``Sample.relevant`` becomes the graded chunks,
-and any retrieval metric (nDCG, MAP, MRR) can run on them.
+Labels are kept under ``sha256(question) : sha256(chunk text) : judge model``
+(:func:`qrel_key`), so the same chunk is never judged twice for the same question, whichever run or
+retrieval configuration retrieved it; where they are kept is a service of the scoring context,
+``ctx.service("relevance_labels")`` (:mod:`ragmeter.store.relevance_labels`: the store's key-value
+table), which these functions take as ``labels`` (``None``: nothing kept). They turn into ranking
+ground truth with :func:`fill_relevant`: ``Sample.relevant`` becomes the graded chunks, and any
+retrieval metric (nDCG, MAP, MRR) can run on them. Outside a run, with a store:
+:mod:`ragmeter.analysis.qrels`.
 
-Entry points::
+Entry points inside a metric::
 
-    labels = llm_relevance_labels(samples, judge, store)      # [[Label | None per context], ...]
-    labels = stored_labels(samples, store, "openai:gpt-4o-mini")  # the same, from the store only
-    filled = fill_relevant(samples, labels, min_grade=1)       # Samples with graded `relevant`
-    filled = fill_relevant_from_llm(samples, ctx)              # both, inside a metric
+    filled, labels, reasons = fill_relevant_from_llm(samples, ctx)   # label, then fill `relevant`
+    labels, reasons = resolve_labels(samples, judge, ctx.service("relevance_labels"))
+    filled = fill_relevant(samples, labels, min_grade=1)              # Samples with graded `relevant`
 """
 
 from __future__ import annotations
@@ -24,11 +26,14 @@ from typing import Any
 
 from pydantic import Field
 
+from ragmeter.core.context import declare_service
 from ragmeter.core.schema import Chunk, Sample
 
-NAMESPACE = "llm_qrels"
 METRIC = "context_relevance_labels"
 MAX_CHUNKS_PER_CALL = 20
+#: the scoring context's service that keeps the labels
+LABELS = "relevance_labels"
+declare_service(LABELS, "ragmeter.store.relevance_labels")
 
 
 def _sha(text: str) -> str:
@@ -96,16 +101,18 @@ class _Plan:
     samples: list[int]                      # per request: sample index
 
 
-def plan_labels(samples: Sequence[Sample], judge: Any, store: Any = None, *, use_reference: bool = True,
+def plan_labels(samples: Sequence[Sample], judge: Any, labels: Any = None, *, use_reference: bool = True,
                 metric: str = METRIC) -> _Plan:
-    """Which (question, chunk) pairs still need a label, and the judge requests that ask for them."""
+    """Which (question, chunk) pairs still need a label (``labels``: the labels kept, a
+    :class:`~ragmeter.store.relevance_labels.RelevanceLabelStore`), and the judge requests that ask
+    for them."""
     from ragmeter.llm.request import JudgeRequest
     from ragmeter.metrics.judge._common import fence_blocks, load_template
 
     model = _judge_model(judge)
     keys = [[qrel_key(s.question or "", t, model) for t in s.context_texts] for s in samples]
     flat = sorted({k for ks in keys for k in ks})
-    known = store.kv_get_many(NAMESPACE, flat) if store is not None and flat else {}
+    known = labels.get_many(flat) if labels is not None and flat else {}
     tpl = load_template("context_relevance_labels")
     schema = label_schema()
     systems = {ref: tpl.system(ref_note=" (the REFERENCE block shows what a good answer contains)" if ref else "")
@@ -134,36 +141,32 @@ def plan_labels(samples: Sequence[Sample], judge: Any, store: Any = None, *, use
     return _Plan(keys, known, reqs, chunks, owners)
 
 
-def prefetch_labels(samples: Sequence[Sample], judge: Any, store: Any = None, *,
+def prefetch_labels(samples: Sequence[Sample], judge: Any, labels: Any = None, *,
                     use_reference: bool = True) -> None:
     """Queue the label requests of ``samples`` on the judge (for a metric's ``prepare``)."""
-    judge.prefetch(plan_labels(samples, judge, store, use_reference=use_reference).requests)
+    judge.prefetch(plan_labels(samples, judge, labels, use_reference=use_reference).requests)
 
 
-def llm_relevance_labels(samples: Sequence[Sample], judge: Any, store: Any = None, *,
-                         use_reference: bool = True) -> list[list[Label | None]]:
-    """Graded relevance (0-3) of every retrieved chunk of every sample, judged by an LLM.
+def resolve_labels(samples: Sequence[Sample], judge: Any, labels: Any = None, *,
+                   use_reference: bool = True) -> tuple[list[list[Label | None]], list[str | None]]:
+    """Graded relevance (0-3) of every retrieved chunk of every sample, judged by an LLM, and per
+    sample why a label is missing (``None`` if complete).
 
-    Labels already in ``store`` are reused; missing ones are asked for in one judge call per
-    sample (up to 20 chunks per call), then stored. A chunk whose label could not be obtained
-    (judge failure, budget, dry run) is ``None``.
+    Labels already kept in ``labels`` are reused; missing ones are asked for in one judge call per
+    sample (up to 20 chunks per call), then kept. A chunk whose label could not be obtained (judge
+    failure, budget, dry run) is ``None``.
 
     Args:
         samples: samples with ``question`` and ``contexts`` (chunk texts).
         judge: a :class:`~ragmeter.llm.JudgeService` (``ctx.service("judge")``).
-        store: the store holding the labels (``None``: judge everything, keep nothing).
+        labels: where labels are kept (``ctx.service("relevance_labels")``; ``None``: judge
+            everything, keep nothing).
         use_reference: show the reference answer to the judge when the sample has one.
 
     Returns:
-        Per sample, one :class:`Label` (or ``None``) per context, in retrieval order.
+        Per sample, one :class:`Label` (or ``None``) per context, in retrieval order; and the reasons.
     """
-    return resolve_labels(samples, judge, store, use_reference=use_reference)[0]
-
-
-def resolve_labels(samples: Sequence[Sample], judge: Any, store: Any = None, *,
-                   use_reference: bool = True) -> tuple[list[list[Label | None]], list[str | None]]:
-    """:func:`llm_relevance_labels` plus, per sample, why a label is missing (``None`` if complete)."""
-    plan = plan_labels(samples, judge, store, use_reference=use_reference)
+    plan = plan_labels(samples, judge, labels, use_reference=use_reference)
     results = judge.submit(plan.requests) if plan.requests else []
     fresh: dict[str, Label] = {}
     to_store: dict[str, dict[str, Any]] = {}
@@ -182,9 +185,8 @@ def resolve_labels(samples: Sequence[Sample], judge: Any, store: Any = None, *,
                              "question": s.question or "", "chunk": text, "chunk_id": ids.get(text),
                              "reference_used": use_reference and bool(s.reference),
                              "template_version": req.template_version}
-    if store is not None:
-        for key, value in to_store.items():
-            store.kv_put(NAMESPACE, key, value)
+    if labels is not None and to_store:
+        labels.put_many(to_store)
     out: list[list[Label | None]] = []
     for ks in plan.keys:
         row: list[Label | None] = []
@@ -198,16 +200,6 @@ def resolve_labels(samples: Sequence[Sample], judge: Any, store: Any = None, *,
     reasons = [None if all(x is not None for x in row) else why.get(i, "judge failure on chunk labels")
                for i, row in enumerate(out)]
     return out, reasons
-
-
-def stored_labels(samples: Sequence[Sample], store: Any, judge_model: str) -> list[list[Label | None]]:
-    """The labels already in ``store`` for each sample's chunks (``None`` where a chunk was never
-    judged), without any judge: ``judge_model`` is ``"provider:model"``, e.g. ``"openai:gpt-4o-mini"``.
-    """
-    keys = [[qrel_key(s.question or "", t, judge_model) for t in s.context_texts] for s in samples]
-    known = store.kv_get_many(NAMESPACE, sorted({k for ks in keys for k in ks}))
-    return [[Label(int(known[k]["grade"]), str(known[k].get("reason", "")), cached=True) if k in known else None
-             for k in ks] for ks in keys]
 
 
 def fill_relevant(samples: Sequence[Sample], labels: Sequence[Sequence[Label | None]], *,
@@ -239,23 +231,16 @@ def fill_relevant(samples: Sequence[Sample], labels: Sequence[Sequence[Label | N
     return out
 
 
-def pooled_relevant(samples: Sequence[Sample], judge: Any, store: Any) -> list[list[Chunk]]:
+def pooled_relevant(samples: Sequence[Sample], judge: Any, labels: Any) -> list[list[Chunk]]:
     """Per sample, every chunk labelled for its question by this judge in any run (TREC-style
-    pooling), as graded chunks. Makes nDCG comparable across configurations, at the price of
-    depending on which runs were made before."""
-    from sqlalchemy import select
-
-    from ragmeter.store.models import KeyValueRow
-
+    pooling), as graded chunks (``labels``: where labels are kept). Makes nDCG comparable across
+    configurations, at the price of depending on which runs were made before."""
     model = _judge_model(judge)
     out: list[list[Chunk]] = []
-    with store.session() as sess:
-        for s in samples:
-            prefix = _sha(s.question or "") + ":"
-            rows = sess.scalars(select(KeyValueRow).where(KeyValueRow.namespace == NAMESPACE,
-                                                          KeyValueRow.key.like(prefix + "%"))).all()
-            out.append([Chunk(text=r.value["chunk"], grade=float(r.value["grade"]))
-                        for r in rows if r.key.endswith(":" + model)])
+    for s in samples:
+        rows = labels.with_prefix(_sha(s.question or "") + ":")
+        out.append([Chunk(text=v["chunk"], grade=float(v["grade"])) for k, v in rows.items()
+                    if k.endswith(":" + model)])
     return out
 
 
@@ -268,7 +253,8 @@ def fill_relevant_from_llm(samples: Sequence[Sample], ctx: Any, *, min_grade: in
     and its reason says why.
     """
     judge = ctx.service("judge")
-    labels, reasons = resolve_labels(samples, judge, ctx.store, use_reference=use_reference)
-    pooled = pooled_relevant(samples, judge, ctx.store) if pool and ctx.store is not None else None
+    kept = ctx.service(LABELS)
+    labels, reasons = resolve_labels(samples, judge, kept, use_reference=use_reference)
+    pooled = pooled_relevant(samples, judge, kept) if pool and kept.keeps else None
     return fill_relevant(samples, labels, min_grade=min_grade, pooled=pooled), labels, reasons
 
