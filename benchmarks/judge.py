@@ -1,7 +1,7 @@
 """LLM judge throughput and economy against a local OpenAI-compatible server answering in 200 ms.
 
 The server (tests/judge_server.py, a scripted rule-based judge) runs in a subprocess, so its CPU is
-not counted as ours; ragmeter's client code (openai SDK, retries, cache, store) runs in this
+not counted as ours; ragmeter's client code (its judge transport, retries, cache, store) runs in this
 process exactly as in a real run.
 
 (a) 1,000 judge calls at concurrency 32 through ragmeter's judge service, against the ideal
@@ -304,7 +304,7 @@ def main() -> None:
     try:
         with tempfile.TemporaryDirectory() as d:
             tmp = Path(d)
-            # warm-up: SDK client, store schema, runner (not measured)
+            # warm-up: the judge's client, store schema, runner (not measured)
             evaluate(make_samples(2, "w"), ["faithfulness"], db=f"sqlite:///{tmp / 'w.db'}",
                      options={"judge": "openai:bench-model", "judge_base_url": url + "/v1"})
 
