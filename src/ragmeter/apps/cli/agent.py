@@ -30,9 +30,32 @@ def _show_composites(store: Any, run: Any) -> dict[str, Any]:
 
 
 def _show_agent_stats(store: Any, run: Any) -> dict[str, Any]:
-    from ragmeter.metrics.agent import show_section
+    """``ragmeter show``: the execution statistics when the run scored agent traces."""
+    from ragmeter.analysis.agent_execution import execution_stats, scores_traces
 
-    return show_section(store, run)
+    if not scores_traces(run.summary or {}):
+        return {}
+    stats = execution_stats(store.run_samples(run.id))
+    if not stats["n_traces"]:
+        return {}
+    return {"agent execution stats": stats_table_text(stats)}
+
+
+def stats_table_text(stats: dict[str, Any]) -> str:
+    """A plain-text table of :func:`~ragmeter.metrics.agent.execution.execution_stats` (``ragmeter show``)."""
+    from ragmeter.analysis.agent_execution import STAT_FIGURES
+
+    head = f"{'figure':<16}{'n':>6}{'mean':>12}{'p50':>12}{'p95':>12}{'p99':>12}"
+    lines = [f"{stats.get('n_traces', 0)} traces", head]
+    for name in STAT_FIGURES:
+        d = stats.get(name) or {}
+        cells = "".join(f"{'—' if d.get(k) is None else format(d[k], '.2f'):>12}"
+                        for k in ("mean", "p50", "p95", "p99"))
+        lines.append(f"{name:<16}{d.get('n', 0):>6}{cells}")
+    rate = stats.get("tool_error_rate")
+    lines.append(f"tool errors: {stats.get('tool_errors', 0)}"
+                 + (f" ({rate:.1%} of calls)" if rate is not None else ""))
+    return "\n".join(lines)
 
 
 def _parse_range(text: str | None, what: str) -> tuple[float, float] | None:
@@ -240,7 +263,7 @@ def agent_stats_cmd(
     p95, p99), tool-call latency and tool errors."""
     from rich.table import Table
 
-    from ragmeter.metrics.agent import STAT_FIGURES, run_execution_stats
+    from ragmeter.analysis.agent_execution import STAT_FIGURES, run_execution_stats
 
     store = get_store(db)
     rid = store.resolve_run(run)

@@ -4,7 +4,8 @@ quality, registered under their config keys.
 The pieces they use live in small modules and are re-exported here: trace reading in
 :mod:`ragmeter.io.traces`, expectations and presets in :mod:`ragmeter.metrics.agent.config`, the formulas in
 :mod:`ragmeter.metrics.agent.formulas`, trajectory matching in :mod:`ragmeter.metrics.agent.matching`, execution
-statistics in :mod:`ragmeter.metrics.agent.execution`; the LLM trajectory judge is
+statistics of traces in :mod:`ragmeter.metrics.agent.execution` (of a stored run:
+:mod:`ragmeter.analysis.agent_execution`); the LLM trajectory judge is
 :mod:`ragmeter.metrics.judge.trajectory`. Every expectation (expected tools per task type, expected
 trajectory, plan keywords, required output fields and their validators) is data: the run options
 (``options.agent`` and/or ``options.agent_preset``, e.g. the bundled ``credit_risk`` preset) or a
@@ -20,14 +21,7 @@ from ragmeter.core.errors import ConfigError
 from ragmeter.core.schema import AgentTrace, Sample, Score
 from ragmeter.io.traces import TRACE_ALIASES, parse_trace
 from ragmeter.metrics.agent.config import AgentConfig, agent_config, load_preset, preset_names
-from ragmeter.metrics.agent.execution import (
-    STAT_FIGURES,
-    describe,
-    execution_stats,
-    run_execution_stats,
-    show_section,
-    stats_table_text,
-)
+from ragmeter.metrics.agent.execution import STAT_FIGURES, describe, execution_stats
 from ragmeter.metrics.agent.formulas import (
     _clean,
     _order_value,
@@ -337,7 +331,6 @@ __all__ = [
     "ARG_MODES", "MATCH_MODES", "STAT_FIGURES", "TRACE_ALIASES", "AgentConfig", "Step", "agent_config",
     "describe", "execution_stats", "final_answer_quality", "final_answer_score", "intent_correctness",
     "intent_score", "jaccard", "load_preset", "lookup", "match_trajectory", "order_pairs", "order_score",
-    "parse_trace", "plan_quality", "plan_score", "preset_names", "reference_calls", "run_execution_stats",
-    "show_section", "stats_table_text", "tool_choice_correctness", "tool_completeness", "tool_precision",
-    "tool_recall", "trajectory_match", "trajectory_score",
+    "parse_trace", "plan_quality", "plan_score", "preset_names", "reference_calls", "tool_choice_correctness",
+    "tool_completeness", "tool_precision", "tool_recall", "trajectory_match", "trajectory_score",
 ]

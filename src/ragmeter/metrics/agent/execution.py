@@ -1,4 +1,7 @@
-"""Per-run execution statistics of agent traces: step counts, latencies (p50/p95/p99), tool errors."""
+"""Per-run execution statistics of agent traces: step counts, latencies (p50/p95/p99), tool errors.
+
+Figures of the samples given; a stored run's are :func:`ragmeter.analysis.agent_execution.run_execution_stats`,
+and ``ragmeter show`` / ``ragmeter agent-stats`` print them (:mod:`ragmeter.apps.cli.agent`)."""
 
 from __future__ import annotations
 
@@ -75,32 +78,7 @@ def execution_stats(samples: Iterable[Sample]) -> dict[str, Any]:
             "tool_errors": errors, "tool_error_rate": (errors / n_calls) if n_calls else None}
 
 
-def run_execution_stats(store: Any, run_id: str) -> dict[str, Any]:
-    """:func:`execution_stats` of a stored run (its samples as evaluated)."""
-    return execution_stats(store.run_samples(store.resolve_run(run_id)))
-
-
-def stats_table_text(stats: Mapping[str, Any]) -> str:
-    """A plain-text table of :func:`execution_stats` (used by ``ragmeter show``)."""
-    head = f"{'figure':<16}{'n':>6}{'mean':>12}{'p50':>12}{'p95':>12}{'p99':>12}"
-    lines = [f"{stats.get('n_traces', 0)} traces", head]
-    for name in STAT_FIGURES:
-        d = stats.get(name) or {}
-        cells = "".join(f"{'—' if d.get(k) is None else format(d[k], '.2f'):>12}"
-                        for k in ("mean", "p50", "p95", "p99"))
-        lines.append(f"{name:<16}{d.get('n', 0):>6}{cells}")
-    rate = stats.get("tool_error_rate")
-    lines.append(f"tool errors: {stats.get('tool_errors', 0)}"
-                 + (f" ({rate:.1%} of calls)" if rate is not None else ""))
-    return "\n".join(lines)
-
-
-def show_section(store: Any, run: Any) -> dict[str, Any]:
-    """``ragmeter show`` hook: execution stats when the run scored agent metrics."""
-    summary = run.summary or {}
-    if not any(isinstance(v, Mapping) and v.get("family") == "agent" for v in summary.values()):
-        return {}
-    stats = execution_stats(store.run_samples(run.id))
-    if not stats["n_traces"]:
-        return {}
-    return {"agent execution stats": stats_table_text(stats)}
+def scores_traces(summary: Mapping[str, Any]) -> bool:
+    """Whether a run scored agent traces (a metric of the agent family in its summary): what the
+    execution statistics of its samples describe."""
+    return any(isinstance(v, Mapping) and v.get("family") == "agent" for v in summary.values())
