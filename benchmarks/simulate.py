@@ -2,7 +2,7 @@
 
 ``ragmeter simulate`` holds one conversation per scenario: each user turn is one request to the
 LLM playing the user (through the judge client) and one to the system under test. Before, the
-scenarios were held one after another (``ragmeter.simulate.run.simulate_one`` per scenario, what
+scenarios were held one after another (``ragmeter.simulate.dialogue.simulate_one`` per scenario, what
 DeepEval's ``ConversationSimulator`` and a hand-written loop do without ``async``); now
 ``simulate`` advances every conversation a turn at a time together: the users' messages go to the
 judge as one concurrent batch, then to the target on ``--concurrency`` threads.
@@ -47,7 +47,7 @@ def main() -> None:
     args = ap.parse_args()
     DELAY = args.delay
     from ragmeter.llm import get_judge
-    from ragmeter.simulate.run import simulate, simulate_one
+    from ragmeter.simulate.dialogue import simulate, simulate_one
     from ragmeter.simulate.scenarios import Scenario
 
     scenarios = [Scenario(id=f"s{i}", persona=f"Traveller number {i}.", goal=f"Ask about route {i} and its fares.",

@@ -89,6 +89,7 @@ MOVED: dict[str, str] = {
     "ragmeter.safejson": "ragmeter.core.safejson",
     "ragmeter.schema": "ragmeter.core.schema",
     "ragmeter.server": "ragmeter.apps.server",
+    "ragmeter.simulate.run": "ragmeter.simulate.dialogue",
     "ragmeter.sinks": "ragmeter.apps.export",
     "ragmeter.thresholds": "ragmeter.core.thresholds",
 }

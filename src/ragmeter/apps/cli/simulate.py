@@ -49,7 +49,7 @@ def simulate_cmd(
     from ragmeter.core.redact import redact
     from ragmeter.golden.datasets import _check_name
     from ragmeter.llm import get_judge
-    from ragmeter.simulate.run import simulate, store_conversations
+    from ragmeter.simulate.dialogue import simulate, store_conversations
     from ragmeter.simulate.scenarios import read_scenarios
     from ragmeter.simulate.targets import make_target
 
