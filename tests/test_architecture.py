@@ -281,3 +281,146 @@ def test_the_checker_finds_string_imports_and_sys_modules_lookups(tmp_path):
         "ragmeter.io.readers -> ragmeter.apps.cli", "ragmeter.io.readers -> ragmeter.metrics.registry",
         "ragmeter.io.readers -> ragmeter.run.runner"]
     assert "load may not import present" in found[0]
+
+
+# ---- metrics only score -------------------------------------------------------------------------
+# DESIGN.md: "a metric never reads files, never prints, never starts a process and never touches the
+# database; the runner gives it what it needs and stores what it returns". What a metric needs beyond
+# its samples (encoders, the judge, the python-grader sandbox, where relevance labels are kept) it
+# asks its scoring context for: ``ctx.service(name)``.
+
+#: modules no module of ``ragmeter.metrics`` may import (statements anywhere in the file, and
+#: ``importlib.import_module`` / ``__import__`` / module-path strings), with why
+FORBIDDEN_IN_METRICS = {
+    "ragmeter.store": "the store: a metric touches no database (its services keep what must be kept)",
+    "ragmeter.io": "the file readers: the runner gives a metric its samples",
+    "ragmeter.apps": "the apps: a metric presents nothing",
+    "subprocess": "child processes: a metric starts none (the sandbox service does)",
+    "multiprocessing": "child processes: a metric starts none",
+    "rich": "the terminal: a metric prints nothing",
+}
+#: modules under a forbidden one that read no file: they turn values into records
+ALLOWED_IN_METRICS = ("ragmeter.io.traces",)
+#: builtins a metric may not call: file reads and writes, the terminal
+FORBIDDEN_BUILTINS = {"open": "opens a file", "print": "prints", "input": "reads the terminal"}
+#: ``os`` functions that start or signal processes or run a shell
+FORBIDDEN_OS_CALLS = {"system", "popen", "fork", "forkpty", "kill", "killpg", "posix_spawn", "posix_spawnp",
+                      "execv", "execve", "execvp", "execvpe", "execl", "execle", "execlp", "execlpe",
+                      "spawnv", "spawnve", "spawnvp", "spawnvpe", "spawnl", "spawnle", "spawnlp", "spawnlpe"}
+#: a call that names a provider module as data (the context imports it, the metric does not)
+DECLARATIONS = {"declare_service"}
+
+
+def _forbidden(name: str) -> str | None:
+    if any(name == a or name.startswith(a + ".") for a in ALLOWED_IN_METRICS):
+        return None
+    return next((f for f in FORBIDDEN_IN_METRICS if name == f or name.startswith(f + ".")), None)
+
+
+def _call_name(func: ast.AST) -> str:
+    if isinstance(func, ast.Name):
+        return func.id
+    if isinstance(func, ast.Attribute):
+        return f"{_call_name(func.value)}.{func.attr}"
+    return ""
+
+
+def metric_contract_violations(root: Path = PKG) -> list[str]:
+    """Every import, call and module string of ``root/metrics`` that breaks "metrics only score", as
+    ``path:line: what (why)``."""
+    out: list[tuple[str, int, str]] = []
+    base = root.parent
+    for path in sorted((root / "metrics").rglob("*.py")):
+        rel = path.relative_to(base)
+        mod = ".".join(rel.with_suffix("").parts)
+        package = mod.rsplit(".", 1)[0] if path.name != "__init__.py" else mod.removesuffix(".__init__")
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        # strings a call takes as data (a declaration) or that an import call reports already
+        declared = {id(a) for node in ast.walk(tree) if isinstance(node, ast.Call)
+                    and _call_name(node.func).rsplit(".", 1)[-1] in (*DECLARATIONS, "import_module", "__import__")
+                    for a in node.args}
+
+        def bad(name: str, line: int, how: str, rel: Path = rel) -> None:
+            f = _forbidden(name)
+            if f is not None:
+                out.append((str(rel), line, f"{how} {name} ({FORBIDDEN_IN_METRICS[f]})"))
+
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    bad(a.name, node.lineno, "imports")
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    parts = package.split(".")
+                    base_name = ".".join(parts[: len(parts) - (node.level - 1)] + ([node.module] if node.module else []))
+                else:
+                    base_name = node.module or ""
+                names = [base_name] if node.module else []
+                names += [f"{base_name}.{a.name}" for a in node.names]
+                for n in dict.fromkeys(names):
+                    if _forbidden(n):
+                        bad(n, node.lineno, "imports")
+                        break
+            elif isinstance(node, ast.Call):
+                name = _call_name(node.func)
+                if name in FORBIDDEN_BUILTINS:
+                    out.append((str(rel), node.lineno, f"calls {name}() ({FORBIDDEN_BUILTINS[name]})"))
+                elif name.startswith("os.") and name[3:] in FORBIDDEN_OS_CALLS:
+                    out.append((str(rel), node.lineno, f"calls {name}() (starts or signals a process)"))
+                elif name in ("importlib.import_module", "import_module", "__import__") and node.args \
+                        and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+                    bad(node.args[0].value, node.lineno, "imports")
+            elif isinstance(node, ast.Attribute) and _call_name(node) in ("sys.stdout", "sys.stderr"):
+                out.append((str(rel), node.lineno, f"writes {_call_name(node)} (prints)"))
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in declared \
+                    and _MODULE_STRING.fullmatch(node.value):
+                bad(node.value, node.lineno, "names the module")
+    return [f"{path}:{line}: {what}" for path, line, what in sorted(set(out))]
+
+
+def test_metrics_only_score():
+    """No metric module reads files, prints, starts a process or touches the store."""
+    assert metric_contract_violations() == []
+
+
+def test_the_metrics_contract_finds_a_planted_violation(tmp_path):
+    """A metric module of a planted package that imports the store (and one that does the other
+    forbidden things) makes the contract fail; reading traces and declaring a service do not."""
+    pkg = tmp_path / "ragmeter"
+    (pkg / "metrics" / "family").mkdir(parents=True)
+    for init in (pkg, pkg / "metrics", pkg / "metrics" / "family"):
+        (init / "__init__.py").write_text("")
+    (pkg / "metrics" / "family" / "stored.py").write_text("import ragmeter.store\n")
+    assert metric_contract_violations(pkg) == [
+        "ragmeter/metrics/family/stored.py:1: imports ragmeter.store (the store: a metric touches no "
+        "database (its services keep what must be kept))"]
+
+    (pkg / "metrics" / "family" / "busy.py").write_text(
+        "import importlib\nimport os\nimport sys\n"
+        "from ragmeter.core.context import declare_service\n"
+        "from ragmeter.io.traces import parse_trace\n"
+        "from ...io.readers import load\n"
+        "from ragmeter import store\n\n"
+        "declare_service('labels', 'ragmeter.store.relevance_labels')\n\n\n"
+        "def score(samples, ctx):\n"
+        "    import subprocess\n"
+        "    from rich.console import Console\n"
+        "    importlib.import_module('ragmeter.store.models')\n"
+        "    text = open('qrels.txt').read()\n"
+        "    print(text)\n"
+        "    sys.stdout.write(text)\n"
+        "    os.system('true')\n"
+        "    return 'ragmeter.io.readers'\n")
+    found = [v.split(" (")[0] for v in metric_contract_violations(pkg) if "busy.py" in v]
+    assert found == [
+        "ragmeter/metrics/family/busy.py:6: imports ragmeter.io.readers",
+        "ragmeter/metrics/family/busy.py:7: imports ragmeter.store",
+        "ragmeter/metrics/family/busy.py:13: imports subprocess",
+        "ragmeter/metrics/family/busy.py:14: imports rich.console",
+        "ragmeter/metrics/family/busy.py:15: imports ragmeter.store.models",
+        "ragmeter/metrics/family/busy.py:16: calls open()",
+        "ragmeter/metrics/family/busy.py:17: calls print()",
+        "ragmeter/metrics/family/busy.py:18: writes sys.stdout",
+        "ragmeter/metrics/family/busy.py:19: calls os.system()",
+        "ragmeter/metrics/family/busy.py:20: names the module ragmeter.io.readers",
+    ]
