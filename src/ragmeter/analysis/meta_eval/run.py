@@ -14,6 +14,14 @@ from typing import Any
 import numpy as np
 
 from ragmeter.analysis.meta_eval.reader import HumanLabels, read_labels
+from ragmeter.analysis.meta_eval.records import (
+    FORMAT,
+    Difference,
+    MetaComparison,
+    MetaEvaluation,
+    MetricAgreement,
+    Statistic,
+)
 from ragmeter.analysis.meta_eval.statistics import (
     CORRELATIONS,
     N_BOOTSTRAP,
@@ -27,10 +35,10 @@ from ragmeter.analysis.meta_eval.statistics import (
 )
 from ragmeter.core.errors import ConfigError, StoreError
 from ragmeter.core.schema import FIELD_PRESENT, Sample
+from ragmeter.store.records import MetricSummary
 
 EXTRA_KEY = "meta_eval"
 TAG = "meta-eval"
-FORMAT = 1
 #: statistics the table can be sorted by
 SORT_KEYS = ("kendall", "spearman", "pearson", "pairwise_accuracy", "auroc", "f1")
 CI_METHOD = "percentile bootstrap over items (one set of resamples shared by every metric and the ceiling)"
@@ -115,9 +123,8 @@ def item_values(labels: HumanLabels, values: Mapping[str, float | None]) -> np.n
     return np.array([get(i) for i in labels.items], dtype=np.float64)
 
 
-def _oriented(entry: Mapping[str, Any], sort: str, higher: bool) -> float | None:
-    stat = entry.get(sort)
-    v = stat.get("value") if isinstance(stat, Mapping) else None
+def _oriented(stat: Statistic | None, sort: str, higher: bool) -> float | None:
+    v = stat.value if stat is not None else None
     if v is None:
         return None
     if sort == "auroc":
@@ -128,14 +135,14 @@ def _oriented(entry: Mapping[str, Any], sort: str, higher: bool) -> float | None
 
 
 def analyse(labels: HumanLabels, per_sample: Mapping[str, Mapping[str, float | None]],
-            info: Mapping[str, Mapping[str, Any]], *, n_bootstrap: int = N_BOOTSTRAP, level: float = 0.95,
-            seed: int = SEED, sort: str = "kendall") -> dict[str, Any]:
-    """The meta-evaluation record of scored items.
+            info: Mapping[str, MetricSummary], *, n_bootstrap: int = N_BOOTSTRAP, level: float = 0.95,
+            seed: int = SEED, sort: str = "kendall") -> MetaEvaluation:
+    """The meta-evaluation of scored items.
 
     Args:
         labels: the human-labelled items.
         per_sample: ``{metric: {sample id: value or None}}``.
-        info: ``{metric: {"direction": "higher"|"lower", "family": ...}}``.
+        info: the run's summary (``{metric: MetricSummary}``: each metric's direction and family).
         n_bootstrap: resamples of the intervals (0: none).
         level: the intervals' confidence level.
         seed: the resamples' seed.
@@ -153,9 +160,10 @@ def analyse(labels: HumanLabels, per_sample: Mapping[str, Mapping[str, float | N
     binary = labels.majority() if labels.binary else None
     ceiling_all = human_ceiling(labels.ratings, labels.raters, counts, level=level, pairwise=pairwise)
     ceilings: dict[bytes, Any] = {}
-    metrics: dict[str, Any] = {}
+    metrics: dict[str, MetricAgreement] = {}
     for key, vals in per_sample.items():
-        higher = (info.get(key) or {}).get("direction", "higher") != "lower"
+        summary = info.get(key)
+        higher = summary is None or summary.direction != "lower"
         v = item_values(labels, vals)
         keep = np.isfinite(v)
         idx = np.flatnonzero(keep)
@@ -169,19 +177,19 @@ def analyse(labels: HumanLabels, per_sample: Mapping[str, Mapping[str, float | N
                 ceilings[sig] = human_ceiling(labels.ratings[idx], labels.raters, counts[:, idx], level=level,
                                               pairwise=pairwise)
             ceiling = ceilings[sig]
-        entry = {"direction": "higher" if higher else "lower", "family": (info.get(key) or {}).get("family"),
-                 **stats, "n_missing": int(n - idx.size), "human_ceiling": ceiling}
-        entry["agreement"] = _oriented(entry, sort, higher)
+        entry = MetricAgreement.from_dict({"direction": "higher" if higher else "lower",
+                                           "family": summary.family if summary is not None else None,
+                                           **stats, "n_missing": int(n - idx.size), "human_ceiling": ceiling})
+        entry.agreement = _oriented(entry.stat(sort), sort, higher)
         metrics[key] = entry
-    ranking = sorted(metrics, key=lambda k: (metrics[k]["agreement"] is None, -(metrics[k]["agreement"] or 0.0)))
-    return {
-        "format": FORMAT, "kind": labels.kind, "dataset": labels.source, "label": labels.label,
-        "n_items": n, "n_ratings": int((~np.isnan(labels.ratings)).sum()), "raters": labels.raters,
-        "rater_layout": labels.rater_layout, "binary": labels.binary, "level": level,
-        "n_bootstrap": int(counts.shape[0]), "seed": seed, "ci_method": CI_METHOD, "sort": sort,
-        "metrics": metrics, "ranking": ranking, "human_ceiling": ceiling_all,
-        "items": {"ids": labels.items, "human": [float(x) for x in human]},
-    }
+    ranking = sorted(metrics, key=lambda k: (metrics[k].agreement is None, -(metrics[k].agreement or 0.0)))
+    return MetaEvaluation(
+        format=FORMAT, kind=labels.kind, dataset=labels.source, label=labels.label, n_items=n,
+        n_ratings=int((~np.isnan(labels.ratings)).sum()), raters=labels.raters,
+        rater_layout=labels.rater_layout, binary=labels.binary, level=level,
+        n_bootstrap=int(counts.shape[0]), seed=seed, ci_method=CI_METHOD, sort=sort,
+        metrics=metrics, ranking=ranking, human_ceiling=ceiling_all,
+        items={"ids": labels.items, "human": [float(x) for x in human]})
 
 
 def meta_evaluate(data: Any, metrics: Sequence[str], *, pairwise: bool = False,
@@ -189,13 +197,14 @@ def meta_evaluate(data: Any, metrics: Sequence[str], *, pairwise: bool = False,
                   mapping: Mapping[str, str] | Iterable[str] | None = None, fmt: str | None = None,
                   db: Any = None, options: dict[str, Any] | None = None, name: str | None = None,
                   n_bootstrap: int = N_BOOTSTRAP, level: float = 0.95, seed: int = SEED, sort: str = "kendall",
-                  progress: bool = False, skip_unavailable: bool = False) -> dict[str, Any]:
+                  progress: bool = False, skip_unavailable: bool = False) -> MetaEvaluation:
     """Score human-labelled data with ``metrics`` and measure how well each agrees with people.
 
     The metrics run through :func:`ragmeter.evaluate` (a stored run tagged ``meta-eval``; judge
     metrics use the configured judge with its cache and budget, ``options`` as in ``ragmeter
-    eval``); the record of :func:`analyse` is stored in the run and returned with ``run_id``,
-    ``status`` and ``incomplete`` (why a metric has no value, as ``ragmeter eval`` says).
+    eval``); the :class:`~ragmeter.analysis.meta_eval.records.MetaEvaluation` of :func:`analyse` is
+    stored in the run and returned with its ``run_id``, ``status`` and ``incomplete`` (why a metric
+    has no value, as ``ragmeter eval`` says).
 
     Args:
         data: what :func:`~ragmeter.analysis.meta_eval.reader.read_labels` reads.
@@ -227,33 +236,48 @@ def meta_evaluate(data: Any, metrics: Sequence[str], *, pairwise: bool = False,
     record = analyse(labels, per_sample, result.summary, n_bootstrap=n_bootstrap, level=level, seed=seed,
                      sort=sort)
     if result.extra.get("judge"):
-        record["judge"] = result.extra["judge"]
+        record.judge = result.extra["judge"]
     run = store.get_run(result.run_id)
-    store.update_run(result.run_id, extra={**(run.extra or {}), EXTRA_KEY: record})
+    store.update_run(result.run_id, extra={**(run.extra or {}), EXTRA_KEY: record.to_record()})
     store.tag_run(result.run_id, add=[TAG])
-    return {"run_id": result.run_id, "status": result.status, "incomplete": result.incomplete, **record}
+    record.run_id, record.status, record.incomplete = result.run_id, result.status, list(result.incomplete)
+    return record
 
 
-def load_meta_eval(store: Any, ref: str) -> dict[str, Any]:
-    """The stored meta-evaluation of a run (id, prefix, name or ``latest``)."""
+def stored_meta_eval(run: Any) -> MetaEvaluation | None:
+    """The meta-evaluation kept in a stored run, or ``None`` when the run is not one."""
+    rec = (run.extra or {}).get(EXTRA_KEY)
+    if not isinstance(rec, Mapping) or not rec.get("metrics"):
+        return None
+    return MetaEvaluation.from_record(rec, run_id=run.id, status=run.status,
+                                      incomplete=(run.extra or {}).get("incomplete", []))
+
+
+def load_meta_eval(store: Any, ref: str) -> MetaEvaluation:
+    """The stored meta-evaluation of a run (id, prefix, name or ``latest``).
+
+    Raises:
+        StoreError: no such run, or the run is not a meta-evaluation.
+    """
     run = store.get_run(ref)
     rec = (run.extra or {}).get(EXTRA_KEY)
     if not isinstance(rec, dict):
         raise StoreError(f"run {run.id} is not a meta-evaluation (`ragmeter runs --tag {TAG}` lists them)")
-    return {"run_id": run.id, "status": run.status, "incomplete": (run.extra or {}).get("incomplete", []), **rec}
+    return MetaEvaluation.from_record(rec, run_id=run.id, status=run.status,
+                                      incomplete=(run.extra or {}).get("incomplete", []))
 
 
-def stored_item_values(store: Any, record: Mapping[str, Any], metric: str) -> np.ndarray:
+def stored_item_values(store: Any, record: MetaEvaluation, metric: str) -> np.ndarray:
     """A stored meta-evaluation's per-item values of one metric (NaN where none), from its run."""
-    table = store.score_table(record["run_id"]).get(metric, {})
+    table = store.score_table(record.run_id).get(metric, {})
     values = {sid: s.value for sid, s in table.items()}
-    ids = record["items"]["ids"]
-    labels = HumanLabels(record["kind"], record["dataset"], record["label"], list(ids), [], np.zeros((len(ids), 0)), [])
+    ids = record.items["ids"]
+    labels = HumanLabels(record.kind, record.dataset, record.label, list(ids), [], np.zeros((len(ids), 0)), [])
     return item_values(labels, values)
 
 
 def compare_meta_evals(store: Any, a: str, b: str, *, n_bootstrap: int = N_BOOTSTRAP,
-                       seed: int = SEED) -> dict[str, Any]:
+                       seed: int = SEED) -> MetaComparison:
     """Two stored meta-evaluations side by side, metric by metric (``b`` minus ``a``).
 
     When both scored the same items against the same human labels (the same file, e.g. before and
@@ -261,17 +285,17 @@ def compare_meta_evals(store: Any, a: str, b: str, *, n_bootstrap: int = N_BOOTS
     over items (one set of resamples for both); otherwise the values are only set side by side.
     """
     ra, rb = load_meta_eval(store, a), load_meta_eval(store, b)
-    same = (ra["kind"] == rb["kind"] and ra["items"]["ids"] == rb["items"]["ids"]
-            and np.allclose(ra["items"]["human"], rb["items"]["human"], equal_nan=True))
-    level = rb.get("level", 0.95)
-    human = np.array(rb["items"]["human"], dtype=np.float64)
+    same = (ra.kind == rb.kind and ra.items["ids"] == rb.items["ids"]
+            and np.allclose(ra.items["human"], rb.items["human"], equal_nan=True))
+    level = rb.level
+    human = np.array(rb.items["human"], dtype=np.float64)
     counts = Resamples.draw(len(human), n_bootstrap, seed=seed, level=level).counts if same else None
-    out: dict[str, Any] = {}
-    for key in list(dict.fromkeys([*ra["ranking"], *rb["ranking"]])):
-        ma, mb = ra["metrics"].get(key), rb["metrics"].get(key)
-        row: dict[str, Any] = {}
+    out = MetaComparison(str(ra.run_id), str(rb.run_id), same, level,
+                         None if same else "different items or labels: no paired interval of the differences")
+    for key in list(dict.fromkeys([*ra.ranking, *rb.ranking])):
+        ma, mb = ra.metrics.get(key), rb.metrics.get(key)
         names = list(CORRELATIONS) + [s for s in ("pairwise_accuracy", "auroc", "f1")
-                                      if (ma and s in ma) or (mb and s in mb)]
+                                      if (ma and s in ma.statistics) or (mb and s in mb.statistics)]
         paired: dict[str, tuple[float, np.ndarray]] = {}
         if same and ma and mb and counts is not None:
             # the difference on the items both have a value for, on one set of resamples
@@ -282,16 +306,20 @@ def compare_meta_evals(store: Any, a: str, b: str, *, n_bootstrap: int = N_BOOTS
                 w = counts[:, keep]
                 ba, bb = boot_correlations(va[keep], human[keep], w), boot_correlations(vb[keep], human[keep], w)
                 paired = {c: (pb[c]["value"] - pa[c]["value"], bb[c] - ba[c]) for c in CORRELATIONS}
+        row: dict[str, Difference] = {}
         for s in names:
-            x = (ma or {}).get(s, {}).get("value") if ma else None
-            y = (mb or {}).get(s, {}).get("value") if mb else None
+            x, y = _value(ma, s), _value(mb, s)
             d = None if x is None or y is None else y - x
             lo = hi = None
             if s in paired:
                 d = paired[s][0]
                 lo, hi = interval(paired[s][1], level)
-            row[s] = {"a": x, "b": y, "difference": d, "ci_low": lo, "ci_high": hi}
-        out[key] = row
-    return {"a": ra["run_id"], "b": rb["run_id"], "paired": same, "level": level,
-            "note": None if same else "different items or labels: no paired interval of the differences",
-            "metrics": out}
+            row[s] = Difference(x, y, d, lo, hi)
+        out.metrics[key] = row
+    return out
+
+
+def _value(m: MetricAgreement | None, name: str) -> float | None:
+    """The value of statistic ``name`` of a metric (``None`` when it has none)."""
+    stat = m.stat(name) if m is not None else None
+    return stat.value if stat is not None else None

@@ -5,12 +5,16 @@ prediction-powered inference)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from ragmeter.apps.cli._common import DB_HELP, console, err_console, fmt, get_store
+
+if TYPE_CHECKING:  # the analysis loads when a command runs, not at start-up
+    from ragmeter.analysis.meta_eval.records import MetaComparison, MetaEvaluation, Statistic
 
 
 def register(app: typer.Typer) -> None:
@@ -23,14 +27,16 @@ def register(app: typer.Typer) -> None:
 
 def _show_section(store: Any, run: Any) -> dict[str, Any]:
     """``ragmeter show`` of a meta-evaluation run: its ranking with the human ceiling."""
-    rec = (run.extra or {}).get("meta_eval")
-    if not isinstance(rec, dict) or not rec.get("metrics"):
+    from ragmeter.analysis.meta_eval.run import stored_meta_eval
+
+    rec = stored_meta_eval(run)
+    if rec is None:
         return {}
-    stat = rec.get("sort", "kendall")
-    lines = [f"{rec['kind']}, {rec['n_items']} items, {len(rec['raters'])} rater(s), label {rec['label']!r}; "
-             f"{stat} with the human label ({rec['level']:.0%} CI):"]
-    lines += [f"  {k}: {_stat(rec['metrics'][k].get(stat))}" for k in rec["ranking"]]
-    c = rec.get("human_ceiling") or {}
+    stat = rec.sort
+    lines = [f"{rec.kind}, {rec.n_items} items, {len(rec.raters)} rater(s), label {rec.label!r}; "
+             f"{stat} with the human label ({rec.level:.0%} CI):"]
+    lines += [f"  {k}: {_stat(rec.metrics[k].stat(stat))}" for k in rec.ranking]
+    c = rec.human_ceiling or {}
     for part, title in (("rater_vs_rater", "human, rater vs rater"), ("leave_one_out", "human, one vs the rest")):
         if c.get(part):
             lines.append(f"  {title}: {_stat(c[part].get(stat))}")
@@ -64,37 +70,48 @@ def _split(values: list[str] | None) -> list[str]:
     return [x.strip() for v in values or [] for x in v.split(",") if x.strip()]
 
 
-def _stat(e: Any, digits: int = 3, sep: str = " ") -> str:
+def _statistic(e: Statistic | Mapping[str, Any] | None) -> Statistic | None:
+    """A statistic of a metric, or one of the human ceiling's (kept as stored: a mapping)."""
+    from ragmeter.analysis.meta_eval.records import Statistic
+
+    if isinstance(e, Mapping):
+        return Statistic.from_dict(e)
+    return e
+
+
+def _stat(e: Statistic | Mapping[str, Any] | None, digits: int = 3, sep: str = " ") -> str:
     """``value [low, high]`` (``sep`` between them: a newline in the table)."""
-    if not isinstance(e, dict) or e.get("value") is None:
+    s = _statistic(e)
+    if s is None or s.value is None:
         return "—"
-    ci = f"{sep}[{e['ci_low']:.{digits}f}, {e['ci_high']:.{digits}f}]" if e.get("ci_low") is not None else ""
-    return f"{e['value']:.{digits}f}{ci}"
+    ci = f"{sep}[{s.ci_low:.{digits}f}, {s.ci_high:.{digits}f}]" if s.ci_low is not None else ""
+    return f"{s.value:.{digits}f}{ci}"
 
 
-def _cell(e: Any) -> str:
+def _cell(e: Statistic | Mapping[str, Any] | None) -> str:
     """A table cell: the value, and its interval (low–high) below it."""
-    if not isinstance(e, dict) or e.get("value") is None:
+    s = _statistic(e)
+    if s is None or s.value is None:
         return "—"
-    ci = f"\n{e['ci_low']:.2f}–{e['ci_high']:.2f}" if e.get("ci_low") is not None else ""
-    return f"{e['value']:.3f}{ci}"
+    ci = f"\n{s.ci_low:.2f}–{s.ci_high:.2f}" if s.ci_low is not None else ""
+    return f"{s.value:.3f}{ci}"
 
 
-def _print_record(rec: dict[str, Any]) -> None:
+def _print_record(rec: MetaEvaluation) -> None:
     from rich.table import Table
 
-    raters = rec["raters"]
+    raters = rec.raters
     who = f"{len(raters)} raters ({', '.join(raters[:6])}{', ...' if len(raters) > 6 else ''})" \
         if len(raters) > 1 else "1 rater"
-    console.print(f"[bold]meta-evaluation[/bold] of {rec['dataset']} ({rec['kind']}): {rec['n_items']} items, "
-                  f"{rec['n_ratings']} labels by {who}, label {rec['label']!r} — run {rec['run_id']}",
+    console.print(f"[bold]meta-evaluation[/bold] of {rec.dataset} ({rec.kind}): {rec.n_items} items, "
+                  f"{rec.n_ratings} labels by {who}, label {rec.label!r} — run {rec.run_id}",
                   highlight=False, soft_wrap=True)
-    pairwise = rec["kind"] == "pairwise"
-    binary = rec.get("binary")
-    pct = f"{rec['level']:.0%}"
+    pairwise = rec.kind == "pairwise"
+    binary = rec.binary
+    pct = f"{rec.level:.0%}"
     from rich import box
 
-    t = Table(title=f"agreement with the human label, sorted by {rec['sort']} ({pct} bootstrap CIs over items)",
+    t = Table(title=f"agreement with the human label, sorted by {rec.sort} ({pct} bootstrap CIs over items)",
               title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
     cols = ["metric", "n", "Pearson", "Spearman", "Kendall"]
     cols += ["pair acc", "tie-cal"] if pairwise else []
@@ -102,18 +119,18 @@ def _print_record(rec: dict[str, Any]) -> None:
     for col in cols:
         t.add_column(col, no_wrap=col == "metric", justify="left" if col == "metric" else "right",
                      min_width=9 if col not in ("metric", "n") else None)
-    for key in rec["ranking"]:
-        m = rec["metrics"][key]
-        row = [key + (" ↓" if m["direction"] == "lower" else ""), str(m["n"]),
-               *(_cell(m[c]) for c in ("pearson", "spearman", "kendall"))]
+    for key in rec.ranking:
+        m = rec.metrics[key]
+        row = [key + (" ↓" if m.direction == "lower" else ""), str(m.n),
+               *(_cell(m.stat(c)) for c in ("pearson", "spearman", "kendall"))]
         if pairwise:
-            row += [_cell(m.get("pairwise_accuracy")), _cell(m.get("pairwise_accuracy_tie_calibrated"))]
+            row += [_cell(m.stat("pairwise_accuracy")), _cell(m.stat("pairwise_accuracy_tie_calibrated"))]
         if binary:
-            f1 = m.get("f1") or {}
-            row += [_cell(m.get("auroc")),
-                    _cell(f1) + (f"\nat {f1['threshold']:.3g}" if f1.get("threshold") is not None else "")]
+            f1 = m.stat("f1")
+            threshold = f1.extra.get("threshold") if f1 is not None else None
+            row += [_cell(m.stat("auroc")), _cell(f1) + (f"\nat {threshold:.3g}" if threshold is not None else "")]
         t.add_row(*row)
-    ceiling = rec.get("human_ceiling")
+    ceiling = rec.human_ceiling
     if ceiling:
         for part, title in (("rater_vs_rater", "human pairs"), ("leave_one_out", "human 1 vs rest")):
             c = ceiling.get(part)
@@ -132,29 +149,28 @@ def _print_record(rec: dict[str, Any]) -> None:
                       "agrees with people as well as they agree with each other.", highlight=False, soft_wrap=True)
     else:
         console.print("one rater: no human ceiling (give two or more raters per item to have one)", highlight=False)
-    for key in rec["ranking"]:
-        undefined = [f"{s}: {rec['metrics'][key][s]['undefined']}" for s in ("pearson",)
-                     if rec["metrics"][key][s].get("undefined")]
-        if undefined:
-            console.print(f"{key}: undefined ({'; '.join(undefined)})", highlight=False)
+    for key in rec.ranking:
+        pearson = rec.metrics[key].stat("pearson")
+        if pearson is not None and pearson.undefined:
+            console.print(f"{key}: undefined (pearson: {pearson.undefined})", highlight=False)
 
 
-def _print_comparison(cmp: dict[str, Any]) -> None:
+def _print_comparison(cmp: MetaComparison) -> None:
     from rich.table import Table
 
-    t = Table(title=f"meta-evaluation {cmp['b']} vs {cmp['a']} (difference b - a"
-                    + (f", paired {cmp['level']:.0%} bootstrap CI)" if cmp["paired"] else ")"), title_justify="left")
+    t = Table(title=f"meta-evaluation {cmp.b} vs {cmp.a} (difference b - a"
+                    + (f", paired {cmp.level:.0%} bootstrap CI)" if cmp.paired else ")"), title_justify="left")
     for col in ("metric", "statistic", "a", "b", "difference"):
         t.add_column(col, justify="left" if col in ("metric", "statistic") else "right")
-    for key, row in cmp["metrics"].items():
+    for key, row in cmp.metrics.items():
         for s, v in row.items():
-            d = v["difference"]
+            d = v.difference
             diff = "—" if d is None else f"{d:+.3f}" + (
-                f" [{v['ci_low']:+.3f}, {v['ci_high']:+.3f}]" if v.get("ci_low") is not None else "")
-            t.add_row(key, s, fmt(v["a"], 3), fmt(v["b"], 3), diff)
+                f" [{v.ci_low:+.3f}, {v.ci_high:+.3f}]" if v.ci_low is not None else "")
+            t.add_row(key, s, fmt(v.a, 3), fmt(v.b, 3), diff)
     console.print(t)
-    if cmp.get("note"):
-        console.print(cmp["note"], highlight=False)
+    if cmp.note:
+        console.print(cmp.note, highlight=False)
 
 
 def _is_data(data: str) -> bool:
@@ -253,16 +269,16 @@ def meta_eval_cmd(
                             seed=seed, sort=sort, progress=not no_progress and not as_json,
                             skip_unavailable=skip_unavailable)
     if compare:
-        rec["comparison"] = compare_meta_evals(get_store(db), compare, rec["run_id"], n_bootstrap=bootstrap, seed=seed)
+        rec.comparison = compare_meta_evals(get_store(db), compare, str(rec.run_id), n_bootstrap=bootstrap, seed=seed)
     if as_json:
-        typer.echo(json.dumps({k: v for k, v in rec.items() if k != "items"}, default=str))
+        typer.echo(json.dumps({k: v for k, v in rec.to_dict().items() if k != "items"}, default=str))
     else:
         _print_record(rec)
-        if rec.get("comparison"):
-            _print_comparison(rec["comparison"])
-    if rec.get("status") == "incomplete":
-        err_console.print(f"[yellow]run {rec['run_id']} is incomplete (exit 3):[/yellow]")
-        for reason in rec.get("incomplete") or []:
+        if rec.comparison is not None:
+            _print_comparison(rec.comparison)
+    if rec.status == "incomplete":
+        err_console.print(f"[yellow]run {rec.run_id} is incomplete (exit 3):[/yellow]")
+        for reason in rec.incomplete:
             err_console.print(f"  {reason}", markup=False, highlight=False)
         raise typer.Exit(3)
 

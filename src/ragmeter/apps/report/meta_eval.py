@@ -4,7 +4,6 @@ beside the human ceiling) and one plot per metric of its score against the label
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from ragmeter.store import Store
@@ -16,31 +15,34 @@ _TITLES = {"pearson": "Pearson r", "spearman": "Spearman ρ", "kendall": "Kendal
 
 def meta_eval_view(store: Store, run: Any) -> dict[str, Any] | None:
     """What the section shows, or ``None`` when the run is not a meta-evaluation."""
-    from ragmeter.analysis.meta_eval.run import EXTRA_KEY, stored_item_values
+    from ragmeter.analysis.meta_eval.run import stored_item_values, stored_meta_eval
 
-    rec = (run.extra or {}).get(EXTRA_KEY)
-    if not isinstance(rec, Mapping) or not rec.get("metrics"):
+    rec = stored_meta_eval(run)
+    if rec is None:
         return None
-    rec = {**rec, "run_id": run.id}
-    stats = [s for s in _STATS if any(s in m for m in rec["metrics"].values())]
-    human = rec["items"]["human"]
-    ids = rec["items"]["ids"]
+    stats = [s for s in _STATS if any(s in m.statistics for m in rec.metrics.values())]
+    human = rec.items["human"]
+    ids = rec.items["ids"]
     rows, plots = [], []
-    for key in rec["ranking"]:
-        m = rec["metrics"][key]
-        rows.append({"metric": key, "direction": m["direction"], "n": m["n"], "n_missing": m.get("n_missing", 0),
-                     "stats": {s: m.get(s) or {} for s in stats}})
+    for key in rec.ranking:
+        m = rec.metrics[key]
+        rows.append({"metric": key, "direction": m.direction, "n": m.n, "n_missing": m.n_missing,
+                     "stats": {s: st.to_dict() if (st := m.stat(s)) is not None else {} for s in stats}})
         values = stored_item_values(store, rec, key)
         keep = [i for i, v in enumerate(values.tolist()) if v == v]
         plots.append({"metric": key, "x": [human[i] for i in keep], "y": [values[i] for i in keep],
-                      "ids": [ids[i] for i in keep], "direction": m["direction"],
-                      "pearson": (m.get("pearson") or {}).get("value"), "kendall": (m.get("kendall") or {}).get("value")})
-    ceiling = rec.get("human_ceiling") or {}
+                      "ids": [ids[i] for i in keep], "direction": m.direction,
+                      "pearson": _value(m, "pearson"), "kendall": _value(m, "kendall")})
+    ceiling = rec.human_ceiling or {}
     ceilings = [{"title": title, "stats": {s: (ceiling.get(part) or {}).get(s) or {} for s in stats}}
                 for part, title in (("rater_vs_rater", "rater vs rater"), ("leave_one_out", "one rater vs the rest"))
                 if ceiling.get(part)]
-    return {"kind": rec["kind"], "dataset": rec["dataset"], "label": rec["label"], "n_items": rec["n_items"],
-            "n_ratings": rec["n_ratings"], "raters": rec["raters"], "level": rec["level"], "sort": rec["sort"],
-            "n_bootstrap": rec["n_bootstrap"], "stats": stats, "titles": {s: _TITLES[s] for s in stats},
+    return {"kind": rec.kind, "dataset": rec.dataset, "label": rec.label, "n_items": rec.n_items,
+            "n_ratings": rec.n_ratings, "raters": rec.raters, "level": rec.level, "sort": rec.sort,
+            "n_bootstrap": rec.n_bootstrap, "stats": stats, "titles": {s: _TITLES[s] for s in stats},
             "rows": rows, "ceilings": ceilings, "plots": plots}
 
+
+def _value(m: Any, name: str) -> float | None:
+    stat = m.stat(name)
+    return stat.value if stat is not None else None
