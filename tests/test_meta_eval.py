@@ -485,7 +485,7 @@ def test_report_has_the_section_and_one_plot_per_metric(tmp_path):
 
 
 def test_library_call_and_offline_expansion(tmp_path):
-    from ragmeter.analysis.meta_eval.run import meta_evaluate, offline_metrics
+    from ragmeter.analysis.meta_eval.evaluation import meta_evaluate, offline_metrics
 
     rows = [{"id": f"s{k}", "question": "q", "answer": "a b"[: 1 + k % 3], "reference": "a b", "human": k % 3}
             for k in range(9)]
@@ -527,7 +527,7 @@ def test_fuzzed_files_exit_cleanly_naming_the_file(tmp_path, lines, suffix, pair
 def test_offline_lists_only_metrics_that_run_from_their_name_and_give_values(tmp_path):
     """`--metrics offline` (README, docs/meta-eval.md) exits 0: no metric that needs more than its
     name (the openai_* grader metrics need a grader object), none with no value on the data."""
-    from ragmeter.analysis.meta_eval.run import meta_evaluate, offline_metrics
+    from ragmeter.analysis.meta_eval.evaluation import meta_evaluate, offline_metrics
 
     prose = [{"id": f"s{k}", "question": "q", "answer": "a b c"[: 1 + k % 5], "reference": "a b c", "human": k % 3}
              for k in range(12)]

@@ -34,6 +34,7 @@ MOVED: dict[str, str] = {
     "ragmeter.agent.matching": "ragmeter.metrics.agent.matching",
     "ragmeter.agent.stats": "ragmeter.metrics.agent.execution",
     "ragmeter.agreement": "ragmeter.stats.agreement",
+    "ragmeter.analysis.meta_eval.run": "ragmeter.analysis.meta_eval.evaluation",
     "ragmeter.cli": "ragmeter.apps.cli",
     "ragmeter.config": "ragmeter.core.config",
     "ragmeter.context": "ragmeter.core.context",

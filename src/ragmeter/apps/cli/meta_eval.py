@@ -27,7 +27,7 @@ def register(app: typer.Typer) -> None:
 
 def _show_section(store: Any, run: Any) -> dict[str, Any]:
     """``ragmeter show`` of a meta-evaluation run: its ranking with the human ceiling."""
-    from ragmeter.analysis.meta_eval.run import stored_meta_eval
+    from ragmeter.analysis.meta_eval.evaluation import stored_meta_eval
 
     rec = stored_meta_eval(run)
     if rec is None:
@@ -228,7 +228,12 @@ def meta_eval_cmd(
     budget, --dry-run). The result is stored with its run (tag meta-eval): `ragmeter report RUN`
     draws one plot per metric, `ragmeter meta-eval RUN --compare OTHER` compares two.
     """
-    from ragmeter.analysis.meta_eval.run import SORT_KEYS, compare_meta_evals, load_meta_eval, meta_evaluate
+    from ragmeter.analysis.meta_eval.evaluation import (
+        SORT_KEYS,
+        compare_meta_evals,
+        load_meta_eval,
+        meta_evaluate,
+    )
     from ragmeter.apps.cli.core import _parse_value
 
     if sort not in SORT_KEYS:
@@ -285,8 +290,8 @@ def meta_eval_cmd(
 
 def _dry_run(data: str, names: list[str], *, db: str | None, options: dict[str, Any], as_json: bool,
              **read: Any) -> None:
+    from ragmeter.analysis.meta_eval.evaluation import expand_metrics
     from ragmeter.analysis.meta_eval.reader import read_labels
-    from ragmeter.analysis.meta_eval.run import expand_metrics
     from ragmeter.apps.cli.judge import dry_run_report
     from ragmeter.io.readers import Dataset
     from ragmeter.run.eval_config import EvalConfig

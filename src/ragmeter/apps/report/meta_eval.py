@@ -15,7 +15,7 @@ _TITLES = {"pearson": "Pearson r", "spearman": "Spearman ρ", "kendall": "Kendal
 
 def meta_eval_view(store: Store, run: Any) -> dict[str, Any] | None:
     """What the section shows, or ``None`` when the run is not a meta-evaluation."""
-    from ragmeter.analysis.meta_eval.run import stored_item_values, stored_meta_eval
+    from ragmeter.analysis.meta_eval.evaluation import stored_item_values, stored_meta_eval
 
     rec = stored_meta_eval(run)
     if rec is None:
