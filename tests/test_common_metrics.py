@@ -64,7 +64,8 @@ from ragmeter.metrics.registry import (
 )
 from ragmeter.run.engines.checks import run_metric
 from ragmeter.run.plan import make_plans
-from ragmeter.run.runner import _prepare, summarise
+from ragmeter.run.runner import summarise
+from ragmeter.run.scoring import prepare
 from runtime_metrics import CUSTOM_JUDGED, RUNTIME, register_custom_judged, use_stand_in_wordnet
 
 judge_server_module, server = server_fixtures()
@@ -199,7 +200,7 @@ FAMILY_CASES: dict[str, Case] = {
     "lexical": Case(),
     "retrieval": Case(),
     "semantic": Case(services=EMB),
-    "llm": Case(services=JUDGE | EMB),
+    "judge": Case(services=JUDGE | EMB),
     "agent": Case(samples=agent_samples, services=AGENT),
     "correctness": Case(services=JUDGE | EMB),
     "openai_evals": Case(),
@@ -367,7 +368,7 @@ class Scorer:
         """The runner's way: plan (samples lacking a field get no value), prepare every eligible
         sample of ``prepared`` and flush, then the checked call on each piece's eligible samples."""
         plans = make_plans(prepared, [self.req], set(), {})
-        _prepare(plans, ctx)
+        prepare(plans, ctx)
         ctx.flush()
         out: dict[str, Score] = {}
         for piece in pieces:
@@ -640,3 +641,39 @@ def test_forked_engine_never_splits_a_metric_fitted_on_its_batch():
     assert not forked.is_pure(SimpleNamespace(spec=fitted, params={}))
     for name in NOT_PER_SAMPLE:
         assert not forked.is_pure(SimpleNamespace(spec=SPECS[name], params={})), name
+
+
+def test_every_metric_declares_its_traits():
+    """The planner, the engines, the summary and the bands read a metric's traits, never its family's
+    name: every registered spec has them set (its own, or its family's), a retrieval metric is pure
+    unless it matches chunks by similarity, and a plugin that names the judge family by its earlier
+    name ``llm`` gets the judge family's traits."""
+    from ragmeter.metrics.composite import bands_apply
+    from ragmeter.metrics.registry import SCOPES, MetricSpec, banded
+
+    for name, spec in SPECS.items():
+        assert isinstance(spec.pure, bool) and isinstance(spec.banded, bool) and spec.scope in SCOPES, name
+        if spec.needs_llm or spec.needs_embeddings or not spec.per_sample:
+            assert not spec.is_pure(spec.defaults), name
+    pure = sorted(n for n, s in SPECS.items() if s.is_pure(s.defaults))
+    assert {SPECS[n].family for n in pure} == {"lexical", "retrieval"}
+    assert all(SPECS[n].is_pure(SPECS[n].defaults) for n in SPECS if SPECS[n].family == "lexical")
+    ndcg = SPECS["ndcg"]
+    assert ndcg.is_pure(ndcg.defaults) and not ndcg.is_pure({**ndcg.defaults, "match": "similarity"})
+    assert SPECS["span_iou"].is_pure(SPECS["span_iou"].defaults)
+    assert {n for n, s in SPECS.items() if s.scope == "conversation"} == {
+        n for n, s in SPECS.items() if s.family == "conversation"} != set()
+    assert all(s.scope == "trace" for s in SPECS.values() if s.family == "agent")
+    assert {s.family for s in SPECS.values() if s.banded} == {"judge", "agent"}
+    assert SPECS["faithfulness"].family == "judge" and SPECS["faithfulness"].banded and not SPECS["bleu"].banded
+    old_name = MetricSpec(name="rmtest_traits", family="llm", fn=lambda samples, ctx: [])
+    assert old_name.family == "judge" and old_name.banded and not old_name.pure and old_name.scope == "sample"
+    assert MetricSpec(name="rmtest_traits", family="", fn=lambda samples, ctx: []).banded
+    assert not MetricSpec(name="rmtest_traits", family="custom", fn=lambda samples, ctx: []).banded
+    with pytest.raises(ValueError, match="scope must be one of"):
+        MetricSpec(name="rmtest_traits", family="custom", fn=lambda samples, ctx: [], scope="turns")
+    # a stored run's metric: its spec's trait when this process knows it, else its recorded family's
+    assert banded("faithfulness", "lexical") and not banded("precision@5", "judge")
+    assert banded("ndcg@10(gain=linear)", None) is False and banded("unknown_metric", "llm")
+    assert banded("unknown_metric", None) and not banded("unknown_metric", "human")
+    assert bands_apply("bleu", "lexical", {"bands": ["bleu"]}) and not bands_apply("bleu", "lexical")

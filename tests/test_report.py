@@ -202,7 +202,7 @@ def test_run_view_aggregates_match_store(two_runs):
         assert sum(m["histogram"]["counts"]) == m["n"]
         b = band(m["mean"], m["direction"] == "higher")
         # bands only where they were defined (judge family here), none for the lexical metric
-        assert m["band"] == (b.name if m["family"] == "llm" else None)
+        assert m["band"] == (b.name if m["family"] == "judge" else None)
     assert view["metrics"][1]["direction"] == "lower"
     # judge failure recorded as no value, with its reason
     judge = view["metrics"][2]

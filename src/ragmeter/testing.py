@@ -73,9 +73,9 @@ def assert_scores(sample: Any, metrics: Sequence[str], thresholds: Mapping[str, 
     failures = []
     rows = res.rows()
     for key, summ in res.summary.items():
-        if "pass" not in summ:
+        if summ.check is None:
             continue
-        thr_text = summ["pass"]["threshold"]
+        thr_text = summ.check["threshold"]
         for row in rows:
             verdict = row.get(key + "__pass")
             reason = row["no_value_reasons"].get(key) or row["judge"].get(key)

@@ -489,13 +489,14 @@ def inputs_from_runs(store: Any, run_refs: Sequence[str]) -> tuple[Inputs, list[
 
     for rid in ids:
         run = store.get_run(rid)
+        summary = store.run_summary(run)
         groups[rid] = store.run_samples(rid)
         tables[rid] = {m: {sid: sc.value for sid, sc in per.items()} for m, per in store.score_table(rid).items()}
         keys = [m["key"] for m in (run.metrics or [])]
         common = keys if common is None else [k for k in common if k in keys]
         for m in run.metrics or []:
             if m["key"] not in ranges:
-                ranges[m["key"]] = recorded_range(m["key"], m, ((run.summary or {}).get(m["key"]) or {}).get("range"))
+                ranges[m["key"]] = recorded_range(m["key"], m, summary[m["key"]].range if m["key"] in summary else None)
     return Inputs(groups, tables, ranges=ranges), list(common or [])
 
 

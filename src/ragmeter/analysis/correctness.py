@@ -31,8 +31,8 @@ def label_agreement(result: Any, *, held_out_from: str = DYNAMIC) -> list[dict[s
             continue
         pairs = [(labels[s.id], sc.value, s.id) for s, sc in zip(result.samples, scores, strict=True)
                  if sc.value is not None and labels[s.id] is not None]
-        summ = result.summary.get(key, {})
-        row: dict[str, Any] = {"method": key, "mean": summ.get("mean"), "n": summ.get("n", 0),
+        summ = result.summary.get(key)
+        row: dict[str, Any] = {"method": key, "mean": summ.mean if summ else None, "n": summ.n if summ else 0,
                                "all": {}, "held_out": {}}
         if pairs:
             row["all"] = binary_scores([p[0] for p in pairs], [p[1] for p in pairs]).to_dict()

@@ -161,13 +161,14 @@ def calibrated_estimate(store: Store, run_ref: str, metric: str, labels: Mapping
             every sample with a value is labelled).
     """
     run = store.get_run(run_ref)
+    summary = store.run_summary(run)
     keys = [m.get("key") for m in run.metrics or []]
-    if metric not in keys and metric not in (run.summary or {}):
+    if metric not in keys and metric not in summary:
         raise ConfigError(f"run {run.id} has no metric {metric!r}; it has {', '.join(map(str, keys)) or 'none'}")
     sample_ids = {s.id for s in store.run_samples(run.id)}
     table = store.score_table(run.id).get(metric, {})
-    summ = (run.summary or {}).get(metric, {})
-    lower = summ.get("direction") == "lower"
+    summ = summary.get(metric)
+    lower = summ is not None and summ.direction == "lower"
     values: dict[str, float] = {sid: float(sc.value) for sid, sc in table.items() if sc.value is not None}
     flat: dict[str, float] = {}
     for sid, lab in labels.items():
@@ -191,8 +192,10 @@ def calibrated_estimate(store: Store, run_ref: str, metric: str, labels: Mapping
     return {
         "run_id": run.id, "metric": metric, "direction": "lower" if lower else "higher", "level": level,
         "labels": source,
-        "metric_mean": {"value": summ.get("mean"), "ci_low": summ.get("ci_low"), "ci_high": summ.get("ci_high"),
-                        "n": summ.get("n", len(values)), "method": summ.get("ci_method") or "the run's interval"},
+        "metric_mean": {"value": summ.mean, "ci_low": summ.ci_low, "ci_high": summ.ci_high, "n": summ.n,
+                        "method": summ.ci_method or "the run's interval"} if summ is not None else
+                       {"value": None, "ci_low": None, "ci_high": None, "n": len(values),
+                        "method": "the run's interval"},
         "human_mean": {"value": hm, "ci_low": hlo, "ci_high": hhi, "n": int(all_y.size),
                        "method": "ragmeter.stats.mean_ci of the labels on [0, 1]"},
         "calibrated": calibrated,

@@ -60,12 +60,14 @@ def apply_human_scores(store: Store, task_ref: str, how: str = "mean") -> dict[s
     """Store each numeric scale's combined human label (normalised to [0, 1]) as metric
     ``human_<scale>`` of the task's run and add it to the run summary."""
     from ragmeter.stats.intervals import aggregate
+    from ragmeter.store.records import MetricSummary, RunSummary
 
     task = get_task(store, task_ref)
     run = store.get_run(task.run_id)
     existing = store.score_table(run.id)
     done: dict[str, int] = {}
-    summary = dict(run.summary or {})
+    summary = store.run_summary(run)
+    added: dict[str, MetricSummary] = {}
     for sc in task_scales(task):
         if not sc.numeric:
             continue
@@ -88,12 +90,12 @@ def apply_human_scores(store: Store, task_ref: str, how: str = "mean") -> dict[s
         details = {"source": "human", "task": task.id, "how": how, "scale": sc.name}
         store.add_scores(run.id, metric, list(new), [Score(v, details=details) for v in new.values()])
         agg = aggregate([Score(v) for v in vals.values()], bounds=(0.0, 1.0))  # normalised labels
-        agg.update(direction="higher", family="human", range=[0.0, 1.0])
-        summary[metric] = agg
+        added[metric] = MetricSummary.from_dict({**agg, "direction": "higher", "family": "human", "range": [0.0, 1.0]})
         done[metric] = len(vals)
     if not done:
         raise ConfigError(f"task {task.id} has no labels on a numeric scale yet")
-    store.update_run(run.id, summary=summary)
+    record = RunSummary({**summary.metrics, **added}, format_version=summary.format_version)
+    store.update_run(run.id, summary=record.to_dict(), summary_format=record.format_version)
     return done
 
 
@@ -165,9 +167,9 @@ def reliability_card(store: Store, run_ref: str, metric: str, *, task: str | Non
     from scipy.stats import spearmanr
 
     run = store.get_run(run_ref)
-    summ = (run.summary or {}).get(metric, {})
-    n_val, n_miss = summ.get("n", 0), summ.get("n_missing", 0)
-    reasons = summ.get("missing_reasons") or {}
+    summ = store.run_summary(run).get(metric)
+    n_val, n_miss = (summ.n, summ.n_missing) if summ is not None else (0, 0)
+    reasons = summ.missing_reasons if summ is not None else {}
     # the judge service's no-value reasons: "judge failure: ..." (and "judge <status>")
     failures = sum(c for r, c in reasons.items() if r.lower().startswith("judge"))
     card: dict[str, Any] = {"run_id": run.id, "metric": metric,
@@ -175,7 +177,7 @@ def reliability_card(store: Store, run_ref: str, metric: str, *, task: str | Non
                             if isinstance((run.config or {}).get("options"), dict) else None,
                             "failures": {"n": failures, "of": n_val + n_miss,
                                          "share": failures / (n_val + n_miss) if n_val + n_miss else None}}
-    lower = summ.get("direction") == "lower"
+    lower = summ is not None and summ.direction == "lower"
     tasks = [get_task(store, task)] if task else list_tasks(store, run.id)
     judge_scores = store.score_table(run.id).get(metric, {})
     human: dict[str, Any] | None = None

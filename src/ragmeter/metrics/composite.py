@@ -528,27 +528,27 @@ def band(value: float | None, higher_is_better: bool = True) -> str | None:
     return next(name for name, low, _ in BANDS if v >= low)
 
 
-#: metric families the bands were defined for: agent and judge scores on a 0-1 quality scale, composites
-BANDED_FAMILIES = frozenset({"llm", "agent", "composite"})
-
-
 def bands_apply(key: str, family: str | None, options: Mapping[str, Any] | None = None) -> bool:
     """Whether a metric gets a score band.
 
     The bands (Excellent >= 0.9 ... Critical) come from an agent-evaluation guide's table for agent,
     composite and LLM-judge scores on a 0-1 quality scale; on other metrics they mislead (precision@5
     is at most 0.2 with one relevant chunk per question, a BLEU of 0.29 is ordinary). So a band is
-    shown for the agent and judge families, composites, metrics of unknown family (custom metrics),
+    shown for the metrics whose spec declares it (:attr:`~ragmeter.metrics.registry.MetricSpec.banded`:
+    the agent and judge families, composites, custom metrics of unknown family; for a metric this
+    process does not know, by the ``family`` its run recorded: :func:`~ragmeter.metrics.registry.banded`),
     and any metric the user lists in the run option ``bands`` (a list of metric keys or names);
     never for lexical, semantic, retrieval or correctness metrics otherwise. Values outside [0, 1]
     never get a band.
     """
+    from ragmeter.metrics.registry import banded
+
     wanted = (options or {}).get("bands")
     if isinstance(wanted, str):
         wanted = [w.strip() for w in wanted.split(",")]
     if isinstance(wanted, list | tuple | set | Mapping) and (key in wanted or key.split("@")[0] in wanted):
         return True
-    return not family or family in BANDED_FAMILIES
+    return banded(key, family)
 
 
 def band_action(name: str) -> str:

@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ragmeter.core.errors import ConfigError
+from ragmeter.store.records import MetricSummary
 
 KV_NAMESPACE = "monitor_runs"
 
@@ -116,10 +117,9 @@ def quality_in_window(store: Any, metric: str, since: datetime, until: datetime)
         run = store.get_run(best[0])
     except Exception:  # noqa: BLE001 - the run was deleted since; skip it
         return None
-    agg = (run.summary or {}).get(metric) or {}
-    return {"run_id": run.id, "mean": agg.get("mean"), "ci_low": agg.get("ci_low"),
-            "ci_high": agg.get("ci_high"), "n": agg.get("n", 0),
-            "direction": agg.get("direction", "higher"), "window": best[1]}
+    agg = store.run_summary(run).get(metric) or MetricSummary()
+    return {"run_id": run.id, "mean": agg.mean, "ci_low": agg.ci_low, "ci_high": agg.ci_high, "n": agg.n,
+            "direction": agg.direction, "window": best[1]}
 
 
 def trend(store: Any, metric: str, *, name: str | None = None, dataset: str | None = None,
@@ -137,7 +137,7 @@ def trend(store: Any, metric: str, *, name: str | None = None, dataset: str | No
     """
     from ragmeter.analysis.gate import gate
 
-    runs = [r for r in store.list_runs() if metric in (r.summary or {})
+    runs = [(r, summary[metric]) for r in store.list_runs() if metric in (summary := store.run_summary(r))
             and (name is None or (r.name or "").startswith(name))
             and (dataset is None or (r.dataset_fingerprint or "").startswith(dataset))]
     if not runs:
@@ -146,12 +146,11 @@ def trend(store: Any, metric: str, *, name: str | None = None, dataset: str | No
     runs = list(reversed(runs))[-limit:]
     out: list[dict[str, Any]] = []
     prev = None
-    for r in runs:
-        agg = r.summary[metric]
+    for r, agg in runs:
         prov = (r.config or {}).get("provenance") or {}
         row = {"run_id": r.id, "name": r.name, "created_at": r.created_at.isoformat(),
-               "mean": agg.get("mean"), "ci_low": agg.get("ci_low"), "ci_high": agg.get("ci_high"),
-               "n": agg.get("n", 0), "direction": agg.get("direction", "higher"),
+               "mean": agg.mean, "ci_low": agg.ci_low, "ci_high": agg.ci_high, "n": agg.n,
+               "direction": agg.direction,
                "git_commit": prov.get("git_commit"), "version": r.ragmeter_version,
                "dataset": r.dataset_fingerprint, "regression": None, "pvalue": None}
         if prev is not None:

@@ -63,11 +63,11 @@ def exposition(store: Any, counters: dict[str, int] | None = None) -> bytes:
                         newest[m] = (run_id, rec["end"])
             for m, (run_id, _) in sorted(newest.items()):
                 try:
-                    agg = (store.get_run(run_id).summary or {}).get(m) or {}
+                    agg = store.run_summary(run_id).get(m)
                 except Exception:  # noqa: BLE001 - run deleted since
                     continue
-                if agg.get("mean") is not None:
-                    quality.add_metric([m, run_id], float(agg["mean"]))
+                if agg is not None and agg.mean is not None:
+                    quality.add_metric([m, run_id], agg.mean)
             yield quality
 
     registry = CollectorRegistry(auto_describe=False)

@@ -225,11 +225,11 @@ def run_grid(config: str | Path | dict[str, Any] | GridConfig, *, db: str | Any 
                 res = evaluate(samples, [{"name": "correct_llm_judge", "key": JUDGE_KEY}], db=store,
                                name=f"{r.name} [judge]", options=cfg.options)
                 s = res.summary[JUDGE_KEY]
-                r.judge_run_id, r.judge_mean = res.run_id, s["mean"]
-                r.judge_ci = (s.get("ci_low"), s.get("ci_high"))
+                r.judge_run_id, r.judge_mean = res.run_id, s.mean
+                r.judge_ci = (s.ci_low, s.ci_high)
                 r.judge_values = {x.id: sc.value for x, sc in zip(res.samples, res.scores[JUDGE_KEY], strict=True)}
-                log(f"  judged {r.name}: {_f(s['mean'])} [{_f(s.get('ci_low'))}, {_f(s.get('ci_high'))}] "
-                    f"(n={s['n']}, no value {s['n_missing']})")
+                log(f"  judged {r.name}: {_f(s.mean)} [{_f(s.ci_low)}, {_f(s.ci_high)}] "
+                    f"(n={s.n}, no value {s.n_missing})")
             judge_ranking = rank(top, alpha=cfg.alpha, judge=True)
             if log_rankings:
                 _log_ranking(judge_ranking, log, title=f"final ranking of the top {len(top)} by the LLM judge")
@@ -345,10 +345,10 @@ def _run_configs(cfg: GridConfig, fn: Callable[..., Any], results: Sequence[Conf
 
 def _fill(r: ConfigResult, res: Any) -> None:
     s = res.summary[CORRECTNESS_KEY]
-    r.run_id, r.mean, r.ci_low, r.ci_high, r.n = res.run_id, s["mean"], s.get("ci_low"), s.get("ci_high"), s["n"]
+    r.run_id, r.mean, r.ci_low, r.ci_high, r.n = res.run_id, s.mean, s.ci_low, s.ci_high, s.n
     r.values = {x.id: sc.value for x, sc in zip(res.samples, res.scores[CORRECTNESS_KEY], strict=True)}
-    r.metrics = {k: v.get("mean") for k, v in res.summary.items()}
-    r.directions = {k: str(v.get("direction", "higher")) for k, v in res.summary.items()}
+    r.metrics = {k: m.mean for k, m in res.summary.items()}
+    r.directions = {k: m.direction for k, m in res.summary.items()}
 
 
 def _successive_halving(cfg: GridConfig, fn: Callable[..., Any], questions: Sequence[Question],
@@ -387,7 +387,7 @@ def _successive_halving(cfg: GridConfig, fn: Callable[..., Any], questions: Sequ
                 res = _score(build_samples(subset, outs, params), cfg, db=scratch,
                              name=f"{r.name} [round {r_i}]", threshold=threshold, options=cfg.options,
                              engine=_round_engine(cfg))
-                m = res.summary[CORRECTNESS_KEY]["mean"]
+                m = res.summary[CORRECTNESS_KEY].mean
                 scores[r.name] = (m if m is not None else -math.inf, {})
             ranked = sorted((r for r in alive if r.name in scores), key=lambda r: -scores[r.name][0])
             keep_n = max(1, math.ceil(len(ranked) / h.eta))

@@ -21,8 +21,8 @@ def run_rows(store: Store, run_id: str) -> tuple[list[str], list[dict[str, Any]]
     table = store.score_table(run_id)
     samples = store.run_samples(run_id)
     scores = {k: [table.get(k, {}).get(s.id) for s in samples] for k in keys}
-    summary = run.summary or {}
-    higher = {k: (summary.get(k) or {}).get("direction", "higher") == "higher" for k in keys}
+    summary = store.run_summary(run)
+    higher = {k: summary[k].direction == "higher" if k in summary else True for k in keys}
     return keys, result_rows(samples, scores, higher, (run.extra or {}).get("thresholds"))
 
 

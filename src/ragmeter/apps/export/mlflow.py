@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import re
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -33,11 +34,12 @@ def metric_name(key: str) -> str:
     return _BAD.sub("_", key.replace("@", "_at_"))
 
 
-def mlflow_metrics(summary: dict[str, Any]) -> dict[str, float]:
-    """``{name: value}`` for every metric aggregate that has one (mean, interval, counts)."""
+def mlflow_metrics(summary: Mapping[str, Any]) -> dict[str, float]:
+    """``{name: value}`` for every metric aggregate that has one (mean, interval, counts), read off
+    the summary's JSON (a :class:`~ragmeter.store.records.RunSummary` reads as it)."""
     out: dict[str, float] = {}
     for key, agg in summary.items():
-        if not isinstance(agg, dict):
+        if not isinstance(agg, Mapping):
             continue
         for field in ("mean", "ci_low", "ci_high", "n", "n_missing"):
             v = agg.get(field)
@@ -93,7 +95,7 @@ def export_mlflow(store: Store, run_id: str, *, experiment: str | None = None) -
             mrun_id = client.create_run(exp_id, run_name=run.name or rid, tags={TAG: rid}).info.run_id
         from mlflow.entities import Metric, Param, RunTag
 
-        metrics = mlflow_metrics(run.summary or {})
+        metrics = mlflow_metrics(store.run_summary(run))
         ts = int((run.finished_at or run.created_at).timestamp() * 1000)
         params = _params(run)
         if existing:  # a param cannot change value: log only the ones the first export lacked

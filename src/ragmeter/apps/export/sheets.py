@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -88,7 +88,7 @@ def sheet_rows(store: Store, run_id: str, *, now: datetime | None = None) -> dic
     Returns:
         ``{worksheet: [row, ...]}`` in the column order of :data:`HEADERS`; an empty cell is no value.
     """
-    from ragmeter.metrics.composite import composite_scores
+    from ragmeter.analysis.composite import composite_scores
     from ragmeter.metrics.registry import all_metrics
 
     rid = store.resolve_run(run_id)
@@ -145,8 +145,7 @@ def sheet_rows(store: Store, run_id: str, *, now: datetime | None = None) -> dic
             if sc.value is not None and sc.details:
                 reasoning = json.dumps(sc.details, default=str, sort_keys=True)
             out["llm_judge_results"].append([ts, rid, name, sid, k, _cell(sc.value), redact(reasoning)[:45000]])
-    summary = run.summary or {}
-    means = {k: a.get("mean") for k, a in summary.items() if isinstance(a, Mapping)}
+    means = {k: m.mean for k, m in store.run_summary(run).items()}
     accuracy = composite("accuracy").get("mean")
     agent_eff = composite("openevals").get("mean")
     unified = composite("unified").get("mean")

@@ -92,8 +92,8 @@ def run_table(store: Any, run_id: str, *, flat: bool) -> tuple[list[str], dict[s
 
     run = store.get_run(run_id)
     keys = [m["key"] for m in run.metrics]
-    summary = run.summary or {}
-    higher = {k: (summary.get(k) or {}).get("direction", "higher") == "higher" for k in keys}
+    summary = store.run_summary(run)
+    higher = {k: summary[k].direction == "higher" if k in summary else True for k in keys}
     thr, _ = from_record((run.extra or {}).get("thresholds"))
     data = _sample_data(store, run_id)
     cols, reasons = run_columns(store, run_id, reasons=True)

@@ -189,14 +189,14 @@ def add_monitor_routes(app: FastAPI, store: Any, page: Callable[..., HTMLRespons
             if rec["end"].rstrip("Z") < since.isoformat():
                 continue
             try:
-                summary = store.get_run(run_id).summary or {}
+                summary = store.run_summary(run_id)
             except Exception:  # noqa: BLE001 - deleted since
                 continue
             for m, agg in summary.items():
-                if agg.get("mean") is None:
+                if agg.mean is None:
                     continue
-                quality.setdefault(m, []).append({"end": rec["end"], "run_id": run_id, "mean": agg.get("mean"),
-                                                  "ci_low": agg.get("ci_low"), "ci_high": agg.get("ci_high")})
+                quality.setdefault(m, []).append({"end": rec["end"], "run_id": run_id, "mean": agg.mean,
+                                                  "ci_low": agg.ci_low, "ci_high": agg.ci_high})
         figs: dict[str, Any] = {}
         if points:
             figs["mon-latency"] = figures.latency(points, max_p95_ms)
