@@ -38,7 +38,7 @@ def write_dataset(path, n: int, seed: int = 3, pool: int = 400) -> None:
 
 @pytest.fixture(scope="module", autouse=True)
 def ray_runtime():
-    from ragmeter.run.engines.ray_engine import init
+    from ragmeter.run.engines.ray_runtime import init
 
     ray = init(num_cpus=2)
     yield

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from cli_runner import run_main
-from ragmeter.run.engines.ray_engine import NOT_SENT, worker_env
+from ragmeter.run.engines.ray_runtime import NOT_SENT, worker_env
 from ragmeter.store import open_store
 from references import require_extra
 
@@ -46,7 +46,7 @@ def ray_runtime():
     """One local Ray runtime (2 CPUs) for the module, started with secrets and a setting in the
     environment, which is how a user's shell would look."""
     require_extra("ray")
-    from ragmeter.run.engines.ray_engine import init
+    from ragmeter.run.engines.ray_runtime import init
 
     saved = {k: os.environ.get(k) for k in [*SECRET_ENV, SETTING[0]]}
     os.environ.update({**SECRET_ENV, SETTING[0]: SETTING[1]})

@@ -28,7 +28,7 @@ def ray_runtime():
     """A local Ray runtime of 2 CPUs whose workers run the encode spy (tests/ray_spy.py)."""
     import ray
 
-    from ragmeter.run.engines.ray_engine import worker_env
+    from ragmeter.run.engines.ray_runtime import worker_env
 
     SPY_DIR.mkdir(parents=True, exist_ok=True)
     here = str(Path(__file__).parent)

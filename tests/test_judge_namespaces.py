@@ -367,5 +367,5 @@ def test_namespaced_names_work_in_config_store_show_compare_export_report_and_da
 def test_every_namespaced_metric_has_its_description_and_a_judge_check():
     for spec in all_metrics():
         if spec.name in NAMESPACED:
-            assert spec.needs_llm and spec.check is not None and spec.family == "llm"
+            assert spec.needs_llm and spec.check is not None and spec.family == "judge"
             assert NAMESPACED[spec.name] in spec.description.lower() and spec.description.strip()

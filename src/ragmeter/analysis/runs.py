@@ -93,9 +93,9 @@ def from_store(store: Any, ref: str) -> RunValues:
 def stored_clusters(store: Any, run_id: str) -> dict[str, str] | None:
     """``{turn id: conversation id}`` of a stored run of conversations (its samples' metadata is
     read only when its first sample is a conversation), else ``None``."""
-    from ragmeter.conversations.view import has_conversations
+    from ragmeter.conversations.view import run_has_conversations
 
-    if not has_conversations(store, run_id):
+    if not run_has_conversations(store, run_id):
         return None
     return turn_clusters(store.run_samples(run_id))
 

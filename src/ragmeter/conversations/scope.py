@@ -2,12 +2,13 @@
 intervals clustered by conversation.
 
 A conversation run has two kinds of samples (:func:`ragmeter.conversations.model.to_samples`): one
-per conversation and one per assistant turn. Metrics of family ``conversation`` score the
-conversation samples (one value per conversation); every other metric scores the turn samples
-(one value per assistant turn). A sample of the other kind is not scored at all: it is neither a
-value nor a missing value of that metric. A sample that is neither (a plain question/answer sample,
-or any sample of a run without conversations) lacks the conversation a conversation metric needs:
-no value, reason "missing field: conversation". Runs without conversations are otherwise untouched.
+per conversation and one per assistant turn. Metrics whose scope is ``conversation``
+(:attr:`ragmeter.metrics.registry.MetricSpec.scope`) score the conversation samples (one value per
+conversation); every other metric scores the turn samples (one value per assistant turn). A sample
+of the other kind is not scored at all: it is neither a value nor a missing value of that metric. A
+sample that is neither (a plain question/answer sample, or any sample of a run without
+conversations) lacks the conversation a conversation metric needs: no value, reason "missing field:
+conversation". Runs without conversations are otherwise untouched.
 
 The values of one conversation's turns are not independent (the same assistant, the same user,
 the same history), so the interval of a per-turn metric's run mean is cluster-robust: the mean is
@@ -27,7 +28,8 @@ import numpy as np
 from ragmeter.conversations.model import CONVERSATION_ID, CONVERSATION_KEY, TURN_KEY
 from ragmeter.core.schema import Sample
 
-FAMILY = "conversation"
+#: the scope (:attr:`ragmeter.metrics.registry.MetricSpec.scope`) of metrics that score whole conversations
+CONVERSATION_SCOPE = "conversation"
 
 
 def _kind(s: Sample) -> str | None:
@@ -40,6 +42,8 @@ def _kind(s: Sample) -> str | None:
 
 
 def has_conversations(samples: Sequence[Sample]) -> bool:
+    """Whether ``samples`` hold a conversation (a run of conversations; for a stored run,
+    :func:`ragmeter.conversations.view.run_has_conversations`)."""
     return any(_kind(s) == "conversation" for s in samples)
 
 
@@ -52,18 +56,19 @@ def describe(samples: Sequence[Sample]) -> str:
     return f"{n_conv} conversations, {len(samples) - n_conv} assistant turns"
 
 
-def for_metric(family: str, samples: list[Sample]) -> list[Sample]:
-    """The samples a metric of ``family`` scores (all of them when the run has no conversations)."""
-    if family == FAMILY:  # a sample that is no conversation (and no turn of one) lacks the field
+def for_scope(scope: str, samples: list[Sample]) -> list[Sample]:
+    """The samples a metric of ``scope`` scores (all of them when the run has no conversations)."""
+    if scope == CONVERSATION_SCOPE:  # a sample that is no conversation (and no turn of one) lacks the field
         return [s for s in samples if _kind(s) != "turn"]
     if not has_conversations(samples):
         return samples
     return [s for s in samples if _kind(s) != "conversation"]
 
 
-def restrict(columns: Mapping[str, tuple[Any, list[str | None]]], families: Mapping[str, str],
+def restrict(columns: Mapping[str, tuple[Any, list[str | None]]], scopes: Mapping[str, str],
              samples: Sequence[Sample]) -> dict[str, tuple[Any, list[str | None]]]:
-    """``{key: (values, reasons)}`` keeping, per metric, only the samples it applies to."""
+    """``{key: (values, reasons)}`` keeping, per metric, only the samples it applies to
+    (``scopes``: each metric's scope)."""
     if not has_conversations(samples):
         return dict(columns)
     kinds = [_kind(s) for s in samples]
@@ -71,7 +76,7 @@ def restrict(columns: Mapping[str, tuple[Any, list[str | None]]], families: Mapp
     not_turn = np.array([k != "turn" for k in kinds], dtype=bool)
     out = {}
     for key, (values, reasons) in columns.items():
-        mask = not_turn if families.get(key) == FAMILY else ~conv
+        mask = not_turn if scopes.get(key) == CONVERSATION_SCOPE else ~conv
         idx = np.flatnonzero(mask)
         out[key] = (np.asarray(values, dtype=np.float64)[idx], [reasons[i] for i in idx.tolist()])
     return out
@@ -94,7 +99,7 @@ def cluster_ci(values: np.ndarray, clusters: Sequence[str], *, level: float = 0.
 
 
 def cluster_intervals(summary: Mapping[str, Any], columns: Mapping[str, tuple[Any, list[str | None]]],
-                      families: Mapping[str, str], ranges: Mapping[str, tuple[float, float]],
+                      scopes: Mapping[str, str], ranges: Mapping[str, tuple[float, float]],
                       samples: Sequence[Sample]) -> dict[str, dict[str, Any]]:
     """The cluster-robust interval (clusters: conversations) of every per-turn metric of a
     conversation run that has values in ``summary``, as ``{key: summary fields}`` to replace its
@@ -106,7 +111,7 @@ def cluster_intervals(summary: Mapping[str, Any], columns: Mapping[str, tuple[An
     clusters = [str(samples[i].metadata.get(CONVERSATION_ID, samples[i].id)) for i in turn_pos]
     out = {}
     for key, (values, _reasons) in columns.items():
-        if families.get(key) == FAMILY or key not in summary or not summary[key].n:
+        if scopes.get(key) == CONVERSATION_SCOPE or key not in summary or not summary[key].n:
             continue
         vals = np.asarray(values, dtype=np.float64)[turn_pos]
         ci = cluster_ci(vals, clusters, bounds=ranges.get(key))

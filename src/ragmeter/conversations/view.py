@@ -18,7 +18,7 @@ def _score(sc: Any) -> dict[str, Any]:
     return d
 
 
-def has_conversations(store: Any, run_id: str) -> bool:
+def run_has_conversations(store: Any, run_id: str) -> bool:
     """Whether a run holds conversations, from its first stored sample only (a conversation
     dataset starts with a conversation sample), so other runs are not read."""
     first = next(iter(store.iter_sample_rows(run_id, chunk=1)), None)
@@ -30,7 +30,7 @@ def threads(store: Any, run_id: str, only: str | None = None) -> list[dict[str, 
     "turns": [{"turn", "role", "content", "reference", "contexts", "tool_calls", "scores"}]}]``
     (turn numbers are 1-based positions); empty when the run holds no conversation. ``only``: one
     conversation id."""
-    if not has_conversations(store, run_id):
+    if not run_has_conversations(store, run_id):
         return []
     samples = store.run_samples(run_id)
     convs = [s for s in samples if isinstance(s.metadata.get(CONVERSATION_KEY), dict)

@@ -91,6 +91,24 @@ class MetricSpec:
             ``range``, its ``evaluation_metric``, its formula), ``range_for(params) -> (low, high)``;
             :func:`resolve` gives the request a spec with that ``range``, so everything that reads
             ``request.spec.range`` reads the range of this definition.
+
+    Traits: what the run does for a metric, read by the planner, the engines and the aggregation
+    instead of its family's name. Left ``None``, a trait takes its family's value
+    (:data:`FAMILY_TRAITS`), set once when the spec is made.
+
+    Attributes:
+        pure: its values can be computed in another process (the forked worker, a Ray task) with
+            no service (no judge, no embeddings, no store) and without its ``prepare``: each
+            sample's value from that sample alone. :meth:`is_pure` is what engines read.
+        pure_for: ``pure_for(params) -> bool`` for a pure metric whose purity depends on its
+            parameters (a retrieval metric matching chunks by embedding similarity is not pure;
+            its ``prepare`` then asks for the embeddings).
+        scope: what one value describes (:data:`SCOPES`): ``sample`` (in a run of conversations,
+            an assistant turn; the interval of its run mean is clustered by conversation),
+            ``trace`` (an agent's trace, one per sample), ``conversation`` (a whole conversation:
+            the metric scores the conversation samples of a run, :func:`scored_samples`).
+        banded: the score bands (Excellent ... Critical, for quality scores on [0, 1]) apply to its
+            values (:func:`banded`).
     """
 
     name: str
@@ -114,6 +132,29 @@ class MetricSpec:
     corpus: CorpusFn | None = None
     worker_cache: WorkerCache | None = None
     range_for: Callable[[Mapping[str, Any]], tuple[float, float]] | None = None
+    pure: bool | None = None
+    pure_for: Callable[[Mapping[str, Any]], bool] | None = None
+    scope: str | None = None
+    banded: bool | None = None
+
+    def __post_init__(self) -> None:
+        self.family = family_name(self.family)
+        traits = family_traits(self.family)
+        for name, value in traits.items():
+            if getattr(self, name) is None:
+                setattr(self, name, value)
+        if self.scope not in SCOPES:
+            raise ValueError(f"metric {self.name!r}: scope must be one of {', '.join(SCOPES)}, got {self.scope!r}")
+
+    def is_pure(self, params: Mapping[str, Any]) -> bool:
+        """Whether this metric with ``params`` can be scored in another process (see :attr:`pure`):
+        never one that asks a service for anything or is fitted on its whole batch
+        (``per_sample=False``); with a ``prepare`` hook, only when its :attr:`pure_for` says so."""
+        if not self.pure or self.needs_llm or self.needs_embeddings or not self.per_sample:
+            return False
+        if self.pure_for is not None:
+            return bool(self.pure_for(params))
+        return self.prepare is None
 
     def info(self) -> dict[str, Any]:
         return {
@@ -131,6 +172,8 @@ class MetricSpec:
             "description": " ".join(inspect.cleandoc(self.description).split("\n\n")[0].split()),
             "equals": dict(self.equals) if self.equals else None,
             "parity": self.parity_text() or None,
+            "scope": self.scope,
+            "banded": self.banded,
         }
 
     def parity_text(self) -> str:
@@ -139,6 +182,40 @@ class MetricSpec:
         if not text and self.needs_llm:
             text = "ragmeter's own definition: no ragas or DeepEval metric computes this number."
         return text
+
+
+#: what one value of a metric describes (:attr:`MetricSpec.scope`)
+SCOPES = ("sample", "trace", "conversation")
+
+#: family names of earlier versions, still accepted wherever a family is named (``ragmeter metrics
+#: --family``, a plugin's spec, a stored run's summary): the judge family was ``llm``
+FAMILY_ALIASES = {"llm": "judge"}
+
+#: the traits of a family's metrics, unless a spec declares its own (:class:`MetricSpec`); a family
+#: not listed has the defaults of :data:`_DEFAULT_TRAITS`. The bands were defined (an
+#: agent-evaluation guide's table) for judge, agent and composite scores on a 0-1 quality scale; a
+#: metric without a family (a custom metric) gets them too.
+FAMILY_TRAITS: dict[str, dict[str, Any]] = {
+    "lexical": {"pure": True},
+    "retrieval": {"pure": True},
+    "judge": {"banded": True},
+    "agent": {"banded": True, "scope": "trace"},
+    "composite": {"banded": True},
+    "conversation": {"scope": "conversation"},
+    "": {"banded": True},
+}
+_DEFAULT_TRAITS: dict[str, Any] = {"pure": False, "scope": "sample", "banded": False}
+
+
+def family_name(family: str | None) -> str:
+    """The family's current name (:data:`FAMILY_ALIASES`: ``llm`` is ``judge``)."""
+    name = (family or "").strip()
+    return FAMILY_ALIASES.get(name, name)
+
+
+def family_traits(family: str | None) -> dict[str, Any]:
+    """The traits a metric of ``family`` has unless its spec says otherwise."""
+    return {**_DEFAULT_TRAITS, **FAMILY_TRAITS.get(family_name(family), {})}
 
 
 _REGISTRY: dict[str, MetricSpec] = {}
@@ -410,6 +487,47 @@ def missing_fields(sample: Sample, requires: Iterable[str]) -> list[str]:
     return [f for f in requires if not FIELD_PRESENT[f](sample)]
 
 
+def banded(key: str, family: str | None = None) -> bool:
+    """Whether the score bands apply to metric ``key`` of a stored run: its spec's :attr:`~MetricSpec.banded`
+    when this process knows the metric (``ndcg@10``, ``faithfulness(judge=...)`` by their name), else
+    the trait of the ``family`` its summary records (a metric of a plugin not loaded here)."""
+    names = _loaded_names()
+    for name in dict.fromkeys((key, key.split("(", 1)[0], key.split("(", 1)[0].split("@", 1)[0])):
+        if name in names:
+            return bool(_REGISTRY[_ALIASES.get(name, name)].banded)
+    return bool(family_traits(family)["banded"])
+
+
+def scored_samples(scope: str, samples: list[Sample]) -> list[Sample]:
+    """The samples of a run a metric of ``scope`` (:attr:`MetricSpec.scope`) scores: every sample,
+    except in a run of conversations, where a ``conversation`` metric scores the conversations and
+    every other metric the assistant turns (:mod:`ragmeter.conversations.scope`)."""
+    from ragmeter.conversations.scope import for_scope
+
+    return for_scope(scope, samples)
+
+
+def scoped_columns(columns: Mapping[str, tuple[Any, list[str | None]]], requests: Sequence[MetricRequest],
+                   samples: Sequence[Sample]) -> dict[str, tuple[Any, list[str | None]]]:
+    """``{key: (values, reasons)}`` aligned with ``samples``, keeping per metric only the samples its
+    scope covers (:func:`scored_samples`): what its summary is computed over."""
+    from ragmeter.conversations.scope import restrict
+
+    return restrict(columns, {r.key: r.spec.scope or "" for r in requests}, samples)
+
+
+def clustered_intervals(summary: Mapping[str, Any], columns: Mapping[str, tuple[Any, list[str | None]]],
+                        requests: Sequence[MetricRequest], samples: Sequence[Sample]) -> dict[str, dict[str, Any]]:
+    """The intervals a metric's scope calls for instead of the independent one, as ``{key: summary
+    fields}``: in a run of conversations, the values of every metric that scores assistant turns are
+    clustered by conversation (cluster-robust interval, :mod:`ragmeter.conversations.scope`).
+    ``columns`` are every sample's values (aligned with ``samples``); ``{}`` for other runs."""
+    from ragmeter.conversations.scope import cluster_intervals
+
+    return cluster_intervals(summary, columns, {r.key: r.spec.scope or "" for r in requests},
+                             {r.key: r.spec.range for r in requests}, samples)
+
+
 def _loaded_names() -> set[str]:
     _load_families()
     return set(_REGISTRY) | set(_ALIASES)
@@ -422,7 +540,6 @@ _FAMILY_MODULES = (
     "ragmeter.metrics.judge",
     "ragmeter.metrics.agent",
     "ragmeter.metrics.conversation",
-    "ragmeter.metrics.composite",
     "ragmeter.metrics.correctness.correct",
     "ragmeter.metrics.openai_evals.graders",
     "ragmeter.metrics.openai_evals.basic",

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from ragmeter.core.schema import Sample
-from ragmeter.metrics.registry import MetricRequest, missing_fields
+from ragmeter.metrics.registry import MetricRequest, missing_fields, scored_samples
 
 
 @dataclass(slots=True)
@@ -35,6 +35,11 @@ class MetricPlan:
     @property
     def needs_llm(self) -> bool:
         return bool(self.request.spec.needs_llm)
+
+    @property
+    def pure(self) -> bool:
+        """Whether another process may score it (:meth:`~ragmeter.metrics.registry.MetricSpec.is_pure`)."""
+        return self.request.spec.is_pure(self.request.params)
 
 
 class Split(NamedTuple):
@@ -63,19 +68,17 @@ class Started:
 def make_plans(samples: list[Sample], requests: list[MetricRequest], done: Collection[tuple[str, str]],
                unavailable_by_key: Mapping[str, str]) -> list[MetricPlan]:
     """One :class:`MetricPlan` per metric that has anything left to store (``done``: the
-    ``(sample id, metric key)`` pairs a resumed run already stored)."""
-    from ragmeter.conversations.scope import FAMILY, for_metric
-
+    ``(sample id, metric key)`` pairs a resumed run already stored). A metric scores the samples
+    of its scope (:func:`~ragmeter.metrics.registry.scored_samples`)."""
     plans: list[MetricPlan] = []
-    # metrics that need the same fields (and score the same kind of sample)
-    lacks: dict[tuple[tuple[str, ...], bool], tuple[list[Sample], dict[int, str]]] = {}
+    # metrics that need the same fields (and score the same samples)
+    lacks: dict[tuple[tuple[str, ...], str], tuple[list[Sample], dict[int, str]]] = {}
     everything = samples
-    pools: dict[bool, list[Sample]] = {}
+    pools: dict[str, list[Sample]] = {}
     for req in requests:
-        # a conversation run: conversation metrics score conversations, the others assistant turns
-        kind = req.spec.family == FAMILY
+        kind = req.spec.scope or ""
         if kind not in pools:
-            pools[kind] = for_metric(FAMILY if kind else "", everything)
+            pools[kind] = scored_samples(kind, everything)
         samples = pools[kind]
         need = tuple(req.spec.requires)
         if (need, kind) not in lacks:

@@ -6,7 +6,6 @@ computed and ``resume`` finishes it without recomputing (and without storing any
 
 from __future__ import annotations
 
-import contextlib
 import json
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
@@ -24,21 +23,21 @@ from ragmeter.core.errors import (
     DatasetError,
     IncompleteRunError,
     JudgeError,
-    MetricError,
     RunLeaseError,
     StoreError,
 )
 from ragmeter.core.schema import Sample, Score, ScoreColumn, ScoreColumns
 from ragmeter.io.readers import REQUIREMENT_TARGET, Dataset, load
 from ragmeter.metrics.registry import MetricRequest, declared_range, missing_fields, resolve_all
-from ragmeter.run.engines.base import Engine, LocalEngine
-from ragmeter.run.engines.checks import run_metric
+from ragmeter.run.engines import open_engine
+from ragmeter.run.engines.base import Engine
 from ragmeter.run.engines.lifecycle import heartbeat as _heartbeat
 from ragmeter.run.engines.lifecycle import in_background as _in_background
 from ragmeter.run.engines.lifecycle import join_writer as _join_writer
 from ragmeter.run.eval_config import EvalConfig
-from ragmeter.run.plan import MetricPlan, Split, Started, make_plans
+from ragmeter.run.plan import Started, make_plans
 from ragmeter.run.provenance import provenance
+from ragmeter.run.scoring import RunTimings, score_all
 from ragmeter.stats.intervals import aggregate_many
 from ragmeter.store import Store, open_store
 from ragmeter.store.records import MetricSummary, RunSummary
@@ -130,29 +129,19 @@ class EvaluationResult:
         return all(checks) if checks else None
 
     def figure(self, metric: str | None = None) -> Any:
-        """A plotly figure (``pip install 'ragmeter-eval[report]'``): the distribution of one
-        metric's per-sample values with its threshold marked, or, with no ``metric``, every
-        metric's mean with its 95% interval."""
-        import plotly.graph_objects as go
+        """A plotly figure (``pip install 'ragmeter-eval[report]'``; :mod:`ragmeter.core.figures`):
+        the distribution of one metric's per-sample values with its threshold marked, or, with no
+        ``metric``, every metric's mean with its 95% interval."""
+        from ragmeter.core.figures import means_figure, values_figure
 
         if metric is None:
-            shown = {k: m for k, m in self.summary.items() if m.mean is not None}
-            keys, means = list(shown), [m.mean for m in shown.values()]
-            err_hi = [m.ci_high - m.mean if m.ci_high is not None else 0 for m in shown.values()]
-            err_lo = [m.mean - m.ci_low if m.ci_low is not None else 0 for m in shown.values()]
-            return go.Figure(go.Bar(x=keys, y=means, error_y={"type": "data", "array": err_hi,
-                                                              "arrayminus": err_lo}),
-                             layout={"title": f"run {self.run_id}: means with 95% CI"})
+            return means_figure({k: (m.mean, m.ci_low, m.ci_high) for k, m in self.summary.items()
+                                 if m.mean is not None}, title=f"run {self.run_id}: means with 95% CI")
         if metric not in self.scores:
             raise ConfigError(f"no metric {metric!r} in this result; it has {', '.join(self.scores)}")
-        values = [s.value for s in self.scores[metric] if s.value is not None]
-        fig = go.Figure(go.Histogram(x=values, nbinsx=20, name=metric),
-                        layout={"title": f"{metric}: per-sample values (n={len(values)})",
-                                "xaxis_title": metric, "yaxis_title": "samples"})
         rec = th.from_record(self.extra.get("thresholds"))[0].get(metric)
-        if rec is not None:
-            fig.add_vline(x=rec.value, line_dash="dash", annotation_text=f"threshold {rec.value:g}")
-        return fig
+        return values_figure([s.value for s in self.scores[metric] if s.value is not None], metric,
+                             threshold=rec.value if rec is not None else None)
 
     def _repr_html_(self) -> str:
         from ragmeter.run.rows import summary_html
@@ -212,17 +201,17 @@ def summarise(columns: Mapping[str, Any], requests: Sequence[MetricRequest],
     within its ``range`` (its request's spec: for a metric built from a definition, the
     definition's range), and its direction, family and range, recorded (``null`` when it declares
     none) for every later reader. Given the run's ``samples`` (aligned with ``columns``), also:
-    only the samples a metric applies to in a run of conversations, with the intervals of per-turn
-    metrics clustered by conversation; the corpus scores a metric declares (``options``: the run's);
+    only the samples a metric's scope covers, with the intervals its scope calls for
+    (:func:`~ragmeter.metrics.registry.scoped_columns`,
+    :func:`~ragmeter.metrics.registry.clustered_intervals`: in a run of conversations, the turns'
+    clustered by conversation); the corpus scores a metric declares (``options``: the run's);
     and ``checks``, the threshold check of each thresholded metric
     (:func:`ragmeter.core.thresholds.apply`), stored as ``pass`` and ``pass_rate``.
     """
-    from ragmeter.conversations import scope as conv_scope
-    from ragmeter.metrics.registry import corpus_scores
+    from ragmeter.metrics.registry import clustered_intervals, corpus_scores, scoped_columns
 
     ranges = {r.key: r.spec.range for r in requests}
-    families = {r.key: r.spec.family for r in requests}
-    scoped = columns if samples is None else conv_scope.restrict(columns, families, samples)
+    scoped = columns if samples is None else scoped_columns(columns, requests, samples)
     aggregates = aggregate_many(scoped, bounds=ranges)
     spec = {r.key: {"direction": "higher" if r.spec.higher_is_better else "lower", "family": r.spec.family,
                     "range": list(rng) if (rng := declared_range(r.spec.range)) is not None else None}
@@ -230,7 +219,7 @@ def summarise(columns: Mapping[str, Any], requests: Sequence[MetricRequest],
     record = RunSummary({k: MetricSummary.from_dict({**a, **spec.get(k, {})}) for k, a in aggregates.items()})
     if samples is None:
         return record
-    clustered = conv_scope.cluster_intervals(record, columns, families, ranges, samples)
+    clustered = clustered_intervals(record, columns, requests, samples)
     corpus = corpus_scores(requests, samples, options)  # declared corpus scores (BLEU, chrF) beside the means
     passed = {k: {"pass": {kk: vv for kk, vv in rec.items() if kk != "verdicts"},
                   "pass_rate": rec["rate"]}  # the share of samples that pass (also pass.rate)
@@ -278,111 +267,169 @@ def run(data: Any, config: EvalConfig) -> EvaluationResult:
     score on the config's engine, aggregate, store. The interpreter's state (garbage collector,
     allocator) is left as it is: that policy belongs to the ``ragmeter`` command
     (:mod:`ragmeter.apps.cli.runtime`)."""
-    c = config
-    cfg = load_config(c.file)
-    thr = {**th.parse_thresholds(cfg.get("thresholds")), **th.parse_thresholds(c.thresholds)}
-    rule = th.parse_rule(c.pass_rule if c.pass_rule is not None else cfg.get("pass_rule"))
-    entries = list(cfg.get("metrics") or []) + list(c.metrics)
-    opts = {**cfg.get("options", {}), **c.options}
-    if any(k == "judge" or k.startswith("judge_") for k in opts):
-        from ragmeter.llm.config import check_judge_keys
-
-        check_judge_keys(opts)  # an unknown judge setting is refused before anything is stored
-    store = c.db if isinstance(c.db, Store) else open_store(c.db)
+    settings = _Settings.of(config)
+    store = config.db if isinstance(config.db, Store) else open_store(config.db)
     t0 = time.perf_counter()
-    if c.engine == "local":
-        from ragmeter.run.engines.forked import start_method
+    engine = open_engine(config.engine, config.ray_address, store.url)
+    begun = _resume(data, config, settings, store, engine) if config.resume else _create(
+        data, config, settings, store, engine)
+    scored = _score(begun, store, engine, config.progress)
+    return _finish(begun, scored, settings, config, store, t0)
 
-        start_method()  # a bad RAGMETER_START_METHOD stops the run before any work
-    engine: Engine = LocalEngine()
-    if c.engine == "ray":
-        from ragmeter.run.engines.ray_engine import RayEngine
 
-        engine = RayEngine(c.ray_address, store.url)
+@dataclass(frozen=True)
+class _Settings:
+    """A run's settings: the config file's (``EvalConfig.file``) under the call's own.
 
-    early: Started | None = None
-    mapping, on_error = c.mapping or cfg.get("map"), c.on_error
-    if c.resume:
-        run_id = store.resolve_run(c.resume)
-        run = store.get_run(run_id)
-        stored = store.run_samples(run_id)
-        dataset = load(data, mapping=mapping, on_error=on_error) if data is not None else Dataset(
-            stored, run.dataset_source or "")
-        if dataset.fingerprint != run.dataset_fingerprint:
-            raise StoreError(f"cannot resume run {run_id}: the dataset differs from the one it "
-                             f"started with ({run.dataset_source})")
-        requests = resolve_all([{"name": m["name"], "params": m["params"], "key": m["key"]}
-                                for m in run.metrics])
-        if entries and {r.key for r in resolve_all(entries)} != {r.key for r in requests}:
-            raise ConfigError(f"run {run_id} was started with metrics "
-                              f"{[r.key for r in requests]}; resume it without --metrics or with the same list")
-        opts = {**run.config.get("options", {}), **opts}
-        done = store.scored_pairs(run_id)
-        unavailable = _preflight(requests, opts, store, c.skip_unavailable, dataset.samples, done)
-        if not store.acquire_lease(run_id):
-            raise RunLeaseError(f"run {run_id} is still running (its writer {run.owner} beat "
-                                f"{run.heartbeat_at:%H:%M:%S} UTC); resume it after that process ends")
-        done = store.scored_pairs(run_id)
-        if c.engine == "local":  # the worker starts before the lease's heartbeat thread
-            early = _start_worker(make_plans(dataset.samples, requests, done, unavailable),
-                                  len(dataset.samples), opts)
-    else:
-        if not entries:
-            raise ConfigError("no metrics given: pass metrics=[...] / --metrics, or a config "
-                              "with 'metrics' (see `ragmeter metrics`)")
-        if isinstance(data, str) and data.startswith("dataset:"):
-            from ragmeter.io.stored import as_dataset
+    Attributes:
+        file: the config file's contents (its ``source``, ``extra``, ``name``, ``map`` are read as given).
+        thresholds: per-sample thresholds by metric key; ``rule``: the run's pass rule.
+        entries: the metric entries to resolve (the file's, then the call's).
+        options: the run options (a judge setting is checked when one is given).
+    """
 
-            data = as_dataset(store, data.removeprefix("dataset:"))
-        dataset = load(data, mapping=mapping, on_error=on_error)  # type: ignore[arg-type]
-        if c.where:
-            from ragmeter.io.stored import parse_where, select_where
+    file: dict[str, Any]
+    thresholds: dict[str, Any]
+    rule: Any
+    entries: list[Any]
+    options: dict[str, Any]
 
-            dataset = select_where(dataset, c.where if isinstance(c.where, Mapping) else parse_where(list(c.where)))
-        requests = resolve_all(entries)
-        th.check_known(thr, [r.key for r in requests])
-        _check_fields(dataset, requests)
-        unavailable = _preflight(requests, opts, store, c.skip_unavailable, dataset.samples)
-        if c.engine == "local":  # the worker scores while this process stores the samples
-            early = _start_worker(make_plans(dataset.samples, requests, set(), unavailable),
-                                  len(dataset.samples), opts)
-        try:
-            run_id = store.create_run(
-                dataset_source=dataset.source, fingerprint=dataset.fingerprint,
-                samples=dataset.samples,
-                metrics=[{"name": r.spec.name, "params": _jsonable(r.params), "key": r.key} for r in requests],
-                config={"options": _jsonable(_public_options(opts)), "source": cfg.get("source"),
-                        "extra": _jsonable(cfg.get("extra", {})), "provenance": provenance()},
-                version=__version__, name=c.name or cfg.get("name"))
-        except BaseException:
-            if early is not None:
-                early.cancel()
-            raise
-        done = set()
+    @classmethod
+    def of(cls, c: EvalConfig) -> _Settings:
+        cfg = load_config(c.file)
+        opts = {**cfg.get("options", {}), **c.options}
+        if any(k == "judge" or k.startswith("judge_") for k in opts):
+            from ragmeter.llm.config import check_judge_keys
 
-    samples = dataset.samples
+            check_judge_keys(opts)  # an unknown judge setting is refused before anything is stored
+        return cls(file=cfg,
+                   thresholds={**th.parse_thresholds(cfg.get("thresholds")), **th.parse_thresholds(c.thresholds)},
+                   rule=th.parse_rule(c.pass_rule if c.pass_rule is not None else cfg.get("pass_rule")),
+                   entries=list(cfg.get("metrics") or []) + list(c.metrics), options=opts)
+
+
+@dataclass
+class _Begun:
+    """A run stored (or taken over to resume) and planned, its engine's work started ahead.
+
+    Attributes:
+        done: the ``(sample id, metric key)`` pairs already stored (a resumed run's).
+        options: the run options (a resumed run's stored ones under the call's).
+    """
+
+    run_id: str
+    dataset: Dataset
+    requests: list[MetricRequest]
+    options: dict[str, Any]
+    started: Started
+    done: Collection[tuple[str, str]]
+    resumed: bool
+
+
+@dataclass
+class _Scored:
+    """What scoring left: the service figures, the time it took, the scores kept for the summary
+    (``None``: a resumed run, summarised from the store) and the writes left to run."""
+
+    extra: dict[str, Any]
+    timings: RunTimings
+    collected: dict[str, list[tuple[list[str], ScoreColumn]]] | None
+    deferred: list[Callable[[], Any]]
+
+
+def _resume(data: Any, c: EvalConfig, s: _Settings, store: Store, engine: Engine) -> _Begun:
+    """Take over a stored run (its lease) to finish it: the same dataset and metrics, the pairs
+    it stored left out of the plans."""
+    run_id = store.resolve_run(c.resume)
+    run = store.get_run(run_id)
+    stored = store.run_samples(run_id)
+    dataset = load(data, mapping=c.mapping or s.file.get("map"), on_error=c.on_error) if data is not None else (
+        Dataset(stored, run.dataset_source or ""))
+    if dataset.fingerprint != run.dataset_fingerprint:
+        raise StoreError(f"cannot resume run {run_id}: the dataset differs from the one it "
+                         f"started with ({run.dataset_source})")
+    requests = resolve_all([{"name": m["name"], "params": m["params"], "key": m["key"]}
+                            for m in run.metrics])
+    if s.entries and {r.key for r in resolve_all(s.entries)} != {r.key for r in requests}:
+        raise ConfigError(f"run {run_id} was started with metrics "
+                          f"{[r.key for r in requests]}; resume it without --metrics or with the same list")
+    opts = {**run.config.get("options", {}), **s.options}
+    done = store.scored_pairs(run_id)
+    unavailable = _preflight(requests, opts, store, c.skip_unavailable, dataset.samples, done)
+    if not store.acquire_lease(run_id):
+        raise RunLeaseError(f"run {run_id} is still running (its writer {run.owner} beat "
+                            f"{run.heartbeat_at:%H:%M:%S} UTC); resume it after that process ends")
+    done = store.scored_pairs(run_id)
+    # work started ahead starts before the lease's heartbeat thread
+    started = engine.start(make_plans(dataset.samples, requests, done, unavailable), len(dataset.samples), opts)
+    return _Begun(run_id, dataset, requests, opts, started, done, resumed=True)
+
+
+def _create(data: Any, c: EvalConfig, s: _Settings, store: Store, engine: Engine) -> _Begun:
+    """Load the dataset, resolve and check the metrics, start the engine's work ahead (it scores
+    while this process stores the samples) and store the new run."""
+    if not s.entries:
+        raise ConfigError("no metrics given: pass metrics=[...] / --metrics, or a config "
+                          "with 'metrics' (see `ragmeter metrics`)")
+    if isinstance(data, str) and data.startswith("dataset:"):
+        from ragmeter.io.stored import as_dataset
+
+        data = as_dataset(store, data.removeprefix("dataset:"))
+    dataset = load(data, mapping=c.mapping or s.file.get("map"), on_error=c.on_error)  # type: ignore[arg-type]
+    if c.where:
+        from ragmeter.io.stored import parse_where, select_where
+
+        dataset = select_where(dataset, c.where if isinstance(c.where, Mapping) else parse_where(list(c.where)))
+    requests = resolve_all(s.entries)
+    th.check_known(s.thresholds, [r.key for r in requests])
+    _check_fields(dataset, requests)
+    opts = s.options
+    unavailable = _preflight(requests, opts, store, c.skip_unavailable, dataset.samples)
+    started = engine.start(make_plans(dataset.samples, requests, set(), unavailable), len(dataset.samples), opts)
+    try:
+        run_id = store.create_run(
+            dataset_source=dataset.source, fingerprint=dataset.fingerprint,
+            samples=dataset.samples,
+            metrics=[{"name": r.spec.name, "params": _jsonable(r.params), "key": r.key} for r in requests],
+            config={"options": _jsonable(_public_options(opts)), "source": s.file.get("source"),
+                    "extra": _jsonable(s.file.get("extra", {})), "provenance": provenance()},
+            version=__version__, name=c.name or s.file.get("name"))
+    except BaseException:
+        started.cancel()
+        raise
+    return _Begun(run_id, dataset, requests, opts, started, set(), resumed=False)
+
+
+def _score(begun: _Begun, store: Store, engine: Engine, progress: bool) -> _Scored:
+    """Score the run's plans on ``engine`` while holding its lease (:func:`ragmeter.run.scoring.score_all`);
+    a failure marks the run failed (when this process still holds it) and stops the work started ahead."""
     deferred: list[Callable[[], Any]] = []
-    collected: dict[str, list[tuple[list[str], ScoreColumn]]] | None = None if c.resume else {}
-    with _rich_progress(c.progress) as prog:
-        ctx = ScoringContext(opts, store=store, run_id=run_id, progress=prog)
+    collected: dict[str, list[tuple[list[str], ScoreColumn]]] | None = None if begun.resumed else {}
+    with _rich_progress(progress) as prog:
+        ctx = ScoringContext(begun.options, store=store, run_id=begun.run_id, progress=prog)
         try:
-            with _heartbeat(store, run_id):
-                timings = _score_all(ctx, store, run_id, engine, early or Started(
-                    make_plans(samples, requests, done, unavailable), {}), collected, deferred)
+            with _heartbeat(store, begun.run_id):
+                timings = score_all(ctx, store, begun.run_id, engine, begun.started, collected, deferred)
         except BaseException:
-            if early is not None:
-                early.cancel()
-            if store.owns_lease(run_id):  # never mark a run another process now writes
-                store.update_run(run_id, status="failed", heartbeat_at=None)
+            begun.started.cancel()
+            if store.owns_lease(begun.run_id):  # never mark a run another process now writes
+                store.update_run(begun.run_id, status="failed", heartbeat_at=None)
             ctx.close()
             raise
         extra = ctx.stats()
         ctx.close()
+    return _Scored(extra, timings, collected, deferred)
 
+
+def _finish(begun: _Begun, scored: _Scored, s: _Settings, c: EvalConfig, store: Store, t0: float) -> EvaluationResult:
+    """Summarise the run (thresholds checked), wait for its last writes and store it as completed
+    or incomplete."""
+    run_id, samples, requests, extra = begun.run_id, begun.dataset.samples, begun.requests, scored.extra
     # a new run holds exactly what this process scored (no other writer has its lease); a resumed
     # run also holds what earlier processes stored
-    writes = deferred[0] if deferred else None
+    writes = scored.deferred[0] if scored.deferred else None
     writer = None
+    collected = scored.collected
     if collected is None and writes is not None:  # a resumed run is summarised from the store
         _join_writer(_in_background(writes), store, run_id)
         writes = None
@@ -392,24 +439,25 @@ def run(data: Any, config: EvalConfig) -> EvaluationResult:
     if writes is not None:  # the worker's scores are written while the run is summarised
         writer = _in_background(writes)
     checks = {}
-    if thr:
-        extra["thresholds"] = th.record(thr, rule)
+    if s.thresholds:
+        extra["thresholds"] = th.record(s.thresholds, s.rule)
         higher = {r.key: r.spec.higher_is_better for r in requests}
-        checks = th.apply(thr, rule, {k: scores.column(k).value_list() for k in scores}, higher)
-    summary = summarise(scores.for_aggregate(), requests, samples, opts, checks)
-    if dataset.skipped:
-        extra["skipped_rows"] = dataset.skipped_summary()
+        checks = th.apply(s.thresholds, s.rule, {k: scores.column(k).value_list() for k in scores}, higher)
+    summary = summarise(scores.for_aggregate(), requests, samples, begun.options, checks)
+    if begun.dataset.skipped:
+        extra["skipped_rows"] = begun.dataset.skipped_summary()
     if writer is not None:
         _join_writer(writer, store, run_id)
     previous = store.get_run(run_id)
     total = time.perf_counter() - t0
-    timings["total_s"] = round(total + (previous.timings or {}).get("total_s", 0.0), 4)
+    scored.timings.total_s = round(total + (previous.timings or {}).get("total_s", 0.0), 4)
     problems = incomplete_reasons(len(samples), summary, c.max_missing)
     status = "incomplete" if problems else "completed"
     run_extra = {k: v for k, v in (previous.extra or {}).items() if k != "incomplete"}
     if problems:
         extra["incomplete"] = problems
-    store.finish_run(run_id, status=status, summary=summary, timings=timings, extra={**run_extra, **extra})
+    store.finish_run(run_id, status=status, summary=summary, timings=scored.timings.to_dict(),
+                     extra={**run_extra, **extra})
     return EvaluationResult(run_id=run_id, samples=samples, scores=scores, summary=summary,
                             extra=extra, store_url=store.url, status=status, incomplete=problems)
 
@@ -512,184 +560,3 @@ def _public_options(opts: dict[str, Any]) -> dict[str, Any]:
 
 def _jsonable(obj: Any) -> Any:
     return json.loads(json.dumps(obj, default=str))
-
-
-#: share of each pure metric's samples this process scores when a second process takes the rest: this
-#: process also stores the run's samples and every score, so it takes less (30,000 RAG pairs x 5 lexical
-#: metrics: both processes finish together at 0.38)
-MAIN_SHARE = 0.38
-
-
-def _start_worker(plans: list[MetricPlan], n_samples: int, options: dict[str, Any]) -> Started:
-    """The run's plans, with a second process started on the tail of each pure metric's samples
-    (engines/forked.py) when there is a second CPU and enough work. Values of pure metrics do not
-    depend on how the samples are cut or batched, so the split is by :data:`MAIN_SHARE`."""
-    from ragmeter.run.engines import forked
-
-    started = Started(plans, {})
-    if not forked.usable(n_samples):
-        return started
-    method = forked.start_method()
-    splits: dict[str, Split] = {}
-    for p in plans:
-        if (forked.is_pure(p.request) and not p.unavailable and len(p.eligible) >= forked.MIN_SAMPLES
-                and (method != "spawn" or forked.spawnable(p.request))):
-            cut = round(len(p.eligible) * MAIN_SHARE)
-            splits[p.key] = Split(p.eligible[:cut], p.eligible[cut:])
-    if not splits or not forked.claim():  # no work for it, or another run's worker is running
-        return started
-    if method == "fork":
-        # one sample through each metric first: the imports and caches a metric makes on its first call
-        # (Arrow, the stemmer, compiled expressions) are then made once, before the fork, and shared
-        warm = ScoringContext(dict(options))
-        try:
-            for p in plans:
-                if p.key in splits:
-                    with contextlib.suppress(ConfigError, MetricError):
-                        run_metric(p.request, p.eligible[:1], warm)
-        except BaseException:
-            forked.release()
-            raise
-        finally:
-            warm.close()
-    jobs = []
-    for p in plans:
-        if p.key in splits:
-            rest, bs = splits[p.key].worker, max(1, p.request.spec.batch_size)
-            jobs.append((p.request, [rest[i:i + bs] for i in range(0, len(rest), bs)]))
-    started.splits = splits
-    started.worker = forked.WorkerEngine(jobs, dict(options), run_metric)  # releases the slot on failure
-    return started
-
-
-def _score_all(ctx: ScoringContext, store: Store, run_id: str, engine: Engine, started: Started,
-               collected: dict[str, list[tuple[list[str], ScoreColumn]]] | None,
-               deferred: list[Callable[[], Any]]) -> dict[str, Any]:
-    """Score every plan of ``started`` and store the scores (``started.worker``: a second process
-    already scoring its share); the writing of the worker's scores goes to ``deferred`` for the
-    caller to run later when no judge stage follows (else they are written here)."""
-    timings: dict[str, Any] = {"metrics": {}}
-
-    def put(key: str, ids: list[str], scores: list[Score] | ScoreColumn) -> None:
-        col = ScoreColumn.of(scores)
-        store.add_scores(run_id, key, ids, col)
-        if collected is not None:
-            collected.setdefault(key, []).append((ids, col))
-
-    # metrics without a judge are scored and stored first, before the first judge call is made
-    judged = [p for p in started.plans if p.needs_llm]
-    plans = [p for p in started.plans if not p.needs_llm]
-    if engine.name == "ray":  # embeddings encoded and judge calls sent on the cluster too
-        from ragmeter.run.engines.ray_embed import attach
-
-        attach(ctx, getattr(engine, "address", None))
-    t = time.perf_counter()
-    _prepare(plans, ctx)
-    ctx.flush()
-    timings["prepare_s"] = round(time.perf_counter() - t, 4)
-
-    if engine.name == "ray":
-        plans = _ray_pure_together(plans, ctx, put, engine, timings)
-    # a second process scores the tail of each pure metric's samples (engines/forked.py)
-    splits, worker = started.splits, started.worker
-    local = LocalEngine()
-    try:
-        advancers: dict[str, Callable[[int], None]] = {}
-        _score_plans(plans, ctx, put, engine, local, timings, splits, advancers)
-        if worker is not None:
-            t = time.perf_counter()
-            worker.collect()
-            timings["worker_wait_s"] = round(time.perf_counter() - t, 4)
-            writes = []
-            for p in plans:
-                for batch in worker.run(p, ctx):
-                    ids = [s.id for s in batch.samples]
-                    if collected is not None:
-                        collected.setdefault(p.key, []).append((ids, batch.scores))
-                    writes.append((p.key, ids, batch.scores))
-                    advancers[p.key](len(batch.samples))
-            worker = None
-            # the worker's scores go to the store on a thread while the corpus scores are computed
-            # (SQLite and numpy release the GIL); the run is finished only after they are written.
-            # Before a judge stage they are written at once: nothing computed waits on the judge
-            if not judged:
-                deferred.append(lambda: [store.add_scores(run_id, *w) for w in writes])
-            else:
-                for w in writes:
-                    store.add_scores(run_id, *w)
-    finally:
-        if worker is not None:
-            worker.close()
-    if judged:
-        from ragmeter.run.engines.judged import stream_scores
-
-        t = time.perf_counter()
-        _prepare(judged, ctx)
-        # per-sample judge metrics are stored as their verdicts arrive (engines/judged.py)
-        streamed = stream_scores(judged, ctx, put, run_metric, advancers)
-        ctx.flush()
-        timings["judge_s"] = round(time.perf_counter() - t, 4)
-        judged = [MetricPlan(p.request, [s for s in p.eligible if s.id not in streamed.get(p.key, ())],
-                             p.lacking, p.unavailable) for p in judged]
-        _score_plans(judged, ctx, put, local, local, timings, {}, advancers)  # judge metrics stay here
-    return timings
-
-
-def _prepare(plans: list[MetricPlan], ctx: ScoringContext) -> None:
-    for p in plans:
-        if p.eligible and not p.unavailable and p.request.spec.prepare is not None:
-            p.request.spec.prepare(p.eligible, ctx, **p.request.params)
-
-
-def _ray_pure_together(plans: list[MetricPlan], ctx: ScoringContext, put: Callable[[str, list[str], Any], None],
-                       engine: Any, timings: dict[str, Any]) -> list[MetricPlan]:
-    """On Ray, the pure metrics (engines/forked.py) that score the same samples go to the workers
-    together, one task per block for all of them; returns the plans left for metric-by-metric work."""
-    from ragmeter.run.engines import forked
-
-    group = [p for p in plans if forked.is_pure(p.request) and not p.unavailable and p.eligible]
-    if len(group) < 2:
-        return plans
-    first = group[0].eligible
-    group = [p for p in group if len(p.eligible) == len(first)
-             and all(a is b for a, b in zip(p.eligible, first, strict=True))]
-    if len(group) < 2:
-        return plans
-    t = time.perf_counter()
-    for p in group:
-        if p.lacking:
-            put(p.key, [s.id for s, _ in p.lacking], [Score.missing(r) for _, r in p.lacking])
-    advance = ctx.progress(", ".join(p.key for p in group), len(first))
-    for block, per_metric in engine.run_together(group, ctx):
-        ids = [s.id for s in block]
-        for p, scores in zip(group, per_metric, strict=True):
-            put(p.key, ids, scores)
-        advance(len(block))
-    spent = round(time.perf_counter() - t, 4)
-    for p in group:
-        timings["metrics"][p.key] = spent
-    keys = {p.key for p in group}
-    return [p for p in plans if p.key not in keys]
-
-
-def _score_plans(plans: list[MetricPlan], ctx: ScoringContext, put: Callable[[str, list[str], Any], None],
-                 engine: Engine, local: Engine, timings: dict[str, Any], splits: Mapping[str, Split],
-                 advancers: dict[str, Callable[[int], None]]) -> None:
-    """Each plan on ``engine`` (judge metrics on ``local``, this process); of a split metric, this
-    process scores its ``here`` share (the worker's share is collected by the caller)."""
-    for p in plans:
-        rest = 0
-        if p.key in splits:
-            p, rest = MetricPlan(p.request, splits[p.key].here, p.lacking, p.unavailable), len(splits[p.key].worker)
-        t = time.perf_counter()
-        if p.lacking:
-            put(p.key, [s.id for s, _ in p.lacking], [Score.missing(r) for _, r in p.lacking])
-        if p.unavailable:
-            put(p.key, [s.id for s in p.eligible], [Score.missing(f"unavailable: {p.unavailable}")] * len(p.eligible))
-            continue
-        advance = advancers.get(p.key) or advancers.setdefault(p.key, ctx.progress(p.key, len(p.eligible) + rest))
-        on = local if p.needs_llm or not p.eligible else engine  # nothing to send: no remote work
-        for batch in on.run(p, ctx):
-            put(p.key, [s.id for s in batch.samples], batch.scores)
-            advance(len(batch.samples))
-        timings["metrics"][p.key] = round(time.perf_counter() - t, 4)

@@ -182,7 +182,7 @@ def _print_extra(extra: dict[str, Any]) -> None:
 
 
 def metrics_cmd(
-    family: Annotated[str | None, typer.Option(help="Only this family.")] = None,
+    family: Annotated[str | None, typer.Option(help="Only this family (llm = judge, its earlier name).")] = None,
     long: Annotated[bool, typer.Option("--long", "-l", help="Also print each metric's definition.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="JSON list.")] = False,
 ) -> None:
@@ -191,9 +191,9 @@ def metrics_cmd(
     from rich.table import Table
     from rich.text import Text
 
-    from ragmeter.metrics.registry import all_metrics
+    from ragmeter.metrics.registry import all_metrics, family_name
 
-    specs = [s for s in all_metrics() if family is None or s.family == family]
+    specs = [s for s in all_metrics() if family is None or s.family == family_name(family)]
     if family is not None and not specs:
         families = sorted({s.family for s in all_metrics()})
         raise typer.BadParameter(f"no metric family {family!r}; families: {', '.join(families)}",

@@ -256,7 +256,7 @@ def register_judged(jm: JudgedMetric, *, requires: Sequence[str], higher_is_bett
     says which tool's number it equals and where it differs; ``equals`` is the exactness contract
     of a namespaced metric (:func:`tool_equals`)."""
     return register_metric(MetricSpec(
-        name=jm.name, family="llm", fn=jm, requires=tuple(requires), higher_is_better=higher_is_better,
+        name=jm.name, family="judge", fn=jm, requires=tuple(requires), higher_is_better=higher_is_better,
         needs_llm=True, needs_embeddings=needs_embeddings, defaults=dict(defaults or {}), param=param,
         prepare=jm.prepare, check=judge_check, batch_size=batch_size, description=description,
         aliases=tuple(aliases), parity=parity, equals=equals, range=value_range))

@@ -337,7 +337,7 @@ def _check(ctx: Any, **params: Any) -> str | None:
 
 _metric = GEvalMetric()
 register_metric(MetricSpec(
-    name=NAME, family="llm", fn=_metric, requires=(), needs_llm=True, defaults=dict(DEFAULTS),
+    name=NAME, family="judge", fn=_metric, requires=(), needs_llm=True, defaults=dict(DEFAULTS),
     prepare=_metric.prepare, check=_check, batch_size=64, equals=tool_equals("deepeval", "GEval"),
     aliases=("g_eval", "GEval", "deepeval.metrics.GEval"), description="""
 DeepEval's G-Eval: an LLM scores the sample on a rubric's range by evaluation steps generated from

@@ -64,7 +64,7 @@ def context_relevance_labels(samples: Sequence[Sample], ctx: Any, *, use_referen
 
 
 register_metric(MetricSpec(
-    name="context_relevance_labels", family="llm", fn=context_relevance_labels,
+    name="context_relevance_labels", family="judge", fn=context_relevance_labels,
     requires=("question", "context_texts"), needs_llm=True, defaults={"use_reference": True},
     prepare=_prepare, check=judge_check, batch_size=64,
     description=context_relevance_labels.__doc__ or "",
@@ -144,7 +144,7 @@ for _name, _target, _param, _defaults, _title, _kdoc in (
      "Reciprocal rank", "``k`` (cut-off, default none), "),
 ):
     register_metric(MetricSpec(
-        name=_name, family="llm", fn=LabelledRanking(_name, _target),
+        name=_name, family="judge", fn=LabelledRanking(_name, _target),
         requires=("question", "context_texts"), needs_llm=True, defaults=_defaults, param=_param,
         prepare=_prepare, check=judge_check, batch_size=64,
         description=_RANKING_DOC.format(title=_title, target=_target, kdoc=_kdoc,

@@ -419,6 +419,12 @@ def _batch_match(samples: Sequence[Sample], ctx: Any, match: str, span_threshold
     return result
 
 
+def _pure_for(params: Mapping[str, Any]) -> bool:
+    """A retrieval metric is pure (another process may score it) unless it matches chunks by
+    embedding similarity: then its ``prepare`` asks the embedding service for their vectors."""
+    return params.get("match") != "similarity"
+
+
 def _prepare(samples: Sequence[Sample], ctx: Any, **params: Any) -> None:
     if params.get("match") == "similarity":
         texts = {c.text for s in samples for c in (s.contexts or []) + (s.relevant or []) if c.text is not None}
@@ -513,7 +519,7 @@ def _register(name: str, measure: str, *, param: str | None, defaults: dict[str,
     register_metric(MetricSpec(
         name=name, family="retrieval", fn=_make(measure, needs_relevant),
         requires=("contexts", "relevant"), range=(0.0, 1.0), higher_is_better=True,
-        defaults={**defaults, **_MATCH_DEFAULTS}, param=param, prepare=_prepare, check=_checker,
+        defaults={**defaults, **_MATCH_DEFAULTS}, param=param, prepare=_prepare, pure_for=_pure_for, check=_checker,
         batch_size=5000, description=_DESCRIPTIONS[measure], aliases=aliases))
 
 

@@ -99,7 +99,7 @@ def encode_on_ray(ref: Any, items: Sequence[tuple[str, str]], *, batch_size: int
         address: the cluster's ``ray://`` address, or ``None`` for the local runtime.
     """
     from ragmeter.embed.service import plan_calls
-    from ragmeter.run.engines.ray_engine import init
+    from ragmeter.run.engines.ray_runtime import init
 
     if not items:
         return
@@ -138,16 +138,3 @@ def encode_on_ray(ref: Any, items: Sequence[tuple[str, str]], *, batch_size: int
     finally:
         for a in actors:
             ray.kill(a)
-
-
-def attach(ctx: Any, address: str | None) -> None:
-    """Make a run's scoring context send its heavy work to Ray: the embedding service encodes on
-    the cluster (:func:`encode_on_ray`), and the judge service (created from a context with
-    ``engine`` set) sends its calls from Ray workers (:mod:`ragmeter.run.engines.ray_judge`)."""
-    import functools
-
-    from ragmeter.run.engines.ray_judge import service_for
-
-    ctx.engine = ("ray", address)
-    ctx.remote_embed = functools.partial(encode_on_ray, address=address)
-    ctx.remote_judge = service_for(address)

@@ -258,7 +258,7 @@ class RayJudgeService(JudgeService):
 
     def _call_stream(self, requests: list[JudgeRequest], keys: list[str], todo: list[int],
                      results: list[JudgeResult | None], progress_desc: str | None) -> Iterator[list[int]]:
-        from ragmeter.run.engines.ray_engine import init
+        from ragmeter.run.engines.ray_runtime import init
 
         ray = init(self.address)
         cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
@@ -331,7 +331,7 @@ class RayJudgeService(JudgeService):
 
 
 def service_for(address: str | None) -> Any:
-    """The judge-service factory of a Ray run's context (see :func:`ragmeter.run.engines.ray_embed.attach`)."""
+    """The judge-service factory of a Ray run's context (see :meth:`ragmeter.run.engines.ray_engine.RayEngine.attach`)."""
     def make(ctx: Any) -> RayJudgeService:
         return RayJudgeService.for_ray(ctx, address)
 
