@@ -185,7 +185,8 @@ def meta_eval_cmd(
                                              "'example-human', or a stored meta-evaluation run to show again.")],
     metrics: Annotated[list[str] | None, typer.Option("--metrics", "-m", help="Comma-separated metrics to measure "
                                                       "(any of `ragmeter metrics`); 'offline' = every metric that "
-                                                      "runs without a judge or a download.")] = None,
+                                                      "runs from its name alone, without a judge or a download, "
+                                                      "and gives values on the data.")] = None,
     pairwise: Annotated[bool, typer.Option("--pairwise", help="Rows compare two answers (A, B) with a "
                                            "preference: RAGChecker's model1/model2 layout, answer_a/answer_b, "
                                            "response_a/response_b; a positive label prefers B.")] = False,
