@@ -593,7 +593,7 @@ def test_composite_of_a_stored_run(server, tmp_path, monkeypatch):
     [1, 7] grader enters as ``(v - 1) / 6``, every per-sample value and the interval lie in [0, 1],
     the same run gives the same composite, and a sample without a component has no value, with why."""
     import ragmeter
-    from ragmeter.metrics.composite import COMPOSITE_RANGE, composite_scores
+    from ragmeter.analysis.composite import COMPOSITE_RANGE, composite_scores
     from ragmeter.store import open_store
 
     grader_metrics = [{"name": f"openai_{g['type']}", "params": {"grader": g}, "key": g["name"]}
@@ -648,7 +648,7 @@ def test_every_metric_declares_its_traits():
     name: every registered spec has them set (its own, or its family's), a retrieval metric is pure
     unless it matches chunks by similarity, and a plugin that names the judge family by its earlier
     name ``llm`` gets the judge family's traits."""
-    from ragmeter.metrics.composite import bands_apply
+    from ragmeter.analysis.composite import bands_apply
     from ragmeter.metrics.registry import SCOPES, MetricSpec, banded
 
     for name, spec in SPECS.items():

@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from ragmeter import evaluate
+from ragmeter.analysis import composite as K
 from ragmeter.apps.cli import app
 from ragmeter.core.errors import ConfigError
 from ragmeter.core.schema import Score
-from ragmeter.metrics import composite as K
 from ragmeter.metrics.registry import MetricSpec, register_metric
 from ragmeter.store import open_store
 

@@ -251,7 +251,7 @@ def test_relative_gate_shows_relative_interval():
 
 
 def test_bands_only_where_they_were_defined():
-    from ragmeter.metrics.composite import bands_apply
+    from ragmeter.analysis.composite import bands_apply
 
     assert bands_apply("faithfulness", "llm") and bands_apply("my_metric", "")
     assert not bands_apply("precision@5", "retrieval") and not bands_apply("bleu", "lexical")

@@ -80,7 +80,7 @@ def test_five_worksheets_get_the_expected_rows(fake, creds, server, db_url, monk
         for m in JUDGED:
             v = table[m][row[3]].value
             assert row[h.index(m)] == ("" if v is None else pytest.approx(v))
-    from ragmeter.metrics.composite import composite_from_values
+    from ragmeter.analysis.composite import composite_from_values
     row = next(r for r in deep if all(r[h.index(m)] != "" for m in JUDGED[:5]))
     want = composite_from_values({m: row[h.index(m)] for m in JUDGED[:5]}, "deepeval")["value"]
     assert row[h.index("overall_score")] == pytest.approx(want)

@@ -60,6 +60,7 @@ MOVED: dict[str, str] = {
     "ragmeter.metrics._lexical_ngrams": "ragmeter.metrics.lexical.ngrams",
     "ragmeter.metrics._lexical_rouge": "ragmeter.metrics.lexical.rouge_metrics",
     "ragmeter.metrics.base": "ragmeter.metrics.registry",
+    "ragmeter.metrics.composite": "ragmeter.analysis.composite",
     "ragmeter.metrics.consistency": "ragmeter.analysis.consistency",
     "ragmeter.metrics.judge.qrels": "ragmeter.analysis.qrels",
     "ragmeter.metrics.openai_evals.isolation": "ragmeter.sandbox.isolation",

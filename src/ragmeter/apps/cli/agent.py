@@ -24,9 +24,50 @@ def register(app: typer.Typer) -> None:
 
 
 def _show_composites(store: Any, run: Any) -> dict[str, Any]:
-    from ragmeter.metrics.composite import show_sections
+    """``ragmeter show``: the composites that apply to the run, each metric's band, and the hints."""
+    from collections.abc import Mapping
 
-    return show_sections(store, run)
+    from ragmeter.analysis.composite import PRESETS, band, band_action, bands_apply, composite_scores, hints
+    from ragmeter.core.errors import ConfigError
+
+    out: dict[str, Any] = {}
+    custom = ((run.config or {}).get("options") or {}).get("composite")
+    names = list(PRESETS) + (list(custom) if isinstance(custom, Mapping) else [])
+    lines = []
+    for name in dict.fromkeys(names):
+        try:
+            res = composite_scores(store, run.id, name)
+        except ConfigError as exc:
+            lines.append(f"{name}: {exc}")
+            continue
+        if res is None:
+            continue
+        mean = "—" if res["mean"] is None else f"{res['mean']:.4f}"
+        extra = []
+        if res["absent"]:
+            extra.append(f"absent: {', '.join(res['absent'])}")
+        if res["n_renormalised"]:
+            extra.append(f"{res['n_renormalised']} renormalised")
+        if res["n_missing"]:
+            extra.append(f"{res['n_missing']} without value")
+        lines.append(f"{name}: {mean} ({res['band'] or 'no value'}), n={res['n']}"
+                     + (f" — {'; '.join(extra)}" if extra else ""))
+    if lines:
+        out["composite scores"] = "\n".join(lines)
+    bands = []
+    options = (run.config or {}).get("options") or {}
+    for key, agg in (run.summary or {}).items():
+        if (isinstance(agg, Mapping) and agg.get("mean") is not None and 0 <= agg["mean"] <= 1
+                and bands_apply(key, agg.get("family"), options)):
+            b = band(agg["mean"], agg.get("direction") != "lower")
+            if b is not None:
+                bands.append(f"{key}: {agg['mean']:.4f} {b} — {band_action(b).lower()}")
+    if bands:
+        out["score bands"] = "\n".join(bands)
+    hs = hints(run.summary or {})
+    if hs:
+        out["hints"] = "\n".join(h["message"] for h in hs)
+    return out
 
 
 def _show_agent_stats(store: Any, run: Any) -> dict[str, Any]:
@@ -187,7 +228,7 @@ def composite_cmd(
     Of a stored run: each sample's composite, then the mean with a 95% CI. With `--value`:
     the composite of the given values (e.g. the agent-evaluation guide's DeepEval example gives 0.92).
     """
-    from ragmeter.metrics import composite as K
+    from ragmeter.analysis import composite as K
 
     if missing is not None and missing not in K.MISSING_POLICIES:
         raise typer.BadParameter(f"--missing must be one of {', '.join(K.MISSING_POLICIES)}")

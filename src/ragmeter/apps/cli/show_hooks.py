@@ -18,7 +18,7 @@ def add(hook: Callable[[Any, Any], dict[str, Any]]) -> None:
 def collect(store: Any, run: Any) -> dict[str, Any]:
     import importlib
 
-    for mod in ("ragmeter.llm", "ragmeter.metrics.composite", "ragmeter.metrics.agent"):
+    for mod in ("ragmeter.llm", "ragmeter.analysis.composite", "ragmeter.metrics.agent"):
         try:
             importlib.import_module(mod)
         except ImportError:

@@ -3,7 +3,7 @@
 A score in [0, 1] falls in one band: Excellent >= 0.9, Good >= 0.7, Fair >= 0.5, Poor >= 0.3,
 Critical below. For a lower-is-better metric (hallucination, bias, toxicity) the band is that of
 ``1 - value``, so "Excellent" always means "good news". The thresholds are those of
-:data:`ragmeter.metrics.composite.BANDS`, so the report and ``ragmeter show`` agree.
+:data:`ragmeter.analysis.composite.BANDS`, so the report and ``ragmeter show`` agree.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ragmeter.metrics.composite import BANDS
+from ragmeter.analysis.composite import BANDS
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,11 +13,11 @@ from typing import Any
 
 import numpy as np
 
+from ragmeter.analysis.composite import bands_apply
 from ragmeter.apps.report.bands import band
 from ragmeter.core.errors import ConfigError, StoreError
 from ragmeter.core.redact import redact_obj
 from ragmeter.core.schema import FIELD_PRESENT, Sample, Score
-from ragmeter.metrics.composite import bands_apply
 from ragmeter.stats.intervals import aggregate
 from ragmeter.store import Store
 from ragmeter.store.models import Run

@@ -1,5 +1,5 @@
 """The sections of a run's report and dashboard page that come from other features' records: composite
-scores and hints (:mod:`ragmeter.metrics.composite`), the calibration curve and grid searches a run
+scores and hints (:mod:`ragmeter.analysis.composite`), the calibration curve and grid searches a run
 belongs to (``Run.extra``, kv namespace ``grid``), judge reliability cards (:mod:`ragmeter.human`);
 and :func:`jsonable`, which makes any of them JSON."""
 
@@ -23,7 +23,7 @@ EXTRA_SECTIONS = {"calibration", "method", "skipped_rows"}
 
 def _composite_module() -> Any:
     try:
-        return importlib.import_module("ragmeter.metrics.composite")
+        return importlib.import_module("ragmeter.analysis.composite")
     except ImportError:
         return None
 
@@ -48,7 +48,7 @@ def hints_for(metrics: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 def composites_for(store: Store, run: Run) -> list[dict[str, Any]]:
     """Composite (weighted overall) scores of a run: every built-in preset of
-    :mod:`ragmeter.metrics.composite` and every composite the run's ``options.composite``
+    :mod:`ragmeter.analysis.composite` and every composite the run's ``options.composite``
     defines, where the run has any of its components. ``[]`` when the module is absent."""
     mod = _composite_module()
     fn = getattr(mod, "composite_scores", None)

@@ -6,8 +6,8 @@ never see each other's scores inside a run, so composites are computed *after* a
 stored per-sample scores (:func:`composite_scores`), or from a plain mapping of values
 (:func:`composite_from_values`). Lower-is-better inputs (hallucination, bias ...) are inverted.
 
-Public names used by the report and ``ragmeter show``: :data:`PRESETS`, :func:`composite_scores`,
-:func:`composite_from_values`, :func:`band`, :func:`hints`.
+Public names used by the report and ``ragmeter show`` (whose text is :mod:`ragmeter.apps.cli.agent`):
+:data:`PRESETS`, :func:`composite_scores`, :func:`composite_from_values`, :func:`band`, :func:`hints`.
 """
 
 from __future__ import annotations
@@ -637,44 +637,3 @@ def hints(summary: Mapping[str, Mapping[str, Any]], *, threshold: float = 0.7,
         del h["_good"]
     return out
 
-
-def show_sections(store: Any, run: Any) -> dict[str, Any]:
-    """``ragmeter show`` hook: the composites that apply to the run, each metric's band, and the hints."""
-    out: dict[str, Any] = {}
-    custom = ((run.config or {}).get("options") or {}).get("composite")
-    names = list(PRESETS) + (list(custom) if isinstance(custom, Mapping) else [])
-    lines = []
-    for name in dict.fromkeys(names):
-        try:
-            res = composite_scores(store, run.id, name)
-        except ConfigError as exc:
-            lines.append(f"{name}: {exc}")
-            continue
-        if res is None:
-            continue
-        mean = "—" if res["mean"] is None else f"{res['mean']:.4f}"
-        extra = []
-        if res["absent"]:
-            extra.append(f"absent: {', '.join(res['absent'])}")
-        if res["n_renormalised"]:
-            extra.append(f"{res['n_renormalised']} renormalised")
-        if res["n_missing"]:
-            extra.append(f"{res['n_missing']} without value")
-        lines.append(f"{name}: {mean} ({res['band'] or 'no value'}), n={res['n']}"
-                     + (f" — {'; '.join(extra)}" if extra else ""))
-    if lines:
-        out["composite scores"] = "\n".join(lines)
-    bands = []
-    options = (run.config or {}).get("options") or {}
-    for key, agg in (run.summary or {}).items():
-        if (isinstance(agg, Mapping) and agg.get("mean") is not None and 0 <= agg["mean"] <= 1
-                and bands_apply(key, agg.get("family"), options)):
-            b = band(agg["mean"], agg.get("direction") != "lower")
-            if b is not None:
-                bands.append(f"{key}: {agg['mean']:.4f} {b} — {band_action(b).lower()}")
-    if bands:
-        out["score bands"] = "\n".join(bands)
-    hs = hints(run.summary or {})
-    if hs:
-        out["hints"] = "\n".join(h["message"] for h in hs)
-    return out
