@@ -16,12 +16,13 @@ How a command is written in the docs and how it is run here:
 - ``[...]`` marks optional words: they are run (the command with every option it shows); ``X ...``
   (a repeatable word) is run once.
 - Placeholders (``RUN``, ``TASK``, ``data.jsonl``, ``suite.yaml``, ``$GITHUB_STEP_SUMMARY`` ...)
-  are the runs, tasks and files of one prepared folder (:data:`FILES`, :data:`WORLD`): every
-  command runs in a fresh copy of it, with its own store (``RAGMETER_DB``), the bundled data, and
+  are the runs, tasks and files of one prepared folder (:func:`write_files`, :data:`WORLD`,
+  :data:`PLACEHOLDERS`, :data:`FILE_VARIANTS`): every command runs in a fresh copy of it, with its own store (``RAGMETER_DB``), the bundled data, and
   a local scripted judge (tests/judge_server.py: ``OPENAI_BASE_URL`` points at it and the key is a
   dummy, so ``--judge openai:gpt-4o-mini`` never leaves the machine).
 - A command that needs a service outside this machine runs under one of the :data:`RULES`, each
-  with its reason; there are few of them.
+  with its reason; there are few of them. ``ragmeter serve`` is started on a free port, must
+  answer ``GET /``, and is stopped.
 
 A command with a word the test does not know (a new placeholder, a file no fixture makes) fails
 as such: a new documented command is run from the day it is written, or the test says why not.
@@ -46,12 +47,11 @@ from filelock import FileLock
 
 ROOT = Path(__file__).resolve().parents[1]
 RAGMETER = Path(sys.executable).with_name("ragmeter")
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "docs" / "metrics").glob("*.md"))]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 SHELL_BLOCKS = {"", "bash", "sh", "shell", "console", "text"}
 _FENCE = re.compile(r"^\s*(?P<fence>`{3,}|~{3,})\s*(?P<lang>[\w+-]*)")
 _START = re.compile(r"^(?:\$\s+)?(?:\.venv/bin/)?ragmeter(?=\s|$)")
 _EXIT = re.compile(r"^exits?\s+(?P<code>\d)\b")
-
 
 
 # ---- finding the commands -----------------------------------------------------------------------
@@ -262,8 +262,7 @@ SCORE_GRADER = {"type": "score_model", "name": "grounded", "model": "gpt-4o-mini
 PYTHON_GRADER = {"type": "python", "name": "short_answer", "pass_threshold": 0.5,
                  "source": "def grade(sample, item):\n    return 1.0 if len(sample['output_text']) < 400 else 0.0\n"}
 
-#: files a documented command reads, written by :func:`write_files` (``example/`` is the bundled
-#: example as ``ragmeter example --write`` copies it; ``agent/`` the bundled agent example)
+#: docs/conversations.md's scenarios file (shorter conversations)
 SCENARIOS = """scenarios:
   - id: commuter
     persona: A commuter from Halden Isle who travels every weekday.
@@ -286,7 +285,8 @@ FILE_VARIANTS: list[tuple[str, dict[str, str]]] = [
 
 
 def write_files(world: Path, samples: list[dict]) -> None:
-    """The input files the docs name, made from the bundled example's samples."""
+    """The input files the docs name, made from the bundled example's samples (as ``ragmeter
+    example --write`` copies them), the bundled agent example and the repository's examples/."""
     ids = [s["id"] for s in samples]
     (world / "data.jsonl").write_text(_jsonl(samples))
     (world / "logs.jsonl").write_text(_jsonl(samples))
