@@ -328,6 +328,9 @@ class Forced:
     content_type: str | None = None
     #: close the connection without answering (a dropped / reset connection)
     drop: bool = False
+    #: merged into a 200 reply's ``usage`` (e.g. ``{"prompt_tokens_details": {"cached_tokens": 1024}}``,
+    #: ``{"cache_read_input_tokens": 2048}``): a scripted prompt-cache hit
+    usage: dict[str, Any] | None = None
 
 
 #: the path and headers (lower-cased names) of the request a connection's task is answering
@@ -626,7 +629,10 @@ class JudgeServer:
         data = verdict(_schema_name(system, named), system, user)
         with self.lock:
             self.answered.append({"wire": wire, "body": body})
-        return 200, dict(f.headers), _render(wire, data, json.dumps(data), system, user, model, body)
+        reply = _render(wire, data, json.dumps(data), system, user, model, body)
+        if f.usage and isinstance(reply.get("usage"), dict):
+            reply["usage"].update(f.usage)
+        return 200, dict(f.headers), reply
 
 
 def token_logprobs(text: str, top: int) -> list[dict[str, Any]]:

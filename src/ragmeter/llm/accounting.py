@@ -9,7 +9,9 @@ def run_judge_usage(store: Any, run_id: str) -> dict[str, Any] | None:
     """Sum the judge calls recorded for a run, overall and per metric; ``None`` if there are none.
 
     ``calls`` counts requests sent to the provider, ``cached`` those served from the cache,
-    ``failed`` the requests that ended without a usable verdict.
+    ``failed`` the requests that ended without a usable verdict; of ``input_tokens``,
+    ``cached_input_tokens`` were read from the provider's prompt cache and ``cache_write_tokens``
+    written to it.
     """
     from sqlalchemy import case, func, select
 
@@ -19,7 +21,8 @@ def run_judge_usage(store: Any, run_id: str) -> dict[str, Any] | None:
     hit = case((JudgeCallRow.cached.is_(True), 1), else_=0)
     bad = case((JudgeCallRow.ok.is_(False) & JudgeCallRow.cached.is_(False), 1), else_=0)
     cols = (func.sum(real), func.sum(hit), func.sum(bad), func.sum(JudgeCallRow.input_tokens),
-            func.sum(JudgeCallRow.output_tokens), func.sum(JudgeCallRow.cost_usd))
+            func.sum(JudgeCallRow.output_tokens), func.sum(JudgeCallRow.cached_input_tokens),
+            func.sum(JudgeCallRow.cache_write_tokens), func.sum(JudgeCallRow.cost_usd))
     with store.session() as s:
         rows = s.execute(select(JudgeCallRow.metric, JudgeCallRow.provider, JudgeCallRow.model, *cols)
                          .where(JudgeCallRow.run_id == run_id)
@@ -27,12 +30,13 @@ def run_judge_usage(store: Any, run_id: str) -> dict[str, Any] | None:
     if not rows:
         return None
     per_metric: dict[str, dict[str, Any]] = {}
-    total = {"calls": 0, "cached": 0, "failed": 0, "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0}
+    total = {"calls": 0, "cached": 0, "failed": 0, "input_tokens": 0, "output_tokens": 0,
+             "cached_input_tokens": 0, "cache_write_tokens": 0, "cost_usd": 0.0}
     models = set()
-    for metric, provider, model, calls, cached, failed, tin, tout, cost in rows:
+    for metric, provider, model, *figures in rows:
         models.add(f"{provider}:{model}")
         m = per_metric.setdefault(metric or "-", dict.fromkeys(total, 0))
-        for k, v in zip(total, (calls, cached, failed, tin, tout, cost), strict=True):
+        for k, v in zip(total, figures, strict=True):
             m[k] += v or 0
             total[k] += v or 0
     total["cost_usd"] = round(float(total["cost_usd"]), 6)
@@ -50,9 +54,20 @@ def show_section(store: Any, run: Any) -> dict[str, Any]:
     cost = f"${usage['cost_usd']:.6f}" if price_known else "unknown (no price for this model)"
     lines = [f"judge {usage['judge']}: {usage['calls']} calls, {usage['cached']} served from cache, "
              f"{usage['failed']} failed",
-             f"tokens: {usage['input_tokens']:,} in, {usage['output_tokens']:,} out; cost {cost}"]
+             f"tokens: {usage['input_tokens']:,} in{_prompt_cache(usage)}, {usage['output_tokens']:,} out; "
+             f"cost {cost}"]
     for metric, m in sorted(usage["per_metric"].items()):
         mc = f"${m['cost_usd']:.6f}" if price_known else "cost ?"
         lines.append(f"  {metric}: {m['calls']} calls, {m['cached']} cached, {m['failed']} failed; "
-                     f"{m['input_tokens']:,} in / {m['output_tokens']:,} out tokens; {mc}")
+                     f"{m['input_tokens']:,} in{_prompt_cache(m)} / {m['output_tokens']:,} out tokens; {mc}")
     return {"judge tokens and cost": "\n".join(lines)}
+
+
+def _prompt_cache(usage: dict[str, Any]) -> str:
+    """How much of the input the provider's prompt cache served (and took in), when any."""
+    read, written = usage.get("cached_input_tokens") or 0, usage.get("cache_write_tokens") or 0
+    if not read and not written:
+        return ""
+    share = f" = {read / usage['input_tokens']:.0%}" if usage.get("input_tokens") else ""
+    return f" ({read:,}{share} read from the provider's prompt cache" + (
+        f", {written:,} written to it" if written else "") + ")"

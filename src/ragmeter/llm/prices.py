@@ -42,16 +42,28 @@ _SAME_MODEL_SUFFIX = ("-20", "-latest", "-0", "-1", "@", ":")
 @dataclass(frozen=True)
 class Price:
     """USD per million tokens; ``*_tiers`` are ``(input tokens above, USD per 1M)`` steps: a request
-    whose input crosses a step pays that step's rate on all its tokens (genai-prices' tiers)."""
+    whose input crosses a step pays that step's rate on all its tokens (genai-prices' tiers).
+    ``cache_read`` / ``cache_write`` price the input tokens a provider served from / wrote to its
+    prompt cache (``None``: at the input price)."""
 
     input: float
     output: float
     input_tiers: tuple[tuple[int, float], ...] = ()
     output_tiers: tuple[tuple[int, float], ...] = ()
+    cache_read: float | None = None
+    cache_write: float | None = None
+    cache_read_tiers: tuple[tuple[int, float], ...] = ()
+    cache_write_tiers: tuple[tuple[int, float], ...] = ()
 
-    def cost(self, input_tokens: int, output_tokens: int) -> float:
-        """USD for one request of ``input_tokens`` in and ``output_tokens`` out."""
-        return (input_tokens * _rate(self.input, self.input_tiers, input_tokens)
+    def cost(self, input_tokens: int, output_tokens: int, cached_tokens: int = 0, cache_write_tokens: int = 0) -> float:
+        """USD for one request of ``input_tokens`` in (all of them: ``cached_tokens`` read from and
+        ``cache_write_tokens`` written to the provider's prompt cache included) and ``output_tokens`` out."""
+        cached = min(max(0, cached_tokens), input_tokens)
+        written = min(max(0, cache_write_tokens), input_tokens - cached)
+        rate = _rate(self.input, self.input_tiers, input_tokens)
+        read_rate = rate if self.cache_read is None else _rate(self.cache_read, self.cache_read_tiers, input_tokens)
+        write_rate = rate if self.cache_write is None else _rate(self.cache_write, self.cache_write_tiers, input_tokens)
+        return ((input_tokens - cached - written) * rate + cached * read_rate + written * write_rate
                 + output_tokens * _rate(self.output, self.output_tiers, input_tokens)) / 1_000_000
 
 
@@ -151,14 +163,17 @@ def _library_rows() -> Iterator[tuple[str, Price]]:
 
 
 def _price(info: Any) -> Price | None:
-    """Today's input/output price of a genai-prices model (``None``: it has no token prices, e.g. an
-    embedding or speech model)."""
+    """Today's input/output (and prompt-cache read/write) price of a genai-prices model (``None``:
+    it has no token prices, e.g. an embedding or speech model)."""
     mp = info.get_prices(datetime.now(tz=UTC))
     inp, out = getattr(mp, "input_mtok", None), getattr(mp, "output_mtok", None)
     if inp is None or out is None:
         return None
     (i, i_tiers), (o, o_tiers) = _split(inp), _split(out)
-    return Price(i, o, i_tiers, o_tiers)
+    read, write = getattr(mp, "cache_read_mtok", None), getattr(mp, "cache_write_mtok", None)
+    (r, r_tiers), (w, w_tiers) = (_split(read) if read is not None else (None, ()),
+                                  _split(write) if write is not None else (None, ()))
+    return Price(i, o, i_tiers, o_tiers, r, w, r_tiers, w_tiers)
 
 
 def _split(value: Any) -> tuple[float, tuple[tuple[int, float], ...]]:

@@ -73,7 +73,9 @@ PING = "Reply with the single word: ok"
 
 @dataclass
 class Reply:
-    """What a provider answered: text, or tool-call arguments already decoded, and token usage."""
+    """What a provider answered: text, or tool-call arguments already decoded, and token usage
+    (``input_tokens`` counts every prompt token, the ``cached_tokens`` read from the provider's
+    prompt cache and the ``cache_write_tokens`` written to it included)."""
 
     text: str | None
     data: dict[str, Any] | None
@@ -84,6 +86,8 @@ class Reply:
     remaining: int | None = None
     #: the reply's tokens with their log-probabilities, when asked for and given (OpenAI-compatible)
     logprobs: list[dict[str, Any]] | None = None
+    cached_tokens: int = 0
+    cache_write_tokens: int = 0
 
     @property
     def raw(self) -> str:
@@ -215,10 +219,12 @@ class OpenAIClient:
         usage = data.get("usage") or {}
         lp = choice.get("logprobs")
         content = lp.get("content") if isinstance(lp, dict) else None
-        return Reply(text=text, data=None, input_tokens=int(usage.get("prompt_tokens") or 0),
-                     output_tokens=int(usage.get("completion_tokens") or 0),
+        details = usage.get("prompt_tokens_details")  # the prompt-cache hit (automatic, 1,024+ tokens)
+        return Reply(text=text, data=None, input_tokens=_count(usage.get("prompt_tokens")),
+                     output_tokens=_count(usage.get("completion_tokens")),
                      finish_reason=choice.get("finish_reason"),
-                     logprobs=_token_logprobs(content))
+                     logprobs=_token_logprobs(content),
+                     cached_tokens=_count(details.get("cached_tokens")) if isinstance(details, dict) else 0)
 
     def _adapt(self, m: str) -> bool:
         """Stop sending the parameter a 400 reply rejected (``m``: :func:`_rejected`)."""
@@ -273,11 +279,15 @@ class AnthropicClient:
         """The JSON body of the messages request (``sampling``: ``temperature``, ``top_p``; the
         Messages API has no seed)."""
         name = schema.__name__
+        tools = [{"name": name, "description": "Record the verdict.", "input_schema": strict_schema(schema)}]
         body: dict[str, Any] = {
-            "model": self.cfg.model, "max_tokens": max_tokens, "system": system,
+            "model": self.cfg.model, "max_tokens": max_tokens,
+            # the fixed part (tools, then the system prompt: instructions, rubric, schema) is the
+            # prompt's prefix; a breakpoint after it when it is long enough to be cached
+            "system": ([{"type": "text", "text": system, "cache_control": {"type": "ephemeral"}}]
+                       if cacheable(self.cfg.model, json.dumps(tools) + system) else system),
             "messages": _user_messages(messages),
-            "tools": [{"name": name, "description": "Record the verdict.",
-                       "input_schema": strict_schema(schema)}],
+            "tools": tools,
             "tool_choice": {"type": "tool", "name": name},
         }
         if self.send_temperature:
@@ -323,10 +333,13 @@ class AnthropicClient:
             elif block.get("type") == "text":
                 texts.append(block.get("text") or "")
         usage = data.get("usage") or {}
+        # Anthropic's input_tokens are those after the last cache breakpoint: the prompt's tokens
+        # are those plus the ones read from and written to the prompt cache
+        read, written = _count(usage.get("cache_read_input_tokens")), _count(usage.get("cache_creation_input_tokens"))
         return Reply(text="\n".join(texts) or None, data=tool_input,
-                     input_tokens=int(usage.get("input_tokens") or 0),
-                     output_tokens=int(usage.get("output_tokens") or 0),
-                     finish_reason=data.get("stop_reason"))
+                     input_tokens=_count(usage.get("input_tokens")) + read + written,
+                     output_tokens=_count(usage.get("output_tokens")),
+                     finish_reason=data.get("stop_reason"), cached_tokens=read, cache_write_tokens=written)
 
     async def close(self) -> None:
         if self._client is not None:
@@ -395,13 +408,48 @@ class GoogleClient:
         usage = data.get("usageMetadata") or {}
         finish = first.get("finishReason") or (data.get("promptFeedback") or {}).get("blockReason")
         return Reply(text="".join(texts) if texts else None, data=None,
-                     input_tokens=int(usage.get("promptTokenCount") or 0),
+                     input_tokens=_count(usage.get("promptTokenCount")),
                      output_tokens=int((usage.get("candidatesTokenCount") or 0) + (usage.get("thoughtsTokenCount") or 0)),
-                     finish_reason=str(finish) if finish is not None else None)
+                     finish_reason=str(finish) if finish is not None else None,
+                     cached_tokens=_count(usage.get("cachedContentTokenCount")))  # Gemini's implicit cache
 
     async def close(self) -> None:
         if self._client is not None:
             await self._client.close()
+
+
+def _count(value: Any) -> int:
+    """A token count of a reply's usage (absent, null or not a number: 0)."""
+    return int(value) if isinstance(value, int | float) and value > 0 else 0
+
+
+#: Anthropic's minimum cacheable prompt length (tokens of the prefix up to a ``cache_control``
+#: breakpoint), by model name prefix; a shorter prefix is not cached. From Anthropic's prompt
+#: caching guide (docs.anthropic.com/en/docs/build-with-claude/prompt-caching); a model not
+#: listed gets the largest minimum
+ANTHROPIC_CACHE_MINIMUM = (
+    ("claude-opus-4-6", 4096), ("claude-opus-4-5", 4096), ("claude-haiku-4-5", 4096),
+    ("claude-sonnet-4-6", 2048), ("claude-3-5-haiku", 2048), ("claude-3-haiku", 2048),
+    ("claude-sonnet-4-5", 1024), ("claude-opus-4-1", 1024), ("claude-opus-4", 1024),
+    ("claude-sonnet-4", 1024), ("claude-3-7-sonnet", 1024), ("claude-3-5-sonnet", 1024),
+    ("claude-3-opus", 1024),
+)
+_CACHE_MINIMUM_UNKNOWN = 4096
+#: characters per token of the conservative estimate: Claude's tokenizer gives English text about
+#: one token per 3.5 characters, so 4 undercounts and a prefix marked is long enough
+_CHARS_PER_TOKEN = 4
+
+
+def cache_minimum(model: str) -> int:
+    """Anthropic's minimum cacheable prompt length for ``model`` (tokens)."""
+    m = model.lower()
+    return next((n for prefix, n in ANTHROPIC_CACHE_MINIMUM if m.startswith(prefix)), _CACHE_MINIMUM_UNKNOWN)
+
+
+def cacheable(model: str, prefix: str) -> bool:
+    """Whether ``prefix`` surely reaches ``model``'s minimum cacheable length: its tokens estimated
+    low (one per 4 characters), so a prefix marked for caching is one Anthropic caches."""
+    return len(prefix) // _CHARS_PER_TOKEN >= cache_minimum(model)
 
 
 def _token_logprobs(content: Any) -> list[dict[str, Any]] | None:

@@ -77,6 +77,9 @@ class JudgeResult:
     attempts: int = 0
     latency_ms: float | None = None
     logprobs: list[dict[str, Any]] | None = None
+    #: of ``input_tokens``: those the provider read from / wrote to its prompt cache
+    cached_tokens: int = 0
+    cache_write_tokens: int = 0
 
     @property
     def ok(self) -> bool:
@@ -84,7 +87,7 @@ class JudgeResult:
 
     def as_cached(self) -> JudgeResult:
         """The same verdict served again: no new tokens or cost."""
-        return replace(self, cached=True, input_tokens=0, output_tokens=0,
+        return replace(self, cached=True, input_tokens=0, output_tokens=0, cached_tokens=0, cache_write_tokens=0,
                        cost_usd=0.0 if self.cost_usd is not None else None, attempts=0, latency_ms=None)
 
     def missing(self, details: dict[str, Any] | None = None) -> Score:

@@ -326,6 +326,7 @@ class JudgeService:
         out: dict[str, Any] = {"judge": self.cfg.label, "calls": c["calls"], "cached": c["cached"],
                                "failed": c["failed"], "retries": c["retries"],
                                "input_tokens": c["input_tokens"], "output_tokens": c["output_tokens"],
+                               "cached_input_tokens": c["cached_input_tokens"], "cache_write_tokens": c["cache_write_tokens"],
                                "cost_usd": round(self._spent, 6) if self.price is not None else None}
         if self.store is not None and self.run_id and not self.cfg.dry_run:
             # one truth: a run's figures are the sums of its judge_calls rows (what `show` and the
@@ -335,7 +336,8 @@ class JudgeService:
             self._write_rows()
             usage = run_judge_usage(self.store, self.run_id)
             if usage is not None:
-                out.update({k: usage[k] for k in ("calls", "cached", "failed", "input_tokens", "output_tokens")})
+                out.update({k: usage[k] for k in ("calls", "cached", "failed", "input_tokens", "output_tokens",
+                                                  "cached_input_tokens", "cache_write_tokens")})
                 out["cost_usd"] = usage["cost_usd"] if self.price is not None else None
         if self.price is None:
             out["price"] = f"unknown for {self.cfg.model} (add one: --option judge_prices=FILE)"
@@ -492,6 +494,7 @@ class JudgeService:
             "provider": self.cfg.provider, "model": self.cfg.model, "cached": res.cached,
             "ok": res.ok, "error": redact(res.error[:1000]) if res.error else None,
             "input_tokens": res.input_tokens, "output_tokens": res.output_tokens,
+            "cached_input_tokens": res.cached_tokens, "cache_write_tokens": res.cache_write_tokens,
             "cost_usd": res.cost_usd or 0.0, "latency_ms": res.latency_ms})
         if res.ok and not res.cached and res.value is not None:
             keeper = getattr(self, "_keeper", None)
@@ -638,6 +641,8 @@ class JudgeService:
         self._counts["calls"] += 1
         self._counts["input_tokens"] += res.input_tokens
         self._counts["output_tokens"] += res.output_tokens
+        self._counts["cached_input_tokens"] += res.cached_tokens
+        self._counts["cache_write_tokens"] += res.cache_write_tokens
         self._counts["retries"] += max(0, res.attempts - 1)
         if res.ok and res.attempts == 1 and res.input_tokens > 0 and not res.cached:
             self._calibration[0] += estimate_tokens(req.system) + estimate_tokens(req.user)
@@ -696,13 +701,13 @@ class JudgeService:
             est_cost = self.price.cost(est_in, req.expected_output_tokens)
         messages = list(base)
         sampling = {"sampling": dict(req.sampling)} if req.sampling else {}
-        tin = tout = attempts = transient = parse_failures = 0
+        tin = tout = tcached = twritten = attempts = transient = parse_failures = 0
         cost = 0.0
         t0 = time.perf_counter()
 
         def result(status: str, **kw: Any) -> JudgeResult:
-            return JudgeResult(status, key, input_tokens=tin, output_tokens=tout,
-                               cost_usd=cost if self.price else None, attempts=attempts,
+            return JudgeResult(status, key, input_tokens=tin, output_tokens=tout, cached_tokens=tcached,
+                               cache_write_tokens=twritten, cost_usd=cost if self.price else None, attempts=attempts,
                                latency_ms=round((time.perf_counter() - t0) * 1000, 2), **kw)
 
         while True:
@@ -740,9 +745,12 @@ class JudgeService:
             self._slots.success(reply.remaining)
             held = True  # the slot is given back once the verdict is stored (see ragmeter.llm.keeper)
             try:
-                call_cost = self.price.cost(reply.input_tokens, reply.output_tokens) if self.price else 0.0
+                call_cost = (self.price.cost(reply.input_tokens, reply.output_tokens, reply.cached_tokens,
+                                             reply.cache_write_tokens) if self.price else 0.0)
                 tin += reply.input_tokens
                 tout += reply.output_tokens
+                tcached += reply.cached_tokens
+                twritten += reply.cache_write_tokens
                 cost += call_cost
                 await self._settle(est_cost, call_cost)
                 try:
