@@ -93,6 +93,11 @@ class JudgeConfig:
             repeated runs at temperature > 0 really ask again (judge self-consistency).
         max_reply_mb: the largest reply body read, in MB (``None``: 8, see
             :mod:`ragmeter.llm.replies`); a larger reply fails its call ("reply larger than 8 MB").
+        batch: send the run's requests through the provider's batch API (:mod:`ragmeter.llm.batch`).
+        batch_wait: wait for the batch (``False``: store the run as pending and return).
+        batch_fallback: ``none`` (a request the batch did not answer has no value, with the
+            provider's reason) or ``online`` (it is sent online).
+        batch_poll: the longest wait between two polls of a batch, in seconds.
     """
 
     provider: str
@@ -117,6 +122,10 @@ class JudgeConfig:
     http_client: str = "auto"
     draw: int = 0
     max_reply_mb: float | None = None
+    batch: bool = False
+    batch_wait: bool = True
+    batch_fallback: str = "none"
+    batch_poll: float = 60.0
 
     @property
     def sdk_module(self) -> str:
@@ -163,13 +172,13 @@ def parse_judge(value: str) -> tuple[str, str, str | None]:
 _OPTION_TYPES: dict[str, type] = {
     "concurrency": int, "rpm": float, "timeout": float, "max_retries": int, "parse_retries": int,
     "backoff_base": float, "backoff_max": float, "max_cost": float, "temperature": float,
-    "max_tokens": int, "draw": int, "max_reply_mb": float,
+    "max_tokens": int, "draw": int, "max_reply_mb": float, "batch_poll": float,
 }
 
 
 #: every judge setting: the run option ``judge_<name>``, or ``<name>`` inside a ``judge: {...}`` mapping
 SETTINGS = ("base_url", "api_key_env", *_OPTION_TYPES, "dry_run", "prices", "api_version", "response_format",
-            "http_client")
+            "http_client", "batch", "batch_wait", "batch_fallback")
 #: keys a ``judge: {...}`` mapping takes besides the settings: which judge it is
 _MAPPING_KEYS = ("model", "provider", "judge")
 
@@ -217,6 +226,12 @@ def _opt(options: dict[str, Any], judge: dict[str, Any], name: str) -> Any:
     return judge.get(name)
 
 
+def _flag(value: Any) -> bool | None:
+    if isinstance(value, str):
+        return value.strip().lower() in {"1", "true", "yes", "on"}
+    return None if value is None else bool(value)
+
+
 def judge_configured(options: dict[str, Any]) -> bool:
     return bool(options.get("judge"))
 
@@ -260,9 +275,10 @@ def config_from_options(options: dict[str, Any]) -> JudgeConfig:
             raise JudgeConfigError(f"judge option {name}={v!r} must be a {typ.__name__}") from None
     base_url = _opt(options, judge, "base_url") or local_url
     key_env = _opt(options, judge, "api_key_env") or _PROVIDERS[provider][2]
-    dry = _opt(options, judge, "dry_run")
-    if isinstance(dry, str):
-        dry = dry.strip().lower() in {"1", "true", "yes", "on"}
+    dry, batch, wait = (_flag(_opt(options, judge, n)) for n in ("dry_run", "batch", "batch_wait"))
+    fallback = str(_opt(options, judge, "batch_fallback") or "none")
+    if fallback not in {"none", "online"}:
+        raise JudgeConfigError(f"judge_batch_fallback={fallback!r}: use none or online")
     fmt = str(_opt(options, judge, "response_format") or "json_schema")
     if fmt not in {"json_schema", "json_object", "text"}:
         raise JudgeConfigError(f"judge_response_format={fmt!r}: use json_schema, json_object or text")
@@ -273,13 +289,19 @@ def config_from_options(options: dict[str, Any]) -> JudgeConfig:
                       api_key_env=key_env, dry_run=bool(dry), http_client=http,
                       prices_file=_opt(options, judge, "prices"),
                       api_version=str(_opt(options, judge, "api_version") or "2024-10-21"),
-                      response_format=fmt, **values)
+                      response_format=fmt, batch=bool(batch), batch_wait=wait is not False,
+                      batch_fallback=fallback, **values)
     if cfg.concurrency < 1:
         raise JudgeConfigError(f"judge concurrency must be >= 1, got {cfg.concurrency}")
     if cfg.rpm is not None and cfg.rpm <= 0:
         raise JudgeConfigError(f"judge rpm must be > 0, got {cfg.rpm}")
     if cfg.max_cost is not None and cfg.max_cost < 0:
         raise JudgeConfigError(f"judge max_cost must be >= 0, got {cfg.max_cost}")
+    if cfg.batch_poll <= 0:
+        raise JudgeConfigError(f"judge batch_poll must be > 0 seconds, got {cfg.batch_poll}")
+    if cfg.batch and cfg.provider not in {"openai", "anthropic"}:
+        raise JudgeConfigError(f"--batch needs an OpenAI-compatible or Anthropic judge; {cfg.label} has no batch "
+                               "endpoint ragmeter uses")
     if cfg.timeout <= 0:
         raise JudgeConfigError(f"judge timeout must be > 0, got {cfg.timeout}")
     if cfg.max_reply_mb is not None and not 0 < cfg.max_reply_mb < float("inf"):

@@ -316,7 +316,13 @@ class JudgeService:
         if now:
             yield with_dups(now)
         if unique:
-            for done in self._call_stream(requests, keys, unique, results, progress_desc):
+            if self.cfg.batch:  # the provider's batch API (ragmeter.llm.batch): same bodies, half price
+                from ragmeter.llm.batch import batch_stream
+
+                calls = batch_stream(self, requests, keys, unique, results)
+            else:
+                calls = self._call_stream(requests, keys, unique, results, progress_desc)
+            for done in calls:
                 yield with_dups(done)
 
     def stats(self) -> dict[str, Any]:

@@ -410,10 +410,11 @@ def _score(begun: _Begun, store: Store, engine: Engine, progress: bool) -> _Scor
         try:
             with _heartbeat(store, begun.run_id):
                 timings = score_all(ctx, store, begun.run_id, engine, begun.started, collected, deferred)
-        except BaseException:
+        except BaseException as exc:
             begun.started.cancel()
             if store.owns_lease(begun.run_id):  # never mark a run another process now writes
-                store.update_run(begun.run_id, status="failed", heartbeat_at=None)
+                # "pending": its judge batch is submitted (--no-wait), --resume collects it
+                store.update_run(begun.run_id, status=getattr(exc, "run_status", "failed"), heartbeat_at=None)
             ctx.close()
             raise
         extra = ctx.stats()

@@ -53,6 +53,9 @@ def eval_cmd(
     judge_base_url: Annotated[str | None, typer.Option("--judge-base-url", help="Endpoint of an OpenAI-compatible judge (vLLM, Ollama, llama.cpp, LM Studio, Azure ...).")] = None,
     judge_api_key_env: Annotated[str | None, typer.Option("--judge-api-key-env", help="Name of the environment variable that holds the judge's API key.")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the judge calls and estimated cost; call nothing, store nothing.")] = False,
+    batch: Annotated[bool, typer.Option("--batch", help="Send the judge requests through the provider's batch API (OpenAI, Anthropic): half the price, results within 24 h (docs/judge.md#batch).")] = False,
+    batch_fallback: Annotated[str | None, typer.Option("--batch-fallback", help="none (default: a request the batch did not answer has no value, with the provider's reason) or online (it is sent online).")] = None,
+    no_wait: Annotated[bool, typer.Option("--no-wait", help="With --batch: submit the batch, store the run as pending and exit 3; --resume RUN collects it.")] = False,
     max_cost: Annotated[float | None, typer.Option("--max-cost", help="Stop judging once this many USD are spent.", parser=number(0))] = None,
     concurrency: Annotated[int | None, typer.Option("--concurrency", help="Judge requests in flight at most (default 16; lowered while the judge answers 429).", parser=number(1, 10_000, integer=True))] = None,
     rpm: Annotated[float | None, typer.Option("--rpm", help="Judge requests per minute (default: no limit).", parser=number(0, low_open=True))] = None,
@@ -101,6 +104,14 @@ def eval_cmd(
                                    "judge_api_key_env": judge_api_key_env, "judge_max_cost": max_cost,
                                    "judge_concurrency": concurrency, "judge_rpm": rpm,
                                    "language": language}.items() if v is not None})
+    if batch_fallback is not None and batch_fallback not in {"none", "online"}:
+        raise typer.BadParameter(f"use none or online, got {batch_fallback!r}", param_hint="'--batch-fallback'")
+    if batch:
+        opts["judge_batch"] = True
+    if batch_fallback is not None:
+        opts["judge_batch_fallback"] = batch_fallback
+    if batch or no_wait or resume:  # per invocation: a resumed pending run waits unless told not to
+        opts["judge_batch_wait"] = not no_wait
     python_graders = "unisolated" if unisolated_python_graders else "isolated" if allow_python_graders else None
     if python_graders:  # this command's permission, never stored: a resume is given it again
         from ragmeter.core.config import PYTHON_GRADERS_OPTION
