@@ -68,9 +68,9 @@ _STYLE = {"natural": "Phrase it as a typical user would.", "formal": "Use a form
           "keywords": "Write it as a short keyword search query, not a full sentence.",
           "misspelled": "Include one or two realistic typos, as users make."}
 
+#: the parts every request of a run shares come first (the rules, the examples, the data notice), the
+#: question's own task last, so a provider's prompt cache can serve the shared prefix
 SYSTEM_TEMPLATE = """You write evaluation questions for a retrieval-augmented question answering system.
-{task}
-{complexity} {style}{persona}{language}{variant}
 Rules:
 - Use only the passages. Never ask about something the passages do not state (except when told to write an unanswerable question).
 - The question must make sense on its own, without seeing the passages: do not write "according to the passage" and do not copy long phrases from the passages.
@@ -78,7 +78,11 @@ Rules:
 - `alternative_answers`: {n_alt} other correct phrasings of the answer (empty list for 0).
 - `negative_answers`: {n_neg} plausible but wrong answers (empty list for 0).
 {examples}
-""" + "{data_notice}"
+""" + "{data_notice}" + """
+
+The question to write:
+{task}
+{complexity} {style}{persona}{language}{variant}"""
 
 
 def _template_version() -> str:
