@@ -212,7 +212,6 @@ class CountingServer(ParityServer):
 
 def load_samples(srv: CountingServer, n: int) -> list[dict[str, Any]]:
     import ragmeter
-    from ragmeter.llm.service import estimate_tokens  # noqa: F401 - imported before timing-free counting
 
     rows = []
     for s in ragmeter.load("example"):
