@@ -23,12 +23,14 @@ intermediate verdicts) that counts what every request sends and every reply retu
   text-embedding-3-small's price.
 - ragmeter's pre-flight request (one 1-token completion per run) is not counted.
 
+ragmeter ``--batch`` runs for real: the server implements OpenAI's files and batches endpoints
+(upload, create, list, poll, output file) and answers each line of the batch with the same script,
+counting it like an online request; the batched run must store the online run's values.
+
 Costs per 1,000 samples are at gpt-4o-mini's prices from genai-prices (input, cached input,
-output). ragmeter ``--batch`` is priced at OpenAI's documented Batch API discount (50% of input
+output). The batched requests are priced at OpenAI's documented Batch API discount (50% of input
 and output, https://platform.openai.com/docs/guides/batch; genai-prices has no batch price for the
-model), on the token counts of the online run (a batch sends the same request bodies); cached
-tokens are not discounted again in a batch. The batch figure is computed, not measured: this
-server does not implement the files and batches endpoints, and the output says so.
+model), with no prompt-cache discount on top.
 
 Run by hand (not part of the test suite), from a venv made by ``make test``::
 
@@ -63,6 +65,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ["BENCH_JUDGE_KEY"] = "bench-not-a-secret"
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer  # noqa: E402
 
 from parity_server import _MARK, Case, ParityServer, _flat  # noqa: E402
 
@@ -110,6 +114,72 @@ class CountingServer(ParityServer):
         self._prefixes: set[str] = set()
         self._count_lock = threading.Lock()
         self.samples: dict[str, dict[str, Case]] = {}
+
+    def start(self) -> CountingServer:
+        """Serve the chat and embedding endpoints (the parity server's, counted) and OpenAI's files
+        and batches endpoints."""
+        server = self
+        self.files: dict[str, bytes] = {}
+        self.batches: dict[str, dict[str, Any]] = {}
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _send(self, out: Any, status: int = 200) -> None:
+                data = out if isinstance(out, bytes) else json.dumps(out).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:  # noqa: N802 - http.server's name
+                parts = self.path.split("?")[0].strip("/").split("/")
+                if parts[-1] == "content":
+                    return self._send(server.files[parts[-2]])
+                if parts[-1] == "batches":
+                    return self._send({"object": "list", "data": list(server.batches.values()), "has_more": False})
+                return self._send(server.batches[parts[-1]])
+
+            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+                raw = self.rfile.read(int(self.headers.get("content-length", 0)))
+                try:
+                    if self.path.endswith("/files"):
+                        return self._send(server.upload(self.headers["content-type"], raw))
+                    if self.path.endswith("/batches"):
+                        return self._send(server.run_batch(json.loads(raw)))
+                    return self._send(server.answer(self.path, json.loads(raw or b"{}")))
+                except Exception as exc:  # noqa: BLE001 - a script error shows as a 500
+                    return self._send({"error": {"message": f"benchmark server: {exc!r}"}}, 500)
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self._httpd.serve_forever, name="judge-cost-server", daemon=True).start()
+        return self
+
+    def upload(self, content_type: str, raw: bytes) -> dict[str, Any]:
+        boundary = content_type.split("boundary=", 1)[1].encode()
+        part = next(p for p in raw.split(b"--" + boundary) if b'name="file"' in p)
+        fid = f"file-{len(self.files) + 1}"
+        self.files[fid] = part.split(b"\r\n\r\n", 1)[1].rsplit(b"\r\n", 1)[0]
+        return {"id": fid, "object": "file", "purpose": "batch", "bytes": len(self.files[fid])}
+
+    def run_batch(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Create a batch and answer it at once (each line as the online request would be)."""
+        out = []
+        for ln in self.files[body["input_file_id"]].decode().splitlines():
+            if ln.strip():
+                line = json.loads(ln)
+                reply = self.answer(line["url"], line["body"])
+                out.append({"id": f"req-{len(out)}", "custom_id": line["custom_id"],
+                            "response": {"status_code": 200, "body": reply}, "error": None})
+        bid = f"batch_{len(self.batches) + 1}"
+        self.files[f"out-{bid}"] = "".join(json.dumps(r) + "\n" for r in out).encode()
+        self.batches[bid] = {"id": bid, "object": "batch", "endpoint": body["endpoint"], "status": "completed",
+                             "metadata": body.get("metadata") or {}, "created_at": 0,
+                             "request_counts": {"total": len(out), "completed": len(out), "failed": 0},
+                             "output_file_id": f"out-{bid}", "error_file_id": None}
+        return self.batches[bid]
 
     def measure(self, tool: str) -> None:
         """Count the next requests for ``tool``, with an empty prompt cache."""
@@ -230,17 +300,19 @@ def load_samples(srv: CountingServer, n: int) -> list[dict[str, Any]]:
     return rows
 
 
-def run_ragmeter(srv: CountingServer, rows: list[dict[str, Any]]) -> None:
+def run_ragmeter(srv: CountingServer, rows: list[dict[str, Any]], batch: bool) -> dict[str, float]:
+    """ragmeter's run (a fresh store: nothing cached), online or through the batch API; its means."""
     from ragmeter import evaluate
 
     db = f"sqlite:///{tempfile.mkdtemp(prefix='judge_cost_')}/ragmeter.db"
     opts = {"judge": f"openai:{MODEL}", "judge_base_url": srv.url, "judge_api_key_env": "BENCH_JUDGE_KEY",
-            "judge_parse_retries": 0}
+            "judge_parse_retries": 0, "judge_batch": batch, "judge_batch_poll": 1}
     res = evaluate(rows, list(METRICS), db=db, options=opts)
     for m in METRICS:
         n = res.summary[m]["n"]
         if n != len(rows):
-            raise SystemExit(f"ragmeter scored {n} of {len(rows)} samples for {m}")
+            raise SystemExit(f"ragmeter{' --batch' if batch else ''} scored {n} of {len(rows)} samples for {m}")
+    return {m: res.summary[m]["mean"] for m in METRICS}
 
 
 def run_ragas(srv: CountingServer, rows: list[dict[str, Any]]) -> None:
@@ -301,19 +373,22 @@ def main(argv: list[str] | None = None) -> None:
     srv = CountingServer().start()
     try:
         rows = load_samples(srv, args.samples)
-        runs = [("ragmeter", lambda: run_ragmeter(srv, rows)), ("ragas", lambda: run_ragas(srv, rows)),
-                ("deepeval", lambda: run_deepeval(srv, rows))]
+        means = {}
+        runs = [("ragmeter", lambda: run_ragmeter(srv, rows, False)),
+                ("ragmeter_batch", lambda: run_ragmeter(srv, rows, True)),
+                ("ragas", lambda: run_ragas(srv, rows)), ("deepeval", lambda: run_deepeval(srv, rows))]
         for tool, run in runs:
             srv.measure(tool)
-            run()
+            means[tool] = run()
             print(f"{tool}: {dict(srv.tally[tool])}", flush=True)
     finally:
         srv.stop()
+    if means["ragmeter_batch"] != means["ragmeter"]:
+        raise SystemExit(f"the batched run's values differ from the online run's: {means}")
 
     price, emb_price = prices()
     n = len(rows)
     tally = dict(srv.tally)
-    tally["ragmeter_batch"] = tally["ragmeter"]  # the same requests, at the batch price
 
     def cost(tool: str) -> float:
         t = tally[tool]
@@ -337,14 +412,14 @@ def main(argv: list[str] | None = None) -> None:
         p = per_sample[t]
         print(f"  {t:15s} {p['calls']:5.2f} calls  {p['input']:8.1f} in ({p['cached']:.1f} cached)  "
               f"{p['output']:6.1f} out per sample   ${costs[t]:.4f} per 1,000 samples")
-    print("ragmeter_batch: computed from the online run's token counts at the Batch API price (50% of input "
-          "and output), not measured")
+    print(f"ragmeter_batch: measured through the batch endpoints (same means as online: {means['ragmeter']}), "
+          "priced at the Batch API's 50% of input and output")
     result = {
         "samples": n, "metrics": list(METRICS), "token_counter": counter_name(),
         "model": f"openai:{MODEL}",
         "prices_usd_per_mtok": {"input": price.input, "cached_input": price.cache_read, "output": price.output,
                                 "batch_factor": BATCH_DISCOUNT, f"embedding ({EMBEDDING_MODEL})": emb_price},
-        "ragmeter_batch": "computed from the online run's token counts at the batch price",
+        "ragmeter_batch": "measured through the batch endpoints, priced at 50% of input and output",
         "tokens_per_sample": per_sample,
         "cost_per_1k_samples": costs,
         "ratio_vs_ragas": {"ragmeter": round(costs["ragas"] / costs["ragmeter"], 2),
