@@ -158,7 +158,7 @@ def run_grid(config: str | Path | dict[str, Any] | GridConfig, *, db: str | Any 
     if isinstance(config, GridConfig) and overrides:
         raise ConfigError("pass overrides with a config file or mapping, not a GridConfig")
     if check_engine(cfg.engine) == "ray":  # start or reach Ray before any pipeline call is spent
-        from ragmeter.run.engines.ray_engine import init
+        from ragmeter.run.engines.ray_runtime import init
 
         init(cfg.ray_address)
     log = log or (lambda msg: None)
