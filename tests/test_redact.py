@@ -244,3 +244,20 @@ def test_a_judge_url_with_a_token_is_refused_and_shown_nowhere(tmp_path):
         assert "ZZTOKEN123" not in text
     for f in tmp_path.glob("t.db*"):  # the database and its write-ahead log
         assert b"ZZTOKEN123" not in f.read_bytes(), f
+
+
+def test_every_run_view_redacts_the_stored_config():
+    """The report, the dashboard and the large-run (columnar) view show a run's configuration through
+    one function, which masks secrets even of a run stored before redaction existed."""
+    from types import SimpleNamespace
+
+    from ragmeter.apps.report import data, paged_columns, sections
+
+    run = SimpleNamespace(config={"options": {"judge_api_key": "sk-canary-XYZ1234567890abcdef",
+                                              "judge_extra_headers": {"Authorization": "Bearer abc"}}},
+                          metrics=[], extra={}, timings={})
+    shown = sections.run_settings(run)
+    assert "sk-canary" not in str(shown) and "Bearer abc" not in str(shown)
+    assert "Authorization" in str(shown)
+    for module in (data, paged_columns):  # the two view builders use it, not a copy of it
+        assert "run_settings" in vars(module)

@@ -24,16 +24,15 @@ from ragmeter.apps.report.meta_eval import meta_eval_view
 from ragmeter.apps.report.metric_views import dataset_summary, is_live, metric_views, run_header
 from ragmeter.apps.report.samples import sample_detail, sample_row, sort_rows
 from ragmeter.apps.report.sections import (
-    EXTRA_SECTIONS,
     calibration_of,
     composites_for,
     grids_for,
     hints_for,
     jsonable,
     reliability_for,
+    run_settings,
 )
 from ragmeter.core.errors import StoreError
-from ragmeter.core.redact import redact_obj
 from ragmeter.store import Store
 from ragmeter.store.models import Run
 
@@ -70,15 +69,10 @@ def run_view(store: Store, ref: str, *, max_samples: int | None = 1000,
             for r in rows:
                 r["detail"] = sample_detail(samples[r["position"]], table, metrics)
         dataset = dataset_summary(run, samples)
-    extra = run.extra or {}
     return {
         "run": run_header(run),
         "live": live,
-        "config": jsonable(redact_obj(run.config or {})),  # runs stored before redaction too
-        "requests": jsonable(run.metrics or []),
-        "method": jsonable(extra.get("method")) if extra.get("method") else None,
-        "timings": jsonable(run.timings or {}),
-        "services": jsonable({k: v for k, v in extra.items() if k not in EXTRA_SECTIONS}),
+        **run_settings(run),
         "dataset": dataset,
         "metrics": metrics,
         "samples": rows,

@@ -12,7 +12,7 @@ import numpy as np
 
 from ragmeter.apps.report import columnar
 from ragmeter.apps.report.metric_views import is_live, run_header
-from ragmeter.apps.report.sections import EXTRA_SECTIONS, calibration_of, composites_for, hints_for, jsonable
+from ragmeter.apps.report.sections import calibration_of, composites_for, hints_for, jsonable, run_settings
 
 
 class _LazyTable(Mapping[str, Any]):
@@ -83,14 +83,9 @@ def run_view_fields(run: Any, live: bool, dataset: Any, metas: list[dict[str, An
                     one_run: Any) -> dict[str, Any]:
     """The cached view of one run (header, configuration, dataset, metrics, calibration,
     composites, hints); ``one_run``: the run's scores as :func:`sections.composites_for` reads them."""
-    extra = run.extra or {}
     return {
         "run": run_header(run), "live": live,
-        "config": jsonable(run.config or {}),
-        "requests": jsonable(run.metrics or []),
-        "method": jsonable(extra.get("method")) if extra.get("method") else None,
-        "timings": jsonable(run.timings or {}),
-        "services": jsonable({k: v for k, v in extra.items() if k not in EXTRA_SECTIONS}),
+        **run_settings(run),
         "dataset": dataset, "metrics": jsonable(metas), "samples_total": n,
         "calibration": calibration_of(run),
         "composites": composites_for(one_run, run),

@@ -14,6 +14,7 @@ import numpy as np
 
 from ragmeter.apps.report.bands import band
 from ragmeter.core.errors import RagmeterError
+from ragmeter.core.redact import redact_obj
 from ragmeter.store import Store
 from ragmeter.store.models import Run
 
@@ -69,6 +70,20 @@ def composites_for(store: Store, run: Run) -> list[dict[str, Any]]:
             res["band_css"] = b.css if b else None
             out.append(res)
     return out
+
+
+def run_settings(run: Run) -> dict[str, Any]:
+    """What a run's view shows of how it was run: its configuration (redacted here, so a run stored
+    before redaction shows no secret either), the metric requests, the method, the timings and the
+    services it used. One place for the report, the dashboard and the large-run view."""
+    extra = run.extra or {}
+    return {
+        "config": jsonable(redact_obj(run.config or {})),
+        "requests": jsonable(run.metrics or []),
+        "method": jsonable(extra.get("method")) if extra.get("method") else None,
+        "timings": jsonable(run.timings or {}),
+        "services": jsonable({k: v for k, v in extra.items() if k not in EXTRA_SECTIONS}),
+    }
 
 
 def jsonable(obj: Any) -> Any:
