@@ -227,7 +227,7 @@ DURATIONS = {"window", "since", "older_than"}
 #: options whose value must come from a short list
 CHOICES = {"on_error", "format", "engine", "method", "how", "level", "correction", "bucket", "missing",
            "chunker", "complexity", "style", "to", "weights", "pass_rule", "score_range", "confidence",
-           "types", "family", "preset", "measure"}
+           "types", "family", "preset", "measure", "batch_fallback"}
 #: repeatable KEY=VALUE options
 KEY_VALUES = {"option", "map", "set", "param", "where", "threshold", "min_metric", "value"}
 
@@ -397,7 +397,7 @@ def cases(fx: Fixtures) -> list[Case]:
 
 def _reads_store(cmd: str) -> bool:
     """Commands that only read the store must not create one (a mistyped --db is an error)."""
-    return cmd.split()[0] in {"show", "export", "compare", "gate", "power", "trend", "report", "runs",
+    return cmd.split()[0] in {"show", "export", "compare", "gate", "power", "trend", "report", "runs", "batches",
                               "agent-stats", "reliability", "composite", "consistency", "monitor"} \
         and cmd not in {"monitor import", "monitor evaluate"}
 

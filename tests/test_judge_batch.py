@@ -92,6 +92,7 @@ def test_batched_run_equals_online_at_half_the_price_and_a_rerun_sends_nothing(t
     a, b = json.loads(online.stdout)["run_id"], json.loads(batched.stdout)["run_id"]
     va, vb = _values(tmp_path / "online.db", a), _values(tmp_path / "batch.db", b)
     assert va == vb and any(v is not None for v, _ in vb.values())
+    assert {k: json.loads(batched.stdout)["judge"][k] for k in ("batches", "batched")} == {"batches": 1, "batched": 18}
     assert _cost(batched.stdout) == pytest.approx(_cost(online.stdout) / 2, abs=1e-6) and _cost(online.stdout) > 0
     # the request bodies are the online ones
     bodies = sorted(json.dumps(r["body"], sort_keys=True) for r in server.requests)
@@ -144,12 +145,13 @@ def test_killed_while_waiting_then_resumed_submits_nothing_twice(tmp_path, data,
     assert len(server.batched) == 18 and len({json.dumps(b, sort_keys=True) for b in server.batched}) == 18
 
 
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
 @pytest.mark.parametrize("fallback", [False, True])
-def test_errored_and_expired_requests_get_the_providers_reason_or_go_online(tmp_path, data, server, fallback):
+def test_errored_and_expired_requests_get_the_providers_reason_or_go_online(tmp_path, data, server, fallback, provider):
     db = tmp_path / "e.db"
     server.batch_errors["MARK0"] = "scripted: the request was rejected"
     args = [str(data), "-m", METRICS, "--batch"] + (["--batch-fallback", "online"] if fallback else [])
-    res = _run(args, server, db)
+    res = _run(args, server, db, provider)
     assert res.returncode == 0, res.stderr
     values = _values(db, json.loads(res.stdout)["run_id"])
     marked = {k: v for k, v in values.items() if k[1] == "q0" and k[0] != "context_recall"}
@@ -157,16 +159,55 @@ def test_errored_and_expired_requests_get_the_providers_reason_or_go_online(tmp_
     if fallback:
         assert all(v is not None for v, _ in marked.values()) and server.n_requests == 18
     else:
-        assert all(v is None and "judge failure: batch completed" in r and "scripted: the request was rejected" in r
+        assert all(v is None and "judge failure: batch request failed" in r and "scripted: the request was rejected" in r
                    for v, r in marked.values()), marked
     server.reset()
     server.expire = True
     db2 = tmp_path / "x.db"
     res = _run([str(data), "-m", "answer_relevancy", "--batch"] + (["--batch-fallback", "online"] if fallback else []),
-               server, db2)
+               server, db2, provider)
     values = _values(db2, json.loads(res.stdout)["run_id"])
     if fallback:
         assert res.returncode == 0 and all(v is not None for v, _ in values.values())
     else:
         assert res.returncode == 3
-        assert all(v is None and "judge failure: batch expired" in r and "batch_expired" in r for v, r in values.values())
+        assert all(v is None and "judge failure: batch expired" in r
+                   and ("batch_expired: " if provider == "openai" else "expired: the request was not processed") in r
+                   for v, r in values.values()), values
+
+
+def _cli(args: list[str], db: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", "from ragmeter.apps.cli import entry; entry()", *args, "--db", str(db)],
+                          env=_env(), capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_a_batch_sent_but_not_recorded_is_found_at_the_provider_not_sent_again(tmp_path, data, server, provider):
+    """The window between the provider's answer and storing its id: the record still says 'to
+    submit'; the resume finds the batch (OpenAI: its metadata; Anthropic: its time and size)."""
+    db = tmp_path / "w.db"
+    server.hold = True
+    first = _run([str(data), "-m", METRICS, "--batch", "--no-wait"], server, db, provider)
+    assert first.returncode == 3, first.stderr
+    store = open_store(f"sqlite:///{db}")
+    (bid, rec), = store.kv_list("judge_batches").items()
+    store.kv_put("judge_batches", bid, {**rec, "state": "to submit", "provider_id": None})
+    store.close()
+    server.hold = False
+    resumed = _run(["--resume", rec["run_id"]], server, db, provider)
+    assert resumed.returncode == 0, resumed.stderr
+    assert len(server.batches) == 1 and len(server.batched) == 18
+
+
+def test_cancel_a_pending_batch_and_batch_refuses_a_budget(tmp_path, data, server):
+    db = tmp_path / "c.db"
+    server.hold = True
+    assert _run([str(data), "-m", METRICS, "--batch", "--no-wait"], server, db).returncode == 3
+    (row,) = json.loads(_cli(["batches", "--json"], db).stdout)
+    done = _cli(["batches", "cancel", row["provider_id"]], db)
+    assert done.returncode == 0 and "cancelled" in done.stdout, done.stderr
+    assert server.batches[row["provider_id"]]["status"] == "cancelled"
+    assert json.loads(_cli(["batches", "--json"], db).stdout) == []
+    assert _cli(["batches", "cancel", "nosuchbatch"], db).returncode == 2
+    budget = _run([str(data), "-m", METRICS, "--batch", "--max-cost", "1"], server, tmp_path / "b.db")
+    assert budget.returncode == 2 and "--max-cost" in budget.stderr and "Traceback" not in budget.stderr

@@ -220,7 +220,10 @@ class AnthropicBatches(_Batches):
                 continue
             err = (r.get("error") or {}).get("error") or r.get("error") or {}
             msg = err.get("message") if isinstance(err, dict) else None
-            out[str(ln.get("custom_id"))] = (None, f"{r.get('type')}: {msg}" if msg else str(r.get("type")))
+            kind = str(r.get("type"))
+            msg = msg or {"expired": "the request was not processed before the batch's 24-hour window ended",
+                          "canceled": "the batch was cancelled before this request was processed"}.get(kind)
+            out[str(ln.get("custom_id"))] = (None, f"{kind}: {msg}" if msg else kind)
         return out
 
     async def cancel(self, pid: str) -> None:
@@ -255,6 +258,13 @@ def stored_batches(store: Any, run_id: str | None = None) -> dict[str, dict[str,
         return {}
     recs = store.kv_list(NAMESPACE)
     return {k: v for k, v in recs.items() if run_id is None or v.get("run_id") == run_id}
+
+
+def batch_figures(store: Any, run_id: str | None) -> dict[str, int]:
+    """What a run sent through batch APIs (for ``show`` and the summary): ``batches``, and
+    ``batched`` requests (their cost is in ``cost_usd``, at the batch price)."""
+    recs = [r for r in stored_batches(store, run_id).values() if r.get("provider_id")]
+    return {"batches": len(recs), "batched": sum(len(r.get("keys") or ()) for r in recs)}
 
 
 def _save(store: Any, bid: str, rec: dict[str, Any]) -> None:
@@ -301,7 +311,7 @@ def batch_stream(service: Any, requests: list[JudgeRequest], keys: list[str], to
                 covered.update(mine)
     rest = [keys[i] for i in todo if keys[i] not in covered]
     if rest:
-        bid = uuid.uuid4().hex[:16]
+        bid = uuid.uuid4().hex[:12]
         rec = {"run_id": service.run_id, "provider": cfg.provider, "model": cfg.model, "judge": cfg.label,
                "endpoint": where, "state": "to submit", "provider_id": None, "keys": rest,
                "stored_at": time.time(), "status": None}
@@ -374,8 +384,11 @@ def _run_jobs(service: Any, api: Any, loop: Any, client: Any, jobs: list[tuple[s
             body, said = got.get(k, (None, None))
             if body is None:
                 said = said or f"the batch ended '{st['status']}' before this request was answered"
-                res = JudgeResult(FAILED, k, reason=detailed(f"judge failure: batch {st['status']}", said),
-                                  error=said, attempts=1)
+                head = said.split(":", 1)[0]
+                kind = ("batch expired" if "expired" in head or st["status"] == "expired" else
+                        "batch cancelled" if "cancel" in head or st["status"] in {"cancelled", "canceled"} else
+                        "batch request failed")
+                res = JudgeResult(FAILED, k, reason=detailed(f"judge failure: {kind}", said), error=said, attempts=1)
             else:
                 res = _verdict(service, client, requests[i], k, body)
             if not res.ok and cfg.batch_fallback == "online":

@@ -302,6 +302,9 @@ def config_from_options(options: dict[str, Any]) -> JudgeConfig:
     if cfg.batch and cfg.provider not in {"openai", "anthropic"}:
         raise JudgeConfigError(f"--batch needs an OpenAI-compatible or Anthropic judge; {cfg.label} has no batch "
                                "endpoint ragmeter uses")
+    if cfg.batch and cfg.max_cost is not None:
+        raise JudgeConfigError("--max-cost stops online calls one at a time; a batch is sent and paid as a whole: "
+                               "see its price with --dry-run and run without --max-cost")
     if cfg.timeout <= 0:
         raise JudgeConfigError(f"judge timeout must be > 0, got {cfg.timeout}")
     if cfg.max_reply_mb is not None and not 0 < cfg.max_reply_mb < float("inf"):

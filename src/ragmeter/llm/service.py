@@ -28,6 +28,7 @@ from typing import Any
 
 from ragmeter.core.reasons import detailed
 from ragmeter.core.redact import endpoint_id, redact, redact_url
+from ragmeter.llm.batch import batch_figures, batch_stream
 from ragmeter.llm.config import JudgeConfig, JudgeConfigError, config_from_options
 from ragmeter.llm.keeper import VerdictKeeper
 from ragmeter.llm.limits import OVERLOAD_STATUSES, AdaptiveLimit
@@ -316,12 +317,8 @@ class JudgeService:
         if now:
             yield with_dups(now)
         if unique:
-            if self.cfg.batch:  # the provider's batch API (ragmeter.llm.batch): same bodies, half price
-                from ragmeter.llm.batch import batch_stream
-
-                calls = batch_stream(self, requests, keys, unique, results)
-            else:
-                calls = self._call_stream(requests, keys, unique, results, progress_desc)
+            calls = (batch_stream(self, requests, keys, unique, results) if self.cfg.batch  # same bodies, half price
+                     else self._call_stream(requests, keys, unique, results, progress_desc))
             for done in calls:
                 yield with_dups(done)
 
@@ -345,6 +342,8 @@ class JudgeService:
                 out.update({k: usage[k] for k in ("calls", "cached", "failed", "input_tokens", "output_tokens",
                                                   "cached_input_tokens", "cache_write_tokens")})
                 out["cost_usd"] = usage["cost_usd"] if self.price is not None else None
+        if self.cfg.batch and not self.cfg.dry_run:
+            out.update(batch_figures(self.store, self.run_id))
         if self.price is None:
             out["price"] = f"unknown for {self.cfg.model} (add one: --option judge_prices=FILE)"
         adaptations = getattr(self._client, "adaptations", None)
@@ -384,6 +383,8 @@ class JudgeService:
         return {"dry_run": True, "planned_calls": len(self._plan), "est_input_tokens": tin,
                 "est_output_tokens": tout, "token_estimate": method,
                 "est_cost_usd": round(cost, 6) if cost is not None else None,
+                # the same requests through the provider's batch API (--batch: ragmeter.llm.batch)
+                "est_batch_cost_usd": round(cost * 0.5, 6) if cost is not None else None,
                 "per_metric": per}
 
     def preflight(self) -> None:

@@ -50,12 +50,14 @@ def batches_cmd(
     from rich import box
     from rich.table import Table
 
-    t = Table(title=f"{len(rows)} judge batches", box=box.SIMPLE_HEAD, show_edge=False, title_justify="left")
-    for col in ("batch", "provider id", "run", "judge", "state", "provider status", "requests", "stored (UTC)"):
-        t.add_column(col, no_wrap=col in {"batch", "run", "provider id"})
+    t = Table(title=f"{len(rows)} judge batches (state: ragmeter's, the provider's in brackets; stored: UTC month-day time)", box=box.SIMPLE_HEAD, show_edge=False, title_justify="left")
+    for col in ("batch", "provider id", "run", "state", "requests", "stored"):
+        t.add_column(col, no_wrap=col != "state", overflow="fold",
+                     min_width=max((len(str(r["state"])) for r in rows), default=5) if col == "state" else None)
     for r in rows:
-        t.add_row(*(str(r[k] if r[k] is not None else "—") for k in
-                    ("batch", "provider_id", "run", "judge", "state", "status", "requests", "stored_at")))
+        state = f"{r['state']} ({r['status']})" if r["status"] else str(r["state"])
+        t.add_row(str(r["batch"]), str(r["provider_id"] or "—"), str(r["run"]), state, str(r["requests"]),
+                  str(r["stored_at"])[5:16].replace("T", " "))
     console.print(t)
     console.print("collect one: ragmeter eval --resume RUN", markup=False, highlight=False)
 
@@ -66,7 +68,7 @@ def cancel_cmd(
     batch: Annotated[str, typer.Argument(help="The batch (ragmeter's id or the provider's, from `ragmeter batches`).")],
     db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
 ) -> None:
-    """Cancel a judge batch at its provider; its run's requests get no value when it is resumed."""
+    """Cancel a judge batch at its provider; a later `ragmeter eval --resume RUN` of its run sends a new one."""
     from ragmeter.llm.batch import stored_batches
     from ragmeter.llm.config import JudgeConfigError, config_from_options
 

@@ -145,7 +145,13 @@ def eval_cmd(
 
         dry_run_report(data, run_config, as_json=as_json)
         return
-    result = run(data, run_config)
+    from ragmeter.llm.batch import BatchPending
+
+    try:
+        result = run(data, run_config)
+    except BatchPending as exc:  # --batch --no-wait: submitted and stored, not a failure
+        err_console.print(f"{exc} (exit 3)", style="yellow", markup=False, highlight=False)
+        raise typer.Exit(3) from None
     if out:
         result.write_jsonl(out)
     skipped = result.extra.get("skipped_rows")

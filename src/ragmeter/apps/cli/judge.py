@@ -91,8 +91,10 @@ def dry_run_report(data: Any, config: Any, *, as_json: bool) -> None:
                   f"(input: {plan.get('token_estimate', 'script-aware estimate')}; output: an assumed "
                   "size per metric)", highlight=False)
     cost = plan.get("est_cost_usd")
+    batch = plan.get("est_batch_cost_usd")
     console.print("estimated cost: " + (f"${cost:.4f}" if cost is not None else
-                                         f"unknown ({plan.get('price', 'no price for this model')})"))
+                                         f"unknown ({plan.get('price', 'no price for this model')})")
+                  + (f" online, ${batch:.4f} with --batch (the provider's batch API: 50%)" if batch is not None else ""))
     for metric, m in sorted((plan.get("per_metric") or {}).items()):
         console.print(f"  {metric:<26} {m['calls']:>6} calls  {m['input_tokens']:>10,} in  "
                       f"{m['output_tokens']:>9,} out", markup=False, highlight=False)
