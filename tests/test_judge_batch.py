@@ -211,3 +211,32 @@ def test_cancel_a_pending_batch_and_batch_refuses_a_budget(tmp_path, data, serve
     assert _cli(["batches", "cancel", "nosuchbatch"], db).returncode == 2
     budget = _run([str(data), "-m", METRICS, "--batch", "--max-cost", "1"], server, tmp_path / "b.db")
     assert budget.returncode == 2 and "--max-cost" in budget.stderr and "Traceback" not in budget.stderr
+
+
+def test_two_rounds_of_requests_are_two_batch_rounds_with_the_online_verdicts(tmp_path, server, monkeypatch):
+    """A metric whose second request depends on the first verdict asks twice (``submit``): each
+    ask is one batch round, answered with the verdicts the online path gets."""
+    from judge_server import judge_options
+    from ragmeter.core.context import ScoringContext
+    from ragmeter.core.schema import Chunk, Sample
+    from ragmeter.metrics.judge.generation import faithfulness
+
+    monkeypatch.setenv("RAGMETER_TEST_JUDGE_KEY", "k")
+    monkeypatch.setenv("RAGMETER_BATCH_POLL", "0.05")
+    samples = [Sample(id=f"s{i}", question="q", answer=f"Ferry {i} leaves at nine.",
+                      contexts=[Chunk(text=f"Ferry {i} leaves at nine.")]) for i in range(4)]
+    rounds = [faithfulness.requests(samples[:2], {}), faithfulness.requests(samples[2:], {})]
+
+    def judged(options):
+        store = open_store(f"sqlite:///{tmp_path / (str(len(list(tmp_path.iterdir()))) + '.db')}")
+        judge = ScoringContext(options, store=store, run_id="r1").service("judge")
+        try:
+            return [[r.value.model_dump() for r in judge.submit(reqs)] for reqs in rounds]
+        finally:
+            judge.close()
+            store.close()
+
+    online = judged(judge_options(server))
+    server.reset()
+    batched = judged(judge_options(server, judge_batch=True))
+    assert batched == online and len(server.batches) == 2 and len(server.batched) == 4
