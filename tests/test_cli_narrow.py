@@ -40,3 +40,16 @@ def test_agent_stats_at_80_columns_shows_whole_names_and_numbers(db_url, monkeyp
     for name in ("step_count", "tool_calls", "latency_ms", "tool_latency_ms"):
         row = next(line for line in out.splitlines() if line.split() and line.split()[0] == name)
         assert len(row.split()) == 8, row  # name, n, mean, p50, p95, p99, min, max
+
+
+def test_an_error_keeps_a_long_path_whole_at_80_columns(tmp_path, monkeypatch):
+    """An error line names its file; at 80 columns the path is not folded inside a word (a user
+    copies it), and text in brackets is shown as written, not read as markup."""
+    deep = tmp_path / ("a-directory-with-a-rather-long-name-" * 3) / "labels"
+    deep.mkdir(parents=True)
+    f = deep / "scale.csv"
+    f.write_text("item,r1,r2\n" + "".join(f"i{i},low,low\n" for i in range(9)) + "i9,[very high],low\n")
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, err = run_main("agreement", str(f), "--level", "ordinal", "--value-domain", "very low,low,high")
+    assert code == 2
+    assert f"{f}, line 11, field 'r1': label '[very high]' is not in the value domain" in out + err

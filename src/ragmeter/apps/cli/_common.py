@@ -33,6 +33,17 @@ DEFAULT_PORT = 8765
 DB_HELP = "SQLAlchemy URL or SQLite path of the store (default: $RAGMETER_DB or .ragmeter/ragmeter.db)."
 
 
+def fail(msg: str, code: int = 2) -> Any:
+    """Print ``error: MSG`` on stderr and return the ``typer.Exit(code)`` to raise. The message is
+    text, not markup (a label such as ``[x]`` shows as written), and it is not folded inside a word:
+    a long file path stays whole for the user to copy."""
+    import typer
+    from rich.markup import escape
+
+    err_console.print(f"[red]error:[/red] {escape(msg)}", highlight=False, soft_wrap=True)
+    return typer.Exit(code)
+
+
 def get_store(db: str | None, must_exist: bool = False) -> Store:
     """The store at ``db``; read-only commands pass ``must_exist`` so a mistyped path fails
     instead of leaving a new empty database behind."""

@@ -8,7 +8,8 @@ from typing import Annotated
 
 import typer
 
-from ragmeter.apps.cli._common import DB_HELP, DEFAULT_PORT, console, err_console, fmt, get_store
+from ragmeter.apps.cli._common import DB_HELP, DEFAULT_PORT, console, fmt, get_store
+from ragmeter.apps.cli._common import fail as _fail
 from ragmeter.apps.cli._params import number
 
 annotate_app = typer.Typer(no_args_is_help=True, help="Human annotation tasks: create, links, "
@@ -16,11 +17,6 @@ annotate_app = typer.Typer(no_args_is_help=True, help="Human annotation tasks: c
 #: where `ragmeter serve` listens by default (same port)
 DEFAULT_BASE = f"http://127.0.0.1:{DEFAULT_PORT}"
 Db = Annotated[str | None, typer.Option("--db", help=DB_HELP)]
-
-
-def _fail(msg: str, code: int = 2) -> typer.Exit:
-    err_console.print(f"[red]error:[/red] {msg}", highlight=False)
-    return typer.Exit(code)
 
 
 def _links(tokens: dict[str, str], base: str) -> None:

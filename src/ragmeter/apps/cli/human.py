@@ -9,7 +9,8 @@ from typing import Annotated, Any
 
 import typer
 
-from ragmeter.apps.cli._common import DB_HELP, console, err_console, fmt
+from ragmeter.apps.cli._common import DB_HELP, console, fmt
+from ragmeter.apps.cli._common import fail as _fail
 from ragmeter.apps.cli._params import number
 
 
@@ -28,11 +29,6 @@ def _reliability_section(store: Any, run: Any) -> dict[str, Any]:
     from ragmeter.human.reliability import show_sections
 
     return show_sections(store, run)
-
-
-def _fail(msg: str, code: int = 2) -> typer.Exit:
-    err_console.print(f"[red]error:[/red] {msg}", highlight=False)
-    return typer.Exit(code)
 
 
 def agreement_cmd(
