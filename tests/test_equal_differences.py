@@ -20,7 +20,7 @@ from judge_server import judge_options, server_fixtures
 from ragmeter.analysis.compare import compare_runs
 from ragmeter.analysis.gate import gate
 from ragmeter.analysis.runs import load_runs, save_baseline
-from ragmeter.apps.report import columnar, data
+from ragmeter.apps.report import columnar, data, differences
 from ragmeter.apps.report.render import write_report
 from ragmeter.apps.server import create_app
 from ragmeter.conversations.scope import cluster_ci
@@ -100,9 +100,9 @@ def test_all_zero_differences_get_the_documented_interval_on_every_path(twin_run
         # the report's comparison: the per-run builder, the bulk one of large runs, and the
         # builder without a p-value (more pairs than MAX_PAIRS_FOR_PVALUE)
         views = {"report": data.compare_view(store, [a, b]),
-                 "report (large runs)": columnar.compare_view(data, store, [store.get_run(a), store.get_run(b)], 10)}
+                 "report (large runs)": columnar.compare_view(store, [store.get_run(a), store.get_run(b)], 10)}
         with monkeypatch.context() as mp:
-            mp.setattr(data, "MAX_PAIRS_FOR_PVALUE", 0)
+            mp.setattr(differences, "MAX_PAIRS_FOR_PVALUE", 0)
             views["report (no p-value)"] = data.compare_view(store, [a, b])
         client = TestClient(create_app(store), base_url="http://127.0.0.1")
         r = client.get("/api/compare", params={"runs": f"{a},{b}"})
