@@ -299,3 +299,19 @@ def test_a_sandboxed_grader_sees_only_the_interpreter_and_its_tmp(tmp_path, sand
     assert "'cwd': '/tmp'" in text and "'secret': False" in text and "'project': False" in text
     assert "'home': False" in text and "'store': False" in text
     assert "'uid0': False" in text and "'python': True" in text and "{'answer': 'y'}" in text
+
+
+@pytest.mark.parametrize("root", [True, False])
+def test_a_python_environment_under_tmp_is_mounted_over_the_private_tmp(monkeypatch, root):
+    """A checkout (and its .venv) under /tmp, as a CI clone may be: the grader's private /tmp is
+    mounted first and the environment bound on top of it, so the interpreter is still there."""
+    from ragmeter.sandbox import isolation
+
+    monkeypatch.setattr(isolation, "python_roots", lambda: ["/tmp/ci/main/.venv"])
+    argv = isolation.sandbox_argv("/usr/bin/bwrap", ["python"], root=root)
+    tmpfs = argv.index("--tmpfs")
+    assert argv[tmpfs + 1] == "/tmp"
+    bind = max(i for i, a in enumerate(argv) if a == "--ro-bind" and argv[i + 2] == "/tmp/ci/main/.venv")
+    assert tmpfs < bind
+    dirs = [argv[i + 1] for i, a in enumerate(argv) if a == "--dir"]
+    assert "/tmp" not in dirs and "/tmp/ci" in dirs and "/tmp/ci/main" in dirs

@@ -107,7 +107,11 @@ def sandbox_argv(bwrap: str, command: Sequence[str], *, root: bool) -> list[str]
             argv += ["--symlink", os.readlink(top), top]
         elif os.path.isdir(top):
             argv += ["--ro-bind", top, top]
-    made: set[str] = set()
+    # the private /tmp first: a Python environment bound below it (a checkout under /tmp) is mounted
+    # on top of it afterwards, not hidden by it
+    argv += ["--proc", "/proc", "--dev", "/dev", "--size", str(TMP_MB * 1024 * 1024), "--perms", "1777",
+             "--tmpfs", "/tmp"]
+    made: set[str] = {"/tmp"}
 
     def parents(path: str) -> list[str]:
         out = []
@@ -124,8 +128,7 @@ def sandbox_argv(bwrap: str, command: Sequence[str], *, root: bool) -> list[str]
         argv += [*parents(r), "--ro-bind", r, r]
     # /dev's tmpfs read-only too (its device nodes are mounts of their own and stay usable): /tmp,
     # of a bounded size, is the only place the grader can write
-    argv += ["--proc", "/proc", "--dev", "/dev", "--size", str(TMP_MB * 1024 * 1024), "--perms", "1777",
-             "--tmpfs", "/tmp", "--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "/tmp"]
+    argv += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "/tmp"]
     for k, v in _ENV.items():
         argv += ["--setenv", k, v]
     return [*argv, "--", *command]
