@@ -67,6 +67,53 @@ class ToolCall(BaseModel):
     turn: int | None = None
 
 
+#: What a span of an agent trace did (OpenTelemetry GenAI operations and OpenInference span kinds,
+#: mapped by the readers in :mod:`ragmeter.io.spans`).
+SPAN_KINDS = ("agent", "llm", "tool", "retriever", "chain", "handoff", "embedding", "other")
+
+
+class TraceSpan(BaseModel):
+    """One step of an agent trace as an instrumentation recorded it: a node of the trace's tree.
+
+    ``start_ms`` is the offset from the trace's first span; ``parent_id`` links the tree (``None`` at
+    a root). An LLM span carries ``model``, tokens and cost; a tool span ``tool_name``,
+    ``tool_arguments`` and ``tool_result``; a retriever span ``query`` and ``documents``; a handoff
+    ``agent`` (from) and ``to_agent``. ``status`` is ``error`` with ``error`` the message when the
+    step failed. ``input`` / ``output`` keep the span's messages or values as recorded (bounded).
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    span_id: str
+    parent_id: str | None = None
+    kind: str = "other"
+    name: str = ""
+    agent: str | None = None
+    to_agent: str | None = None
+    start_ms: float | None = None
+    latency_ms: float | None = None
+    status: str = "ok"
+    error: str | None = None
+    input: Any = None
+    output: Any = None
+    model: str | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cost_usd: float | None = None
+    tool_name: str | None = None
+    tool_arguments: dict[str, Any] | None = None
+    tool_result: Any = None
+    query: str | None = None
+    documents: list[Chunk] | None = None
+
+    @field_validator("kind")
+    @classmethod
+    def _known_kind(cls, v: str) -> str:
+        if v not in SPAN_KINDS:
+            raise ValueError(f"span kind {v!r} is not one of {', '.join(SPAN_KINDS)}")
+        return v
+
+
 class AgentTrace(BaseModel):
     """What an agent did for one sample. Fields are optional: metrics say which they need.
 
@@ -86,6 +133,10 @@ class AgentTrace(BaseModel):
     latency_ms: float | None = None
     input_text: str | None = None
     final_text: str | None = None
+    #: the trace's id in the source (OTel trace id, an Agents SDK ``trace_...``, a LangSmith run id)
+    trace_id: str | None = None
+    #: every span in start order, parents before children; empty for a trace written as JSONL
+    spans: list[TraceSpan] = Field(default_factory=list)
 
     @property
     def tool_call_count(self) -> int:
