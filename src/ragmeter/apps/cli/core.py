@@ -202,8 +202,16 @@ def metrics_cmd(
     family: Annotated[str | None, typer.Option(help="Only this family (llm = judge, its earlier name).")] = None,
     long: Annotated[bool, typer.Option("--long", "-l", help="Also print each metric's definition.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="JSON list.")] = False,
+    from_: Annotated[str | None, typer.Option("--from", help="ragas or deepeval: that tool's metrics, ragmeter's name for each and whether it is exact.")] = None,
 ) -> None:
     """List every metric with its family, direction, needed fields and range (--long: definitions)."""
+    if from_ is not None:
+        if family is not None or long:
+            raise typer.BadParameter("lists a tool's metrics; --family and --long do not apply", param_hint="'--from'")
+        from ragmeter.apps.cli.metrics_from import print_from
+
+        print_from(from_, as_json)
+        return
     from rich import box
     from rich.table import Table
     from rich.text import Text

@@ -80,7 +80,7 @@ ragas_faithfulness = JudgedMetric("ragas:faithfulness", "faithfulness", ClaimVer
                                   _faithfulness_score, output_tokens=_claims_out)
 register_judged(
     ragas_faithfulness, requires=("question", "answer", "context_texts"),
-    equals=tool_equals("ragas", "ragas.metrics.collections.Faithfulness"),
+    equals=tool_equals("ragas", "Faithfulness"),
     aliases=("ragas_faithfulness", "Faithfulness", "ragas.metrics.faithfulness", "ragas.metrics.Faithfulness",
              "ragas.metrics.collections.Faithfulness"),
     description="""
@@ -172,8 +172,9 @@ ragas_answer_relevancy = JudgedMetric(
 register_judged(
     ragas_answer_relevancy, requires=("question", "answer"), needs_embeddings=True,
     defaults={"strictness": 3}, value_range=(-1.0, 1.0),
-    equals=tool_equals("ragas", "ragas.metrics.collections.AnswerRelevancy"),
-    aliases=("ragas_answer_relevancy", "AnswerRelevancy", "ResponseRelevancy", "ragas.metrics.answer_relevancy",
+    equals=tool_equals("ragas", "AnswerRelevancy"),
+    aliases=("ragas_answer_relevancy", "AnswerRelevancy", "ResponseRelevancy", "ragas:response_relevancy",
+             "response_relevancy", "ragas.metrics.answer_relevancy",
              "ragas.metrics.AnswerRelevancy", "ragas.metrics.ResponseRelevancy",
              "ragas.metrics.collections.AnswerRelevancy"),
     description="""
@@ -237,8 +238,10 @@ ragas_context_precision = JudgedMetric(
     validate=lambda s, p: one_verdict_per_context(len(s.contexts or [])))
 register_judged(
     ragas_context_precision, requires=("question", "reference", "context_texts"),
-    equals=tool_equals("ragas", "ragas.metrics.collections.ContextPrecision"),
+    equals=tool_equals("ragas", "ContextPrecisionWithReference"),
     aliases=("ContextPrecision", "ContextPrecisionWithReference", "LLMContextPrecisionWithReference",
+             "ragas:context_precision_with_reference", "ragas:llm_context_precision_with_reference",
+             "llm_context_precision_with_reference", "context_precision_with_reference",
              "ragas.metrics.context_precision", "ragas.metrics.ContextPrecision",
              "ragas.metrics.LLMContextPrecisionWithReference", "ragas.metrics.collections.ContextPrecision",
              "ragas.metrics.collections.ContextPrecisionWithReference"),
@@ -289,8 +292,8 @@ ragas_context_recall = JudgedMetric(
     output_tokens=lambda s: estimate_items(s.reference or "", 60))
 register_judged(
     ragas_context_recall, requires=("question", "reference", "context_texts"),
-    equals=tool_equals("ragas", "ragas.metrics.collections.ContextRecall"),
-    aliases=("ContextRecall", "LLMContextRecall", "ragas.metrics.context_recall", "ragas.metrics.ContextRecall",
+    equals=tool_equals("ragas", "ContextRecall"),
+    aliases=("ContextRecall", "LLMContextRecall", "ragas:llm_context_recall", "llm_context_recall", "ragas.metrics.context_recall", "ragas.metrics.ContextRecall",
              "ragas.metrics.LLMContextRecall", "ragas.metrics.collections.ContextRecall"),
     description="""
 ragas' context recall: the share of the reference answer's statements attributable to the
@@ -377,7 +380,7 @@ ragas_answer_correctness = JudgedMetric(
 register_judged(
     ragas_answer_correctness, requires=("answer", "reference"), needs_embeddings=True,
     defaults={"weights": [0.75, 0.25], "beta": 1.0}, value_range=(-1.0, 1.0),
-    equals=tool_equals("ragas", "ragas.metrics.collections.AnswerCorrectness"),
+    equals=tool_equals("ragas", "AnswerCorrectness"),
     aliases=("ragas_answer_correctness", "AnswerCorrectness", "ragas.metrics.answer_correctness",
              "ragas.metrics.AnswerCorrectness", "ragas.metrics.collections.AnswerCorrectness"),
     description="""
