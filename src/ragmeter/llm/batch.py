@@ -20,8 +20,12 @@ when it is not there. So a killed process never submits the same batch twice.
 Replies are turned into verdicts by the same parser as online replies (``Client.parse``,
 ``parse_reply``, the request's own check); a reply that does not parse, a per-request error and an
 expired request are "no value" with the provider's reason, or re-sent online with
-``judge_batch_fallback=online``. Batched requests are priced at :data:`BATCH_DISCOUNT` of the
-online price (OpenAI and Anthropic both bill batches at 50% of input and output tokens).
+``judge_batch_fallback=online``. Batched requests are priced at the provider's batch price
+(:meth:`PriceTable.get` with ``batch=True``: genai-prices' batch price where it has one, else
+:data:`~ragmeter.llm.prices.BATCH_DISCOUNT` of the online price); the prompt-cache tokens a batch
+reply reports (OpenAI ``usage.prompt_tokens_details.cached_tokens``, Anthropic
+``cache_read_input_tokens`` / ``cache_creation_input_tokens``) are recorded per request and priced
+at that batch price's cache rates.
 """
 
 from __future__ import annotations
@@ -44,9 +48,6 @@ from ragmeter.llm.transport import HTTP_STATUS, Transport, TransportError, choos
 
 #: kv namespace of the stored batches (one record per batch, keyed by ragmeter's batch id)
 NAMESPACE = "judge_batches"
-#: the share of the online price a batched request costs: OpenAI's Batch API and Anthropic's
-#: Message Batches API both bill 50% of input and output tokens (their pricing pages)
-BATCH_DISCOUNT = 0.5
 #: the largest results file read (MB)
 _MAX_RESULTS_MB = 1024
 #: stored states of a batch that are not finished
@@ -58,6 +59,10 @@ class BatchPending(RagmeterError):
 
     exit_code = EXIT_INCOMPLETE
     run_status = "pending"
+
+    def __init__(self, message: str, batch_ids: list[str] | None = None, run_id: str | None = None) -> None:
+        super().__init__(message)
+        self.batch_ids, self.run_id = list(batch_ids or ()), run_id
 
 
 def poll_cap(cfg: Any) -> float:
@@ -303,7 +308,9 @@ def batch_stream(service: Any, requests: list[JudgeRequest], keys: list[str], to
     by_key: dict[str, int] = {keys[i]: i for i in todo}
     jobs: list[tuple[str, dict[str, Any]]] = []
     covered: set[str] = set()
-    for bid, rec in stored_batches(store, service.run_id).items():
+    # any run's batch still open with these requests is collected, not sent again: a resumed run's
+    # own, and one a killed or --no-wait `meta-eval` / `golden generate` left (a re-run is a new run)
+    for bid, rec in stored_batches(store).items():
         if rec.get("state") in OPEN and rec.get("endpoint") == where and rec.get("model") == cfg.model:
             mine = [k for k in rec.get("keys", ()) if k in by_key and k not in covered]
             if mine:
@@ -349,11 +356,15 @@ def _run_jobs(service: Any, api: Any, loop: Any, client: Any, jobs: list[tuple[s
         taken.add(found)
         _save(store, bid, rec)
     if not cfg.batch_wait:
-        ids = ", ".join(str(r["provider_id"]) for _, r in jobs if r["state"] != "collected")
-        raise BatchPending(f"judge batch {ids} submitted for run {service.run_id}; the run is pending: "
-                           f"`ragmeter batches` shows it, `ragmeter eval --resume {service.run_id}` collects it")
+        ids = [str(r["provider_id"]) for _, r in jobs if r["state"] != "collected"]
+        then = (f"`ragmeter eval --resume {service.run_id}` collects it" if service.run_id else
+                "the same command run again collects it")
+        raise BatchPending(f"judge batch {', '.join(ids)} submitted"
+                           + (f" for run {service.run_id}; the run is pending" if service.run_id else "")
+                           + f": `ragmeter batches` shows it, {then}", ids, service.run_id)
     fallback: list[int] = []
     cap = poll_cap(cfg)
+    price = batch_price(service)
     for bid, rec in jobs:
         advance = service.progress(f"judge batch {rec['provider_id']}", len(rec["keys"]))
         wait, shown = min(1.0, cap), 0
@@ -390,7 +401,7 @@ def _run_jobs(service: Any, api: Any, loop: Any, client: Any, jobs: list[tuple[s
                         "batch request failed")
                 res = JudgeResult(FAILED, k, reason=detailed(f"judge failure: {kind}", said), error=said, attempts=1)
             else:
-                res = _verdict(service, client, requests[i], k, body)
+                res = _verdict(service, client, requests[i], k, body, price)
             if not res.ok and cfg.batch_fallback == "online":
                 fallback.append(i)
                 continue
@@ -405,16 +416,24 @@ def _run_jobs(service: Any, api: Any, loop: Any, client: Any, jobs: list[tuple[s
         yield from service._call_stream(requests, keys, fallback, results, None)
 
 
-def _verdict(service: Any, client: Any, req: JudgeRequest, key: str, body: dict[str, Any]) -> JudgeResult:
-    """A batch reply -> the request's result, parsed and checked as an online reply is."""
+def batch_price(service: Any) -> Any:
+    """The judge model's price through its provider's batch API (``None``: no price known)."""
+    if service.price is None:
+        return None
+    cfg = service.cfg
+    return service.prices.get(cfg.provider, cfg.model, cfg.base_url, batch=True)
+
+
+def _verdict(service: Any, client: Any, req: JudgeRequest, key: str, body: dict[str, Any],
+             price: Any) -> JudgeResult:
+    """A batch reply -> the request's result, parsed and checked as an online reply is, priced at
+    the batch ``price`` with the prompt-cache tokens it reports."""
     reply = client.parse(body)
-    price = service.price
     cached, written = getattr(reply, "cached_tokens", 0) or 0, getattr(reply, "cache_write_tokens", 0) or 0
-    args = (cached, written) if cached or written else ()  # prompt-cache tokens, when the reply has them
-    cost = price.cost(reply.input_tokens, reply.output_tokens, *args) * BATCH_DISCOUNT if price else 0.0
+    cost = price.cost(reply.input_tokens, reply.output_tokens, cached, written) if price else 0.0
     service._spent += cost
-    common = {"input_tokens": reply.input_tokens, "output_tokens": reply.output_tokens,
-              "cost_usd": cost if price else None, "attempts": 1, "latency_ms": 0.0}
+    common = {"input_tokens": reply.input_tokens, "output_tokens": reply.output_tokens, "cached_tokens": cached,
+              "cache_write_tokens": written, "cost_usd": cost if price else None, "attempts": 1, "latency_ms": 0.0}
     try:
         value = parse_reply(reply.text, req.schema, reply.data)
         if req.validate is not None:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,10 @@ _LISTED = ("openai", "anthropic", "google")
 
 #: a suffix after a user key that still names the same model: a date, ``-latest``, a version, a tag
 _SAME_MODEL_SUFFIX = ("-20", "-latest", "-0", "-1", "@", ":")
+#: the share of the online price a batched request costs where genai-prices has no batch price for
+#: the model (a user's price file, an OpenAI-compatible server): OpenAI's Batch API and Anthropic's
+#: Message Batches both bill 50% of the online rates (docs/judge.md#batch cites their pages)
+BATCH_DISCOUNT = 0.5
 
 
 @dataclass(frozen=True)
@@ -54,6 +58,18 @@ class Price:
     cache_write: float | None = None
     cache_read_tiers: tuple[tuple[int, float], ...] = ()
     cache_write_tiers: tuple[tuple[int, float], ...] = ()
+
+    def batched(self) -> Price:
+        """This price through a provider's batch API where no batch price is published:
+        :data:`BATCH_DISCOUNT` of every rate (input, output, cache read and write, their tiers)."""
+        def half(tiers: tuple[tuple[int, float], ...]) -> tuple[tuple[int, float], ...]:
+            return tuple((start, rate * BATCH_DISCOUNT) for start, rate in tiers)
+
+        return replace(self, input=self.input * BATCH_DISCOUNT, output=self.output * BATCH_DISCOUNT,
+                       input_tiers=half(self.input_tiers), output_tiers=half(self.output_tiers),
+                       cache_read=None if self.cache_read is None else self.cache_read * BATCH_DISCOUNT,
+                       cache_write=None if self.cache_write is None else self.cache_write * BATCH_DISCOUNT,
+                       cache_read_tiers=half(self.cache_read_tiers), cache_write_tiers=half(self.cache_write_tiers))
 
     def cost(self, input_tokens: int, output_tokens: int, cached_tokens: int = 0, cache_write_tokens: int = 0) -> float:
         """USD for one request of ``input_tokens`` in (all of them: ``cached_tokens`` read from and
@@ -90,12 +106,20 @@ class PriceTable:
         """
         return cls(read_price_file(path) if path else None, str(path) if path else None)
 
-    def get(self, provider: str, model: str, base_url: str | None = None) -> Price | None:
+    def get(self, provider: str, model: str, base_url: str | None = None, *, batch: bool = False) -> Price | None:
         """The price for ``model``: a user entry (exact ``provider:model`` or ``model`` key, else
         the longest key the name extends with a date/version suffix), else genai-prices' price
         for the provider at ``base_url`` (when genai-prices knows that host) or ``provider``;
-        ``None`` when neither knows the model."""
-        return self._user_price(provider, model) or _library_price(provider, model, base_url)
+        ``None`` when neither knows the model.
+
+        ``batch``: the price of a request sent through the provider's batch API -- genai-prices'
+        batch price where it has one (its ``processing=batch`` variant: OpenAI's and Anthropic's
+        published batch tables, which say how a cached input token is billed in a batch), else
+        :data:`BATCH_DISCOUNT` of every online rate."""
+        user = self._user_price(provider, model)
+        if user is not None:
+            return user.batched() if batch else user
+        return _library_price(provider, model, base_url, batch=batch)
 
     def _user_price(self, provider: str, model: str) -> Price | None:
         m, prov = model.lower(), provider.lower()
@@ -134,7 +158,7 @@ def _snapshot() -> Any:
     return data_snapshot.get_snapshot()
 
 
-def _library_price(provider: str, model: str, base_url: str | None) -> Price | None:
+def _library_price(provider: str, model: str, base_url: str | None, *, batch: bool = False) -> Price | None:
     snapshot = _snapshot()
     tries: list[tuple[str | None, str | None]] = []
     if base_url and re.match(r"https?://", base_url):
@@ -146,8 +170,20 @@ def _library_price(provider: str, model: str, base_url: str | None) -> Price | N
             _, info = snapshot.find_provider_model(model, None, provider_id, api_url)
         except LookupError:
             continue
-        return _price(info)
+        if not batch:
+            return _price(info)
+        if _has_batch_price(info):
+            return _price(info, {"processing": "batch"})
+        price = _price(info)
+        return price.batched() if price is not None else None
     return None
+
+
+def _has_batch_price(info: Any) -> bool:
+    """Whether genai-prices publishes a batch price for the model today."""
+    now = datetime.now(tz=UTC)
+    return any(v.when == {"processing": "batch"} and (v.constraint is None or v.constraint.active(now))
+               for v in getattr(info, "price_variants", None) or ())
 
 
 def _library_rows() -> Iterator[tuple[str, Price]]:
@@ -162,10 +198,12 @@ def _library_rows() -> Iterator[tuple[str, Price]]:
                 yield info.id, price
 
 
-def _price(info: Any) -> Price | None:
+def _price(info: Any, context: dict[str, str] | None = None) -> Price | None:
     """Today's input/output (and prompt-cache read/write) price of a genai-prices model (``None``:
-    it has no token prices, e.g. an embedding or speech model)."""
-    mp = info.get_prices(datetime.now(tz=UTC))
+    it has no token prices, e.g. an embedding or speech model); ``context`` selects a variant
+    (``{"processing": "batch"}``: the batch price, whose cached input keeps the online cache-read
+    rate where the provider publishes no batch one -- gpt-4o-mini -- and is halved where it does)."""
+    mp = info.get_prices(datetime.now(tz=UTC), context) if context else info.get_prices(datetime.now(tz=UTC))
     inp, out = getattr(mp, "input_mtok", None), getattr(mp, "output_mtok", None)
     if inp is None or out is None:
         return None

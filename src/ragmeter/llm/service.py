@@ -376,6 +376,8 @@ class JudgeService:
             m["output_tokens"] += p["output_tokens"]
         price = self.price  # per call: a request whose input passes a tier's size pays that tier's rate
         cost = sum(price.cost(p["input_tokens"], p["output_tokens"]) for p in self._plan.values()) if price else None
+        bprice = self.prices.get(self.cfg.provider, self.cfg.model, self.cfg.base_url, batch=True) if price else None
+        bcost = sum(bprice.cost(p["input_tokens"], p["output_tokens"]) for p in self._plan.values()) if bprice else None
         ratio = self._ratio if self._ratio and self._ratio[1] else None
         method = ("tiktoken o200k_base" if _tiktoken_encoding() is not None else
                   f"script-aware estimate x{ratio[0]:.3f}, calibrated on {ratio[1]} real calls of this model"
@@ -383,8 +385,8 @@ class JudgeService:
         return {"dry_run": True, "planned_calls": len(self._plan), "est_input_tokens": tin,
                 "est_output_tokens": tout, "token_estimate": method,
                 "est_cost_usd": round(cost, 6) if cost is not None else None,
-                # the same requests through the provider's batch API (--batch: ragmeter.llm.batch)
-                "est_batch_cost_usd": round(cost * 0.5, 6) if cost is not None else None,
+                # the same requests at the provider's batch price (--batch: ragmeter.llm.batch)
+                "est_batch_cost_usd": round(bcost, 6) if bcost is not None else None,
                 "per_metric": per}
 
     def preflight(self) -> None:
