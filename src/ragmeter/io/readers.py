@@ -238,6 +238,9 @@ def load(data: Any, *, mapping: Mapping[str, str] | Iterable[str] | None = None,
     if isinstance(data, str | Path):
         bundled = str(data) in BUNDLED and not Path(data).exists()
         path = bundled_path(str(data)) if bundled else Path(data)
+        spans = None if bundled else _span_rows(path, fmt)
+        if spans is not None:  # an agent's spans (OTLP, OpenInference, an agent SDK's export)
+            return _build(((i + 1, r) for i, r in enumerate(spans)), str(path), mp, on_error, "json")
         # a Parquet file's text cells stay text: only the fields holding lists parse their JSON
         rows, mode = iter_rows(path, fmt, text_cells=True)
         source = str(data) if bundled else str(path)
@@ -253,6 +256,17 @@ def load(data: Any, *, mapping: Mapping[str, str] | Iterable[str] | None = None,
         if conv is not None:
             return conv
     return _build(rows, source, mp, on_error, mode)
+
+
+def _span_rows(path: Path, fmt: str | None) -> list[dict[str, Any]] | None:
+    """One row per agent trace when ``path`` holds spans (``fmt`` a span format, or detected from
+    the content: :func:`ragmeter.io.spans.detect_span_format`); ``None`` for any other dataset."""
+    from ragmeter.io.spans import SPAN_FORMATS, detect_span_format, read_span_file, span_rows
+
+    span_fmt = fmt if fmt in SPAN_FORMATS else None if fmt else detect_span_format(path)
+    if span_fmt is None:
+        return None
+    return span_rows(read_span_file(path, span_fmt), span_fmt)
 
 
 def _conversations(rows: Iterator[tuple[int, Any]] | Any, source: str, on_error: OnError, *,

@@ -16,15 +16,19 @@ token counts (summed). The trace id is the call id, so importing a file twice st
 
 from __future__ import annotations
 
-import json
 import math
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from ragmeter.core.errors import DatasetError
-from ragmeter.monitor.otlp import NotOTLPError, SpanRecord, decode_export
+from ragmeter.io.spans.otlp import (
+    SpanRecord,
+    decode_export,
+    read_spans,
+    spans_from_console_json,
+    spans_from_protobuf,
+)
 
 __all__ = ["SpanRecord", "calls_from_spans", "check_span", "read_spans", "spans_from_console_json",
            "spans_from_otlp_json", "spans_from_protobuf"]
@@ -42,14 +46,6 @@ _TEXT_FIELDS = ("question", "query", "input", "user_input", "prompt", "text")
 _ANSWER_FIELDS = ("answer", "output", "response", "result", "text", "content")
 
 
-def _status_error(status: Mapping[str, Any] | None) -> str | None:
-    status = status or {}
-    code = status.get("code", status.get("status_code"))
-    if code in (2, "STATUS_CODE_ERROR", "ERROR"):
-        return str(status.get("message") or status.get("description") or "error")
-    return None
-
-
 def spans_from_otlp_json(obj: Any) -> list[SpanRecord]:
     """Spans of one OTLP/JSON ``ExportTraceServiceRequest`` (``{"resourceSpans": [...]}``), checked
     field by field (:func:`ragmeter.monitor.otlp.decode_export`).
@@ -58,106 +54,6 @@ def spans_from_otlp_json(obj: Any) -> list[SpanRecord]:
         DatasetError: a value of the wrong shape, naming its path in the request.
     """
     return decode_export(obj)
-
-
-def spans_from_protobuf(body: bytes) -> list[SpanRecord]:
-    """Spans of an OTLP/HTTP protobuf body (needs ``opentelemetry-proto``)."""
-    try:
-        from google.protobuf.json_format import MessageToDict
-        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-    except ImportError:  # pragma: no cover - depends on the installed extra
-        raise NotOTLPError("OTLP protobuf needs opentelemetry-proto: pip install 'ragmeter-eval[monitor]' "
-                           "(or send OTLP/JSON)") from None
-    msg = ExportTraceServiceRequest()
-    try:
-        msg.ParseFromString(body)
-    except Exception as exc:  # noqa: BLE001 - any decode error is the sender's input error
-        raise NotOTLPError(f"not an OTLP ExportTraceServiceRequest (protobuf): {exc}") from None
-    from ragmeter.core.safejson import JSONInputError, check
-
-    obj = MessageToDict(msg)
-    try:
-        check(obj)
-    except JSONInputError as exc:
-        raise DatasetError(str(exc)) from None
-    return spans_from_otlp_json(obj)
-
-
-def _iso_ns(text: Any) -> int:
-    dt = datetime.fromisoformat(str(text).replace("Z", "+00:00"))
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=UTC)
-    return int(dt.timestamp() * 1e9)
-
-
-def spans_from_console_json(obj: Mapping[str, Any]) -> SpanRecord:
-    """A span as printed by the Python SDK's ``ConsoleSpanExporter`` (``span.to_json()``)."""
-    ctx = obj.get("context") or {}
-    parent = obj.get("parent_id")
-    return SpanRecord(
-        trace_id=str(ctx.get("trace_id", "")).removeprefix("0x"),
-        span_id=str(ctx.get("span_id", "")).removeprefix("0x"),
-        parent_id=str(parent).removeprefix("0x") if parent else None,
-        name=str(obj.get("name", "")),
-        start_ns=_iso_ns(obj["start_time"]), end_ns=_iso_ns(obj["end_time"]),
-        attributes=dict(obj.get("attributes") or {}),
-        error=_status_error({"code": (obj.get("status") or {}).get("status_code"),
-                             "message": (obj.get("status") or {}).get("description")}),
-        resource=dict((obj.get("resource") or {}).get("attributes") or {}))
-
-
-def _objects_in_text(text: str, source: str) -> Iterator[tuple[int, Any]]:
-    """JSON objects in ``text``: one document, JSON lines, or concatenated pretty-printed objects
-    (what ``ConsoleSpanExporter`` prints). Yields ``(line, object)``."""
-    decoder = json.JSONDecoder()
-    i, n = 0, len(text)
-    while i < n:
-        while i < n and text[i] in " \t\r\n":
-            i += 1
-        if i >= n:
-            break
-        try:
-            obj, end = decoder.raw_decode(text, i)
-        except json.JSONDecodeError as exc:
-            line = text.count("\n", 0, exc.pos) + 1
-            col = exc.pos - (text.rfind("\n", 0, exc.pos) + 1) + 1
-            raise DatasetError(f"{source}:{line}:{col}: not valid JSON ({exc.msg})") from None
-        except (ValueError, RecursionError) as exc:  # a number of 5,000 digits, arrays nested 100,000 deep
-            line = text.count("\n", 0, i) + 1
-            raise DatasetError(f"{source}:{line}: not usable JSON ({exc})"[:300]) from None
-        yield text.count("\n", 0, i) + 1, obj
-        i = end
-
-
-def read_spans(path: str | Path) -> list[SpanRecord]:
-    """Every span in an OTLP/JSON file (one request per file or per line) or in a file of
-    ``ConsoleSpanExporter`` output."""
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8-sig")
-    except FileNotFoundError:
-        raise DatasetError(f"{p}: no such file") from None
-    except UnicodeDecodeError as exc:
-        raise DatasetError(f"{p}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    spans: list[SpanRecord] = []
-    for line, obj in _objects_in_text(text, str(p)):
-        items = obj if isinstance(obj, list) else [obj]
-        for item in items:
-            if not isinstance(item, Mapping):
-                raise DatasetError(f"{p}:{line}: expected an OTLP request or a span object")
-            try:
-                if "resourceSpans" in item or "resource_spans" in item:
-                    spans.extend(spans_from_otlp_json(item))
-                elif "context" in item and "start_time" in item:
-                    spans.append(spans_from_console_json(item))
-                else:
-                    raise DatasetError(f"{p}:{line}: neither OTLP/JSON (resourceSpans) nor a "
-                                       f"ConsoleSpanExporter span (context, start_time)")
-            except (TypeError, ValueError, AttributeError, KeyError, OverflowError) as exc:
-                # JSON, but a value has a shape or type no span field takes (a number for a list,
-                # a date that is not ISO 8601): the file's error, named with its line
-                raise DatasetError(f"{p}:{line}: not a valid span ({type(exc).__name__}: {exc})"[:300]) from None
-    return spans
 
 
 # ---- spans -> calls ---------------------------------------------------------------------------

@@ -29,6 +29,7 @@ from ragmeter.core.errors import (
 from ragmeter.core.schema import Sample, Score, ScoreColumn, ScoreColumns
 from ragmeter.io.readers import REQUIREMENT_TARGET, Dataset, load
 from ragmeter.metrics.registry import MetricRequest, declared_range, missing_fields, resolve_all
+from ragmeter.run import spans
 from ragmeter.run.engines import open_engine
 from ragmeter.run.engines.base import Engine
 from ragmeter.run.engines.lifecycle import heartbeat as _heartbeat
@@ -204,14 +205,17 @@ def summarise(columns: Mapping[str, Any], requests: Sequence[MetricRequest],
     only the samples a metric's scope covers, with the intervals its scope calls for
     (:func:`~ragmeter.metrics.registry.scoped_columns`,
     :func:`~ragmeter.metrics.registry.clustered_intervals`: in a run of conversations, the turns'
-    clustered by conversation); the corpus scores a metric declares (``options``: the run's);
+    clustered by conversation; in a run scored per span, the rows of each metric's span kinds,
+    clustered by trace: :mod:`ragmeter.run.spans`); the corpus scores a metric declares (``options``: the run's);
     and ``checks``, the threshold check of each thresholded metric
     (:func:`ragmeter.core.thresholds.apply`), stored as ``pass`` and ``pass_rate``.
     """
     from ragmeter.metrics.registry import clustered_intervals, corpus_scores, scoped_columns
 
     ranges = {r.key: r.spec.range for r in requests}
-    scoped = columns if samples is None else scoped_columns(columns, requests, samples)
+    per_span = samples is not None and spans.is_span_run(samples)
+    scoped = (columns if samples is None else spans.restrict(columns, requests, samples) if per_span
+              else scoped_columns(columns, requests, samples))
     aggregates = aggregate_many(scoped, bounds=ranges)
     spec = {r.key: {"direction": "higher" if r.spec.higher_is_better else "lower", "family": r.spec.family,
                     "range": list(rng) if (rng := declared_range(r.spec.range)) is not None else None}
@@ -219,8 +223,11 @@ def summarise(columns: Mapping[str, Any], requests: Sequence[MetricRequest],
     record = RunSummary({k: MetricSummary.from_dict({**a, **spec.get(k, {})}) for k, a in aggregates.items()})
     if samples is None:
         return record
-    clustered = clustered_intervals(record, columns, requests, samples)
-    corpus = corpus_scores(requests, samples, options)  # declared corpus scores (BLEU, chrF) beside the means
+    clustered = (spans.cluster_intervals(record, columns, requests, samples) if per_span
+                 else clustered_intervals(record, columns, requests, samples))
+    corpus = ({k: v for r in requests for k, v in corpus_scores([r], spans.rows_for(r.spec.span_kinds or (), samples),
+                                                                 options).items()} if per_span
+              else corpus_scores(requests, samples, options))  # declared corpus scores (BLEU, chrF) beside the means
     passed = {k: {"pass": {kk: vv for kk, vv in rec.items() if kk != "verdicts"},
                   "pass_rate": rec["rate"]}  # the share of samples that pass (also pass.rate)
               for k, rec in (checks or {}).items()}
@@ -345,6 +352,8 @@ def _resume(data: Any, c: EvalConfig, s: _Settings, store: Store, engine: Engine
     stored = store.run_samples(run_id)
     dataset = load(data, mapping=c.mapping or s.file.get("map"), on_error=c.on_error) if data is not None else (
         Dataset(stored, run.dataset_source or ""))
+    if data is not None and (c.per_span or run.config.get("per_span")):
+        dataset = spans.expand_dataset(dataset)
     if dataset.fingerprint != run.dataset_fingerprint:
         raise StoreError(f"cannot resume run {run_id}: the dataset differs from the one it "
                          f"started with ({run.dataset_source})")
@@ -380,6 +389,8 @@ def _create(data: Any, c: EvalConfig, s: _Settings, store: Store, engine: Engine
         from ragmeter.io.stored import parse_where, select_where
 
         dataset = select_where(dataset, c.where if isinstance(c.where, Mapping) else parse_where(list(c.where)))
+    if c.per_span:  # each trace's spans become rows linked to it (ragmeter.run.spans)
+        dataset = spans.expand_dataset(dataset)
     requests = resolve_all(s.entries)
     th.check_known(s.thresholds, [r.key for r in requests])
     _check_fields(dataset, requests)
@@ -392,7 +403,8 @@ def _create(data: Any, c: EvalConfig, s: _Settings, store: Store, engine: Engine
             samples=dataset.samples,
             metrics=[{"name": r.spec.name, "params": _jsonable(r.params), "key": r.key} for r in requests],
             config={"options": _jsonable(_public_options(opts)), "source": s.file.get("source"),
-                    "extra": _jsonable(s.file.get("extra", {})), "provenance": provenance()},
+                    "extra": _jsonable(s.file.get("extra", {})), "provenance": provenance(),
+                    **({"per_span": True} if c.per_span else {})},
             version=__version__, name=c.name or s.file.get("name"))
     except BaseException:
         started.cancel()

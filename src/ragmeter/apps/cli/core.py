@@ -70,6 +70,7 @@ def eval_cmd(
     pass_rate_target: Annotated[list[str] | None, typer.Option("--pass-rate-target", help="METRIC=RATE (repeatable), or RATE for every thresholded metric: the share of samples that must pass (the rate itself, in place of --pass-rule; exit 1 below it). METRIC is a grader of --openai-eval or a metric with a --threshold.")] = None,
     openai_eval: Annotated[Path | None, typer.Option("--openai-eval", help="Run an exported OpenAI eval definition (data_source_config + testing_criteria, JSON or YAML) on DATA: one metric per grader, named after it, with its pass rate; or an eval of an openai/evals registry file (FILE.yaml, FILE.yaml#NAME) of the basic templates, on DATA or its samples_jsonl (docs/openai-evals.md).")] = None,
     allow_python_graders: Annotated[bool, typer.Option("--allow-python-graders", help="With --openai-eval (and --resume of such a run): run python graders, each call in an isolated sandbox (bubblewrap: no network, files, other processes or API keys) with a time, memory and process limit; refused without it. Not stored with the run.")] = False,
+    per_span: Annotated[bool, typer.Option("--per-span", help="Score each agent trace per span: retrieval metrics on every retriever span, context metrics on every LLM span (with the documents retrieved before it), tool metrics on every tool span, agent metrics on the trace and on each agent; rows linked to their trace, intervals clustered by trace (docs/agent.md#per-span).")] = False,
     unisolated_python_graders: Annotated[bool, typer.Option("--unisolated-python-graders", help="Run python graders WITHOUT the sandbox (implies --allow-python-graders): they run as you, and can read your files, use the network and see other processes, ragmeter's API keys included (docs/openai-evals.md).")] = False,
 ) -> None:
     """Evaluate a dataset: score every sample with every metric, store the run, print the summary.
@@ -137,7 +138,8 @@ def eval_cmd(
                             mapping=map_ or None, on_error=on_error, db=db, resume=resume, name=name,
                             options=opts, progress=not no_progress and not as_json,
                             skip_unavailable=skip_unavailable, where=where or None, engine=engine,
-                            ray_address=ray_address, thresholds=threshold or None, pass_rule=pass_rule)
+                            ray_address=ray_address, thresholds=threshold or None, pass_rule=pass_rule,
+                            per_span=per_span)
     if dry_run:
         if resume:
             raise typer.BadParameter("--dry-run plans a new evaluation; it cannot be combined with --resume")
@@ -163,8 +165,10 @@ def eval_cmd(
         typer.echo(json.dumps(result.to_dict(), default=str))
     else:
         from ragmeter.conversations.scope import describe
+        from ragmeter.run.spans import describe_rows
 
-        console.print(summary_table(result.summary, title=f"run {result.run_id} — {describe(result.samples)}"))
+        shape = describe_rows(result.samples) if per_span else describe(result.samples)
+        console.print(summary_table(result.summary, title=f"run {result.run_id} — {shape}"))
         _print_extra(result.extra)
         if out:
             console.print(f"per-sample results: {out}")

@@ -110,7 +110,7 @@ def _tool_scores(samples: Sequence[Sample], ctx: Any, which: str) -> list[Score]
 
 
 @metric("tool_choice_correctness", family="agent", requires=("trace",), check=_check_config,
-        aliases=("tool_precision",))
+        aliases=("tool_precision",), span_kinds=("tool", "trace", "agent"))
 def tool_choice_correctness(samples: Sequence[Sample], ctx: Any) -> list[Score]:
     """Tool choice correctness (precision): the share of the distinct tools the agent called that
     the task needed, ``|expected ∩ selected| / |selected|`` (the agent-evaluation guide; see :func:`tool_precision`).
@@ -118,7 +118,8 @@ def tool_choice_correctness(samples: Sequence[Sample], ctx: Any) -> list[Score]:
     Expected tools come from ``metadata.expected_tools``, else ``options.agent.expected_tools``
     for the sample's task type (``agent.task_type`` sources: ground truth first, then the type the
     agent parsed). No expectation for a sample -> no value, with the reason. Tool names are mapped
-    through ``agent.tool_aliases``.
+    through ``agent.tool_aliases``. Scored per span (``--per-span``), a tool span's value is 1 when
+    the tool it called was expected, else 0.
     """
     return _tool_scores(samples, ctx, "precision")
 

@@ -1,0 +1,54 @@
+"""Which span format a file holds, and the reader of each format."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ragmeter.core.errors import DatasetError
+from ragmeter.core.schema import AgentTrace
+from ragmeter.io.spans import otlp
+
+
+def _first_object(text: str, source: str) -> Any:
+    for _, obj in otlp.objects_in_text(text, source):
+        return obj
+    return None
+
+
+def kind_of_object(obj: Any) -> str | None:
+    """The span format of one parsed JSON value (the first of a file), or ``None``."""
+    item = obj[0] if isinstance(obj, list) and obj else obj
+    if not isinstance(item, Mapping):
+        return None
+    if "resourceSpans" in item or "resource_spans" in item or ("context" in item and "start_time" in item):
+        return "otlp"
+    return None
+
+
+def span_format(path: Path) -> str | None:
+    """The format of a span file, from its suffix (``.pb``) and its first JSON value."""
+    if otlp.is_protobuf_file(path):
+        return "otlp-proto"
+    suffix = (Path(path.stem).suffix if path.suffix.lower() == ".gz" else path.suffix).lower()
+    if suffix not in (".json", ".jsonl", ".ndjson", ""):
+        return None
+    try:
+        text = otlp.read_text(path)
+    except DatasetError:
+        return None
+    try:
+        return kind_of_object(_first_object(text, str(path)))
+    except DatasetError:
+        return None
+
+
+def read(path: Path, fmt: str) -> list[AgentTrace]:
+    from ragmeter.io.spans import agent_traces_from_spans
+
+    if fmt in ("otlp", "otlp-proto"):
+        records = otlp.read_spans(path) if fmt == "otlp" or otlp.is_protobuf_file(path) else \
+            otlp.spans_from_protobuf(path.read_bytes())
+        return agent_traces_from_spans(records, where=str(path))
+    raise DatasetError(f"{path}: no reader for span format {fmt!r}")

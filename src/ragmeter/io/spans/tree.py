@@ -1,0 +1,235 @@
+"""A trace's spans (:class:`~ragmeter.core.schema.TraceSpan`, in start order) made into an
+:class:`~ragmeter.core.schema.AgentTrace` whose fields every agent metric reads.
+
+- ``tool_calls``: the tool spans in start order (name, arguments, result, error, latency); a trace
+  without tool spans (a plain SDK loop traced at the LLM client) takes its calls from the LLM
+  spans' messages: the assistant's ``tool_calls`` in each LLM output, the results from the ``tool``
+  messages of later inputs. Each call's ``turn`` is the index of the LLM call that issued it (calls
+  of one turn ran in parallel), so both ways give the same calls.
+- ``trajectory``: the tool names in order, with ``handoff:AGENT`` where control passed to another
+  agent; ``step_count``: the number of LLM calls; ``latency_ms``: the root span's duration.
+- ``input_text``: the first user message the first LLM call received (else the root's input);
+  ``final_text``: the last LLM call's answer when it calls no tool (else the root's output text);
+  ``final_output``: that text when it is a JSON object.
+- ``input_tokens``, ``output_tokens``, ``cost_usd``: sums over the LLM spans that record them.
+
+A trace cut short (a span never ended, a last LLM call that asked for a tool and got no answer)
+is kept as it is: what is missing stays ``None`` and the metrics that need it give no value.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from ragmeter.core.schema import AgentTrace, TraceSpan
+from ragmeter.io.traces import _error_of, _json_object, _result_value, _text
+
+
+def _content_text(value: Any) -> str | None:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        msgs = [m for m in value if isinstance(m, Mapping)]
+        for m in reversed(msgs):
+            if m.get("role") in ("assistant", None) and isinstance(m.get("content"), str | list):
+                return _text(m["content"])
+        return None
+    if isinstance(value, Mapping):
+        for k in ("output", "final_output", "answer", "content", "text", "result", "input", "question"):
+            if isinstance(value.get(k), str):
+                return value[k]
+        for k in ("messages", "output", "outputs"):
+            if isinstance(value.get(k), list | Mapping):
+                return _content_text(value[k])
+    return None
+
+
+def _llm_turns(spans: list[TraceSpan]) -> list[TraceSpan]:
+    return [s for s in spans if s.kind == "llm"]
+
+
+def _turn_of(span: TraceSpan, llms: list[TraceSpan]) -> int | None:
+    """The index of the last LLM call that started before ``span``."""
+    start = span.start_ms if span.start_ms is not None else float("inf")
+    before = [i for i, s in enumerate(llms) if (s.start_ms if s.start_ms is not None else 0.0) <= start]
+    return before[-1] if before else None
+
+
+def _calls_from_tool_spans(spans: list[TraceSpan], llms: list[TraceSpan]) -> list[dict[str, Any]]:
+    calls = []
+    for s in spans:
+        if s.kind != "tool":
+            continue
+        call: dict[str, Any] = {"name": s.tool_name, "arguments": s.tool_arguments or {}, "result": s.tool_result,
+                                "latency_ms": s.latency_ms, "id": getattr(s, "tool_call_id", None) or s.span_id,
+                                "turn": _turn_of(s, llms), "span_id": s.span_id}
+        raw = getattr(s, "arguments_raw", None)
+        if raw is not None:
+            call["arguments_raw"] = raw
+        if s.status == "error":
+            call["error"] = s.error or "error"
+        elif (err := _error_of(_result_value(s.tool_result))) is not None:
+            call["error"] = err
+        calls.append({k: v for k, v in call.items() if v is not None})
+    return calls
+
+
+def _calls_from_messages(llms: list[TraceSpan]) -> list[dict[str, Any]]:
+    from ragmeter.io.traces import _tool_call
+
+    calls: list[dict[str, Any]] = []
+    by_id: dict[str, dict[str, Any]] = {}
+    for turn, s in enumerate(llms):
+        for m in s.output or []:
+            if isinstance(m, Mapping) and m.get("role") == "assistant":
+                for tc in m.get("tool_calls") or []:
+                    call = _tool_call(tc, len(calls), turn)
+                    if call.get("id") and call["id"] in by_id:
+                        continue
+                    call["span_id"] = s.span_id
+                    calls.append(call)
+                    if call.get("id"):
+                        by_id[call["id"]] = call
+        for m in s.input or []:  # calls whose LLM output was not recorded, results of earlier calls
+            if not isinstance(m, Mapping):
+                continue
+            if m.get("role") == "assistant":
+                for tc in m.get("tool_calls") or []:
+                    tid = tc.get("id") if isinstance(tc, Mapping) else None
+                    if tid and tid not in by_id:
+                        call = _tool_call(tc, len(calls), max(turn - 1, 0))
+                        calls.append(call)
+                        by_id[tid] = call
+            elif m.get("role") == "tool":
+                call = by_id.get(str(m.get("tool_call_id")))
+                if call is None:
+                    call = next((c for c in calls if "result" not in c
+                                 and (m.get("name") is None or c["name"] == m.get("name"))), None)
+                if call is not None and "result" not in call:
+                    call["result"] = _result_value(m.get("content"))
+                    err = _error_of(call["result"], m.get("is_error"), m.get("status"))
+                    if err is not None:
+                        call["error"] = err
+    return calls
+
+
+def _first_user(llms: list[TraceSpan]) -> str | None:
+    for s in llms:
+        for m in s.input or []:
+            if isinstance(m, Mapping) and m.get("role") == "user":
+                t = _text(m.get("content"))
+                if t:
+                    return t
+    return None
+
+
+def _answer(llms: list[TraceSpan]) -> tuple[str | None, bool]:
+    """The last LLM call's answer, and whether that call asked for a tool instead."""
+    if not llms:
+        return None, False
+    out = [m for m in llms[-1].output or [] if isinstance(m, Mapping)]
+    if any(m.get("tool_calls") for m in out):
+        return None, True
+    texts = [_text(m.get("content")) for m in out if m.get("role") in ("assistant", None)]
+    texts = [t for t in texts if t]
+    return (texts[-1] if texts else None), False
+
+
+def _roots(spans: list[TraceSpan]) -> list[TraceSpan]:
+    ids = {s.span_id for s in spans}
+    return [s for s in spans if not s.parent_id or s.parent_id not in ids]
+
+
+def build_trace(trace_id: str, spans: list[TraceSpan], **extra: Any) -> AgentTrace:
+    """The :class:`AgentTrace` of one trace's spans (start order, parents first)."""
+    llms = _llm_turns(spans)
+    has_tools = any(s.kind == "tool" for s in spans)
+    calls = _calls_from_tool_spans(spans, llms) if has_tools else _calls_from_messages(llms)
+    trajectory: list[str] = []
+    agent: str | None = None
+    by_tool_span = {c.get("span_id"): c for c in calls}
+    for s in spans:
+        if s.kind == "handoff" and s.to_agent:
+            trajectory.append(f"handoff:{s.to_agent}")
+        elif s.kind == "tool" and s.span_id in by_tool_span:
+            trajectory.append(s.tool_name or "")
+        elif s.kind == "llm" and not has_tools:
+            trajectory.extend(c["name"] for c in calls if c.get("span_id") == s.span_id)
+        if s.kind == "agent" and s.agent:
+            agent = agent or s.agent
+    if not has_tools:  # calls recovered only from a later input have no span of their own
+        named = sum(1 for c in calls if c.get("span_id"))
+        if named < len(calls):
+            trajectory = [c["name"] for c in calls]
+    roots = _roots(spans)
+    root = roots[0] if roots else None
+    fields: dict[str, Any] = {"trace_id": trace_id, "spans": spans,
+                              "tool_calls": [{k: v for k, v in c.items() if k != "span_id"} for c in calls],
+                              "trajectory": trajectory}
+    if llms:
+        fields["step_count"] = len(llms)
+    if root is not None and root.latency_ms is not None and len(roots) == 1:
+        fields["latency_ms"] = root.latency_ms
+    elif spans and all(s.latency_ms is not None and s.start_ms is not None for s in roots):
+        fields["latency_ms"] = max(s.start_ms + s.latency_ms for s in roots)  # type: ignore[operator]
+    question = _first_user(llms)
+    if question is None and root is not None:
+        question = _content_text(root.input)
+    answer, asked_tool = _answer(llms)
+    if answer is None and not asked_tool and root is not None and root.kind != "llm":
+        answer = _content_text(root.output)
+    if answer is None and not asked_tool:
+        agents = [s for s in spans if s.kind == "agent" and s.output is not None]
+        answer = _content_text(agents[-1].output) if agents else None
+    if question is not None:
+        fields["input_text"] = question
+    if answer is not None:
+        fields["final_text"] = answer
+        obj = _json_object(answer)
+        if obj is not None:
+            fields["final_output"] = obj
+    tin = [s.input_tokens for s in llms if s.input_tokens is not None]
+    tout = [s.output_tokens for s in llms if s.output_tokens is not None]
+    costs = [s.cost_usd for s in llms if s.cost_usd is not None]
+    if tin:
+        fields["input_tokens"] = sum(tin)
+    if tout:
+        fields["output_tokens"] = sum(tout)
+    if costs:
+        fields["cost_usd"] = sum(costs)
+    if agent:
+        fields["agent"] = agent
+    if any(s.status == "unfinished" for s in spans) or asked_tool:
+        fields["incomplete"] = True
+    fields.update({k: v for k, v in extra.items() if v is not None})
+    return AgentTrace.model_validate(fields)
+
+
+def contexts_of(trace: AgentTrace) -> list[dict[str, Any]] | None:
+    """The documents of the trace's retriever spans, in order (``None`` when it has none)."""
+    rs = [s for s in trace.spans if s.kind == "retriever"]
+    if not rs:
+        return None
+    return [d.model_dump(exclude_none=True) for s in rs for d in s.documents or []]
+
+
+def sample_row(trace: AgentTrace, source: str = "") -> dict[str, Any]:
+    """A dataset row (``id``, ``question``, ``answer``, ``contexts``, ``trace``, metadata) for one
+    trace, as :func:`ragmeter.io.readers.load` reads it."""
+    row: dict[str, Any] = {"id": trace.trace_id or "trace", "trace": trace}
+    if trace.input_text is not None:
+        row["question"] = trace.input_text
+    if trace.final_text is not None:
+        row["answer"] = trace.final_text
+    ctx = contexts_of(trace)
+    if ctx is not None:
+        row["contexts"] = ctx
+    meta = {"trace_id": trace.trace_id, "span_format": source or None, "agent": getattr(trace, "agent", None)}
+    row["metadata"] = {k: v for k, v in meta.items() if v is not None}
+    return row
+
+
+def dumps_span(span: TraceSpan) -> str:  # a readable one-line form for error messages and debugging
+    return json.dumps(span.model_dump(exclude_none=True), default=str)[:300]
