@@ -109,6 +109,12 @@ class MetricSpec:
             the metric scores the conversation samples of a run, :func:`scored_samples`).
         banded: the score bands (Excellent ... Critical, for quality scores on [0, 1]) apply to its
             values (:func:`banded`).
+        span_kinds: in a run scored per span (``ragmeter eval --per-span``, :mod:`ragmeter.run.spans`),
+            the rows of an agent trace it scores (:data:`SPAN_ROW_KINDS`): ``retriever`` spans (with
+            their documents), ``llm`` spans (with the documents retrieved before them), ``tool``
+            spans (one call each), the whole ``trace`` and each ``agent`` of a multi-agent trace.
+            Left ``None``: its family's, else ``llm`` for a metric that reads contexts and ``trace``
+            (the final answer) for the rest.
     """
 
     name: str
@@ -136,6 +142,7 @@ class MetricSpec:
     pure_for: Callable[[Mapping[str, Any]], bool] | None = None
     scope: str | None = None
     banded: bool | None = None
+    span_kinds: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         self.family = family_name(self.family)
@@ -145,6 +152,13 @@ class MetricSpec:
                 setattr(self, name, value)
         if self.scope not in SCOPES:
             raise ValueError(f"metric {self.name!r}: scope must be one of {', '.join(SCOPES)}, got {self.scope!r}")
+        if self.span_kinds is None:
+            reads_contexts = {"contexts", "context_texts"} & set(self.requires)
+            self.span_kinds = ("llm",) if reads_contexts else ("trace",)
+        self.span_kinds = tuple(self.span_kinds)
+        if not set(self.span_kinds) <= set(SPAN_ROW_KINDS):
+            raise ValueError(f"metric {self.name!r}: span_kinds must be among {', '.join(SPAN_ROW_KINDS)}, "
+                             f"got {self.span_kinds!r}")
 
     def is_pure(self, params: Mapping[str, Any]) -> bool:
         """Whether this metric with ``params`` can be scored in another process (see :attr:`pure`):
@@ -187,6 +201,9 @@ class MetricSpec:
 #: what one value of a metric describes (:attr:`MetricSpec.scope`)
 SCOPES = ("sample", "trace", "conversation")
 
+#: the rows an agent trace is scored as, per span (:attr:`MetricSpec.span_kinds`, :mod:`ragmeter.run.spans`)
+SPAN_ROW_KINDS = ("trace", "agent", "retriever", "llm", "tool")
+
 #: family names of earlier versions, still accepted wherever a family is named (``ragmeter metrics
 #: --family``, a plugin's spec, a stored run's summary): the judge family was ``llm``
 FAMILY_ALIASES = {"llm": "judge"}
@@ -197,14 +214,14 @@ FAMILY_ALIASES = {"llm": "judge"}
 #: metric without a family (a custom metric) gets them too.
 FAMILY_TRAITS: dict[str, dict[str, Any]] = {
     "lexical": {"pure": True},
-    "retrieval": {"pure": True},
+    "retrieval": {"pure": True, "span_kinds": ("retriever",)},
     "judge": {"banded": True},
-    "agent": {"banded": True, "scope": "trace"},
+    "agent": {"banded": True, "scope": "trace", "span_kinds": ("trace", "agent")},
     "composite": {"banded": True},
-    "conversation": {"scope": "conversation"},
+    "conversation": {"scope": "conversation", "span_kinds": ()},
     "": {"banded": True},
 }
-_DEFAULT_TRAITS: dict[str, Any] = {"pure": False, "scope": "sample", "banded": False}
+_DEFAULT_TRAITS: dict[str, Any] = {"pure": False, "scope": "sample", "banded": False, "span_kinds": None}
 
 
 def family_name(family: str | None) -> str:

@@ -46,6 +46,8 @@ class EvalConfig:
         ray_address: ``ray://HOST:PORT`` of a Ray cluster (default: a local Ray runtime).
         thresholds: per-metric thresholds (``{"token_f1": 0.3}`` or ``["faithfulness=0.7"]``).
         pass_rule: ``"all"`` samples (default) or a pass-rate target for the Wilson lower bound.
+        per_span: score each sample's agent trace per span (:mod:`ragmeter.run.spans`): retriever,
+            LLM and tool spans and each agent as rows linked to their trace, intervals clustered by trace.
     """
 
     metrics: tuple[str | dict[str, Any], ...] = ()
@@ -64,6 +66,7 @@ class EvalConfig:
     ray_address: str | None = None
     thresholds: Mapping[str, Any] | Sequence[str] | None = None
     pass_rule: Any = None
+    per_span: bool = False
 
     def __post_init__(self) -> None:
         metrics = self.metrics
@@ -89,7 +92,7 @@ class EvalConfig:
             object.__setattr__(self, "options", {})
         elif not isinstance(self.options, Mapping):
             raise ConfigError(f"options must be a mapping of option names to values, got {type(self.options).__name__}")
-        for flag in ("progress", "skip_unavailable"):
+        for flag in ("progress", "skip_unavailable", "per_span"):
             value = getattr(self, flag)
             if not isinstance(value, bool | int):
                 raise ConfigError(f"{flag} must be true or false, got {value!r}")

@@ -9,6 +9,7 @@ from typing import Any, NamedTuple
 
 from ragmeter.core.schema import Sample
 from ragmeter.metrics.registry import MetricRequest, missing_fields, scored_samples
+from ragmeter.run.spans import is_span_run, rows_for
 
 
 @dataclass(slots=True)
@@ -69,16 +70,20 @@ def make_plans(samples: list[Sample], requests: list[MetricRequest], done: Colle
                unavailable_by_key: Mapping[str, str]) -> list[MetricPlan]:
     """One :class:`MetricPlan` per metric that has anything left to store (``done``: the
     ``(sample id, metric key)`` pairs a resumed run already stored). A metric scores the samples
-    of its scope (:func:`~ragmeter.metrics.registry.scored_samples`)."""
+    of its scope (:func:`~ragmeter.metrics.registry.scored_samples`), in a per-span run the rows of
+    its span kinds (:func:`ragmeter.run.spans.rows_for`)."""
     plans: list[MetricPlan] = []
     # metrics that need the same fields (and score the same samples)
     lacks: dict[tuple[tuple[str, ...], str], tuple[list[Sample], dict[int, str]]] = {}
     everything = samples
     pools: dict[str, list[Sample]] = {}
+    span_run = is_span_run(everything)
     for req in requests:
-        kind = req.spec.scope or ""
+        # a per-span run (ragmeter.run.spans): the rows of the span kinds the metric names
+        kind = (req.spec.scope or "") + ("|" + ",".join(req.spec.span_kinds or ()) if span_run else "")
         if kind not in pools:
-            pools[kind] = scored_samples(kind, everything)
+            pool = scored_samples(req.spec.scope or "", everything)
+            pools[kind] = rows_for(req.spec.span_kinds or (), pool) if span_run else pool
         samples = pools[kind]
         need = tuple(req.spec.requires)
         if (need, kind) not in lacks:
