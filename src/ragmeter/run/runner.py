@@ -363,6 +363,10 @@ def _resume(data: Any, c: EvalConfig, s: _Settings, store: Store, engine: Engine
         raise ConfigError(f"run {run_id} was started with metrics "
                           f"{[r.key for r in requests]}; resume it without --metrics or with the same list")
     opts = {**run.config.get("options", {}), **s.options}
+    if opts.get("panel"):
+        from ragmeter.run.panel import wrap
+
+        requests = wrap(requests, opts, engine=c.engine)
     done = store.scored_pairs(run_id)
     unavailable = _preflight(requests, opts, store, c.skip_unavailable, dataset.samples, done)
     if not store.acquire_lease(run_id):
@@ -392,6 +396,10 @@ def _create(data: Any, c: EvalConfig, s: _Settings, store: Store, engine: Engine
     if c.per_span:  # each trace's spans become rows linked to it (ragmeter.run.spans)
         dataset = spans.expand_dataset(dataset)
     requests = resolve_all(s.entries)
+    if s.options.get("panel"):  # each judge metric computed by every judge of the panel (run/panel.py)
+        from ragmeter.run.panel import wrap
+
+        requests = wrap(requests, s.options, engine=c.engine)
     th.check_known(s.thresholds, [r.key for r in requests])
     _check_fields(dataset, requests)
     opts = s.options
@@ -461,6 +469,10 @@ def _finish(begun: _Begun, scored: _Scored, s: _Settings, c: EvalConfig, store: 
         extra["skipped_rows"] = begun.dataset.skipped_summary()
     if writer is not None:
         _join_writer(writer, store, run_id)
+    if begun.options.get("panel"):  # the judges' values, their agreement, self-preference
+        from ragmeter.run.panel_record import finish as finish_panel
+
+        extra.update(finish_panel(store, run_id, samples, requests, begun.options, extra.pop("judge_panel", None)))
     previous = store.get_run(run_id)
     total = time.perf_counter() - t0
     scored.timings.total_s = round(total + (previous.timings or {}).get("total_s", 0.0), 4)

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from ragmeter.apps.cli._common import DB_HELP, console, err_console, fmt, get_store, summary_table
+from ragmeter.apps.cli._panel import COMBINE_HELP, PANEL_HELP, panel_options
 from ragmeter.apps.cli._params import number
 from ragmeter.core.redact import redact_obj
 
@@ -49,7 +50,9 @@ def eval_cmd(
     option: Annotated[list[str] | None, typer.Option("--option", help="key=value run option passed to metrics (repeatable).")] = None,
     skip_unavailable: Annotated[bool, typer.Option(help="Record no value for metrics that cannot run here (e.g. no judge) instead of failing.")] = False,
     no_progress: Annotated[bool, typer.Option("--no-progress", help="Hide progress bars.")] = False,
-    judge: Annotated[str | None, typer.Option("--judge", help="LLM judge as provider:model (openai:gpt-4o-mini, anthropic:..., google:..., ollama:...).")] = None,
+    judge: Annotated[list[str] | None, typer.Option("--judge", help="LLM judge as provider:model (openai:gpt-4o-mini, anthropic:..., google:..., ollama:...). Given more than once: a panel of judges (docs/panels.md).")] = None,
+    panel: Annotated[Path | None, typer.Option("--panel", help=PANEL_HELP)] = None,
+    panel_combine: Annotated[str | None, typer.Option("--panel-combine", help=COMBINE_HELP)] = None,
     judge_base_url: Annotated[str | None, typer.Option("--judge-base-url", help="Endpoint of an OpenAI-compatible judge (vLLM, Ollama, llama.cpp, LM Studio, Azure ...).")] = None,
     judge_api_key_env: Annotated[str | None, typer.Option("--judge-api-key-env", help="Name of the environment variable that holds the judge's API key.")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the judge calls and estimated cost; call nothing, store nothing.")] = False,
@@ -101,10 +104,11 @@ def eval_cmd(
             raise typer.BadParameter(f"use key=value, e.g. --option embedding_model=all-MiniLM-L6-v2; got {item!r}",
                                      param_hint="'--option'")
         opts[k.strip()] = _parse_value(v)
-    opts.update({k: v for k, v in {"judge": judge, "judge_base_url": judge_base_url,
+    opts.update({k: v for k, v in {"judge_base_url": judge_base_url,
                                    "judge_api_key_env": judge_api_key_env, "judge_max_cost": max_cost,
                                    "judge_concurrency": concurrency, "judge_rpm": rpm,
                                    "language": language}.items() if v is not None})
+    opts.update(panel_options(judge, panel, panel_combine))  # --judge twice or --panel: a panel of judges
     if batch_fallback is not None and batch_fallback not in {"none", "online"}:
         raise typer.BadParameter(f"use none or online, got {batch_fallback!r}", param_hint="'--batch-fallback'")
     if batch:

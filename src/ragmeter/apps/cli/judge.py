@@ -95,6 +95,11 @@ def dry_run_report(data: Any, config: Any, *, as_json: bool) -> None:
     console.print("estimated cost: " + (f"${cost:.4f}" if cost is not None else
                                          f"unknown ({plan.get('price', 'no price for this model')})")
                   + (f" online, ${batch:.4f} with --batch (the provider's batch API: 50%)" if batch is not None else ""))
+    for label, j in (plan.get("judges") or {}).items():  # a panel: each judge's share
+        jc = j.get("est_cost_usd")
+        console.print(f"  judge {label}: {j.get('planned_calls', 0)} calls, "
+                      + (f"${jc:.4f}" if jc is not None else "cost unknown (no price)"),
+                      markup=False, highlight=False, emoji=False)
     for metric, m in sorted((plan.get("per_metric") or {}).items()):
         console.print(f"  {metric:<26} {m['calls']:>6} calls  {m['input_tokens']:>10,} in  "
                       f"{m['output_tokens']:>9,} out", markup=False, highlight=False)

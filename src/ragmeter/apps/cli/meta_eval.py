@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from ragmeter.apps.cli._common import DB_HELP, console, err_console, fmt, get_store
+from ragmeter.apps.cli._panel import COMBINE_HELP, PANEL_HELP, panel_options
 
 if TYPE_CHECKING:  # the analysis loads when a command runs, not at start-up
     from ragmeter.analysis.meta_eval.records import MetaComparison, MetaEvaluation, Statistic
@@ -211,7 +212,9 @@ def meta_eval_cmd(
     name: Annotated[str | None, typer.Option("--name", help="A name for the run.")] = None,
     db: Annotated[str | None, typer.Option("--db", help=DB_HELP)] = None,
     option: Annotated[list[str] | None, typer.Option("--option", help="key=value run option (repeatable), as in `ragmeter eval`.")] = None,
-    judge: Annotated[str | None, typer.Option("--judge", help="LLM judge as provider:model for judge metrics.")] = None,
+    judge: Annotated[list[str] | None, typer.Option("--judge", help="LLM judge as provider:model for judge metrics; given more than once: a panel of judges (docs/panels.md).")] = None,
+    panel: Annotated[Path | None, typer.Option("--panel", help=PANEL_HELP)] = None,
+    panel_combine: Annotated[str | None, typer.Option("--panel-combine", help=COMBINE_HELP)] = None,
     judge_base_url: Annotated[str | None, typer.Option("--judge-base-url", help="Endpoint of an OpenAI-compatible judge.")] = None,
     judge_api_key_env: Annotated[str | None, typer.Option("--judge-api-key-env", help="Environment variable holding the judge's API key.")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the judge calls and estimated cost; call nothing, store nothing.")] = False,
@@ -249,9 +252,10 @@ def meta_eval_cmd(
         if not eq or not k.strip():
             raise typer.BadParameter(f"use key=value; got {item!r}", param_hint="'--option'")
         opts[k.strip()] = _parse_value(v)
-    opts.update({k: v for k, v in {"judge": judge, "judge_base_url": judge_base_url,
+    opts.update({k: v for k, v in {"judge_base_url": judge_base_url,
                                    "judge_api_key_env": judge_api_key_env, "judge_max_cost": max_cost,
                                    "judge_concurrency": concurrency, "judge_rpm": rpm}.items() if v is not None})
+    opts.update(panel_options(judge, panel, panel_combine))  # --judge twice or --panel: a panel of judges
     names = _split(metrics)
     if not _is_data(data):
         from ragmeter.core.errors import DatasetError, StoreError

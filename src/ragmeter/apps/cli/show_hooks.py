@@ -28,6 +28,10 @@ def collect(store: Any, run: Any) -> dict[str, Any]:
 
     if judge_section not in _HOOKS:
         _HOOKS.insert(0, judge_section)
+    from ragmeter.run.panel_record import show_section as panel_section
+
+    if panel_section not in _HOOKS:
+        _HOOKS.append(panel_section)
     from ragmeter.conversations.view import show_section as conversation_section
 
     if conversation_section not in _HOOKS:

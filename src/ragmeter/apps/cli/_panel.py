@@ -1,0 +1,65 @@
+"""The judge-panel options of ``eval`` and ``meta-eval``: ``--judge`` given more than once,
+``--panel FILE`` and ``--panel-combine`` made into the run options ``panel`` / ``panel_combine``
+(:mod:`ragmeter.run.panel`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ragmeter.core.errors import ConfigError
+
+PANEL_HELP = ("A YAML/JSON list of judges for a panel: provider:model, or mappings with model, and base_url, "
+              "label, temperature ... (never a key: keys come from the environment, api_key_env names the "
+              "variable). Every judge metric is computed by each judge and combined (docs/panels.md).")
+COMBINE_HELP = ("How a panel's values of a sample become the metric's value: mean (default), median, min, or "
+                "majority (each judge votes high when its value is at least the middle of the range; "
+                "the top, the bottom, or the middle on a split; docs/panels.md).")
+
+
+def read_panel(path: Path) -> list[Any]:
+    """The judges of a panel file (a list, or a mapping with ``judges``), secrets refused.
+
+    Raises:
+        ConfigError: unreadable or unparsable, not a list, or holding a secret (naming the file).
+    """
+    from ragmeter.core.files import read_text
+    from ragmeter.core.redact import SECRET_HELP, find_secrets
+
+    text = read_text(path, "panel file")
+    try:
+        if path.suffix.lower() in {".yaml", ".yml"}:
+            import yaml
+
+            raw = yaml.safe_load(text)
+        else:
+            raw = json.loads(text)
+    except Exception as exc:  # noqa: BLE001 - yaml's errors vary
+        raise ConfigError(f"{path}: cannot parse the panel: {str(exc).splitlines()[0][:200]}") from None
+    if isinstance(raw, dict) and "judges" in raw:
+        raw = raw["judges"]
+    if not isinstance(raw, list):
+        raise ConfigError(f"{path}: a panel file is a list of judges (provider:model, or mappings with 'model')")
+    secrets = list(find_secrets(raw, "panel"))
+    if secrets:
+        raise ConfigError(f"{path}: {', '.join(secrets)} holds a secret, and a panel file never may. {SECRET_HELP}")
+    return raw
+
+
+def panel_options(judges: list[str] | None, panel: Path | None, combine: str | None) -> dict[str, Any]:
+    """The run options of ``--judge`` (once: the judge; more than once: a panel), ``--panel`` and
+    ``--panel-combine``."""
+    from ragmeter.stats.panel import COMBINES
+
+    judges = [j for j in judges or [] if j is not None]
+    if combine is not None and combine not in COMBINES:
+        raise ConfigError(f"--panel-combine {combine!r}: use one of {', '.join(COMBINES)}")
+    if panel is not None and judges:
+        raise ConfigError("give the panel's judges either as --judge (repeated) or in --panel FILE, not both")
+    members: list[Any] = read_panel(panel) if panel is not None else list(judges) if len(judges) > 1 else []
+    if not members:
+        if combine is not None:
+            raise ConfigError("--panel-combine needs a panel: --judge given more than once, or --panel FILE")
+        return {"judge": judges[0]} if judges else {}
+    return {"panel": members, **({"panel_combine": combine} if combine else {})}
