@@ -144,6 +144,14 @@ def agent_samples() -> tuple[Sample, ...]:
     return (*native, *chat)
 
 
+def deepeval_agent_samples() -> tuple[Sample, ...]:
+    """The bundled agent traces as DeepEval test cases: ``metadata.expected_tools`` (the first two
+    tools each trace called, in reverse order; none for the last)."""
+    every = agent_samples()
+    return tuple(s.model_copy(update={"metadata": {**s.metadata, "expected_tools": (
+        [c.name for c in s.trace.tool_calls[:2]][::-1] if i < len(every) - 1 else [])}}) for i, s in enumerate(every))
+
+
 @functools.lru_cache(maxsize=1)
 def conversation_samples() -> tuple[Sample, ...]:
     """Six conversations of the bundled ``example-chat`` (some with forgetting and role breaks), one
@@ -237,6 +245,8 @@ CASES: dict[str, Case] = {
     "deepeval:g_eval": Case(params={"criteria": "Does the actual output answer the input correctly?"},
                             services=JUDGE, uses=("question", "answer")),
     "evals_json_match": Case(samples=json_samples),
+    "deepeval:tool_correctness": Case(samples=deepeval_agent_samples),
+    "deepeval:tool_permission": Case(samples=agent_samples, params={"denied_tools": ["Web", "web_search"]}),
     "openai_string_check": Case(params={"grader": _STRING_CHECK}, uses=("answer", "reference")),
     "openai_text_similarity": Case(params={"grader": _SIMILARITY}, services=EMB, uses=("answer", "reference")),
     "openai_score_model": Case(params=_model_grader("score_model"), services=JUDGE,

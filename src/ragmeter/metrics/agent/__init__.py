@@ -335,3 +335,5 @@ __all__ = [
     "parse_trace", "plan_quality", "plan_score", "preset_names", "reference_calls", "tool_choice_correctness",
     "tool_completeness", "tool_precision", "tool_recall", "trajectory_match", "trajectory_score",
 ]
+
+from ragmeter.metrics.agent import deepeval_agent  # noqa: E402, F401 - registers DeepEval's deterministic agent metrics
