@@ -48,8 +48,9 @@ def _scaled(plan: dict[str, Any], n: int, planned: int) -> dict[str, Any]:
     out = dict(plan)
     for k in ("planned_calls", "est_input_tokens", "est_output_tokens"):
         out[k] = round(plan[k] * f)
-    if plan.get("est_cost_usd") is not None:
-        out["est_cost_usd"] = round(plan["est_cost_usd"] * f, 6)
+    for k in ("est_cost_usd", "est_batch_cost_usd"):
+        if plan.get(k) is not None:
+            out[k] = round(plan[k] * f, 6)
     out["per_metric"] = {m: {k: round(v * f) for k, v in c.items()} for m, c in plan.get("per_metric", {}).items()}
     out["sampled"] = {"planned": planned, "asked": n}
     out["note"] = f"estimated from a plan of {planned:,} questions (the same mix), scaled to {n:,}; "

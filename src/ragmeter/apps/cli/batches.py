@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -16,6 +16,19 @@ batches_app = typer.Typer(help="List the judge batches of runs made with --batch
 
 def register(app: typer.Typer) -> None:
     app.add_typer(batches_app, name="batches")
+
+
+def batch_options(batch: bool, fallback: str | None, no_wait: bool, prefix: str = "judge_") -> dict[str, Any]:
+    """The judge's batch options of ``--batch``, ``--batch-fallback`` and ``--no-wait`` of a command
+    other than ``eval`` (whose ``--no-wait`` also applies to a resumed run), keyed ``PREFIX + name``."""
+    if fallback is not None and fallback not in {"none", "online"}:
+        raise typer.BadParameter(f"use none or online, got {fallback!r}", param_hint="'--batch-fallback'")
+    if (fallback is not None or no_wait) and not batch:
+        raise typer.BadParameter("--batch-fallback and --no-wait apply to --batch", param_hint="'--batch'")
+    out: dict[str, Any] = {f"{prefix}batch": True, f"{prefix}batch_wait": not no_wait} if batch else {}
+    if fallback is not None:
+        out[f"{prefix}batch_fallback"] = fallback
+    return out
 
 
 def _rows(db: str | None, everything: bool) -> list[dict[str, object]]:
@@ -56,7 +69,7 @@ def batches_cmd(
                      min_width=max((len(str(r["state"])) for r in rows), default=5) if col == "state" else None)
     for r in rows:
         state = f"{r['state']} ({r['status']})" if r["status"] else str(r["state"])
-        t.add_row(str(r["batch"]), str(r["provider_id"] or "—"), str(r["run"]), state, str(r["requests"]),
+        t.add_row(str(r["batch"]), str(r["provider_id"] or "—"), str(r["run"] or "— (golden generate)"), state, str(r["requests"]),
                   str(r["stored_at"])[5:16].replace("T", " "))
     console.print(t)
     console.print("collect one: ragmeter eval --resume RUN", markup=False, highlight=False)

@@ -89,6 +89,9 @@ def golden_generate(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the planned calls and cost; call nothing, store nothing.")] = False,
     max_cost: Annotated[float | None, typer.Option("--max-cost", help="Stop generating once this many USD are spent.", parser=number(0))] = None,
     concurrency: Annotated[int | None, typer.Option(help="Requests in flight at once.", parser=number(1, 10_000, integer=True))] = None,
+    batch: Annotated[bool, typer.Option("--batch", help="Send each round of requests (generation, then the checks) through the provider's batch API (OpenAI, Anthropic): the batch price, results within 24 h each (docs/judge.md#batch).")] = False,
+    batch_fallback: Annotated[str | None, typer.Option("--batch-fallback", help="none (default: a request the batch did not answer gives no candidate, with the provider's reason) or online (it is sent online).")] = None,
+    no_wait: Annotated[bool, typer.Option("--no-wait", help="With --batch: submit the batch and exit 3; the same command run again collects it.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
 ) -> None:
@@ -105,6 +108,10 @@ def golden_generate(
     opts: dict[str, Any] = {k: v for k, v in {"base_url": judge_base_url, "api_key_env": judge_api_key_env,
                                               "max_cost": max_cost, "concurrency": concurrency}.items()
                             if v is not None}
+    from ragmeter.apps.cli.batches import batch_options
+    from ragmeter.llm.batch import BatchPending
+
+    opts.update(batch_options(batch, batch_fallback, no_wait, prefix=""))
     store = get_store(db)
     progress = None
     if not as_json and not dry_run:
@@ -114,13 +121,20 @@ def golden_generate(
 
         stack = contextlib.ExitStack()
         progress = stack.enter_context(_rich_progress(True))
-    res = generate(store, corpus=corpus, n=n, name=name, judge=judge, judge_options=opts, types=types,
-                   chunker=chunker, chunk_size=chunk_size, complexity=complexity, style=style,
-                   persona=persona, language=language, examples=shots, n_alternatives=references,
-                   n_negatives=negatives, verify=verify, seed=seed, dry_run=dry_run, progress=progress,
-                   tag=tag)
-    if progress is not None:
-        stack.close()
+    try:
+        res = generate(store, corpus=corpus, n=n, name=name, judge=judge, judge_options=opts, types=types,
+                       chunker=chunker, chunk_size=chunk_size, complexity=complexity, style=style,
+                       persona=persona, language=language, examples=shots, n_alternatives=references,
+                       n_negatives=negatives, verify=verify, seed=seed, dry_run=dry_run, progress=progress,
+                       tag=tag)
+    except BatchPending as exc:  # --batch --no-wait: submitted and stored, not a failure
+        err_console.print(f"judge batch {', '.join(exc.batch_ids)} submitted: `ragmeter batches` shows it; "
+                          "this command run again collects it (exit 3)", style="yellow", markup=False,
+                          highlight=False)
+        raise typer.Exit(3) from None
+    finally:
+        if progress is not None:
+            stack.close()
     if dry_run:
         if as_json:
             typer.echo(json.dumps(res.plan, default=str))
@@ -128,6 +142,8 @@ def golden_generate(
             p = res.plan or {}
             cost = p.get("est_cost_usd")
             cost_text = f"${cost:.4f}" if cost is not None else "cost unknown (no price for this model)"
+            if p.get("est_batch_cost_usd") is not None:
+                cost_text += f" online, ${p['est_batch_cost_usd']:.4f} with --batch"
             console.print(f"dry run: {p.get('planned_calls')} generation calls planned, about "
                           f"{p.get('est_input_tokens')} input and {p.get('est_output_tokens')} output tokens, "
                           f"{cost_text}; nothing called, nothing stored")

@@ -221,6 +221,9 @@ def meta_eval_cmd(
     max_cost: Annotated[float | None, typer.Option("--max-cost", help="Stop judging once this many USD are spent.")] = None,
     concurrency: Annotated[int | None, typer.Option("--concurrency", help="Judge requests in flight at most.")] = None,
     rpm: Annotated[float | None, typer.Option("--rpm", help="Judge requests per minute.")] = None,
+    batch: Annotated[bool, typer.Option("--batch", help="Send the judge requests through the provider's batch API (OpenAI, Anthropic): the batch price, results within 24 h (docs/judge.md#batch).")] = False,
+    batch_fallback: Annotated[str | None, typer.Option("--batch-fallback", help="none (default: a request the batch did not answer has no value, with the provider's reason) or online (it is sent online).")] = None,
+    no_wait: Annotated[bool, typer.Option("--no-wait", help="With --batch: submit the batch and exit 3; the same command run again collects it.")] = False,
     skip_unavailable: Annotated[bool, typer.Option(help="Record no value for metrics that cannot run here instead of failing.")] = False,
     no_progress: Annotated[bool, typer.Option("--no-progress", help="Hide progress bars.")] = False,
 ) -> None:
@@ -256,6 +259,9 @@ def meta_eval_cmd(
                                    "judge_api_key_env": judge_api_key_env, "judge_max_cost": max_cost,
                                    "judge_concurrency": concurrency, "judge_rpm": rpm}.items() if v is not None})
     opts.update(panel_options(judge, panel, panel_combine))  # --judge twice or --panel: a panel of judges
+    from ragmeter.apps.cli.batches import batch_options
+
+    opts.update(batch_options(batch, batch_fallback, no_wait))
     names = _split(metrics)
     if not _is_data(data):
         from ragmeter.core.errors import DatasetError, StoreError
@@ -274,10 +280,18 @@ def meta_eval_cmd(
             _dry_run(data, names, pairwise=pairwise, label=label, rater=rater, mapping=map_, fmt=fmt_, db=db,
                      options=opts, as_json=as_json)
             return
-        rec = meta_evaluate(data, names, pairwise=pairwise, label=label, rater=rater, mapping=map_ or None,
-                            fmt=fmt_, db=db, options=opts or None, name=name, n_bootstrap=bootstrap, level=level,
-                            seed=seed, sort=sort, progress=not no_progress and not as_json,
-                            skip_unavailable=skip_unavailable)
+        from ragmeter.llm.batch import BatchPending
+
+        try:
+            rec = meta_evaluate(data, names, pairwise=pairwise, label=label, rater=rater, mapping=map_ or None,
+                                fmt=fmt_, db=db, options=opts or None, name=name, n_bootstrap=bootstrap,
+                                level=level, seed=seed, sort=sort, progress=not no_progress and not as_json,
+                                skip_unavailable=skip_unavailable)
+        except BatchPending as exc:  # --batch --no-wait: submitted and stored, not a failure
+            err_console.print(f"judge batch {', '.join(exc.batch_ids)} submitted: `ragmeter batches` shows it; "
+                              "this command run again collects it (exit 3)", style="yellow", markup=False,
+                              highlight=False)
+            raise typer.Exit(3) from None
     if compare:
         rec.comparison = compare_meta_evals(get_store(db), compare, str(rec.run_id), n_bootstrap=bootstrap, seed=seed)
     if as_json:

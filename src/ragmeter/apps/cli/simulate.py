@@ -34,6 +34,7 @@ def simulate_cmd(
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait for each reply of the target (the whole reply).", parser=number(0, 3600, low_open=True))] = 60.0,
     max_reply_mb: Annotated[float | None, typer.Option("--max-reply-mb", help="Largest reply of the target read, in MB (default 8; a larger one ends its conversation with the reason 'reply larger than N MB', and the rest of it is never read).", parser=number(0, 1e6, low_open=True))] = None,
     concurrency: Annotated[int, typer.Option("--concurrency", help="Conversations sent to the target at once (the conversations advance a turn at a time together; 1 for a target that cannot take parallel calls). The simulated users' messages go through the judge's own limit.", parser=number(1, 256, integer=True))] = 8,
+    batch: Annotated[bool, typer.Option("--batch", help="Refused (exit 2): each simulated user's next message depends on the target's last reply, so every turn would wait for its own batch; score the stored conversations with `ragmeter eval dataset:NAME --batch` (docs/judge.md#batch).")] = False,
     db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the outcome as one JSON object.")] = False,
     no_progress: Annotated[bool, typer.Option("--no-progress", help="Hide the progress bar.")] = False,
@@ -54,6 +55,12 @@ def simulate_cmd(
     from ragmeter.simulate.targets import make_target
 
     _check_name(name)
+    if batch:
+        raise ConfigError("simulate cannot send its judge requests as a batch: each simulated user's next "
+                          "message is written from the target's last reply, so every turn of every conversation "
+                          "would wait for a batch of its own (up to 24 h each) while the target waits too. "
+                          "Simulate without --batch; the scoring is where batching pays: "
+                          f"`ragmeter eval dataset:{name} --metrics ... --batch`")
     if (scenarios is None) == (from_dataset is None):
         raise typer.BadParameter("give either --scenarios FILE or --from-dataset NAME", param_hint="'--scenarios'")
     store = None
