@@ -8,6 +8,10 @@ TORCH  := torch==2.13.0
 # judge-parity reference (tests/test_judge_parity.py), installed without its dependencies: it pins
 # click<8.4, which huggingface_hub 2 (transformers 5) refuses; the rest of what it needs is in `dev`
 DEEPEVAL := deepeval==4.3.1
+# ragas' DataCompyScore reference (tests/test_parity_ragas_text.py) and ragas:datacompy_score's library:
+# datacompy 0.16.8 (the last with datacompy.core.Compare, which ragas 0.4.3 imports) pins pandas<=2.3,
+# numpy<=2.2.6, polars<=1.31; it runs on this venv's pandas 3 and numpy 2.4, so without its dependencies
+DATACOMPY := datacompy==0.16.8 ordered-set==4.1.0 polars==1.31.0
 
 .PHONY: demo test test-fast lint bench clean
 
@@ -24,6 +28,7 @@ $(VENV)/.dev-installed: pyproject.toml | $(BIN)/python
 	$(PIP) install -q $(TORCH)
 	$(PIP) install -q -e '.[dev]'
 	$(PIP) install -q --no-deps $(DEEPEVAL)
+	$(PIP) install -q --no-deps $(DATACOMPY)
 	touch $(VENV)/.local-installed $@
 
 demo: $(VENV)/.local-installed

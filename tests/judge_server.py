@@ -158,7 +158,23 @@ def verdict(schema: str, system: str, user: str) -> dict[str, Any]:
         return golden_reply(schema, system, b)
     if schema in ("ScoreModelOutput", "LabelModelOutput"):
         return grader_reply(schema, system, user)
+    if schema in ("PairwiseVerdict", "Winner", "ArenaSteps"):  # ragmeter arena: the longer answer wins
+        return pairwise_reply(schema, b)
     raise ValueError(f"scripted judge: unknown schema {schema!r}")
+
+
+def pairwise_reply(schema: str, b: dict[str, str]) -> dict[str, Any]:
+    """A pairwise judge that prefers the longer answer (in characters; equal lengths: a tie, and
+    DeepEval's ArenaGEval, which has no tie, names the first contestant)."""
+    if schema == "ArenaSteps":
+        return {"steps": ["Compare how fully each contestant's Actual Output answers the Input.",
+                          "Prefer the more complete Actual Output."]}
+    if schema == "PairwiseVerdict":
+        one, two = len(b.get("ANSWER 1", "")), len(b.get("ANSWER 2", ""))
+        return {"reason": f"answer lengths {one} and {two}", "winner": "1" if one > two else "2" if two > one else "tie"}
+    alice, bob = len(b.get("CONTESTANT ALICE ACTUAL OUTPUT", "")), len(b.get("CONTESTANT BOB ACTUAL OUTPUT", ""))
+    return {"winner": "Bob" if bob > alice else "Alice",
+            "reason": f"$Alice$ has {alice} characters, $Bob$ {bob}"}
 
 
 CONVERSATION_SCHEMAS = ("RetentionVerdict", "RoleVerdicts", "TurnRelevanceVerdict", "CompletenessVerdicts",

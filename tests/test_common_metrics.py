@@ -122,6 +122,18 @@ def qa_samples() -> tuple[Sample, ...]:
     return (*picked, *edges)
 
 
+def pair_samples() -> tuple[Sample, ...]:
+    """Pairs of answers to one question (``ragmeter arena``'s pair samples): the example's answers
+    against shorter, longer and equal ones, and an empty second answer."""
+    others = ["Short.", "A much longer answer than the first one, with more words in it than most.", None, ""]
+    out = []
+    for i, s in enumerate(qa_samples()[:8]):
+        b = others[i % 4] if others[i % 4] is not None else s.answer
+        out.append(s.model_copy(update={"id": f"pair-{i}", "metadata": {"arena": {
+            "item": s.id, "a": "sys-a", "b": "sys-b", "answer_b": b}}}))
+    return tuple(out)
+
+
 def json_samples() -> tuple[Sample, ...]:
     """Completions and ideal answers written as JSON (openai/evals JsonMatch): matching, reordered
     keys, a different value, a completion that is not JSON, several ideals, non-Latin text."""
@@ -245,6 +257,9 @@ CASES: dict[str, Case] = {
     "deepeval:g_eval": Case(params={"criteria": "Does the actual output answer the input correctly?"},
                             services=JUDGE, uses=("question", "answer")),
     "evals_json_match": Case(samples=json_samples),
+    "pairwise": Case(samples=pair_samples, services=JUDGE),
+    "deepeval:arena_g_eval": Case(samples=pair_samples, params={"criteria": "The more complete answer wins."},
+                                  services=JUDGE, uses=("question",)),
     "deepeval:tool_correctness": Case(samples=deepeval_agent_samples),
     "deepeval:tool_permission": Case(samples=agent_samples, params={"denied_tools": ["Web", "web_search"]}),
     "openai_string_check": Case(params={"grader": _STRING_CHECK}, uses=("answer", "reference")),

@@ -35,6 +35,7 @@ OPTIONAL_MODULES: dict[str, tuple[str, str]] = {
     "google.auth": ("sheets", "google-auth"),
     "krippendorff": ("human", "krippendorff"),
     "openpyxl": ("excel", "openpyxl"),
+    "datacompy": ("datacompy", "datacompy"),
 }
 
 

@@ -10,6 +10,7 @@ from ragmeter.metrics.judge import (  # noqa: F401 - registers
                                     deepeval_metrics,
                                     generation,
                                     geval,
+                                    pairwise,
                                     ragas_metrics,
                                     relevance,
                                     trajectory,

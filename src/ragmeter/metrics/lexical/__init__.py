@@ -130,3 +130,6 @@ register_metric(MetricSpec(
     corpus=corpus_hook("chrf"),
     description="Sentence chrF / 100: F-beta (beta 2) of character 1..6-gram precision and recall "
                 "(word_order=2: chrF++).\n\nReference: sacrebleu.sentence_chrf."))
+
+# ragas 0.4.3 metrics without a judge, under their ragas names (ragas:bleu_score ...)
+from ragmeter.metrics.lexical import ragas_text  # noqa: E402,F401 - registers
