@@ -20,6 +20,7 @@ from ragmeter.apps.report import columnar
 from ragmeter.apps.report.columnar import LARGE_RUN
 from ragmeter.apps.report.conversations import conversations_for
 from ragmeter.apps.report.differences import compare_rows
+from ragmeter.apps.report.arena import arena_view
 from ragmeter.apps.report.meta_eval import meta_eval_view
 from ragmeter.apps.report.metric_views import dataset_summary, is_live, metric_views, run_header
 from ragmeter.apps.report.samples import sample_detail, sample_row, sort_rows
@@ -84,6 +85,7 @@ def run_view(store: Store, ref: str, *, max_samples: int | None = 1000,
         "hints": jsonable(hints_for(metrics)),
         "reliability": reliability_for(store, run.id),
         "meta_eval": meta_eval_view(store, run),
+        "arena": arena_view(run),
         "conversations": conversations_for(store, run.id),
     }
 

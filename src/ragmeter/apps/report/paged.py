@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from ragmeter.apps.report import data
+from ragmeter.apps.report.arena import arena_view
 from ragmeter.apps.report.meta_eval import meta_eval_view
 from ragmeter.apps.report.metric_views import is_live, metric_views, run_header
 from ragmeter.apps.report.samples import quality as sample_quality
@@ -341,6 +342,7 @@ def run_page(store: Store, ref: str, *, offset: int = 0, limit: int = 500) -> di
     # judge reliability cards change with labels collected after the run: read them per request
     view["reliability"] = reliability_for(store, c.run.id)
     view["meta_eval"] = meta_eval_view(store, c.run)  # a meta-evaluation run's section
+    view["arena"] = arena_view(c.run)  # an arena run's section
     return view
 
 
