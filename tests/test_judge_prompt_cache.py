@@ -123,10 +123,12 @@ def test_reply_usage_parsing():
 
 
 def test_cache_minimum_per_model_and_conservative_estimate():
+    # Anthropic's "Cache limitations" (Sonnet 4.6 lowered from 2,048 to 1,024; Opus 4.7 2,048)
     assert [cache_minimum(m) for m in ("claude-sonnet-4-5-20250929", "claude-3-7-sonnet-latest",
                                        "claude-3-5-haiku-20241022", "claude-opus-4-5", "claude-haiku-4-5",
-                                       "claude-sonnet-4-6", "some-new-model")] == [1024, 1024, 2048, 4096, 4096,
-                                                                                   2048, 4096]
+                                       "claude-sonnet-4-6", "claude-opus-4-7", "claude-opus-4-8",
+                                       "claude-opus-4-1-20250805", "some-new-model")] == [
+        1024, 1024, 2048, 4096, 4096, 1024, 2048, 1024, 1024, 4096]
     assert not cacheable("claude-sonnet-4-5", "x" * 4095) and cacheable("claude-sonnet-4-5", "x" * 4096)
 
 

@@ -424,12 +424,15 @@ def _count(value: Any) -> int:
 
 
 #: Anthropic's minimum cacheable prompt length (tokens of the prefix up to a ``cache_control``
-#: breakpoint), by model name prefix; a shorter prefix is not cached. From Anthropic's prompt
-#: caching guide (docs.anthropic.com/en/docs/build-with-claude/prompt-caching); a model not
-#: listed gets the largest minimum
+#: breakpoint), by model name prefix (the first that matches: longer prefixes first); a shorter
+#: prefix is not cached. From Anthropic's prompt caching guide, "Cache limitations"
+#: (platform.claude.com/docs/en/build-with-claude/prompt-caching), which lowered Claude Sonnet
+#: 4.6's from 2,048 to 1,024 and lists Opus 4.7 at 2,048, Opus 4.8 at 1,024; a model not listed
+#: gets the largest minimum
 ANTHROPIC_CACHE_MINIMUM = (
+    ("claude-opus-4-8", 1024), ("claude-opus-4-7", 2048),
     ("claude-opus-4-6", 4096), ("claude-opus-4-5", 4096), ("claude-haiku-4-5", 4096),
-    ("claude-sonnet-4-6", 2048), ("claude-3-5-haiku", 2048), ("claude-3-haiku", 2048),
+    ("claude-sonnet-4-6", 1024), ("claude-3-5-haiku", 2048), ("claude-3-haiku", 2048),
     ("claude-sonnet-4-5", 1024), ("claude-opus-4-1", 1024), ("claude-opus-4", 1024),
     ("claude-sonnet-4", 1024), ("claude-3-7-sonnet", 1024), ("claude-3-5-sonnet", 1024),
     ("claude-3-opus", 1024),
