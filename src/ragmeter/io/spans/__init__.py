@@ -28,6 +28,7 @@ SPAN_FORMATS = {
     "otlp": "OTLP/JSON ExportTraceServiceRequest (resourceSpans), one per file or per line; "
             "ConsoleSpanExporter output",
     "otlp-proto": "OTLP protobuf ExportTraceServiceRequest bytes (.pb)",
+    "agents-sdk": "OpenAI Agents SDK trace export (trace and trace.span objects, one per line or in a list)",
 }
 
 

@@ -24,6 +24,11 @@ def kind_of_object(obj: Any) -> str | None:
         return None
     if "resourceSpans" in item or "resource_spans" in item or ("context" in item and "start_time" in item):
         return "otlp"
+    from ragmeter.io.spans import agents_sdk
+
+    if agents_sdk.is_agents_sdk(item) or (isinstance(item.get("data"), list) and item["data"]
+                                          and agents_sdk.is_agents_sdk(item["data"][0])):
+        return "agents-sdk"
     return None
 
 
@@ -51,4 +56,18 @@ def read(path: Path, fmt: str) -> list[AgentTrace]:
         records = otlp.read_spans(path) if fmt == "otlp" or otlp.is_protobuf_file(path) else \
             otlp.spans_from_protobuf(path.read_bytes())
         return agent_traces_from_spans(records, where=str(path))
+    items = [(line, x) for line, obj in otlp.objects_in_text(otlp.read_text(path), str(path))
+             for x in _objects(fmt, obj)]
+    if fmt == "agents-sdk":
+        from ragmeter.io.spans import agents_sdk
+
+        return agents_sdk.read(items, str(path))
     raise DatasetError(f"{path}: no reader for span format {fmt!r}")
+
+
+def _objects(fmt: str, obj: Any) -> list[Any]:
+    if fmt == "agents-sdk":
+        from ragmeter.io.spans import agents_sdk
+
+        return agents_sdk.objects(obj)
+    return obj if isinstance(obj, list) else [obj]

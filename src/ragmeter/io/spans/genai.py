@@ -23,7 +23,7 @@ OPERATIONS = {"chat": "llm", "text_completion": "llm", "generate_content": "llm"
 MODEL_KEYS = ("gen_ai.response.model", "gen_ai.request.model")
 IN_TOKENS = ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens")
 OUT_TOKENS = ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens")
-COST_KEYS = ("gen_ai.usage.cost", "ragmeter.cost_usd")
+COST_KEYS = ("gen_ai.usage.cost", "operation.cost", "ragmeter.cost_usd")
 
 
 def is_genai(attrs: Mapping[str, Any]) -> bool:

@@ -47,9 +47,18 @@ def tool_fields(attrs: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(args, dict) and set(args) == {"input"} and arguments_of(args["input"]) is not None \
             and isinstance(args["input"], str):
         args = arguments_of(args["input"])
+    result = loads_maybe(attrs.get("output.value"))
+    call_id = attrs.get("tool_call.id", attrs.get("tool.id"))
+    data = result.get("data") if isinstance(result, Mapping) else None
+    if isinstance(data, Mapping) and result.get("type") == "tool":  # a LangChain ToolMessage
+        call_id = call_id or data.get("tool_call_id")
+        if data.get("status") == "error":
+            out_error = data.get("content")
+        result = loads_maybe(data.get("content"))
     out: dict[str, Any] = {"tool_name": attrs.get("tool.name", attrs.get("tool_call.function.name")),
-                           "tool_arguments": args, "tool_result": loads_maybe(attrs.get("output.value")),
-                           "tool_call_id": attrs.get("tool_call.id", attrs.get("tool.id"))}
+                           "tool_arguments": args, "tool_result": result, "tool_call_id": call_id}
+    if isinstance(data, Mapping) and data.get("status") == "error":
+        out["tool_error"] = str(out_error)
     if args is None:
         out["arguments_raw"] = str(raw)
     return out

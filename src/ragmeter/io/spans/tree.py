@@ -57,19 +57,47 @@ def _turn_of(span: TraceSpan, llms: list[TraceSpan]) -> int | None:
     return before[-1] if before else None
 
 
+def _requested(llms: list[TraceSpan]) -> list[dict[str, Any]]:
+    """The tool calls the LLM spans asked for (OpenAI shape), in order."""
+    return [tc for s in llms for m in s.output or [] if isinstance(m, Mapping)
+            for tc in m.get("tool_calls") or [] if isinstance(tc, Mapping)]
+
+
 def _calls_from_tool_spans(spans: list[TraceSpan], llms: list[TraceSpan]) -> list[dict[str, Any]]:
+    requested = _requested(llms)
+    used: set[int] = set()
+
+    def request_for(call_id: Any, name: str | None) -> dict[str, Any] | None:
+        """The LLM's request a tool span answered: by call id, else the first unanswered of its name."""
+        for i, tc in enumerate(requested):
+            if i not in used and call_id and tc.get("id") == call_id:
+                used.add(i)
+                return tc
+        for i, tc in enumerate(requested):
+            if i not in used and (tc.get("function") or {}).get("name") == name:
+                used.add(i)
+                return tc
+        return None
+
     calls = []
     for s in spans:
         if s.kind != "tool":
             continue
-        call: dict[str, Any] = {"name": s.tool_name, "arguments": s.tool_arguments or {}, "result": s.tool_result,
-                                "latency_ms": s.latency_ms, "id": getattr(s, "tool_call_id", None) or s.span_id,
+        call_id = getattr(s, "tool_call_id", None)
+        req = request_for(call_id, s.tool_name)
+        args, raw = s.tool_arguments, getattr(s, "arguments_raw", None)
+        if args is None and req is not None:  # the span recorded its input as text (LangChain: "Paris")
+            from ragmeter.io.spans.messages import arguments_of
+
+            args = arguments_of((req.get("function") or {}).get("arguments"))
+            raw = None if args is not None else raw
+        call: dict[str, Any] = {"name": s.tool_name, "arguments": args or {}, "result": s.tool_result,
+                                "latency_ms": s.latency_ms, "id": call_id or (req or {}).get("id") or s.span_id,
                                 "turn": _turn_of(s, llms), "span_id": s.span_id}
-        raw = getattr(s, "arguments_raw", None)
         if raw is not None:
             call["arguments_raw"] = raw
-        if s.status == "error":
-            call["error"] = s.error or "error"
+        if s.status == "error" or getattr(s, "tool_error", None):
+            call["error"] = s.error or getattr(s, "tool_error", None) or "error"
         elif (err := _error_of(_result_value(s.tool_result))) is not None:
             call["error"] = err
         calls.append({k: v for k, v in call.items() if v is not None})
@@ -233,3 +261,55 @@ def sample_row(trace: AgentTrace, source: str = "") -> dict[str, Any]:
 
 def dumps_span(span: TraceSpan) -> str:  # a readable one-line form for error messages and debugging
     return json.dumps(span.model_dump(exclude_none=True), default=str)[:300]
+
+
+def finish_spans(spans: list[TraceSpan]) -> list[TraceSpan]:
+    """Spans whose ``start_ms`` is absolute (epoch ms) made relative to the first start, in start
+    order with parents before their children: what a format reader hands to :func:`build_trace`."""
+    starts = [s.start_ms for s in spans if s.start_ms is not None]
+    t0 = min(starts) if starts else 0.0
+    ids = {s.span_id: s for s in spans}
+
+    def depth(s: TraceSpan) -> int:
+        d, seen, cur = 0, set(), s
+        while cur.parent_id and cur.parent_id in ids and cur.span_id not in seen:
+            seen.add(cur.span_id)
+            cur = ids[cur.parent_id]
+            d += 1
+        return d
+
+    for s in spans:
+        if s.start_ms is not None:
+            s.start_ms = max(0.0, s.start_ms - t0)
+    return sorted(spans, key=lambda s: (s.start_ms if s.start_ms is not None else float("inf"), depth(s), s.span_id))
+
+
+def iso_ms(value: Any, what: str) -> float | None:
+    """An ISO 8601 time (or epoch seconds / ms / ns as a number) as epoch milliseconds."""
+    from datetime import UTC, datetime
+
+    from ragmeter.core.errors import DatasetError
+
+    if value is None or value == "":
+        return None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        v = float(value)
+        return v / 1e6 if v > 1e14 else v if v > 1e11 else v * 1000.0
+    try:
+        dt = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        raise DatasetError(f"{what} must be an ISO 8601 time, got {str(value)[:40]!r}") from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    return dt.timestamp() * 1000.0
+
+
+def timed(fields: dict[str, Any], start: Any, end: Any) -> dict[str, Any]:
+    """``start_ms`` (absolute), ``latency_ms`` and the status of a span that never ended."""
+    s, e = iso_ms(start, "the start time"), iso_ms(end, "the end time")
+    fields["start_ms"] = s
+    if e is None:
+        fields["status"] = "unfinished"
+    elif s is not None and e >= s:
+        fields["latency_ms"] = e - s
+    return fields
