@@ -27,6 +27,7 @@ See ``docs/metrics/lexical.md``.
 
 from __future__ import annotations
 
+from ragmeter.metrics.lexical import deepeval_checks  # noqa: F401 - registers deepeval:exact_match ...
 from ragmeter.metrics.lexical.corpus import corpus_hook
 from ragmeter.metrics.lexical.rouge_metrics import (
     ROUGE_KEYS,
