@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import judge_server_deepeval
+import judge_server_deepeval_conv
 
 GARBLE = "GARBLE"
 _BLOCK = re.compile(r"^(?P<label>[A-Z][A-Z0-9 ]*):\n(?P<fence>`{3,})\n(?P<body>.*?)\n(?P=fence)$", re.S | re.M)
@@ -156,6 +157,8 @@ def verdict(schema: str, system: str, user: str) -> dict[str, Any]:
         return {"reasoning": f"{calls} call(s), {failed} failed", "score": max(0.0, min(calls, 5) - failed) / 5}
     if schema in CONVERSATION_SCHEMAS:
         return conversation_reply(schema, b)
+    if schema in judge_server_deepeval_conv.SCHEMAS:
+        return judge_server_deepeval_conv.reply(schema, b)
     if schema in judge_server_deepeval.SCHEMAS:
         return judge_server_deepeval.reply(schema, system, b, words, sentences, _numbered)
     if schema in ("GoldenItem", "SupportVerdict", "SpanAnswer"):

@@ -1,0 +1,210 @@
+"""DeepEval 4.3.1's conversational metrics with DeepEval's numbers: ``deepeval:knowledge_retention``,
+``deepeval:turn_relevancy``, ``deepeval:role_adherence``, ``deepeval:conversation_completeness``
+(one value per conversation, scope ``conversation``).
+
+A conversation is DeepEval's ``ConversationalTestCase`` (``turns`` of role/content,
+``chatbot_role``, ``scenario``, ``expected_outcome``; read by :mod:`ragmeter.conversations`): its
+user and assistant turns are DeepEval's turns, in order. The judge is asked DeepEval's questions in
+ragmeter's structured-verdict form (one request where DeepEval makes one per turn or per item), and
+the verdicts are combined by DeepEval's formula: the share of passing verdicts, 1 when there is no
+verdict (DeepEval's empty score), 0 in ``strict_mode`` when not every verdict passes; DeepEval's
+``threshold`` decides ``success`` (in the details). tests/test_parity_deepeval_conversational.py runs
+DeepEval itself against a scripted judge to check each number.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from ragmeter.conversations.model import Conversation
+from ragmeter.core.errors import MetricError
+from ragmeter.core.schema import Score
+from ragmeter.metrics.conversation._base import FAMILY, ConversationJudge, Item, dialogue, numbered
+from ragmeter.metrics.conversation.judged import (
+    CompletenessVerdicts,
+    RoleVerdicts,
+    TurnRelevanceVerdict,
+    sliding_windows,
+)
+from ragmeter.metrics.judge._common import judge_check, tool_equals
+from ragmeter.metrics.judge.deepeval_metrics import deepeval_params, qag_score
+from ragmeter.metrics.registry import MetricSpec, register_metric
+
+DEFAULTS: dict[str, Any] = {"threshold": 0.5, "strict_mode": False}
+
+
+class _Reply(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class UserFacts(_Reply):
+    turn: int
+    facts: dict[str, str | list[str]]
+
+
+class RetentionCheck(_Reply):
+    turn: int
+    reason: str
+    verdict: Literal["yes", "no"]
+
+
+class RetentionReport(_Reply):
+    user_turns: list[UserFacts]
+    assistant_turns: list[RetentionCheck]
+
+
+def _params(name: str, params: dict[str, Any]) -> None:
+    deepeval_params(name)(params)
+
+
+def _empty(params: dict[str, Any], what: str) -> Score:
+    """DeepEval's number for a conversation that gives it nothing to judge: 1."""
+    return qag_score(0, 0, params, {}, noun="", what="", empty_score=1.0, empty=what)
+
+
+def register(jm: ConversationJudge, tool_class: str, *, description: str, parity: str,
+             defaults: dict[str, Any] | None = None, param: str | None = None) -> MetricSpec:
+    return register_metric(MetricSpec(
+        name=jm.name, family=FAMILY, fn=jm, requires=("conversation",), needs_llm=True,
+        defaults={**DEFAULTS, **(defaults or {})}, param=param, prepare=jm.prepare, check=judge_check,
+        batch_size=64, description=description, parity=parity, equals=tool_equals("deepeval", tool_class),
+        aliases=(tool_class, f"deepeval.metrics.{tool_class}"), scope="conversation"))
+
+
+# ---- knowledge retention ----------------------------------------------------------------------------
+def _retention_items(conv: Conversation, params: dict[str, Any]) -> list[Item] | Score:
+    _params("deepeval:knowledge_retention", params)
+    turns = dialogue(conv)
+    users = {pos + 1 for pos, t in turns if t.role == "user"}
+    judged = [pos + 1 for pos, t in turns if t.role == "assistant" and any(u < pos + 1 for u in users)]
+    if not judged:
+        return _empty(params, "no assistant turn follows a user turn")
+
+    def check(reply: Any) -> None:
+        wrong = sorted({u.turn for u in reply.user_turns} - users)
+        if wrong:
+            raise ValueError(f"turn(s) {wrong} under user_turns are not user turns (user turns: {sorted(users)})")
+        got = [a.turn for a in reply.assistant_turns]
+        if sorted(got) != judged:
+            raise ValueError(f"assistant_turns must judge each of the turns {judged} once, got {sorted(got)}")
+
+    return [Item("the conversation", [("CONVERSATION", numbered(turns))], check, judged)]
+
+
+def _retention_score(conv: Conversation, items: list[Item], verdicts: list[Any], params: dict[str, Any]) -> Score:
+    report = verdicts[0]
+    known = {u.turn for u in report.user_turns if u.facts}
+    # DeepEval judges an assistant turn only against facts already extracted from earlier user turns
+    counted = [a for a in sorted(report.assistant_turns, key=lambda a: a.turn) if any(k < a.turn for k in known)]
+    kept = sum(1 for a in counted if a.verdict == "no")
+    details = {"facts": [u.model_dump() for u in report.user_turns],
+               "verdicts": [a.model_dump() for a in counted]}
+    return qag_score(kept, len(counted), params, details, noun="assistant turns", what="retain the user's facts",
+                     empty_score=1.0, empty="no user fact before any assistant turn")
+
+
+register(ConversationJudge("deepeval:knowledge_retention", "deepeval_knowledge_retention", RetentionReport,
+                           _retention_items, _retention_score, output_tokens=300),
+         "KnowledgeRetentionMetric",
+         description="""DeepEval's knowledge retention (KnowledgeRetentionMetric): the judge lists the facts each
+         user turn states and says for each assistant turn whether it forgets or contradicts facts the
+         user stated before it. Assistant turns with no stated fact before them are not judged (as
+         DeepEval does not). Score = assistant turns without attrition / assistant turns judged; 1
+         when none is judged; strict_mode: 0 below 1. One value per conversation. Needs a judge.""",
+         parity="DeepEval 4.3.1 KnowledgeRetentionMetric given the same verdicts: its per-user-turn fact "
+                "extraction (a turn judged only after a non-empty extraction), its yes = attrition verdicts, "
+                "score_qag_verdicts (1 without verdicts), strict_mode and threshold. DeepEval asks once per "
+                "user turn and once per judged assistant turn; ragmeter asks once per conversation.")
+
+
+# ---- turn relevancy ---------------------------------------------------------------------------------
+def _relevancy_items(conv: Conversation, params: dict[str, Any]) -> list[Item] | Score:
+    _params("deepeval:turn_relevancy", params)
+    w = params.get("window_size")
+    if not isinstance(w, int) or isinstance(w, bool) or w < 1:
+        raise MetricError(f"deepeval:turn_relevancy: window_size must be a whole number >= 1, got {w!r}")
+    items = [Item(f"turn {win[-1][0] + 1}", [("CONVERSATION WINDOW", numbered(win))], data=win[-1][0] + 1)
+             for win in sliding_windows(dialogue(conv), w)]
+    return items or _empty(params, "no user message answered by the assistant")
+
+
+def _relevancy_score(conv: Conversation, items: list[Item], verdicts: list[Any], params: dict[str, Any]) -> Score:
+    k = sum(1 for v in verdicts if v.verdict == "yes")
+    details = {"verdicts": [{"turn": it.data, "verdict": v.verdict, "reason": v.reason}
+                            for it, v in zip(items, verdicts, strict=True)], "window_size": params["window_size"]}
+    return qag_score(k, len(verdicts), params, details, noun="assistant turns", what="relevant to their window",
+                     empty_score=1.0, empty="no window")
+
+
+register(ConversationJudge("deepeval:turn_relevancy", "deepeval_turn_relevancy", TurnRelevanceVerdict,
+                           _relevancy_items, _relevancy_score, output_tokens=60),
+         "TurnRelevancyMetric",
+         description="""DeepEval's turn relevancy (TurnRelevancyMetric): for each user-assistant exchange, the
+         judge reads it with the window_size - 1 exchanges before it and says whether the last assistant
+         message is relevant (only a completely irrelevant one is not). Score = relevant / windows; 1
+         without a window; strict_mode: 0 below 1. Parameter window_size (default 10, DeepEval's). One
+         value per conversation. Needs a judge.""",
+         defaults={"window_size": 10}, param="window_size",
+         parity="DeepEval 4.3.1 TurnRelevancyMetric given the same verdicts: its unit interactions and "
+                "sliding windows, score_qag_verdicts (1 without a window), strict_mode and threshold.")
+
+
+# ---- role adherence ---------------------------------------------------------------------------------
+def _role_items(conv: Conversation, params: dict[str, Any]) -> list[Item] | Score:
+    _params("deepeval:role_adherence", params)
+    if conv.chatbot_role is None:
+        return Score.missing("no chatbot_role: DeepEval refuses the test case ('chatbot_role' cannot be empty)")
+    turns = dialogue(conv)
+    n = sum(1 for _, t in turns if t.role == "assistant")
+    if n == 0:
+        return _empty(params, "no assistant turn")
+    return [Item("the conversation", [("CHATBOT ROLE", conv.chatbot_role), ("CONVERSATION", numbered(turns))],
+                 data=n)]
+
+
+def _role_score(conv: Conversation, items: list[Item], verdicts: list[Any], params: dict[str, Any]) -> Score:
+    n = items[0].data
+    out = verdicts[0].verdicts
+    k = min(len(out), n)  # DeepEval counts the verdicts it is given, capped at the assistant turns
+    return qag_score(n - k, n, params, {"out_of_character": [v.model_dump() for v in out]},
+                     noun="assistant turns", what="in character", empty_score=1.0, empty="no assistant turn")
+
+
+register(ConversationJudge("deepeval:role_adherence", "role_adherence", RoleVerdicts, _role_items, _role_score,
+                           output_tokens=120),
+         "RoleAdherenceMetric",
+         description="""DeepEval's role adherence (RoleAdherenceMetric): the judge lists the assistant turns that
+         break the conversation's chatbot_role. Score = (assistant turns - min(listed, assistant turns)) /
+         assistant turns; 1 without an assistant turn; strict_mode: 0 below 1; no chatbot_role is no
+         value (DeepEval refuses the test case). One value per conversation. Needs a judge.""",
+         parity="DeepEval 4.3.1 RoleAdherenceMetric given the same verdict list (every listed verdict counts, "
+                "as in DeepEval), its empty score, strict_mode and threshold; the request is ragmeter's "
+                "role_adherence one, so the two metrics share it.")
+
+
+# ---- conversation completeness ----------------------------------------------------------------------
+def _completeness_items(conv: Conversation, params: dict[str, Any]) -> list[Item] | Score:
+    _params("deepeval:conversation_completeness", params)
+    return [Item("the conversation", [("CONVERSATION", numbered(dialogue(conv)))])]
+
+
+def _completeness_score(conv: Conversation, items: list[Item], verdicts: list[Any], params: dict[str, Any]) -> Score:
+    ints = verdicts[0].intentions
+    k = sum(1 for i in ints if i.verdict == "yes")
+    return qag_score(k, len(ints), params, {"intentions": [i.model_dump() for i in ints]}, noun="user intentions",
+                     what="satisfied", empty_score=1.0, empty="no user intention")
+
+
+register(ConversationJudge("deepeval:conversation_completeness", "conversation_completeness", CompletenessVerdicts,
+                           _completeness_items, _completeness_score, output_tokens=200),
+         "ConversationCompletenessMetric",
+         description="""DeepEval's conversation completeness (ConversationCompletenessMetric): the judge lists the
+         user's intentions and says for each whether the assistant satisfied it. Score = satisfied /
+         intentions; 1 without an intention (DeepEval's empty score); strict_mode: 0 below 1. One value
+         per conversation. Needs a judge.""",
+         parity="DeepEval 4.3.1 ConversationCompletenessMetric given the same intentions and verdicts: "
+                "score_qag_verdicts (1 without an intention), strict_mode and threshold; DeepEval extracts "
+                "the intentions, then asks once per intention; ragmeter's conversation_completeness request "
+                "gets both at once and is shared with it.")

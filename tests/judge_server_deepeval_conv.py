@@ -1,0 +1,24 @@
+"""The scripted judge's rule-based replies (tests/judge_server.py) for the reply schemas of DeepEval's
+conversational metrics that ragmeter's own conversation metrics do not share: knowledge retention's
+report (a user turn states a fact when it holds a digit or a capitalised word after its first; an
+assistant turn that asks something back forgot it)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+SCHEMAS = ("RetentionReport",)
+_TURN_LINE = re.compile(r"^Turn (\d+) \((user|assistant)\): (.*)$", re.M)
+
+
+def reply(schema: str, b: dict[str, str]) -> dict[str, Any]:
+    conv = [(int(n), role, body) for n, role, body in _TURN_LINE.findall(b.get("CONVERSATION", ""))]
+    if schema == "RetentionReport":
+        users = [(n, body) for n, role, body in conv if role == "user"]
+        facts = [{"turn": n, "facts": {"stated": body} if re.search(r"\d|\s[A-Z]", body) else {}} for n, body in users]
+        checks = [{"turn": n, "reason": "asks back" if "?" in body else "consistent",
+                   "verdict": "yes" if "?" in body else "no"}
+                  for n, role, body in conv if role == "assistant" and any(u < n for u, _ in users)]
+        return {"user_turns": facts, "assistant_turns": checks}
+    raise ValueError(f"scripted judge: unknown schema {schema!r}")

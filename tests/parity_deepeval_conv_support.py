@@ -1,0 +1,122 @@
+"""What the DeepEval conversational parity tests share (tests/test_parity_deepeval_conversational.py):
+the scripted server of tests/parity_server.py taught the steps of DeepEval's conversational metrics
+and ragmeter's one-request form of each, and the two ways of scoring a conversation.
+
+Every turn of a scripted conversation carries the case marker and its 1-based position ``[tN]``,
+so a request about one turn (DeepEval asks per user turn, per assistant turn, per window) is
+answered from the case by that position. Case kinds (``ParityServer.case(kind, verdicts)``):
+
+- ``retention``: ``{"facts": {user turn: bool}, "checks": {assistant turn: "yes"/"no"}}`` (a user
+  turn states facts or not; an assistant turn forgets them or not);
+- ``relevancy``: ``{assistant turn: "yes"/"no"}``, the verdict of the window ending there;
+- ``role``: ``[assistant turn, ...]`` listed as out of character (repeats allowed);
+- ``completeness``: ``["yes", "no", ...]``, one verdict per user intention.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from typing import Any
+
+from parity_server import Case, ParityServer
+from ragmeter.conversations.model import Conversation, Turn, to_samples
+from ragmeter.core.context import ScoringContext
+from ragmeter.metrics.registry import resolve
+
+_TAG = re.compile(r"\[t(\d+)\]")
+
+
+def _tags(text: str) -> list[int]:
+    return [int(x) for x in _TAG.findall(text)]
+
+
+class ConversationServer(ParityServer):
+    """:class:`ParityServer` with the conversational cases above."""
+
+    def _ragmeter(self, case: Case, schema: str, system: str, user: str, mark: str) -> dict[str, Any]:
+        v = case.verdicts
+        if case.kind == "retention" and schema == "RetentionReport":
+            turns = _tags(user)
+            return {"user_turns": [{"turn": t, "facts": {f"fact {t}": "x"} if v["facts"][t] else {}}
+                                   for t in turns if t in v["facts"]],
+                    "assistant_turns": [{"turn": t, "reason": "scripted", "verdict": v["checks"][t]}
+                                        for t in turns if t in v["checks"]]}
+        if case.kind == "relevancy" and schema == "TurnRelevanceVerdict":
+            return {"reason": "scripted", "verdict": v[max(_tags(user))]}
+        if case.kind == "role" and schema == "RoleVerdicts":
+            return {"verdicts": [{"turn": t, "reason": "scripted"} for t in v]}
+        if case.kind == "completeness" and schema == "CompletenessVerdicts":
+            return {"intentions": [{"intention": f"intention {i}", "reason": "scripted", "verdict": x}
+                                   for i, x in enumerate(v)]}
+        return super()._ragmeter(case, schema, system, user, mark)
+
+    def _deepeval(self, case: Case, schema: str, user: str, mark: str) -> dict[str, Any]:
+        v = case.verdicts
+        if case.kind == "retention":
+            if schema == "Knowledge":
+                t = _tags(user.rsplit("Latest User Message:", 1)[1])[0]
+                return {"data": {f"fact {t}": "x"} if v["facts"][t] else {}}
+            if schema == "KnowledgeRetentionVerdict":
+                t = _tags(user.rsplit("LLM message:", 1)[1].split("Previous Knowledge:")[0])[0]
+                return {"verdict": v["checks"][t], "reason": "scripted"}
+        if case.kind == "relevancy" and schema == "TurnRelevancyVerdict":
+            return {"verdict": v[max(_tags(user.rsplit("Messages:", 1)[1]))], "reason": "scripted"}
+        if case.kind == "role" and schema == "OutOfCharacterResponseVerdicts":
+            return {"verdicts": [{"index": t - 1, "reason": "scripted"} for t in v]}
+        if case.kind == "completeness":
+            if schema == "UserIntentions":
+                return {"intentions": [f"intention {i}" for i in range(len(v))]}
+            if schema == "ConversationCompletenessVerdict":
+                i = int(re.findall(r"intention (\d+)", user.rsplit("User Intention:", 1)[1])[0])
+                return {"verdict": v[i], "reason": "scripted"}
+        return super()._deepeval(case, schema, user, mark)
+
+
+def conversation(mark: str, roles: str, *, role: str | None = "a polite travel assistant", cid: str = "c") -> Conversation:
+    """A conversation of ``roles`` (``u``/``a`` per turn), every turn tagged with the marker and its
+    position."""
+    turns = [Turn(role="user" if r == "u" else "assistant", content=f"message {i} [t{i}] {mark}")
+             for i, r in enumerate(roles, 1)]
+    return Conversation(id=cid, turns=turns, chatbot_role=role and f"{role} {mark}")
+
+
+def ours(srv: ParityServer, entry: Any, convs: list[Conversation]) -> list[Any]:
+    """ragmeter's scores of ``entry`` on the conversations (one run: prepare, flush, score)."""
+    req = resolve(entry)
+    samples = [to_samples(c)[0] for c in convs]
+    opts = {"judge": "openai:gpt-4o-mini", "judge_base_url": srv.url, "judge_api_key_env": "PARITY_KEY",
+            "judge_backoff_base": 0.01, "judge_backoff_max": 0.02, "judge_parse_retries": 0}
+    ctx = ScoringContext(opts)
+    try:
+        req.spec.prepare(samples, ctx, **req.params)
+        ctx.flush()
+        return req.spec.fn(samples, ctx, **req.params)
+    finally:
+        ctx.close()
+
+
+def deepeval_model(srv: ParityServer) -> Any:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from deepeval.models import OpenAIModel
+
+        return OpenAIModel(model="gpt-4o-mini", base_url=srv.url, api_key="parity")
+
+
+def theirs(metric: Any, conv: Conversation) -> tuple[float | None, bool | None]:
+    """DeepEval's score and success of ``conv``, ``(None, None)`` for a refused test case."""
+    from deepeval.errors import MissingTestCaseParamsError
+    from deepeval.test_case import ConversationalTestCase
+    from deepeval.test_case import Turn as DeTurn
+
+    tc = ConversationalTestCase(turns=[DeTurn(role=t.role, content=t.content) for t in conv.turns],
+                                chatbot_role=conv.chatbot_role, scenario=conv.scenario,
+                                expected_outcome=conv.expected_outcome)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            value = metric.measure(tc, _show_indicator=False)
+    except MissingTestCaseParamsError:
+        return None, None
+    return float(value), metric.success

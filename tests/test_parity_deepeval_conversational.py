@@ -1,0 +1,117 @@
+"""DeepEval 4.3.1's conversational metrics against DeepEval itself, given the same verdicts:
+``deepeval:knowledge_retention``, ``deepeval:turn_relevancy`` (its sliding windows),
+``deepeval:role_adherence``, ``deepeval:conversation_completeness``.
+
+One scripted OpenAI-compatible server (tests/parity_deepeval_conv_support.py) answers ragmeter's
+one request per conversation (or per window) and every step of DeepEval's own pipeline (fact
+extraction per user turn, a verdict per assistant turn, per window, per intention) from one script
+per conversation; the numbers must be equal (1e-6 relative), and DeepEval's ``success`` too. The
+empty and degenerate conversations are included (no assistant turn, no user fact, no intention,
+no chatbot role: DeepEval's empty score 1 or its refusal, which is no value here).
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ.setdefault("DEEPEVAL_TELEMETRY_OPT_OUT", "YES")
+os.environ.setdefault("DEEPEVAL_UPDATE_WARNING_OPT_IN", "NO")
+os.environ.setdefault("DEEPEVAL_DISABLE_DOTENV", "1")
+os.environ["PARITY_KEY"] = "parity"
+
+from references import require_reference  # noqa: E402
+
+deepeval = require_reference("deepeval")
+pytestmark = pytest.mark.contract
+
+from parity_deepeval_conv_support import ConversationServer, conversation, deepeval_model, ours, theirs  # noqa: E402
+
+PARAMS = [{}, {"strict_mode": True}, {"threshold": 0.8}]
+
+
+@pytest.fixture(scope="module")
+def srv():
+    s = ConversationServer().start()
+    yield s
+    s.stop()
+
+
+def test_version():
+    assert deepeval.__version__ == "4.3.1"
+
+
+def check(srv, name, cls, convs, params, **metric_kw):
+    got = ours(srv, {"name": name, "params": params}, convs)
+    seen = set()
+    for conv, sc in zip(convs, got, strict=True):
+        metric = cls(model=deepeval_model(srv), async_mode=False, include_reason=False, **params, **metric_kw)
+        want, success = theirs(metric, conv)
+        if want is None:
+            assert sc.value is None and "DeepEval refuses" in sc.reason, (conv.id, sc)
+            continue
+        assert sc.value == pytest.approx(want, rel=1e-6, abs=1e-12), (name, params, conv.id, sc, want)
+        assert sc.details["success"] is success, (conv.id, sc.details)
+        seen.add(round(want, 6))
+    return seen
+
+
+RETENTION = [  # (roles, user turns stating facts, assistant verdicts)
+    ("uauaua", {1: True, 3: False, 5: True}, {2: "no", 4: "yes", 6: "no"}),
+    ("uauaua", {1: False, 3: True, 5: False}, {2: "yes", 4: "yes", 6: "no"}),  # turn 2 not judged
+    ("uaua", {1: False, 3: False}, {2: "yes", 4: "yes"}),  # no fact: nothing judged, 1
+    ("auua", {2: True, 3: True}, {4: "yes"}),  # a leading assistant turn is never judged
+    ("u", {1: True}, {}),  # no assistant turn
+    ("uaua", {1: True, 3: True}, {2: "yes", 4: "yes"}),
+]
+
+
+@pytest.mark.parametrize("params", PARAMS)
+def test_knowledge_retention(srv, params):
+    from deepeval.metrics import KnowledgeRetentionMetric
+
+    convs = [conversation(srv.case("retention", {"facts": f, "checks": c}), roles, cid=f"kr{i}")
+             for i, (roles, f, c) in enumerate(RETENTION)]
+    seen = check(srv, "deepeval:knowledge_retention", KnowledgeRetentionMetric, convs, params)
+    assert len(seen) >= 2
+
+
+RELEVANCY = [
+    ("uauaua", {2: "yes", 4: "no", 6: "yes"}),
+    ("uaauuaua", {3: "no", 6: "no", 8: "yes"}),
+    ("uuu", {}),  # no assistant turn: no window, 1
+    ("au", {}),
+    ("ua", {2: "no"}),
+]
+
+
+@pytest.mark.parametrize("params", [*PARAMS, {"window_size": 2}, {"window_size": 1, "strict_mode": True}])
+def test_turn_relevancy(srv, params):
+    from deepeval.metrics import TurnRelevancyMetric
+
+    convs = [conversation(srv.case("relevancy", v), roles, cid=f"tr{i}") for i, (roles, v) in enumerate(RELEVANCY)]
+    check(srv, "deepeval:turn_relevancy", TurnRelevancyMetric, convs, params)
+
+
+ROLE = [("uauaua", [4]), ("uaua", []), ("uaua", [2, 4, 4]), ("uuu", []), ("ua", [2, 2])]
+
+
+@pytest.mark.parametrize("params", PARAMS)
+def test_role_adherence(srv, params):
+    from deepeval.metrics import RoleAdherenceMetric
+
+    convs = [conversation(srv.case("role", v), roles, cid=f"ra{i}") for i, (roles, v) in enumerate(ROLE)]
+    convs.append(conversation(srv.case("role", [2]), "ua", role=None, cid="no-role"))  # refused
+    check(srv, "deepeval:role_adherence", RoleAdherenceMetric, convs, params)
+
+
+COMPLETENESS = [("uaua", ["yes", "no", "yes"]), ("ua", ["no"]), ("uaua", []), ("u", ["no", "no"]), ("uaua", ["yes"])]
+
+
+@pytest.mark.parametrize("params", PARAMS)
+def test_conversation_completeness(srv, params):
+    from deepeval.metrics import ConversationCompletenessMetric
+
+    convs = [conversation(srv.case("completeness", v), roles, cid=f"cc{i}") for i, (roles, v) in enumerate(COMPLETENESS)]
+    check(srv, "deepeval:conversation_completeness", ConversationCompletenessMetric, convs, params)
