@@ -17,8 +17,8 @@ judged) and the position each item's two verdicts followed:
   intervals are percentile bootstrap intervals over items (every pair's verdicts on a resampled
   item go together). The maximum-likelihood estimate exists only when every system both wins
   and loses somewhere in every split of the systems (the comparison graph is strongly connected,
-  Zermelo 1929 / Ford 1957); otherwise a Gaussian prior with variance ``1 / alpha`` is added
-  (``alpha`` = :data:`PRIOR_ALPHA`, choix's ``alpha``) and the record says so.
+  Zermelo 1929 / Ford 1957); otherwise the penalty ``alpha * |theta|^2`` is added (a Gaussian prior;
+  ``alpha`` = :data:`PRIOR_ALPHA`, as choix's ``alpha``) and the record says so.
 """
 
 from __future__ import annotations
@@ -117,12 +117,12 @@ def ml_exists(w: np.ndarray) -> bool:
 
 def _loglik(theta: np.ndarray, w: np.ndarray, alpha: float) -> float:
     d = theta[:, None] - theta[None, :]
-    return float(-(w * np.logaddexp(0.0, -d)).sum() - 0.5 * alpha * theta @ theta)
+    return float(-(w * np.logaddexp(0.0, -d)).sum() - alpha * theta @ theta)
 
 
 def bradley_terry(w: np.ndarray, alpha: float = 0.0, tol: float = 1e-12, max_iter: int = 200) -> np.ndarray:
     """Log-strengths (mean 0) maximising the Bradley-Terry likelihood of the credit matrix ``w``,
-    with a Gaussian prior of precision ``alpha`` when ``alpha > 0``.
+    less ``alpha * |theta|^2`` when ``alpha > 0`` (choix's regularisation: a Gaussian prior).
 
     Newton's method on the centred parameters: the log-likelihood is concave, its Hessian is minus
     a weighted graph Laplacian (singular along the all-ones direction, which ``J / k`` fills), and
@@ -135,9 +135,9 @@ def bradley_terry(w: np.ndarray, alpha: float = 0.0, tol: float = 1e-12, max_ite
     ll = _loglik(theta, w, alpha)
     for _ in range(max_iter):
         p = 1.0 / (1.0 + np.exp(-(theta[:, None] - theta[None, :])))
-        grad = (w - n * p).sum(axis=1) - alpha * theta
+        grad = (w - n * p).sum(axis=1) - 2 * alpha * theta
         c = n * p * (1.0 - p)
-        lap = np.diag(c.sum(axis=1)) - c + alpha * np.eye(k)
+        lap = np.diag(c.sum(axis=1)) - c + 2 * alpha * np.eye(k)
         step = np.linalg.solve(lap + ones, grad)
         t = 1.0
         while True:

@@ -100,8 +100,10 @@ def arena_input(store: Any, refs: Sequence[str]) -> ArenaInput:
     return ArenaInput(systems, ids, items, dropped, out, [(systems[i], systems[j]) for i, j in pairs], mismatch)
 
 
-def metric_entry(metric: str, criteria: str | None) -> dict[str, Any]:
-    return {"name": metric, "params": {"criteria": criteria} if criteria is not None else {}}
+def arena_options(options: dict[str, Any] | None, criteria: str | None) -> dict[str, Any]:
+    """The run's options with the criteria (``arena_criteria``: a run option, not a metric
+    parameter, so the metric's key stays its name)."""
+    return {**(options or {}), **({"arena_criteria": criteria} if criteria is not None else {})}
 
 
 def outcomes(inp: ArenaInput, scores: Sequence[Any]) -> list[PairOutcomes]:
@@ -137,8 +139,8 @@ def run_arena(store: Any, refs: Sequence[str], *, metric: str | None = None, cri
 
     key = metric_name(metric)
     inp = arena_input(store, refs)
-    result = evaluate(Dataset(inp.samples, source=f"arena {' vs '.join(inp.systems)}"), [metric_entry(key, criteria)],
-                      db=store, options=options, name=name or f"arena {' vs '.join(inp.systems)}",
+    result = evaluate(Dataset(inp.samples, source=f"arena {' vs '.join(inp.systems)}"), [key],
+                      db=store, options=arena_options(options, criteria), name=name or f"arena {' vs '.join(inp.systems)}",
                       progress=progress, skip_unavailable=skip_unavailable)
     column = next(iter(result.scores.values()))
     pairs = outcomes(inp, list(column))

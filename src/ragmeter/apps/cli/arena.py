@@ -160,7 +160,7 @@ def arena_cmd(
 
 def _dry_run(store: Any, runs: list[str], key: str, criteria: str | None, opts: dict[str, Any], db: str | None,
              as_json: bool) -> None:
-    from ragmeter.analysis.arena_run import arena_input, metric_entry
+    from ragmeter.analysis.arena_run import arena_input, arena_options
     from ragmeter.apps.cli.judge import dry_run_report
     from ragmeter.io.readers import Dataset
     from ragmeter.run.estimate import estimate_run_cost
@@ -168,7 +168,7 @@ def _dry_run(store: Any, runs: list[str], key: str, criteria: str | None, opts: 
 
     inp = arena_input(store, runs)
     data = Dataset(inp.samples, source=f"arena {' vs '.join(inp.systems)}")
-    config = EvalConfig(metrics=(metric_entry(key, criteria),), db=db, options=opts)
+    config = EvalConfig(metrics=(key,), db=db, options=arena_options(opts, criteria))
     about = {"systems": inp.systems, "n_items": len(inp.items), "dropped": inp.dropped,
              "pairs": [list(p) for p in inp.pairs], "metric": key}
     if as_json:
