@@ -28,9 +28,12 @@ ragmeter ``--batch`` runs for real: the server implements OpenAI's files and bat
 counting it like an online request; the batched run must store the online run's values.
 
 Costs per 1,000 samples are at gpt-4o-mini's prices from genai-prices (input, cached input,
-output). The batched requests are priced at OpenAI's documented Batch API discount (50% of input
-and output, https://platform.openai.com/docs/guides/batch; genai-prices has no batch price for the
-model), with no prompt-cache discount on top.
+output). The batched requests are priced as ragmeter prices them (``PriceTable.get(batch=True)``):
+genai-prices' batch price for the model -- $0.075 input, $0.30 output per million, half the online
+rates (OpenAI's Batch API, https://platform.openai.com/docs/guides/batch) -- with the cached tokens
+the batch's replies report at the batch price's cache-read rate, which for gpt-4o-mini is its online
+$0.075: OpenAI's batch table publishes no cached-input rate for it, so in a batch a cached token
+costs what an uncached one does (genai-prices' note on the model).
 
 Run by hand (not part of the test suite), from a venv made by ``make test``::
 
@@ -72,8 +75,6 @@ from parity_server import _MARK, Case, ParityServer, _flat  # noqa: E402
 
 MODEL = "gpt-4o-mini"
 EMBEDDING_MODEL = "text-embedding-3-small"
-#: OpenAI's Batch API: 50% of the input and output price (https://platform.openai.com/docs/guides/batch)
-BATCH_DISCOUNT = 0.5
 CACHE_MIN, CACHE_STEP = 1024, 128
 METRICS = ("faithfulness", "answer_relevancy", "context_recall")
 
@@ -356,13 +357,14 @@ def prices() -> tuple[Any, float | None]:
     from ragmeter.llm.prices import PriceTable
 
     price = PriceTable().get("openai", MODEL)
+    batch = PriceTable().get("openai", MODEL, batch=True)
     emb = None
     try:
         _, info = data_snapshot.get_snapshot().find_provider_model(EMBEDDING_MODEL, None, "openai", None)
         emb = float(info.get_prices(datetime.now(tz=UTC)).input_mtok)
     except (LookupError, TypeError, AttributeError):
         pass
-    return price, emb
+    return price, batch, emb
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -386,16 +388,14 @@ def main(argv: list[str] | None = None) -> None:
     if means["ragmeter_batch"] != means["ragmeter"]:
         raise SystemExit(f"the batched run's values differ from the online run's: {means}")
 
-    price, emb_price = prices()
+    price, batch_price, emb_price = prices()
     n = len(rows)
     tally = dict(srv.tally)
 
     def cost(tool: str) -> float:
         t = tally[tool]
-        if tool == "ragmeter_batch":
-            usd = price.cost(t["input_tokens"], t["output_tokens"]) * BATCH_DISCOUNT
-        else:
-            usd = price.cost(t["input_tokens"], t["output_tokens"], t["cached_tokens"])
+        rate = batch_price if tool == "ragmeter_batch" else price
+        usd = rate.cost(t["input_tokens"], t["output_tokens"], t["cached_tokens"])
         if t["embedding_tokens"] and emb_price is not None:
             usd += t["embedding_tokens"] * emb_price / 1_000_000
         return usd / n * 1000
@@ -413,13 +413,24 @@ def main(argv: list[str] | None = None) -> None:
         print(f"  {t:15s} {p['calls']:5.2f} calls  {p['input']:8.1f} in ({p['cached']:.1f} cached)  "
               f"{p['output']:6.1f} out per sample   ${costs[t]:.4f} per 1,000 samples")
     print(f"ragmeter_batch: measured through the batch endpoints (same means as online: {means['ragmeter']}), "
-          "priced at the Batch API's 50% of input and output")
+          f"priced at the batch price (input ${batch_price.input:g}, cached input ${batch_price.cache_read:g}, "
+          f"output ${batch_price.output:g} per million)")
+    # what a one-fifth-of-ragas target asks of the batched run: its input tokens per sample at the
+    # same output and cache (the per-sample dollars divided by the batch input rate)
+    t = per_sample["ragmeter_batch"]
+    room = costs["ragas"] / 5 / 1000 * 1_000_000 - t["output"] * batch_price.output
+    needed = max(0.0, room / batch_price.input)
+    print(f"ratio_vs_ragas 5 would need at most {needed:,.0f} input tokens per sample through the batch "
+          f"(now {t['input']:,.0f})")
     result = {
         "samples": n, "metrics": list(METRICS), "token_counter": counter_name(),
         "model": f"openai:{MODEL}",
         "prices_usd_per_mtok": {"input": price.input, "cached_input": price.cache_read, "output": price.output,
-                                "batch_factor": BATCH_DISCOUNT, f"embedding ({EMBEDDING_MODEL})": emb_price},
-        "ragmeter_batch": "measured through the batch endpoints, priced at 50% of input and output",
+                                "batch": {"input": batch_price.input, "cached_input": batch_price.cache_read,
+                                          "output": batch_price.output},
+                                f"embedding ({EMBEDDING_MODEL})": emb_price},
+        "ragmeter_batch": "measured through the batch endpoints, priced at genai-prices' batch price",
+        "ragmeter_batch_input_per_sample_for_ratio_5": round(needed),
         "tokens_per_sample": per_sample,
         "cost_per_1k_samples": costs,
         "ratio_vs_ragas": {"ragmeter": round(costs["ragas"] / costs["ragmeter"], 2),
