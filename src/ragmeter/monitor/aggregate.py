@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from ragmeter.core.errors import ConfigError
+from ragmeter.monitor.agents import agent_figures
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|d|w)\s*$", re.IGNORECASE)
 _UNITS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -75,6 +76,8 @@ def summarise(cols: Mapping[str, list[Any]], window: timedelta | None = None) ->
                      "satisfaction": float(np.mean(fb)) if fb else None},
         "tokens": {"input": int(sum(tin)), "output": int(sum(tout)),
                    "per_query": ((sum(tin) + sum(tout)) / n) if n and (tin or tout) else None},
+        # agent traces among the calls: traces, tool calls and errors, steps, cost per trace
+        **agent_figures(cols.get("meta", [None] * n), cols.get("cost_usd", [None] * n)),
     }
 
 

@@ -331,7 +331,8 @@ def read_calls(store: Any, since: datetime | None, until: datetime | None,
 
 def prune_calls(store: Any, older_than: timedelta) -> int:
     """Delete calls logged before ``now - older_than`` (and OpenTelemetry spans received before
-    then whose trace never got its root span); returns how many calls were deleted."""
+    then whose trace never got its root span, and the agent traces stored before then); returns
+    how many calls were deleted."""
     from sqlalchemy import delete
 
     from ragmeter.store.models import CallRow, OtelSpanRow
@@ -340,4 +341,7 @@ def prune_calls(store: Any, older_than: timedelta) -> int:
     with store.session() as s, s.begin():
         res = s.execute(delete(CallRow).where(CallRow.ts < cutoff))
         s.execute(delete(OtelSpanRow).where(OtelSpanRow.received_at < cutoff))
+        from ragmeter.monitor.agents import prune_traces
+
+        prune_traces(s)  # the agent traces kept beside the calls deleted
         return int(res.rowcount or 0)

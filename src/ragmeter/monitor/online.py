@@ -15,6 +15,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ragmeter.core.errors import ConfigError
+from ragmeter.core.schema import Chunk, Sample
+from ragmeter.monitor.agents import FIGURES_KEY, read_traces
 from ragmeter.store.records import MetricSummary
 
 KV_NAMESPACE = "monitor_runs"
@@ -28,7 +30,9 @@ def evaluate_window(store: Any, window: timedelta, metrics: list[str], *, sample
     """Score a random share ``sample`` of the calls in ``[until - window, until)``.
 
     Calls with an error, or without a query or an answer, are not scored (they are counted in
-    the run's ``extra["monitor"]`` record). ``engine="ray"`` scores the non-judge metrics in
+    the run's ``extra["monitor"]`` record), except the agent traces (:mod:`ragmeter.monitor.agents`):
+    each is scored with its stored trace, so the agent metrics (tool choice, trajectory, the
+    trajectory judge) score production traces too. ``engine="ray"`` scores the non-judge metrics in
     blocks on a Ray runtime (``ray_address``: a cluster's ``ray://HOST:10001``), with the same
     values; judge metrics stay on this machine. Returns the :class:`EvaluationResult`.
 
@@ -52,10 +56,11 @@ def evaluate_window(store: Any, window: timedelta, metrics: list[str], *, sample
     since = until - window
     with store.session() as s:
         rows = s.execute(select(CallRow.pk, CallRow.call_id, CallRow.query, CallRow.answer,
-                                CallRow.contexts, CallRow.error, CallRow.ts)
+                                CallRow.contexts, CallRow.error, CallRow.ts, CallRow.meta)
                          .where(CallRow.ts >= since, CallRow.ts < until).order_by(CallRow.ts)).all()
     n_window = len(rows)
-    usable = [r for r in rows if not r.error and r.query and r.answer]
+    # an agent's trace is scored even when one of its steps failed (the agent metrics read the failure)
+    usable = [r for r in rows if (not r.error and r.query and r.answer) or _has_agent_trace(r.meta)]
     rng = random.Random(seed)
     picked = [r for r in usable if rng.random() < sample] if sample < 1 else list(usable)
     if max_calls is not None and len(picked) > max_calls:
@@ -63,12 +68,14 @@ def evaluate_window(store: Any, window: timedelta, metrics: list[str], *, sample
         picked.sort(key=lambda r: r.ts)
     if not picked:
         raise ConfigError(f"no call to score between {since:%Y-%m-%d %H:%M} and {until:%Y-%m-%d %H:%M} UTC "
-                          f"({n_window} logged, {len(usable)} with a query, an answer and no error)")
-    data = [{"id": r.call_id or f"call-{r.pk}", "question": r.query, "answer": r.answer,
-             "contexts": _context_texts(r.contexts)} for r in picked]
+                          f"({n_window} logged, {len(usable)} with a query, an answer and no error, or an agent trace)")
+    traces = read_traces(store, [r.call_id for r in picked if _has_agent_trace(r.meta)])
+    data = [Sample(id=r.call_id or f"call-{r.pk}", question=r.query, answer=r.answer,
+                   contexts=[Chunk(text=t) for t in _context_texts(r.contexts)], trace=traces.get(r.call_id or ""))
+            for r in picked]
     record = {"start": since.isoformat() + "Z", "end": until.isoformat() + "Z",
               "sample_rate": sample, "seed": seed, "n_calls": n_window, "n_usable": len(usable),
-              "n_scored": len(picked)}
+              "n_scored": len(picked), "n_agent_traces": len(traces)}
     result = evaluate(data, metrics, db=store, options=options, progress=progress,
                       skip_unavailable=skip_unavailable, engine=engine, ray_address=ray_address,
                       name=name or f"monitor {until:%Y-%m-%d %H:%M} last {_span(window)}")
@@ -76,6 +83,10 @@ def evaluate_window(store: Any, window: timedelta, metrics: list[str], *, sample
     store.update_run(result.run_id, extra={**(run.extra or {}), "monitor": record})
     store.kv_put(KV_NAMESPACE, result.run_id, {**record, "metrics": list(result.summary)})
     return result
+
+
+def _has_agent_trace(meta: Any) -> bool:
+    return isinstance(meta, dict) and isinstance(meta.get(FIGURES_KEY), dict)
 
 
 def _span(window: timedelta) -> str:

@@ -1,14 +1,34 @@
 """A Prometheus text-format exposition of the logged calls, for Grafana and Datadog users.
 
-Counters cover every call stored; gauges describe the last hour (latency percentiles computed
-exactly on the stored values, error rate, cost per query, queries per hour) and the newest online
-quality run per metric. Computed at scrape time from the store.
+Counters cover every call stored (and every agent trace: traces, tool calls, tool errors); gauges
+describe the last hour (latency percentiles computed exactly on the stored values, error rate, cost
+per query, queries per hour; the agents' tool error rate, steps, tool calls and cost per trace) and
+the newest online quality run per metric. Computed at scrape time from the store.
 """
 
 from __future__ import annotations
 
 from datetime import timedelta
 from typing import Any
+
+
+def agent_counters(store: Any) -> list[tuple[str, int, str]]:
+    """Counters of every stored agent trace (:mod:`ragmeter.monitor.agents`): traces, tool calls,
+    tool errors, summed in the database from the figures on each trace's call."""
+    from sqlalchemy import func, select
+
+    from ragmeter.monitor.agents import FIGURES_KEY
+    from ragmeter.store.models import CallRow
+
+    fig = CallRow.meta[FIGURES_KEY]
+    with store.session() as s:
+        traces, calls, errors = s.execute(select(
+            func.count(fig["tool_calls"].as_integer()),
+            func.coalesce(func.sum(fig["tool_calls"].as_integer()), 0),
+            func.coalesce(func.sum(fig["tool_errors"].as_integer()), 0)).select_from(CallRow)).one()
+    return [("ragmeter_agent_traces", int(traces), "Agent traces received (tool, agent or handoff spans)."),
+            ("ragmeter_tool_calls", int(calls), "Tool calls of the agent traces."),
+            ("ragmeter_tool_errors", int(errors), "Tool calls of the agent traces that failed.")]
 
 
 def exposition(store: Any, counters: dict[str, int] | None = None) -> bytes:
@@ -47,9 +67,15 @@ def exposition(store: Any, counters: dict[str, int] | None = None) -> bytes:
                 if st["latency_ms"][q] is not None:
                     lat.add_metric([f"0.{q[1:]}", "1h"], st["latency_ms"][q])
             yield lat
+            for name, value, help_text in agent_counters(store):
+                yield CounterMetricFamily(name, help_text, value=value)
             for key, help_text in (("error_rate", "Share of calls with an error, last hour."),
                                    ("cost_per_query_usd", "Mean cost per call (USD), last hour."),
-                                   ("queries_per_hour", "Calls per hour, last hour.")):
+                                   ("queries_per_hour", "Calls per hour, last hour."),
+                                   ("tool_error_rate", "Share of the agents' tool calls that failed, last hour."),
+                                   ("steps_per_trace", "Mean LLM calls per agent trace, last hour."),
+                                   ("tool_calls_per_trace", "Mean tool calls per agent trace, last hour."),
+                                   ("cost_per_trace_usd", "Mean cost per agent trace (USD), last hour.")):
                 g = GaugeMetricFamily(f"ragmeter_{key}", help_text, labels=["window"])
                 if st[key] is not None:
                     g.add_metric(["1h"], st[key])

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ragmeter.core.errors import DatasetError
+from ragmeter.monitor import agents
 from ragmeter.monitor.calls import Privacy, insert_call_rows, normalise_call
 from ragmeter.monitor.otel import calls_from_spans, check_span
 from ragmeter.monitor.otlp import SpanRecord
@@ -67,8 +68,9 @@ def receive_spans(store: Any, spans: Sequence[SpanRecord], *, privacy: Privacy |
     """Store ``spans`` and turn every trace that now has its root span into a call, in one
     transaction (all or nothing).
 
-    Returns ``{"spans", "calls", "pending_traces"}``: spans received, calls stored, traces of this
-    request still waiting for their root.
+    Returns ``{"spans", "calls", "pending_traces", "agent_traces"}``: spans received, calls stored,
+    traces of this request still waiting for their root, agent traces among the calls
+    (:mod:`ragmeter.monitor.agents`).
 
     Raises:
         DatasetError: a span the call would need cannot be used (nothing is stored).
@@ -87,7 +89,7 @@ def receive_spans(store: Any, spans: Sequence[SpanRecord], *, privacy: Privacy |
                  for sp in spans}.values())
     traces = sorted({sp.trace_id for sp in spans})
     if not traces:
-        return {"spans": 0, "calls": 0, "pending_traces": 0}
+        return {"spans": 0, "calls": 0, "pending_traces": 0, "agent_traces": 0}
     with store.session() as s, s.begin():
         if s.get_bind().dialect.name == "postgresql":  # one writer per trace at a time
             for tid in traces:
@@ -114,10 +116,14 @@ def receive_spans(store: Any, spans: Sequence[SpanRecord], *, privacy: Privacy |
         calls, _ = calls_from_spans(stored)
         call_rows = [normalise_call(c, where=f"trace {c['call_id'].removeprefix('otel:')}",
                                     privacy=privacy, source=source) for c in calls]
+        # a trace an agent wrote is also kept whole, its figures on its call (monitor/agents.py)
+        trace_rows = agents.attach(call_rows, agents.traces_of(stored), privacy or Privacy())
         insert_call_rows(s, call_rows)
+        agents.insert_trace_rows(s, trace_rows)
         for chunk in _chunks(complete):
             s.execute(delete(OtelSpanRow).where(OtelSpanRow.trace_id.in_(chunk)))
-    return {"spans": len(rows), "calls": len(call_rows), "pending_traces": len(traces) - len(complete)}
+    return {"spans": len(rows), "calls": len(call_rows), "pending_traces": len(traces) - len(complete),
+            "agent_traces": len(trace_rows)}
 
 
 def pending_spans(store: Any) -> int:

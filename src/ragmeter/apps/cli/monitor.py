@@ -31,7 +31,9 @@ def stats_cmd(
     db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
 ) -> None:
     """Aggregates of the calls logged in the last --window: calls, queries per hour, latency
-    p50/p95/p99 (exact, numpy's linear method), error rate, cost per query, feedback, tokens."""
+    p50/p95/p99 (exact, numpy's linear method), error rate, cost per query, feedback, tokens; and
+    of the agent traces among them: traces, tool calls, tool errors and their rate, steps and cost
+    per trace."""
     from ragmeter.monitor.aggregate import parse_duration, series, window_stats
 
     span = parse_duration(window)
@@ -67,9 +69,15 @@ def _print_stats(out: dict[str, Any]) -> None:
                   fmt(s["error_rate"], 3), fmt(s["cost_per_query_usd"], 5),
                   fmt(s["feedback"]["satisfaction"], 3))
     console.print(t)
+    if out.get("traces"):
+        console.print(f"agent traces {out['traces']}: tool calls {out['tool_calls']}, tool errors "
+                      f"{out['tool_errors']} (rate {fmt(out['tool_error_rate'], 3)}), steps/trace "
+                      f"{fmt(out['steps_per_trace'], 2)}, USD/trace {fmt(out['cost_per_trace_usd'], 5)}",
+                      markup=False, highlight=False)
     for p in out.get("series", []):
         console.print(f"  {p['start'][:16].replace('T', ' ')}  calls {p['calls']:>6}  p95 "
-                      f"{fmt(p['latency_ms']['p95'], 1):>8} ms  errors {fmt(p['error_rate'], 3)}")
+                      f"{fmt(p['latency_ms']['p95'], 1):>8} ms  errors {fmt(p['error_rate'], 3)}"
+                      + (f"  traces {p['traces']}  tool errors {p['tool_errors']}" if p.get("traces") else ""))
 
 
 @monitor_app.command("evaluate")
@@ -84,6 +92,7 @@ def evaluate_cmd(
     judge_base_url: Annotated[str | None, typer.Option("--judge-base-url", help="Endpoint of an OpenAI-compatible judge.")] = None,
     judge_api_key_env: Annotated[str | None, typer.Option("--judge-api-key-env", help="Environment variable holding the judge's key.")] = None,
     max_cost: Annotated[float | None, typer.Option("--max-cost", help="Stop judging once this many USD are spent.", parser=number(0))] = None,
+    option: Annotated[list[str] | None, typer.Option("--option", help="key=value run option passed to metrics (repeatable), e.g. agent_preset=credit_risk or agent={\"expected_tools\": [\"search\"]} for the agent metrics of agent traces.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the run summary as JSON.")] = False,
     no_progress: Annotated[bool, typer.Option("--no-progress", help="Hide progress bars.")] = False,
     db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
@@ -91,7 +100,8 @@ def evaluate_cmd(
     ray_address: Annotated[str | None, typer.Option("--ray-address", help="ray://HOST:10001 of a Ray cluster (default: a local Ray runtime).")] = None,
 ) -> None:
     """Score a random sample of the calls logged in the window with any metrics (judge metrics
-    stay under --max-cost, on this machine) and store it as a run linked to its window. Exits 3
+    stay under --max-cost, on this machine) and store it as a run linked to its window; the agent
+    traces received over OTLP are scored with their whole trace (agent metrics). Exits 3
     when the run is incomplete (a metric without any value, e.g. token_f1 on calls without a
     reference)."""
     from ragmeter.apps.cli._common import exit_if_incomplete, summary_table
@@ -99,7 +109,17 @@ def evaluate_cmd(
     from ragmeter.monitor.online import evaluate_window
 
     names = [x.strip() for v in metrics for x in v.split(",") if x.strip()]
-    opts = {k: v for k, v in {"judge": judge, "judge_base_url": judge_base_url,
+    opts: dict[str, Any] = {}
+    for item in option or []:
+        k, eq, v = item.partition("=")
+        if not eq or not k.strip():
+            raise typer.BadParameter(f"use key=value, e.g. --option agent_preset=credit_risk; got {item!r}",
+                                     param_hint="'--option'")
+        try:
+            opts[k.strip()] = json.loads(v)
+        except (ValueError, RecursionError):  # not JSON: the text itself
+            opts[k.strip()] = v
+    opts |= {k: v for k, v in {"judge": judge, "judge_base_url": judge_base_url,
                               "judge_api_key_env": judge_api_key_env, "judge_max_cost": max_cost}.items()
             if v is not None}
     store = get_store(db, must_exist=True)
