@@ -115,6 +115,10 @@ def _build(obj: Mapping[str, Any], turns: list[Turn], default_id: str, err: _Err
         meta = {k: v for k, v in meta.items() if k != "reference_topics"}
     if topics is not None and not (isinstance(topics, list) and all(isinstance(x, str) for x in topics)):
         raise err("reference_topics", "expected a list of texts")
+    if obj.get("reference_tool_calls") is not None:  # ragas MultiTurnSample: kept for ragas:tool_call_*
+        from ragmeter.io.ragas_fields import reference_tool_calls
+
+        meta = {**meta, "reference_tool_calls": reference_tool_calls(obj["reference_tool_calls"], err)}
     fields = {"chatbot_role": role, "scenario": obj.get("scenario"),
               "user_description": _first(obj, "user_description", "userDescription"),
               "expected_outcome": _first(obj, "expected_outcome", "expectedOutcome"),

@@ -30,6 +30,7 @@ from ragmeter.io.formats import (  # noqa: F401
     iter_rows,
     json_cells,
 )
+from ragmeter.io.ragas_fields import RAGAS_METADATA
 
 #: canonical field -> accepted column names (first match wins, in this order).
 #: ``retrieved_ids`` / ``relevant_ids`` are id-valued forms of ``contexts`` / ``relevant``.
@@ -75,7 +76,7 @@ _DEEPEVAL_KEYS = ("retrieval_context", "actual_output", "expected_output", "tool
 #: (correct_keyword), ``split`` (semantic_dynamic), ``latency_ms`` (agent-stats), DeepEval's extras
 _KNOWN_METADATA = {"expected_tools", "expected_trajectory", "expected_tool_calls", "tools_called",
                    "task_type", "name", "tags", "comments", "additional_metadata", "keywords", "split",
-                   "latency_ms"}
+                   "latency_ms", *RAGAS_METADATA}
 #: common abbreviations -> field, to suggest a ``--map`` when no known column is found.
 _MAP_HINTS: dict[str, tuple[str, ...]] = {
     "question": ("q", "ques", "query_text", "user", "ask", "instruction", "text_in"),

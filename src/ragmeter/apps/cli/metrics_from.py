@@ -33,9 +33,10 @@ def print_from(tool: str, as_json: bool) -> None:
              + (f", {missing} missing" if missing else ""))
     t = Table(title=title, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True,
               title_justify="left")
-    t.add_column(f"{label} metric", no_wrap=True)
+    # ragmeter's names are what a user copies: they never wrap; a long tool class name folds at 80 columns
+    t.add_column(f"{label} metric", overflow="fold")
     t.add_column("ragmeter metric", no_wrap=True)
-    t.add_column("exact", no_wrap=True)
+    t.add_column("exact", no_wrap=True, min_width=5)
     for e in entries:
         t.add_row(e.metric, e.ragmeter or "missing", "yes" if e.exact else "no")
     console.print(t)

@@ -13,6 +13,7 @@ from ragmeter.metrics.judge import (  # noqa: F401 - registers
                                     geval,
                                     pairwise,
                                     ragas_metrics,
+                                    ragas_more,
                                     relevance,
                                     trajectory,
 )
