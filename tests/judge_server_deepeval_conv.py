@@ -1,14 +1,16 @@
 """The scripted judge's rule-based replies (tests/judge_server.py) for the reply schemas of DeepEval's
 conversational metrics that ragmeter's own conversation metrics do not share: knowledge retention's
 report (a user turn states a fact when it holds a digit or a capitalised word after its first; an
-assistant turn that asks something back forgot it)."""
+assistant turn that asks something back forgot it), goal accuracy's scores (the goal is met, 1, when
+the assistant's steps share a word of four letters or more with it, else 0.25; the plan scores 0.75
+with a tool call, else 0.5)."""
 
 from __future__ import annotations
 
 import re
 from typing import Any
 
-SCHEMAS = ("RetentionReport",)
+SCHEMAS = ("RetentionReport", "GoalPlanScores")
 _TURN_LINE = re.compile(r"^Turn (\d+) \((user|assistant)\): (.*)$", re.M)
 
 
@@ -21,4 +23,10 @@ def reply(schema: str, b: dict[str, str]) -> dict[str, Any]:
                    "verdict": "yes" if "?" in body else "no"}
                   for n, role, body in conv if role == "assistant" and any(u < n for u, _ in users)]
         return {"user_turns": facts, "assistant_turns": checks}
+    if schema == "GoalPlanScores":
+        goal = {w.lower() for w in re.findall(r"\w{4,}", b.get("USER GOAL", ""))}
+        steps = b.get("ASSISTANT STEPS", "")
+        met = bool(goal & {w.lower() for w in re.findall(r"\w{4,}", steps)})
+        return {"goal_reason": "rule", "goal_score": 1.0 if met else 0.25, "plan_reason": "rule",
+                "plan_score": 0.75 if "tool called" in steps else 0.5}
     raise ValueError(f"scripted judge: unknown schema {schema!r}")

@@ -10,7 +10,8 @@ answered from the case by that position. Case kinds (``ParityServer.case(kind, v
   turn states facts or not; an assistant turn forgets them or not);
 - ``relevancy``: ``{assistant turn: "yes"/"no"}``, the verdict of the window ending there;
 - ``role``: ``[assistant turn, ...]`` listed as out of character (repeats allowed);
-- ``completeness``: ``["yes", "no", ...]``, one verdict per user intention.
+- ``completeness``: ``["yes", "no", ...]``, one verdict per user intention;
+- ``goal``: ``{last turn of an exchange: (goal score, plan score)}``.
 """
 
 from __future__ import annotations
@@ -34,6 +35,15 @@ def _tags(text: str) -> list[int]:
 class ConversationServer(ParityServer):
     """:class:`ParityServer` with the conversational cases above."""
 
+    def answer(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        text = "".join(str(m.get("content")) for m in body.get("messages", []))
+        if "final justification" in text and "[[C" not in text:  # DeepEval's goal accuracy reason, no exchange
+            return {"id": "chatcmpl-parity", "object": "chat.completion", "created": 0, "model": "m",
+                    "choices": [{"index": 0, "finish_reason": "stop",
+                                 "message": {"role": "assistant", "content": "scripted"}}],
+                    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+        return super().answer(path, body)
+
     def _ragmeter(self, case: Case, schema: str, system: str, user: str, mark: str) -> dict[str, Any]:
         v = case.verdicts
         if case.kind == "retention" and schema == "RetentionReport":
@@ -49,6 +59,9 @@ class ConversationServer(ParityServer):
         if case.kind == "completeness" and schema == "CompletenessVerdicts":
             return {"intentions": [{"intention": f"intention {i}", "reason": "scripted", "verdict": x}
                                    for i, x in enumerate(v)]}
+        if case.kind == "goal" and schema == "GoalPlanScores":
+            g, p = v[max(_tags(user))]
+            return {"goal_reason": "scripted", "goal_score": g, "plan_reason": "scripted", "plan_score": p}
         return super()._ragmeter(case, schema, system, user, mark)
 
     def _deepeval(self, case: Case, schema: str, user: str, mark: str) -> dict[str, Any]:
@@ -70,6 +83,12 @@ class ConversationServer(ParityServer):
             if schema == "ConversationCompletenessVerdict":
                 i = int(re.findall(r"intention (\d+)", user.rsplit("User Intention:", 1)[1])[0])
                 return {"verdict": v[i], "reason": "scripted"}
+        if case.kind == "goal":
+            if schema in ("GoalScore", "PlanScore"):
+                g, p = v[max(_tags(user.rsplit("USER TASK:", 1)[1]))]
+                return {"score": g if schema == "GoalScore" else p, "reason": f"scripted {mark}"}
+            if schema == "":  # DeepEval's final reason, asked without a schema
+                return {"reason": "scripted"}
         return super()._deepeval(case, schema, user, mark)
 
 

@@ -1,6 +1,6 @@
 """DeepEval 4.3.1's conversational metrics against DeepEval itself, given the same verdicts:
 ``deepeval:knowledge_retention``, ``deepeval:turn_relevancy`` (its sliding windows),
-``deepeval:role_adherence``, ``deepeval:conversation_completeness``.
+``deepeval:role_adherence``, ``deepeval:conversation_completeness``, ``deepeval:goal_accuracy``.
 
 One scripted OpenAI-compatible server (tests/parity_deepeval_conv_support.py) answers ragmeter's
 one request per conversation (or per window) and every step of DeepEval's own pipeline (fact
@@ -115,3 +115,16 @@ def test_conversation_completeness(srv, params):
 
     convs = [conversation(srv.case("completeness", v), roles, cid=f"cc{i}") for i, (roles, v) in enumerate(COMPLETENESS)]
     check(srv, "deepeval:conversation_completeness", ConversationCompletenessMetric, convs, params)
+
+
+GOAL = [("uaua", {2: (1.0, 0.75), 4: (0.25, 0.5)}), ("uauua", {2: (0.5, 0.5), 5: (1.0, 1.0)}),
+        ("uuu", {}), ("auaa", {4: (0.75, 0.0)}), ("ua", {2: (1.0, 1.0)})]
+
+
+@pytest.mark.parametrize("params", PARAMS)
+def test_goal_accuracy(srv, params):
+    from deepeval.metrics import GoalAccuracyMetric
+
+    convs = [conversation(srv.case("goal", v), roles, cid=f"ga{i}") for i, (roles, v) in enumerate(GOAL)]
+    seen = check(srv, "deepeval:goal_accuracy", GoalAccuracyMetric, convs, params)
+    assert 0.0 in seen  # no exchange: DeepEval's 0

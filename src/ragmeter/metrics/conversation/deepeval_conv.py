@@ -1,6 +1,6 @@
 """DeepEval 4.3.1's conversational metrics with DeepEval's numbers: ``deepeval:knowledge_retention``,
-``deepeval:turn_relevancy``, ``deepeval:role_adherence``, ``deepeval:conversation_completeness``
-(one value per conversation, scope ``conversation``).
+``deepeval:turn_relevancy``, ``deepeval:role_adherence``, ``deepeval:conversation_completeness``,
+``deepeval:goal_accuracy`` (one value per conversation, scope ``conversation``).
 
 A conversation is DeepEval's ``ConversationalTestCase`` (``turns`` of role/content,
 ``chatbot_role``, ``scenario``, ``expected_outcome``; read by :mod:`ragmeter.conversations`): its
@@ -14,9 +14,10 @@ DeepEval itself against a scripted judge to check each number.
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from ragmeter.conversations.model import Conversation
 from ragmeter.core.errors import MetricError
@@ -27,6 +28,7 @@ from ragmeter.metrics.conversation.judged import (
     RoleVerdicts,
     TurnRelevanceVerdict,
     sliding_windows,
+    unit_interactions,
 )
 from ragmeter.metrics.judge._common import judge_check, tool_equals
 from ragmeter.metrics.judge.deepeval_metrics import deepeval_params, qag_score
@@ -208,3 +210,72 @@ register(ConversationJudge("deepeval:conversation_completeness", "conversation_c
                 "score_qag_verdicts (1 without an intention), strict_mode and threshold; DeepEval extracts "
                 "the intentions, then asks once per intention; ragmeter's conversation_completeness request "
                 "gets both at once and is shared with it.")
+
+
+# ---- goal accuracy ----------------------------------------------------------------------------------
+class GoalPlanScores(_Reply):
+    goal_reason: str
+    goal_score: float = Field(ge=0, le=1)
+    plan_reason: str
+    plan_score: float = Field(ge=0, le=1)
+
+
+def _steps(turns: list[tuple[int, Any]]) -> str:
+    out = []
+    for pos, t in turns:
+        line = f"Turn {pos + 1} (assistant): {t.content}"
+        for c in t.tool_calls:
+            line += f"\n  tool called: {c.name}({json.dumps(c.arguments, ensure_ascii=False, default=str)})"
+            if c.result is not None:
+                line += f" -> {json.dumps(c.result, ensure_ascii=False, default=str)}"
+        out.append(line)
+    return "\n".join(out)
+
+
+def _goal_items(conv: Conversation, params: dict[str, Any]) -> list[Item] | Score:
+    _params("deepeval:goal_accuracy", params)
+    items = []
+    for unit in unit_interactions(dialogue(conv)):
+        goal = []
+        for pt in unit:  # the user turns that open the exchange
+            if pt[1].role != "user":
+                break
+            goal.append(pt)
+        steps = [pt for pt in unit[1:] if pt[1].role == "assistant"]
+        items.append(Item(f"turn {unit[-1][0] + 1}", [("USER GOAL", numbered(goal)), ("ASSISTANT STEPS", _steps(steps))],
+                          data=unit[-1][0] + 1))
+    if not items:  # DeepEval averages nothing as 0 for both parts
+        return _goal_value(0.0, [], params)
+    return items
+
+
+def _goal_value(value: float, exchanges: list[dict[str, Any]], params: dict[str, Any]) -> Score:
+    strict = bool(params.get("strict_mode", False))
+    threshold = 1.0 if strict else float(params.get("threshold", 0.5))
+    if strict and value < threshold:
+        value = 0.0
+    summary = (f"mean of the goal and plan scores over {len(exchanges)} exchange(s)" if exchanges
+               else "no user-assistant exchange: DeepEval scores 0")
+    return Score(value, details={"exchanges": exchanges, "summary": summary, "threshold": threshold,
+                                 "strict_mode": strict, "success": value >= threshold})
+
+
+def _goal_score(conv: Conversation, items: list[Item], verdicts: list[Any], params: dict[str, Any]) -> Score:
+    goal = sum(v.goal_score for v in verdicts) / len(verdicts)
+    plan = sum(v.plan_score for v in verdicts) / len(verdicts)
+    return _goal_value((goal + plan) / 2, [{"turn": it.data, **v.model_dump()} for it, v in zip(items, verdicts, strict=True)],
+                       params)
+
+
+register(ConversationJudge("deepeval:goal_accuracy", "deepeval_goal_accuracy", GoalPlanScores,
+                           _goal_items, _goal_score, output_tokens=160),
+         "GoalAccuracyMetric",
+         description="""DeepEval's goal accuracy (GoalAccuracyMetric): for each user-assistant exchange (DeepEval's
+         unit interactions) the judge scores, on DeepEval's 0 / 0.25 / 0.5 / 0.75 / 1 guide, whether what
+         the user saw achieved the user's goal and how good and how followed the assistant's plan was.
+         Score = (mean goal score + mean plan score) / 2; 0 without an exchange (as DeepEval);
+         strict_mode: 0 below 1. One value per conversation. Needs a judge.""",
+         parity="DeepEval 4.3.1 GoalAccuracyMetric given the same goal and plan scores: its unit interactions, "
+                "its mean of the two means (0 without an exchange), strict_mode and threshold. DeepEval asks "
+                "two questions per exchange and always writes a reason (one more call); ragmeter asks both "
+                "in one request per exchange.")
