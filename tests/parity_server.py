@@ -217,6 +217,11 @@ class ParityServer:
             return {"steps": case.steps}
         if schema == "ReasonScore":
             return {"reason": case.reason, "score": case.score}
+        if schema == "ArenaSteps":
+            return {"steps": case.steps}
+        if schema == "Winner":  # deepeval:arena_g_eval: the contestants' outputs in fenced blocks
+            outputs = {m.group(1).capitalize(): m.group(2) for m in _CONTESTANT.finditer(user)}
+            return _arena_winner(case, outputs, mark)
         raise ValueError(f"ragmeter schema {schema!r} not scripted")
 
     # ragas 0.4.3 (ragas.metrics.collections): its prompts, one step per call
@@ -264,6 +269,12 @@ class ParityServer:
             return {"opinions": [f"opinion {i} {mark}" for i in range(len(v))]}
         if schema == "Steps":
             return {"steps": case.steps}
+        if schema == "Winner":  # ArenaGEval: the contestants as JSON under their masked names
+            part = user.split("Contestants:\n", 1)[1].split("\n\nParameters:", 1)[0]
+            cases = json.loads(part)["arena_test_cases"]
+            return _arena_winner(case, {name: json.loads(c)["actual_output"] for name, c in cases.items()}, mark)
+        if schema == "RewrittenReason":
+            return {"rewritten_reason": "scripted"}
         if schema in ("raw", "ReasonScore"):
             return {"reason": case.reason, "score": case.score}
         if schema == "ContextualRelevancyVerdicts":
@@ -284,6 +295,20 @@ class ParityServer:
             if "remotely useful" in user or "can be attributed to" in user:
                 return {"verdicts": [{"verdict": x, "reason": "scripted"} for x in v]}
         raise ValueError(f"DeepEval step {schema!r} not scripted: {user[:200]!r}")
+
+
+_CONTESTANT = re.compile(r"^CONTESTANT (\w+) ACTUAL OUTPUT:\n`{3,}\n(.*?)\n`{3,}$", re.S | re.M)
+
+
+def _arena_winner(case: Case, outputs: dict[str, str], mark: str) -> dict[str, Any]:
+    """An arena case (``verdicts``: the word the winning output holds, or ``("name", TEXT)`` to
+    answer TEXT as the winner whatever the contestants): the masked name of the winner."""
+    v = case.verdicts
+    if isinstance(v, tuple):
+        return {"winner": v[1], "reason": f"scripted {mark}"}
+    name = next(n for n, text in outputs.items() if v in text)
+    other = next(n for n in outputs if n != name)
+    return {"winner": name, "reason": f"${name}$ says {v}, ${other}$ does not {mark}"}
 
 
 def _question(i: int, cos: float | None, mark: str) -> str:

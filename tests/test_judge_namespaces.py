@@ -33,7 +33,7 @@ NAMESPACED = {
     "deepeval:answer_relevancy": "deepeval", "deepeval:contextual_precision": "deepeval",
     "deepeval:contextual_recall": "deepeval", "deepeval:contextual_relevancy": "deepeval",
     "deepeval:hallucination": "deepeval", "deepeval:bias": "deepeval", "deepeval:toxicity": "deepeval",
-    "deepeval:g_eval": "deepeval",
+    "deepeval:g_eval": "deepeval", "deepeval:arena_g_eval": "deepeval",
 }
 #: metrics whose score is k/n of the verdicts their summary counts
 COUNT_BASED = {"faithfulness", "hallucination", "answer_relevancy", "context_recall", "contextual_relevancy",

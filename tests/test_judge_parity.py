@@ -42,6 +42,7 @@ NAMESPACED = {
     "ragas:answer_correctness", "deepeval:faithfulness", "deepeval:answer_relevancy",
     "deepeval:contextual_precision", "deepeval:contextual_recall", "deepeval:contextual_relevancy",
     "deepeval:hallucination", "deepeval:bias", "deepeval:toxicity", "deepeval:g_eval",
+    "deepeval:arena_g_eval",
 }
 
 
@@ -472,3 +473,50 @@ def test_every_namespaced_metric_was_compared():
              and n.name != "test_every_namespaced_metric_was_compared"]
     named = {c.value for t in tests for c in ast.walk(t) if isinstance(c, ast.Constant) and c.value in NAMESPACED}
     assert named >= NAMESPACED, sorted(NAMESPACED - named)
+
+
+# ---- ArenaGEval --------------------------------------------------------------------------------------------------
+
+
+def _arena_case(mark, i, a_text, b_text):
+    return Sample(id=f"pair{i}", question=f"Which city is meant? {mark}", answer=f"{a_text} {mark}",
+                  metadata={"arena": {"item": f"q{i}", "a": "A", "b": "B", "answer_b": f"{b_text} {mark}"}})
+
+
+@pytest.mark.parametrize("mode", ["criteria", "steps"])
+def test_deepeval_arena_g_eval(srv, clients, mode):
+    """Each order's winner equals DeepEval's ArenaGEval's on a two-contestant ArenaTestCase given the
+    same reply (the judge names the contestant whose output holds the case's word); a reply naming
+    no contestant exactly is DeepEval's KeyError and ragmeter's no value."""
+    from deepeval.metrics import ArenaGEval
+    from deepeval.test_case import ArenaTestCase, Contestant, LLMTestCase, SingleTurnParams
+
+    patterns = [("WINNER is here.", "Nothing."), ("Nothing.", "WINNER is here."), ("A WINNER.", "No."),
+                ("Short.", "A longer WINNER answer.")]
+    for i, (a_text, b_text) in enumerate([*patterns, ("Plain.", "Plain too.")]):
+        bad = i == len(patterns)
+        mark = srv.case("arena", verdicts=("name", "$Alice$") if bad else "WINNER",
+                        steps=["Compare the outputs.", "Prefer the one naming the winner."])
+        s = _arena_case(mark, i, a_text, b_text)
+        params = ({"criteria": f"The output that names the winner wins. {mark}"} if mode == "criteria"
+                  else {"evaluation_steps": [f"Step one {mark}.", "Step two."]})
+        (value, sc), = ours(srv, {"name": "deepeval:arena_g_eval", "params": params}, [s])
+        metric = ArenaGEval(name="arena", evaluation_params=[SingleTurnParams.INPUT, SingleTurnParams.ACTUAL_OUTPUT],
+                            model=clients["deepeval"], async_mode=False, **params)
+        case = ArenaTestCase(contestants=[Contestant(name="A", test_case=LLMTestCase(input=s.question, actual_output=s.answer)),
+                                          Contestant(name="B", test_case=LLMTestCase(
+                                              input=s.question, actual_output=s.metadata["arena"]["answer_b"]))])
+        if bad:
+            with warnings.catch_warnings(), pytest.raises(KeyError):
+                warnings.simplefilter("ignore")
+                metric.measure(case)
+            assert value is None and "not judged" in sc.reason and "winner must be exactly" in str(sc.details)
+            continue
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            want = metric.measure(case)
+        assert [v["picked"] for v in sc.details["verdicts"]] == [want.lower()] * 2, (mode, i, sc.details)
+        assert value == {"A": 1.0, "B": 0.0}[want]
+        assert sc.details["steps"] == (["Compare the outputs.", "Prefer the one naming the winner."]
+                                       if mode == "criteria" else params["evaluation_steps"])
+        assert f"{want} says WINNER" in sc.details["verdicts"][0]["reason"]  # $Alice$ -> the real name

@@ -39,7 +39,7 @@ DEEPEVAL = (
     "PromptAlignment", "RoleAdherence", "RoleViolation", "StepEfficiency", "Summarization",
     "TaskCompletion", "ToolCorrectness", "ToolPermission", "ToolUse", "TopicAdherence", "Toxicity",
     "TurnContextualPrecision", "TurnContextualRecall", "TurnContextualRelevancy", "TurnFaithfulness",
-    "TurnRelevancy", "AgentLoopDetection", "AgentResponsiveness",
+    "TurnRelevancy", "AgentLoopDetection", "AgentResponsiveness", "ArenaGEval",
 )
 
 TOOLS: dict[str, tuple[str, ...]] = {"ragas": RAGAS, "deepeval": DEEPEVAL}
