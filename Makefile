@@ -15,6 +15,14 @@ DATACOMPY := datacompy==0.16.8 ordered-set==4.1.0 polars==1.31.0
 
 .PHONY: demo test test-fast lint bench clean
 
+# the real agents of tests/test_agent_frameworks.py (openai-agents, LangGraph, pydantic-ai and the
+# OpenTelemetry / OpenInference instrumentations) conflict with the main venv: their own venv
+AGENTS_VENV := .venv-agents
+$(AGENTS_VENV)/.installed: tests/agents/requirements.txt
+	$(PYTHON) -m venv $(AGENTS_VENV)
+	$(AGENTS_VENV)/bin/python -m pip install -q -r tests/agents/requirements.txt
+	touch $@
+
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
@@ -36,7 +44,7 @@ demo: $(VENV)/.local-installed
 	$(BIN)/ragmeter report latest -o report.html
 
 # every tier: fast, slow, contract (a missing reference package fails with CI set), browser, postgres
-test: $(VENV)/.dev-installed
+test: $(VENV)/.dev-installed $(AGENTS_VENV)/.installed
 	./scripts/ensure-test-system-deps.sh
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -n 2 -q
 
@@ -51,4 +59,4 @@ bench: $(VENV)/.dev-installed
 	for b in benchmarks/[!_]*.py; do HF_HUB_OFFLINE=1 $(BIN)/python $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) .ragmeter report.html
+	rm -rf $(VENV) $(AGENTS_VENV) .ragmeter report.html
