@@ -19,8 +19,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from ragmeter.core.context import declare_service
 from ragmeter.core.schema import Sample, Score
 from ragmeter.metrics.registry import MetricSpec, register_metric
+
+# a tuned template (``faithfulness@NAME``, ragmeter align) is read through this service
+declare_service("judge_templates", "ragmeter.llm.templates")
 
 #: bump when the way requests are assembled changes (part of every template's version hash)
 FORMAT_VERSION = "1"
@@ -146,7 +150,7 @@ def share_score(verdict: BaseModel, items: Sequence[Any], counts: dict[str, Call
     return Score(k / n, details=details)
 
 
-def judge_check(ctx: Any, **_params: Any) -> str | None:
+def judge_check(ctx: Any, **params: Any) -> str | None:
     """``check`` of every LLM metric: why no judge can be used here (how to configure one, or
     why its pre-flight request failed: unreachable, key rejected, unknown model), or ``None``.
 
@@ -159,6 +163,13 @@ def judge_check(ctx: Any, **_params: Any) -> str | None:
     msg = problem(ctx.options)
     if msg is not None:
         return msg
+    if params.get("template") is not None:  # a tuned template (ragmeter align) must exist
+        from ragmeter.core.errors import ConfigError
+
+        try:
+            ctx.service("judge_templates").version(None, str(params["template"]))
+        except ConfigError as exc:
+            return str(exc)
     try:
         ctx.service("judge").preflight()
     except JudgeError as exc:
@@ -202,13 +213,19 @@ class JudgedMetric:
     embed: Callable[[Sample, dict[str, Any]], list[str]] | None = None
     check_params: Callable[[dict[str, Any]], Any] | None = None
 
-    def requests(self, samples: Sequence[Sample], params: dict[str, Any]) -> list[Any]:
-        """One :class:`JudgeRequest` per sample, or the sample's :class:`Score` if it needs no call."""
+    def requests(self, samples: Sequence[Sample], params: dict[str, Any], ctx: Any = None) -> list[Any]:
+        """One :class:`JudgeRequest` per sample, or the sample's :class:`Score` if it needs no call.
+        With ``params["template"]`` (``faithfulness@NAME``), the prompt is the tuned template of
+        that name (``ragmeter align``), which ``ctx`` gives."""
         from ragmeter.llm.request import JudgeRequest
 
+        tuned = params.get("template")
+        params = {k: v for k, v in params.items() if k != "template"}
         if self.check_params is not None:
             self.check_params(params)
         tpl = self.template if isinstance(self.template, PromptTemplate) else load_template(self.template)
+        if tuned is not None:
+            tpl = self._tuned(tpl, str(tuned), ctx)
         system = tpl.system(**self.subs(params))
         out: list[Any] = []
         for s in samples:
@@ -225,8 +242,21 @@ class JudgedMetric:
                                     validate=self.validate(s, params) if self.validate else None))
         return out
 
+    def _tuned(self, base: PromptTemplate, ref: str, ctx: Any) -> PromptTemplate:
+        """The tuned template ``ref`` names (its default version: the metric's own when no tuning helped)."""
+        from ragmeter.core.errors import MetricError
+
+        if ctx is None:
+            raise MetricError(f"{self.name}@{ref}: a tuned template is read from the run's store")
+        version = ctx.service("judge_templates").version(self.name, ref)
+        if not version["version"]:
+            return base
+        from ragmeter.metrics.judge.tuned import tuned_text
+
+        return PromptTemplate(f"{base.name}@{version['name']}:{version['version']}", tuned_text(base.text, version))
+
     def prepare(self, samples: Sequence[Sample], ctx: Any, **params: Any) -> None:
-        reqs = [r for r in self.requests(samples, params) if not isinstance(r, Score)]
+        reqs = [r for r in self.requests(samples, params, ctx) if not isinstance(r, Score)]
         judge = ctx.service("judge")
         judge.prefetch(reqs)
         if self.embed is not None and not judge.cfg.dry_run:
@@ -235,7 +265,7 @@ class JudgedMetric:
                 ctx.service("embeddings").request(texts)
 
     def __call__(self, samples: Sequence[Sample], ctx: Any, **params: Any) -> list[Score]:
-        reqs = self.requests(samples, params)
+        reqs = self.requests(samples, params, ctx)
         pending = [(i, r) for i, r in enumerate(reqs) if not isinstance(r, Score)]
         out: list[Score] = [r if isinstance(r, Score) else Score.missing("not judged") for r in reqs]
         if pending:
@@ -255,6 +285,8 @@ def register_judged(jm: JudgedMetric, *, requires: Sequence[str], higher_is_bett
     ``prepare`` that queues the run's requests, and batches stored as they finish. ``parity``
     says which tool's number it equals and where it differs; ``equals`` is the exactness contract
     of a namespaced metric (:func:`tool_equals`)."""
+    if param is None and ":" not in jm.name:  # METRIC@NAME: a template tuned to people (ragmeter align)
+        param = "template"
     return register_metric(MetricSpec(
         name=jm.name, family="judge", fn=jm, requires=tuple(requires), higher_is_better=higher_is_better,
         needs_llm=True, needs_embeddings=needs_embeddings, defaults=dict(defaults or {}), param=param,
