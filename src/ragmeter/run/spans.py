@@ -89,7 +89,8 @@ def describe_rows(samples: Sequence[Sample]) -> str:
     if not is_span_run(samples):
         return f"{len(samples)} samples"
     n_traces = sum(1 for s in samples if row_kind(s) == "trace")
-    return f"{n_traces} traces, {len(samples) - n_traces} span rows"
+    rows = len(samples) - n_traces
+    return f"{n_traces} trace{'s' * (n_traces != 1)}, {rows} span row{'s' * (rows != 1)}"
 
 
 def row_kind(s: Sample) -> str | None:

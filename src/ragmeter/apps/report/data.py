@@ -17,10 +17,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from ragmeter.apps.report import columnar
+from ragmeter.apps.report.arena import arena_view
 from ragmeter.apps.report.columnar import LARGE_RUN
 from ragmeter.apps.report.conversations import conversations_for
 from ragmeter.apps.report.differences import compare_rows
-from ragmeter.apps.report.arena import arena_view
 from ragmeter.apps.report.meta_eval import meta_eval_view
 from ragmeter.apps.report.metric_views import dataset_summary, is_live, metric_views, run_header
 from ragmeter.apps.report.samples import sample_detail, sample_row, sort_rows
@@ -33,6 +33,7 @@ from ragmeter.apps.report.sections import (
     reliability_for,
     run_settings,
 )
+from ragmeter.apps.report.traces import traces_for
 from ragmeter.core.errors import StoreError
 from ragmeter.store import Store
 from ragmeter.store.models import Run
@@ -87,6 +88,7 @@ def run_view(store: Store, ref: str, *, max_samples: int | None = 1000,
         "meta_eval": meta_eval_view(store, run),
         "arena": arena_view(run),
         "conversations": conversations_for(store, run.id),
+        "traces": traces_for(store, run.id),
     }
 
 

@@ -158,6 +158,9 @@ def create_app(db: str | Store | None = None, *, allowed_hosts: Iterable[str] = 
         from ragmeter.apps.report.conversations import conversations_for
 
         view["conversations"] = conversations_for(store, view["run"]["id"], limit=0)
+        from ragmeter.apps.report.traces import traces_for
+
+        view["traces"] = traces_for(store, view["run"]["id"], limit=0)
         refresh = 5 if view["run"]["status"] == "running" else None
         return page("run.html.j2", title=f"ragmeter — {view['run']['label']}", view=view,
                     figures=figures.run_figures(view, "r0"), refresh=refresh, limit=limit,
@@ -182,6 +185,16 @@ def create_app(db: str | Store | None = None, *, allowed_hosts: Iterable[str] = 
         except StoreError as exc:
             return error_page(exc)
         return page("conversation.html.j2", title=f"ragmeter — conversation {conversation_id}", view=view)
+
+    @app.get("/runs/{run_id}/traces/{sample_id:path}", response_class=HTMLResponse, include_in_schema=False)
+    def trace_page(run_id: str, sample_id: str) -> HTMLResponse:
+        from ragmeter.apps.report.traces import trace_view
+
+        try:
+            view = trace_view(store, run_id, sample_id)
+        except StoreError as exc:
+            return error_page(exc)
+        return page("trace.html.j2", title=f"ragmeter — trace {sample_id}", view=view)
 
     @app.get("/compare", response_class=HTMLResponse, include_in_schema=False)
     def compare_page(runs: Annotated[list[str] | None, Query()] = None) -> HTMLResponse:
