@@ -38,6 +38,7 @@ from typing import Any
 
 import judge_server_deepeval
 import judge_server_deepeval_conv
+import judge_server_ragas
 
 GARBLE = "GARBLE"
 _BLOCK = re.compile(r"^(?P<label>[A-Z][A-Z0-9 ]*):\n(?P<fence>`{3,})\n(?P<body>.*?)\n(?P=fence)$", re.S | re.M)
@@ -161,6 +162,8 @@ def verdict(schema: str, system: str, user: str) -> dict[str, Any]:
         return judge_server_deepeval_conv.reply(schema, b)
     if schema in judge_server_deepeval.SCHEMAS:
         return judge_server_deepeval.reply(schema, system, b, words, sentences, _numbered)
+    if schema in judge_server_ragas.SCHEMAS:
+        return judge_server_ragas.reply(schema, system, b, words, sentences, _numbered)
     if schema in ("GoldenItem", "SupportVerdict", "SpanAnswer"):
         return golden_reply(schema, system, b)
     if schema in ("ScoreModelOutput", "LabelModelOutput"):

@@ -52,6 +52,7 @@ from typing import Any
 import pytest
 
 from judge_server import judge_options, server_fixtures
+from ragas_cases import ragas_conversations, rubric_samples
 from ragmeter.core.context import ScoringContext
 from ragmeter.core.schema import Sample, Score
 from ragmeter.metrics.registry import (
@@ -262,6 +263,8 @@ CASES: dict[str, Case] = {
                                   services=JUDGE, uses=("question",)),
     "deepeval:tool_correctness": Case(samples=deepeval_agent_samples),
     "deepeval:tool_permission": Case(samples=agent_samples, params={"denied_tools": ["Web", "web_search"]}),
+    "deepeval:topic_adherence": Case(samples=conversation_samples, params={"relevant_topics": ["ferry timetables"]},
+                                     services=JUDGE),
     "deepeval:pattern_match": Case(params={"pattern": r"(?s).*\d.*"}),
     "deepeval:json_correctness": Case(samples=json_samples, params={"expected_schema": {
         "type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}}),
@@ -270,6 +273,11 @@ CASES: dict[str, Case] = {
     "deepeval:role_violation": Case(params={"role": "helpful assistant"}, services=JUDGE),
     "deepeval:prompt_alignment": Case(params={"prompt_instructions": ["Name the capital.", "Be brief."]},
                                       services=JUDGE),
+    # ragas fields the family builders lack (tests/ragas_cases.py)
+    "ragas:instance_specific_rubrics": Case(samples=rubric_samples, services=JUDGE),
+    "ragas:tool_call_accuracy": Case(samples=ragas_conversations),
+    "ragas:tool_call_f1": Case(samples=ragas_conversations),
+    "ragas:agent_goal_accuracy_with_reference": Case(samples=ragas_conversations, services=JUDGE),
     "openai_string_check": Case(params={"grader": _STRING_CHECK}, uses=("answer", "reference")),
     "openai_text_similarity": Case(params={"grader": _SIMILARITY}, services=EMB, uses=("answer", "reference")),
     "openai_score_model": Case(params=_model_grader("score_model"), services=JUDGE,

@@ -435,7 +435,7 @@ class SummaryQuestion(Verdict):
     answer: Literal["1", "0"]
 
 
-class SummaryVerdicts(Verdict):
+class RagasSummaryVerdicts(Verdict):
     keyphrases: list[str]
     questions: list[SummaryQuestion]
 
@@ -459,7 +459,7 @@ def _summary_blocks(s: Sample, _p: dict[str, Any]) -> list[tuple[str, str]] | Sc
     return [("TEXT", _summary_text(s)), ("SUMMARY", s.answer or "")]
 
 
-def _summary_score(s: Sample, v: SummaryVerdicts, p: dict[str, Any], _ctx: Any) -> Score:
+def _summary_score(s: Sample, v: RagasSummaryVerdicts, p: dict[str, Any], _ctx: Any) -> Score:
     penalty, coeff = _summary_params(p)
     details: dict[str, Any] = v.model_dump()
     n = len(v.questions)
@@ -479,7 +479,7 @@ def _summary_score(s: Sample, v: SummaryVerdicts, p: dict[str, Any], _ctx: Any) 
 
 
 register_judged(
-    JudgedMetric("ragas:summary_score", "ragas_summary_score", SummaryVerdicts, _summary_blocks, _summary_score,
+    JudgedMetric("ragas:summary_score", "ragas_summary_score", RagasSummaryVerdicts, _summary_blocks, _summary_score,
                  check_params=_summary_params, output_tokens=lambda s: estimate_items(_summary_text(s), 40)),
     requires=("answer", "relevant"), equals=tool_equals("ragas", "SummaryScore"),
     defaults={"length_penalty": True, "coeff": 0.5}, aliases=("SummaryScore", "summary_score", "summarization_score"),
