@@ -3,14 +3,16 @@ conversational metrics that ragmeter's own conversation metrics do not share: kn
 report (a user turn states a fact when it holds a digit or a capitalised word after its first; an
 assistant turn that asks something back forgot it), goal accuracy's scores (the goal is met, 1, when
 the assistant's steps share a word of four letters or more with it, else 0.25; the plan scores 0.75
-with a tool call, else 0.5)."""
+with a tool call, else 0.5), topic adherence's pairs (each user turn of the exchange with the next
+assistant turn; relevant when it shares a word with a topic, answered unless the reply says
+"cannot")."""
 
 from __future__ import annotations
 
 import re
 from typing import Any
 
-SCHEMAS = ("RetentionReport", "GoalPlanScores")
+SCHEMAS = ("RetentionReport", "GoalPlanScores", "QAPairVerdicts")
 _TURN_LINE = re.compile(r"^Turn (\d+) \((user|assistant)\): (.*)$", re.M)
 
 
@@ -29,4 +31,17 @@ def reply(schema: str, b: dict[str, str]) -> dict[str, Any]:
         met = bool(goal & {w.lower() for w in re.findall(r"\w{4,}", steps)})
         return {"goal_reason": "rule", "goal_score": 1.0 if met else 0.25, "plan_reason": "rule",
                 "plan_score": 0.75 if "tool called" in steps else 0.5}
+    if schema == "QAPairVerdicts":
+        ex = [(int(n), role, body) for n, role, body in _TURN_LINE.findall(b.get("EXCHANGE", ""))]
+        topics = {w.lower() for w in re.findall(r"\w{4,}", b.get("RELEVANT TOPICS", ""))}
+        pairs = []
+        for k, (_, role, body) in enumerate(ex):
+            reply_ = next((x[2] for x in ex[k + 1:] if x[1] == "assistant"), None)
+            if role != "user" or reply_ is None:
+                continue
+            relevant = bool(topics & {w.lower() for w in re.findall(r"\w{4,}", body)})
+            answered = "cannot" not in reply_.lower()
+            verdict = {(True, True): "TP", (True, False): "FN", (False, True): "FP", (False, False): "TN"}[(relevant, answered)]
+            pairs.append({"question": body, "response": reply_, "reason": "rule", "verdict": verdict})
+        return {"qa_pairs": pairs}
     raise ValueError(f"scripted judge: unknown schema {schema!r}")

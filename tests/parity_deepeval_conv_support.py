@@ -11,7 +11,8 @@ answered from the case by that position. Case kinds (``ParityServer.case(kind, v
 - ``relevancy``: ``{assistant turn: "yes"/"no"}``, the verdict of the window ending there;
 - ``role``: ``[assistant turn, ...]`` listed as out of character (repeats allowed);
 - ``completeness``: ``["yes", "no", ...]``, one verdict per user intention;
-- ``goal``: ``{last turn of an exchange: (goal score, plan score)}``.
+- ``goal``: ``{last turn of an exchange: (goal score, plan score)}``;
+- ``topic``: ``{last turn of an exchange: ["TP", "FN", ...]}``, one verdict per question-answer pair.
 """
 
 from __future__ import annotations
@@ -62,6 +63,10 @@ class ConversationServer(ParityServer):
         if case.kind == "goal" and schema == "GoalPlanScores":
             g, p = v[max(_tags(user))]
             return {"goal_reason": "scripted", "goal_score": g, "plan_reason": "scripted", "plan_score": p}
+        if case.kind == "topic" and schema == "QAPairVerdicts":
+            u = max(_tags(user))
+            return {"qa_pairs": [{"question": f"q{u}_{i}", "response": "r", "reason": "scripted", "verdict": x}
+                                 for i, x in enumerate(v.get(u, []))]}
         return super()._ragmeter(case, schema, system, user, mark)
 
     def _deepeval(self, case: Case, schema: str, user: str, mark: str) -> dict[str, Any]:
@@ -89,6 +94,13 @@ class ConversationServer(ParityServer):
                 return {"score": g if schema == "GoalScore" else p, "reason": f"scripted {mark}"}
             if schema == "":  # DeepEval's final reason, asked without a schema
                 return {"reason": "scripted"}
+        if case.kind == "topic":
+            if schema == "QAPairs":
+                u = max(_tags(user.rsplit("Conversation: ", 1)[1]))
+                return {"qa_pairs": [{"question": f"q{u}_{i} {mark}", "response": "r"} for i in range(len(v.get(u, [])))]}
+            if schema == "RelevancyVerdict":
+                u, i = (int(x) for x in re.findall(r"q(\d+)_(\d+)", user)[0])
+                return {"verdict": v[u][i], "reason": "scripted"}
         return super()._deepeval(case, schema, user, mark)
 
 

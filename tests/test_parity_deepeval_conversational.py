@@ -1,6 +1,6 @@
 """DeepEval 4.3.1's conversational metrics against DeepEval itself, given the same verdicts:
 ``deepeval:knowledge_retention``, ``deepeval:turn_relevancy`` (its sliding windows),
-``deepeval:role_adherence``, ``deepeval:conversation_completeness``, ``deepeval:goal_accuracy``.
+``deepeval:role_adherence``, ``deepeval:conversation_completeness``, ``deepeval:goal_accuracy``, ``deepeval:topic_adherence``.
 
 One scripted OpenAI-compatible server (tests/parity_deepeval_conv_support.py) answers ragmeter's
 one request per conversation (or per window) and every step of DeepEval's own pipeline (fact
@@ -128,3 +128,17 @@ def test_goal_accuracy(srv, params):
     convs = [conversation(srv.case("goal", v), roles, cid=f"ga{i}") for i, (roles, v) in enumerate(GOAL)]
     seen = check(srv, "deepeval:goal_accuracy", GoalAccuracyMetric, convs, params)
     assert 0.0 in seen  # no exchange: DeepEval's 0
+
+
+TOPIC = [("uaua", {2: ["TP", "FN"], 4: ["TN"]}), ("uaua", {2: ["FP"], 4: []}), ("uaua", {}),
+         ("uuu", {}), ("uauaua", {2: ["TP"], 4: ["TP", "TN", "FP"], 6: ["FN"]})]
+
+
+@pytest.mark.parametrize("params", PARAMS)
+def test_topic_adherence(srv, params):
+    from deepeval.metrics import TopicAdherenceMetric
+
+    topics = ["ferries", "timetables"]
+    convs = [conversation(srv.case("topic", v), roles, cid=f"ta{i}") for i, (roles, v) in enumerate(TOPIC)]
+    seen = check(srv, "deepeval:topic_adherence", TopicAdherenceMetric, convs, {**params, "relevant_topics": topics})
+    assert 0.0 in seen and (len(seen) >= 3 or params.get("strict_mode"))

@@ -1,6 +1,7 @@
 """DeepEval 4.3.1's conversational metrics with DeepEval's numbers: ``deepeval:knowledge_retention``,
 ``deepeval:turn_relevancy``, ``deepeval:role_adherence``, ``deepeval:conversation_completeness``,
-``deepeval:goal_accuracy`` (one value per conversation, scope ``conversation``).
+``deepeval:goal_accuracy``, ``deepeval:topic_adherence`` (one value per conversation, scope
+``conversation``).
 
 A conversation is DeepEval's ``ConversationalTestCase`` (``turns`` of role/content,
 ``chatbot_role``, ``scenario``, ``expected_outcome``; read by :mod:`ragmeter.conversations`): its
@@ -279,3 +280,69 @@ register(ConversationJudge("deepeval:goal_accuracy", "deepeval_goal_accuracy", G
                 "its mean of the two means (0 without an exchange), strict_mode and threshold. DeepEval asks "
                 "two questions per exchange and always writes a reason (one more call); ragmeter asks both "
                 "in one request per exchange.")
+
+
+# ---- topic adherence --------------------------------------------------------------------------------
+class QAPairVerdict(_Reply):
+    question: str
+    response: str
+    reason: str
+    verdict: Literal["TP", "TN", "FP", "FN"]
+
+
+class QAPairVerdicts(_Reply):
+    qa_pairs: list[QAPairVerdict]
+
+
+def _topics(conv: Conversation, params: dict[str, Any]) -> list[str] | None:
+    topics = params.get("relevant_topics")
+    if topics is not None and not (isinstance(topics, list | tuple) and all(isinstance(t, str) for t in topics)):
+        raise MetricError(f"deepeval:topic_adherence: relevant_topics must be a list of topics, got {topics!r}")
+    return list(topics) if topics is not None else conv.reference_topics
+
+
+def _topic_items(conv: Conversation, params: dict[str, Any]) -> list[Item] | Score:
+    _params("deepeval:topic_adherence", params)
+    topics = _topics(conv, params)
+    if topics is None:
+        return Score.missing("no relevant topics: give the metric relevant_topics (DeepEval's parameter) or the "
+                             "conversation reference_topics")
+    listed = "\n".join(f"- {t}" for t in topics)
+    return [Item(f"turn {unit[-1][0] + 1}", [("RELEVANT TOPICS", listed), ("EXCHANGE", numbered(unit))],
+                 data=unit[-1][0] + 1) for unit in unit_interactions(dialogue(conv))] or _topic_value([], params)
+
+
+def _topic_value(pairs: list[dict[str, Any]], params: dict[str, Any]) -> Score:
+    counts = {k: sum(1 for p in pairs if p["verdict"] == k) for k in ("TP", "TN", "FP", "FN")}
+    total = sum(counts.values())
+    strict = bool(params.get("strict_mode", False))
+    threshold = 1.0 if strict else float(params.get("threshold", 0.5))
+    value = (counts["TP"] + counts["TN"]) / total if total else 0.0
+    if strict and value < threshold:
+        value = 0.0
+    summary = (f"{counts['TP'] + counts['TN']} of {total} question-answer pairs on policy "
+               f"(TP {counts['TP']}, TN {counts['TN']}, FP {counts['FP']}, FN {counts['FN']})" if total
+               else "no question-answer pair: DeepEval scores 0")
+    return Score(value, details={"qa_pairs": pairs, **counts, "summary": summary, "threshold": threshold,
+                                 "strict_mode": strict, "success": value >= threshold})
+
+
+def _topic_score(conv: Conversation, items: list[Item], verdicts: list[Any], params: dict[str, Any]) -> Score:
+    return _topic_value([{"turn": it.data, **p.model_dump()} for it, v in zip(items, verdicts, strict=True)
+                         for p in v.qa_pairs], params)
+
+
+register(ConversationJudge("deepeval:topic_adherence", "deepeval_topic_adherence", QAPairVerdicts,
+                           _topic_items, _topic_score, output_tokens=250),
+         "TopicAdherenceMetric",
+         description="""DeepEval's topic adherence (TopicAdherenceMetric): for each user-assistant exchange the
+         judge extracts the question-answer pairs and classes each against the relevant_topics: TP
+         (relevant, answered), FN (relevant, refused), FP (off-topic, answered), TN (off-topic, refused).
+         Score = (TP + TN) / pairs; 0 without a pair (as DeepEval); strict_mode: 0 below 1. Parameter
+         relevant_topics (DeepEval's; default: the conversation's reference_topics). One value per
+         conversation. Needs a judge.""",
+         defaults={"relevant_topics": None},
+         parity="DeepEval 4.3.1 TopicAdherenceMetric given the same question-answer pairs and verdicts: its "
+                "unit interactions, (TP + TN) / pairs (0 without a pair), strict_mode and threshold. DeepEval "
+                "extracts the pairs, then asks once per pair; ragmeter asks once per exchange. ragas' "
+                "TopicAdherenceScore is the different number of topic_adherence.")
