@@ -170,6 +170,10 @@ def verdict(schema: str, system: str, user: str) -> dict[str, Any]:
         return grader_reply(schema, system, user)
     if schema in ("PairwiseVerdict", "Winner", "ArenaSteps"):  # ragmeter arena: the longer answer wins
         return pairwise_reply(schema, b)
+    if schema == "RubricRewrite":  # ragmeter align --rewrite-rubric: the rubric, with one rule per disagreement
+        n = len(_numbered(b, "DISAGREEMENT"))
+        return {"rubric": b.get("RUBRIC", "").split("\n\n")[0]
+                + f"\n\nScore as people did on the {n} cases the judge got wrong."}
     raise ValueError(f"scripted judge: unknown schema {schema!r}")
 
 
