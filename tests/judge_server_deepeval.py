@@ -6,6 +6,7 @@ and a binary judgement is true when that text holds a digit."""
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -37,6 +38,6 @@ def reply(schema: str, system: str, b: dict[str, str], words: Any, sentences: An
     if schema == "DagBinaryVerdict":
         return {"verdict": bool(re.search(r"\d", text)), "reason": "rule"}
     if schema == "DagChoiceVerdict":
-        options = re.findall(r'^- "(.*)"$', b.get("OPTIONS", ""), re.M)
+        options = [json.loads(x) for x in re.findall(r'^- (".*")$', system, re.M)]
         return {"verdict": options[len(text) % len(options)] if options else "", "reason": "rule"}
     raise ValueError(schema)

@@ -11,17 +11,17 @@ Case kinds added here (``ParityServer.case(kind, verdicts, ...)``):
 - ``summary``: ``(claims, questions)``: claim verdicts (yes / no / borderline) and ``(original,
   summary)`` answers per assessment question; the sample's input holds ``ORIGINAL-TEXT`` and its
   answer ``SUMMARY-TEXT`` so the two answer steps can be told apart;
-- ``dag``: ``{"task": {label: output}, "judgement": {criteria prefix: verdict}}`` (a task node's
-  output by its output label; a judgement node's verdict by the start of its criteria).
+- ``dag``: ``{"task": {instructions: output}, "judgement": {criteria: verdict}}`` (a task node's
+  output found by its instructions, a judgement node's verdict by its criteria; the sample's marker
+  is added to a text output, so the nodes after it carry it).
 """
 
 from __future__ import annotations
 
-import re
 import warnings
 from typing import Any
 
-from parity_server import Case, ParityServer
+from parity_server import _MARK, Case, ParityServer
 from ragmeter.core.context import ScoringContext
 from ragmeter.metrics.registry import resolve
 
@@ -80,10 +80,11 @@ class DeepEvalServer(ParityServer):
     @staticmethod
     def _dag(case: Case, schema: str, text: str, *, ragmeter: bool) -> dict[str, Any]:
         v = case.verdicts
+        mark = _MARK.search(text).group(0)
         if schema in ("TaskNodeOutput", "DagTaskOutput"):
-            for label, output in v["task"].items():
-                if re.search(rf"\b{re.escape(label)}\b", text):
-                    return {"output": output}
+            for instructions, output in v["task"].items():
+                if instructions in text:
+                    return {"output": f"{output} {mark}" if isinstance(output, str) else output}
             raise ValueError(f"no scripted task output for {text[:300]!r}")
         for criteria, verdict in v["judgement"].items():
             if criteria in text:

@@ -273,6 +273,15 @@ CASES: dict[str, Case] = {
     "deepeval:role_violation": Case(params={"role": "helpful assistant"}, services=JUDGE),
     "deepeval:prompt_alignment": Case(params={"prompt_instructions": ["Name the capital.", "Be brief."]},
                                       services=JUDGE),
+    "deepeval:dag": Case(params={"dag": {"nodes": {
+        "t": {"type": "TaskNode", "instructions": "Name the answer's first fact.", "output_label": "Fact",
+              "evaluation_params": ["actual_output"], "children": ["j"]},
+        "j": {"type": "BinaryJudgementNode", "criteria": "Does the fact hold a number?", "children": ["y", "n"]},
+        "y": {"type": "VerdictNode", "verdict": True, "score": 10},
+        "n": {"type": "VerdictNode", "verdict": False, "child": {"type": "node", "ref": "k"}},
+        "k": {"type": "NonBinaryJudgementNode", "criteria": "How long is it?", "children": ["a", "b"]},
+        "a": {"type": "VerdictNode", "verdict": "short", "score": 4},
+        "b": {"type": "VerdictNode", "verdict": "long", "score": 7}}}}, services=JUDGE, uses=("answer",)),
     # ragas fields the family builders lack (tests/ragas_cases.py)
     "ragas:instance_specific_rubrics": Case(samples=rubric_samples, services=JUDGE),
     "ragas:tool_call_accuracy": Case(samples=ragas_conversations),

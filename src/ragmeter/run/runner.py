@@ -27,6 +27,7 @@ from ragmeter.core.errors import (
     StoreError,
 )
 from ragmeter.core.schema import Sample, Score, ScoreColumn, ScoreColumns
+from ragmeter.io.deepeval_files import FILE_OPTIONS, resolve_options
 from ragmeter.io.readers import REQUIREMENT_TARGET, Dataset, load
 from ragmeter.metrics.registry import MetricRequest, declared_range, missing_fields, resolve_all
 from ragmeter.run import spans
@@ -305,6 +306,8 @@ class _Settings:
     def of(cls, c: EvalConfig) -> _Settings:
         cfg = load_config(c.file)
         opts = {**cfg.get("options", {}), **c.options}
+        if any(isinstance(opts.get(k), str) for k in FILE_OPTIONS):
+            opts = resolve_options(opts)  # --option dag=FILE: the metric gets the parsed document
         if any(k == "judge" or k.startswith("judge_") for k in opts):
             from ragmeter.llm.config import check_judge_keys
 

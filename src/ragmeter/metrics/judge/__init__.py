@@ -7,6 +7,7 @@ Importing this package registers the metrics and imports no LLM SDK.
 from ragmeter.metrics.judge import (  # noqa: F401 - registers
                                     contexts,
                                     correctness,
+                                    dag,
                                     deepeval_metrics,
                                     deepeval_single,
                                     generation,
