@@ -478,6 +478,9 @@ def _gets(t: Targets) -> list[Probe]:
         f"/runs/{rid}/conversations/%ED%A0%80", f"/runs/{rid}/conversations/%FF", f"/runs/{rid}/conversations/a%00b",
         f"/runs/{rid}/conversations/" + "c" * 5000, f"/runs/{rid}/conversations/..%2F..%2Fetc%2Fpasswd",
         "/runs/%ED%A0%80/conversations/x", "/runs/%FF/conversations/%FF",
+        f"/runs/{rid}/traces/%ED%A0%80", f"/runs/{rid}/traces/%FF", f"/runs/{rid}/traces/a%00b",
+        f"/runs/{rid}/traces/" + "t" * 5000, f"/runs/{rid}/traces/..%2F..%2Fetc%2Fpasswd",
+        "/runs/%ED%A0%80/traces/x", "/runs/%FF/traces/%FF",
     ]
     fine = {"/monitor?window=0.0000001s", "/monitor?window=1d&bucket=minute", "/monitor?window=3650d&bucket=minute",
             "/api/v1/monitor/stats?window=3650d&bucket=minute", "/api/v1/monitor/stats?by=%ED%A0%80",
