@@ -29,6 +29,13 @@ def kind_of_object(obj: Any) -> str | None:
     if agents_sdk.is_agents_sdk(item) or (isinstance(item.get("data"), list) and item["data"]
                                           and agents_sdk.is_agents_sdk(item["data"][0])):
         return "agents-sdk"
+    from ragmeter.io.spans import langchain, langfuse, mlflow
+
+    for fmt, mod, test in (("mlflow", mlflow, mlflow.is_mlflow), ("langsmith", langchain, langchain.is_run),
+                           ("langfuse", langfuse, langfuse.is_langfuse)):
+        objs = mod.objects(item) if hasattr(mod, "objects") else [item]
+        if test(item) or (objs and test(objs[0])):
+            return fmt
     return None
 
 
@@ -37,6 +44,10 @@ def span_format(path: Path) -> str | None:
     if otlp.is_protobuf_file(path):
         return "otlp-proto"
     suffix = (Path(path.stem).suffix if path.suffix.lower() == ".gz" else path.suffix).lower()
+    if suffix in (".parquet", ".pq", ".csv", ".tsv"):
+        from ragmeter.io.spans import phoenix
+
+        return "phoenix" if phoenix.is_phoenix(path) else None
     if suffix not in (".json", ".jsonl", ".ndjson", ""):
         return None
     try:
@@ -56,18 +67,25 @@ def read(path: Path, fmt: str) -> list[AgentTrace]:
         records = otlp.read_spans(path) if fmt == "otlp" or otlp.is_protobuf_file(path) else \
             otlp.spans_from_protobuf(path.read_bytes())
         return agent_traces_from_spans(records, where=str(path))
+    if fmt == "phoenix":
+        from ragmeter.io.spans import phoenix
+
+        return phoenix.read(path)
     items = [(line, x) for line, obj in otlp.objects_in_text(otlp.read_text(path), str(path))
              for x in _objects(fmt, obj)]
-    if fmt == "agents-sdk":
-        from ragmeter.io.spans import agents_sdk
+    from ragmeter.io.spans import agents_sdk, langchain, langfuse, mlflow
 
-        return agents_sdk.read(items, str(path))
+    readers = {"agents-sdk": agents_sdk.read, "langsmith": langchain.read, "langfuse": langfuse.read,
+               "mlflow": mlflow.read}
+    if fmt in readers:
+        return readers[fmt](items, str(path))
     raise DatasetError(f"{path}: no reader for span format {fmt!r}")
 
 
 def _objects(fmt: str, obj: Any) -> list[Any]:
-    if fmt == "agents-sdk":
-        from ragmeter.io.spans import agents_sdk
+    from ragmeter.io.spans import agents_sdk, langchain, langfuse
 
-        return agents_sdk.objects(obj)
+    split = {"agents-sdk": agents_sdk.objects, "langsmith": langchain.objects, "langfuse": langfuse.objects}
+    if fmt in split:
+        return split[fmt](obj)
     return obj if isinstance(obj, list) else [obj]

@@ -211,3 +211,80 @@ def openinference_messages(attrs: Mapping[str, Any], prefix: str) -> list[dict[s
         if msg is not None:
             out.append(msg)
     return out
+
+
+#: LangChain message classes and ``type`` values -> chat roles
+_LC_ROLES = {"HumanMessage": "user", "AIMessage": "assistant", "ToolMessage": "tool", "SystemMessage": "system",
+             "FunctionMessage": "tool", "ChatMessage": None, "AIMessageChunk": "assistant",
+             "human": "user", "ai": "assistant", "tool": "tool", "system": "system", "function": "tool"}
+
+
+def lc_message(m: Any) -> Any:
+    """A LangChain message as LangSmith and the serializers write it (``{"lc": 1, "id": [...,
+    "AIMessage"], "kwargs": {...}}``, or ``{"type": "ai", "data": {...}}``) as a plain message dict;
+    anything else unchanged."""
+    if not isinstance(m, Mapping):
+        return m
+    if isinstance(m.get("kwargs"), Mapping) and isinstance(m.get("id"), list) and m["id"]:
+        body = dict(m["kwargs"])
+        role = _LC_ROLES.get(str(m["id"][-1])) or body.get("role") or body.get("type")
+    elif isinstance(m.get("data"), Mapping) and isinstance(m.get("type"), str):
+        body = dict(m["data"])
+        role = _LC_ROLES.get(m["type"]) or body.get("role")
+    else:
+        return m
+    body["role"] = role
+    if body.get("status") == "error" and role == "tool":
+        body["is_error"] = True
+    return body
+
+
+def output_messages(value: Any) -> list[dict[str, Any]]:
+    """What an LLM call returned, as messages: an OpenAI completion (``choices``), a LangChain
+    ``generations`` result, a message or list of messages, or plain text (an assistant message)."""
+    value = loads_maybe(value)
+    if isinstance(value, str):
+        return [{"role": "assistant", "content": value}]
+    if isinstance(value, Mapping):
+        if isinstance(value.get("choices"), list):
+            return [m for m in (genai_message({"role": "assistant", **c["message"]}) for c in value["choices"]
+                                if isinstance(c, Mapping) and isinstance(c.get("message"), Mapping)) if m]
+        gens = value.get("generations")
+        if isinstance(gens, list):
+            flat = [g for row in gens for g in (row if isinstance(row, list) else [row]) if isinstance(g, Mapping)]
+            out = []
+            for g in flat:
+                msg = lc_message(g.get("message")) if g.get("message") is not None else None
+                m = genai_message({"role": "assistant", **msg}) if isinstance(msg, Mapping) else \
+                    {"role": "assistant", "content": g.get("text")}
+                if m:
+                    out.append(m)
+            return out
+        if isinstance(value.get("messages"), list):
+            return messages_from(value)
+        m = genai_message({"role": "assistant", **lc_message(value)}) if ("content" in value or "tool_calls" in value
+                                                                          or "kwargs" in value) else None
+        return [m] if m else []
+    if isinstance(value, list):
+        return messages_from([lc_message(x) for x in value])
+    return []
+
+
+def input_messages(value: Any) -> list[dict[str, Any]]:
+    """What an LLM call was sent, as messages: a list of messages (LangChain's list of lists too),
+    ``{"messages": [...]}``, ``{"prompts": [...]}`` or plain text (a user message)."""
+    value = loads_maybe(value)
+    if isinstance(value, str):
+        return [{"role": "user", "content": value}]
+    if isinstance(value, Mapping):
+        if isinstance(value.get("prompts"), list):
+            return [{"role": "user", "content": str(p)} for p in value["prompts"]]
+        value = value.get("messages", value.get("input"))
+        value = loads_maybe(value)
+        if isinstance(value, str):
+            return [{"role": "user", "content": value}]
+    if isinstance(value, list):
+        if value and all(isinstance(x, list) for x in value):  # LangChain: one list per prompt
+            value = value[0]
+        return messages_from([lc_message(x) for x in value])
+    return []

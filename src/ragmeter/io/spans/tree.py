@@ -206,8 +206,8 @@ def build_trace(trace_id: str, spans: list[TraceSpan], **extra: Any) -> AgentTra
     if question is None and root is not None:
         question = _content_text(root.input)
     answer, asked_tool = _answer(llms)
-    if answer is None and not asked_tool and root is not None and root.kind != "llm":
-        answer = _content_text(root.output)
+    if answer is None and root is not None and root.kind != "llm" and root.status != "unfinished":
+        answer = _content_text(root.output)  # the agent returned after its last LLM call (or without one)
     if answer is None and not asked_tool:
         agents = [s for s in spans if s.kind == "agent" and s.output is not None]
         answer = _content_text(agents[-1].output) if agents else None
@@ -229,8 +229,8 @@ def build_trace(trace_id: str, spans: list[TraceSpan], **extra: Any) -> AgentTra
         fields["cost_usd"] = sum(costs)
     if agent:
         fields["agent"] = agent
-    if any(s.status == "unfinished" for s in spans) or asked_tool:
-        fields["incomplete"] = True
+    if any(s.status == "unfinished" for s in spans) or (asked_tool and answer is None):
+        fields["incomplete"] = True  # cut short: what is missing has no value
     fields.update({k: v for k, v in extra.items() if v is not None})
     return AgentTrace.model_validate(fields)
 
