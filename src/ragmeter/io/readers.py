@@ -241,7 +241,10 @@ def load(data: Any, *, mapping: Mapping[str, str] | Iterable[str] | None = None,
         path = bundled_path(str(data)) if bundled else Path(data)
         spans = None if bundled else _span_rows(path, fmt)
         if spans is not None:  # an agent's spans (OTLP, OpenInference, an agent SDK's export)
-            return _build(((i + 1, r) for i, r in enumerate(spans)), str(path), mp, on_error, "json")
+            rows = ((i + 1, r) for i, r in enumerate(spans))
+            if spans and isinstance(spans[0], conv_model_type()):  # traces of several user turns each
+                return _conversations(rows, str(path), on_error)[1]  # type: ignore[return-value]
+            return _build(rows, str(path), mp, on_error, "json")
         # a Parquet file's text cells stay text: only the fields holding lists parse their JSON
         rows, mode = iter_rows(path, fmt, text_cells=True)
         source = str(data) if bundled else str(path)
@@ -259,15 +262,33 @@ def load(data: Any, *, mapping: Mapping[str, str] | Iterable[str] | None = None,
     return _build(rows, source, mp, on_error, mode)
 
 
-def _span_rows(path: Path, fmt: str | None) -> list[dict[str, Any]] | None:
+def conv_model_type() -> type:
+    from ragmeter.conversations.model import Conversation
+
+    return Conversation
+
+
+def _span_rows(path: Path, fmt: str | None) -> list[Any] | None:
     """One row per agent trace when ``path`` holds spans (``fmt`` a span format, or detected from
-    the content: :func:`ragmeter.io.spans.detect_span_format`); ``None`` for any other dataset."""
+    the content: :func:`ragmeter.io.spans.detect_span_format`); ``None`` for any other dataset.
+    When a trace holds several user turns, every trace is a conversation (a ``Conversation`` each)."""
     from ragmeter.io.spans import SPAN_FORMATS, detect_span_format, read_span_file, span_rows
+    from ragmeter.io.spans.conversation import conversation_of
 
     span_fmt = fmt if fmt in SPAN_FORMATS else None if fmt else detect_span_format(path)
     if span_fmt is None:
         return None
-    return span_rows(read_span_file(path, span_fmt), span_fmt)
+    traces = read_span_file(path, span_fmt)
+    convs = [conversation_of(t) for t in traces]
+    if any(c is not None for c in convs):
+        from ragmeter.conversations.model import Conversation, Turn
+
+        return [c if c is not None else Conversation(
+            id=t.trace_id or "trace", metadata={"trace_id": t.trace_id},
+            turns=[Turn(role="user", content=t.input_text or ""),
+                   *([Turn(role="assistant", content=t.final_text, tool_calls=list(t.tool_calls))]
+                     if t.final_text is not None else [])]) for c, t in zip(convs, traces, strict=True)]
+    return span_rows(traces, span_fmt)
 
 
 def _conversations(rows: Iterator[tuple[int, Any]] | Any, source: str, on_error: OnError, *,
