@@ -12,7 +12,12 @@ answered from the case by that position. Case kinds (``ParityServer.case(kind, v
 - ``role``: ``[assistant turn, ...]`` listed as out of character (repeats allowed);
 - ``completeness``: ``["yes", "no", ...]``, one verdict per user intention;
 - ``goal``: ``{last turn of an exchange: (goal score, plan score)}``;
-- ``topic``: ``{last turn of an exchange: ["TP", "FN", ...]}``, one verdict per question-answer pair.
+- ``topic``: ``{last turn of an exchange: ["TP", "FN", ...]}``, one verdict per question-answer pair;
+- the per-window RAG metrics (:func:`rag_conversation`: the retrieval contexts of assistant turn N are
+  labelled ``[cN.k]``): ``tprec`` ``{"N.k": "yes"/"no"}`` (is the context useful), ``trec``
+  ``{last context turn of the window: ["yes", "no", ...]}`` (the expected outcome's statements
+  attributed), ``trel`` ``{"N.k": ["yes", ...]}`` (the context's statements relevant), ``tfaith``
+  ``{last turn of the window: ["supported", "contradicted", "not_found", ...]}`` (its claims).
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ from ragmeter.core.context import ScoringContext
 from ragmeter.metrics.registry import resolve
 
 _TAG = re.compile(r"\[t(\d+)\]")
+_CTX_LABEL = re.compile(r"\[c(\d+\.\d+)\]")
+_DE_CLAIM = {"supported": "yes", "contradicted": "no", "not_found": "borderline"}
 
 
 def _tags(text: str) -> list[int]:
@@ -37,11 +44,15 @@ class ConversationServer(ParityServer):
     """:class:`ParityServer` with the conversational cases above."""
 
     def answer(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        # DeepEval asks a few things of no scripted text: the goal-accuracy reason of a conversation
+        # without an exchange, the truths of a window without a retrieval context
         text = "".join(str(m.get("content")) for m in body.get("messages", []))
-        if "final justification" in text and "[[C" not in text:  # DeepEval's goal accuracy reason, no exchange
+        schema = ((body.get("response_format") or {}).get("json_schema") or {}).get("name")
+        if "[[C" not in text and (schema == "Truths" or "final justification" in text):
+            content = '{"truths": []}' if schema == "Truths" else "scripted"
             return {"id": "chatcmpl-parity", "object": "chat.completion", "created": 0, "model": "m",
                     "choices": [{"index": 0, "finish_reason": "stop",
-                                 "message": {"role": "assistant", "content": "scripted"}}],
+                                 "message": {"role": "assistant", "content": content}}],
                     "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
         return super().answer(path, body)
 
@@ -67,6 +78,19 @@ class ConversationServer(ParityServer):
             u = max(_tags(user))
             return {"qa_pairs": [{"question": f"q{u}_{i}", "response": "r", "reason": "scripted", "verdict": x}
                                  for i, x in enumerate(v.get(u, []))]}
+        labels = _CTX_LABEL.findall(user)
+        if case.kind == "tprec" and schema == "ContextVerdicts":
+            return {"verdicts": [{"context": i, "reason": "scripted", "verdict": v[x]} for i, x in enumerate(labels, 1)]}
+        if case.kind == "trec" and schema == "ReferenceAttribution":
+            return {"statements": [{"statement": f"s{i} {mark}", "reason": "scripted", "verdict": x}
+                                   for i, x in enumerate(v[_last(labels)])]}
+        if case.kind == "trel" and schema == "ContextStatementVerdicts":
+            return {"contexts": [{"context": i, "statements": [{"statement": f"s{j} {mark}", "reason": "", "verdict": y}
+                                                               for j, y in enumerate(v[x])]}
+                                 for i, x in enumerate(labels, 1)]}
+        if case.kind == "tfaith" and schema == "ClaimVerdicts":
+            return {"claims": [{"claim": f"claim {i} {mark}", "reason": "scripted", "verdict": x}
+                               for i, x in enumerate(v[max(_tags(user))])]}
         return super()._ragmeter(case, schema, system, user, mark)
 
     def _deepeval(self, case: Case, schema: str, user: str, mark: str) -> dict[str, Any]:
@@ -101,7 +125,41 @@ class ConversationServer(ParityServer):
             if schema == "RelevancyVerdict":
                 u, i = (int(x) for x in re.findall(r"q(\d+)_(\d+)", user)[0])
                 return {"verdict": v[u][i], "reason": "scripted"}
+        labels = _CTX_LABEL.findall(user)
+        if case.kind == "tprec" and schema == "Verdicts":
+            return {"verdicts": [{"verdict": v[x], "reason": "scripted"} for x in labels]}
+        if case.kind == "trec" and schema == "Verdicts":
+            return {"verdicts": [{"verdict": x, "reason": "scripted"} for x in v[_last(labels)]]}
+        if case.kind == "trel" and schema == "ContextualRelevancyVerdicts":
+            return {"verdicts": [{"statement": f"s{j} {mark}", "verdict": y, "reason": "scripted"}
+                                 for j, y in enumerate(v[labels[0]])]}
+        if case.kind == "tfaith":
+            if schema == "Truths":
+                return {"truths": [f"truth {mark}"]}
+            if schema == "Claims":
+                n = max(_tags(user))
+                return {"claims": [f"claim {n}.{i} {mark}" for i in range(len(v[n]))]}
+            if schema == "Verdicts":
+                n = int(re.findall(r"claim (\d+)\.\d+", user)[0])
+                return {"verdicts": [{"verdict": _DE_CLAIM[x], "reason": "scripted"} for x in v[n]]}
         return super()._deepeval(case, schema, user, mark)
+
+
+def _last(labels: list[str]) -> int:
+    return max(int(x.split(".")[0]) for x in labels)
+
+
+def rag_conversation(mark: str, roles: str, contexts: dict[int, int], *, expected: str | None = "the expected outcome",
+                     cid: str = "c") -> Conversation:
+    """A conversation of ``roles`` whose assistant turn N retrieved ``contexts[N]`` chunks, labelled
+    ``[cN.k]``."""
+    from ragmeter.core.schema import Chunk
+
+    turns = []
+    for i, r in enumerate(roles, 1):
+        ctx = [Chunk(text=f"document [c{i}.{k}] {mark}") for k in range(1, contexts[i] + 1)] if i in contexts else None
+        turns.append(Turn(role="user" if r == "u" else "assistant", content=f"message {i} [t{i}] {mark}", contexts=ctx))
+    return Conversation(id=cid, turns=turns, expected_outcome=expected and f"{expected} {mark}")
 
 
 def conversation(mark: str, roles: str, *, role: str | None = "a polite travel assistant", cid: str = "c") -> Conversation:
@@ -141,7 +199,9 @@ def theirs(metric: Any, conv: Conversation) -> tuple[float | None, bool | None]:
     from deepeval.test_case import ConversationalTestCase
     from deepeval.test_case import Turn as DeTurn
 
-    tc = ConversationalTestCase(turns=[DeTurn(role=t.role, content=t.content) for t in conv.turns],
+    tc = ConversationalTestCase(turns=[DeTurn(role=t.role, content=t.content,
+                                              retrieval_context=None if t.contexts is None else [c.text for c in t.contexts])
+                                       for t in conv.turns],
                                 chatbot_role=conv.chatbot_role, scenario=conv.scenario,
                                 expected_outcome=conv.expected_outcome)
     try:

@@ -165,6 +165,17 @@ def deepeval_agent_samples() -> tuple[Sample, ...]:
         [c.name for c in s.trace.tool_calls[:2]][::-1] if i < len(every) - 1 else [])}}) for i, s in enumerate(every))
 
 
+def expected_outcome_samples() -> tuple[Sample, ...]:
+    """The conversation samples with an ``expected_outcome`` (DeepEval's ConversationalTestCase field;
+    the last one without, which DeepEval refuses): its first user message answered."""
+    from ragmeter.conversations.model import from_sample, to_samples
+
+    convs = [from_sample(s) for s in conversation_samples()]
+    return tuple(to_samples(c.model_copy(update={"expected_outcome": (
+        f"The assistant answers: {c.turns[0].content}" if i < len(convs) - 1 else None)}))[0]
+        for i, c in enumerate(convs))
+
+
 @functools.lru_cache(maxsize=1)
 def conversation_samples() -> tuple[Sample, ...]:
     """Six conversations of the bundled ``example-chat`` (some with forgetting and role breaks), one
@@ -263,6 +274,8 @@ CASES: dict[str, Case] = {
                                   services=JUDGE, uses=("question",)),
     "deepeval:tool_correctness": Case(samples=deepeval_agent_samples),
     "deepeval:tool_permission": Case(samples=agent_samples, params={"denied_tools": ["Web", "web_search"]}),
+    "deepeval:turn_contextual_precision": Case(samples=expected_outcome_samples, services=JUDGE),
+    "deepeval:turn_contextual_recall": Case(samples=expected_outcome_samples, services=JUDGE),
     "deepeval:topic_adherence": Case(samples=conversation_samples, params={"relevant_topics": ["ferry timetables"]},
                                      services=JUDGE),
     "deepeval:pattern_match": Case(params={"pattern": r"(?s).*\d.*"}),

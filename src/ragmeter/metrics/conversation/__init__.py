@@ -2,4 +2,10 @@
 (knowledge retention, role adherence, conversation relevancy, conversation completeness, topic
 adherence) and per-turn tool correctness. Formulas and sources: docs/conversations.md."""
 
-from ragmeter.metrics.conversation import deepeval_conv, judged, ragas_conversation, tools  # noqa: F401 - registers
+from ragmeter.metrics.conversation import (  # noqa: F401 - registers
+    deepeval_conv,
+    deepeval_turn_rag,
+    judged,
+    ragas_conversation,
+    tools,
+)

@@ -60,7 +60,7 @@ class ConversationJudge:
     failing request when there were several (``judge failure: invalid reply — on turn 4: ...``)."""
 
     name: str
-    template: str
+    template: str | PromptTemplate
     schema: type[BaseModel]
     items: ItemsFn
     combine: CombineFn
@@ -70,7 +70,8 @@ class ConversationJudge:
     def _requests(self, samples: Sequence[Sample], params: dict[str, Any]) -> list[tuple[list[Item], list[Any]] | Score]:
         from ragmeter.llm.request import JudgeRequest
 
-        tpl = template(self.template)
+        # a template of this family by name, or another family's (a judge prompt) as a PromptTemplate
+        tpl = self.template if isinstance(self.template, PromptTemplate) else template(self.template)
         system = tpl.system(**self.subs(params))
         out: list[tuple[list[Item], list[Any]] | Score] = []
         for s in samples:
