@@ -5,14 +5,17 @@ assistant turn that asks something back forgot it), goal accuracy's scores (the 
 the assistant's steps share a word of four letters or more with it, else 0.25; the plan scores 0.75
 with a tool call, else 0.5), topic adherence's pairs (each user turn of the exchange with the next
 assistant turn; relevant when it shares a word with a topic, answered unless the reply says
-"cannot")."""
+"cannot"), and of DeepEval's judged agent metrics: task completion 1 when the trace or answer has a
+number, else 0.5; step efficiency 1 with at most two tool spans, 0.5 with more; a plan of the LLM
+spans' outputs, scored 0.75; an argument correct when it is not empty."""
 
 from __future__ import annotations
 
 import re
 from typing import Any
 
-SCHEMAS = ("RetentionReport", "GoalPlanScores", "QAPairVerdicts")
+SCHEMAS = ("RetentionReport", "GoalPlanScores", "QAPairVerdicts", "TaskCompletion", "StepEfficiency", "PlanScore",
+           "CallVerdicts")
 _TURN_LINE = re.compile(r"^Turn (\d+) \((user|assistant)\): (.*)$", re.M)
 
 
@@ -44,4 +47,18 @@ def reply(schema: str, b: dict[str, str]) -> dict[str, Any]:
             verdict = {(True, True): "TP", (True, False): "FN", (False, True): "FP", (False, False): "TN"}[(relevant, answered)]
             pairs.append({"question": body, "response": reply_, "reason": "rule", "verdict": verdict})
         return {"qa_pairs": pairs}
+    if schema == "TaskCompletion":
+        text = b.get("TRACE", "") + b.get("ACTUAL OUTPUT", "")
+        return {"task": "rule", "outcome": "rule", "reason": "rule", "verdict": 1.0 if re.search(r"\d", text) else 0.5}
+    if schema == "StepEfficiency":
+        tools = b.get("TRACE", "").count('"type": "tool"')
+        return {"task": "rule", "reason": f"{tools} tool spans", "score": 1.0 if tools <= 2 else 0.5}
+    if schema == "PlanScore":
+        plan = re.findall(r'"type": "llm"', b.get("TRACE", ""))
+        return {"task": "rule", "plan": [f"step {i}" for i in range(len(plan))], "reason": "rule", "score": 0.75}
+    if schema == "CallVerdicts":
+        calls = sorted(int(k.split()[-1]) for k in b if k.startswith("TOOL CALL "))
+        return {"verdicts": [{"call": i, "reason": "rule",
+                              "verdict": "no" if '"input_parameters": null' in b[f"TOOL CALL {i}"] else "yes"}
+                             for i in calls]}
     raise ValueError(f"scripted judge: unknown schema {schema!r}")

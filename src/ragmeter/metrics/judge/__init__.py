@@ -8,6 +8,7 @@ from ragmeter.metrics.judge import (  # noqa: F401 - registers
                                     contexts,
                                     correctness,
                                     dag,
+                                    deepeval_agentic,
                                     deepeval_metrics,
                                     deepeval_single,
                                     generation,
