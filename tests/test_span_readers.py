@@ -305,3 +305,26 @@ def test_not_spans_stay_datasets(tmp_path):
     csv = tmp_path / "d.csv"
     csv.write_text("question,answer\nq,a\n")
     assert detect_span_format(csv) is None
+
+
+def test_llm_calls_without_a_recorded_cost_are_priced_with_the_judge_price_list():
+    from ragmeter.llm.prices import PriceTable
+    from ragmeter.llm.span_prices import price_trace
+
+    def chat(sid, start, model, cost=None):
+        attrs = {"gen_ai.operation.name": "chat", "gen_ai.request.model": model, "gen_ai.provider.name": "openai",
+                 "gen_ai.usage.input_tokens": 1000, "gen_ai.usage.output_tokens": 200}
+        if cost is not None:
+            attrs["gen_ai.usage.cost"] = cost
+        return span(sid, f"chat {model}", start, start + 10, attrs)
+
+    (t,) = agent_traces_from_otlp(request(root(), chat("a000000000000002", 10, "gpt-4o-mini"),
+                                          chat("a000000000000003", 30, "gpt-4o-mini", cost=0.5),
+                                          chat("a000000000000004", 50, "my-local-llama")))
+    price_trace(t)
+    a, b, c = (s for s in t.spans if s.kind == "llm")
+    assert a.cost_usd == pytest.approx(PriceTable.load().get("openai", "gpt-4o-mini").cost(1000, 200))
+    assert a.cost_source == "genai-prices"
+    assert b.cost_usd == 0.5 and getattr(b, "cost_source", None) is None  # recorded: kept
+    assert c.cost_usd is None and t.unpriced_llm_calls == 1
+    assert t.cost_usd == pytest.approx(a.cost_usd + 0.5)

@@ -29,6 +29,7 @@ from ragmeter.core.errors import (
 from ragmeter.core.schema import Sample, Score, ScoreColumn, ScoreColumns
 from ragmeter.io.deepeval_files import FILE_OPTIONS, resolve_options
 from ragmeter.io.readers import REQUIREMENT_TARGET, Dataset, load
+from ragmeter.llm.span_prices import price_samples
 from ragmeter.metrics.registry import MetricRequest, declared_range, missing_fields, resolve_all
 from ragmeter.run import spans
 from ragmeter.run.engines import open_engine
@@ -355,6 +356,8 @@ def _resume(data: Any, c: EvalConfig, s: _Settings, store: Store, engine: Engine
     stored = store.run_samples(run_id)
     dataset = load(data, mapping=c.mapping or s.file.get("map"), on_error=c.on_error) if data is not None else (
         Dataset(stored, run.dataset_source or ""))
+    if data is not None:
+        price_samples(dataset.samples)  # agent traces' LLM spans that recorded no cost (llm/span_prices.py)
     if data is not None and (c.per_span or run.config.get("per_span")):
         dataset = spans.expand_dataset(dataset)
     if dataset.fingerprint != run.dataset_fingerprint:
@@ -392,6 +395,7 @@ def _create(data: Any, c: EvalConfig, s: _Settings, store: Store, engine: Engine
 
         data = as_dataset(store, data.removeprefix("dataset:"))
     dataset = load(data, mapping=c.mapping or s.file.get("map"), on_error=c.on_error)  # type: ignore[arg-type]
+    price_samples(dataset.samples)  # agent traces' LLM spans that recorded no cost (llm/span_prices.py)
     if c.where:
         from ragmeter.io.stored import parse_where, select_where
 

@@ -107,6 +107,9 @@ def _trace_span(rec: SpanRecord, t0_ns: int) -> TraceSpan:
     key, c = first(a, (*genai.COST_KEYS, *openinference.COST_KEYS))
     if c is not None:
         fields["cost_usd"] = cost(c, f"attribute {key!r}")
+    _, provider = first(a, ("gen_ai.provider.name", "gen_ai.system", "llm.provider", "llm.system"))
+    if isinstance(provider, str) and kind == "llm":
+        fields["provider"] = provider
     _, agent = first(a, ("gen_ai.agent.name", "agent.name", "graph.node.id"))
     if agent is not None:
         fields["agent"] = str(agent)
