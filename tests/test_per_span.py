@@ -134,6 +134,24 @@ def test_without_per_span_a_trace_is_one_sample(traces, tmp_path):
     assert [c.name for c in res.samples[0].trace.tool_calls] == ["search"]
 
 
+def test_argument_correctness_on_each_tool_span_and_on_the_trace(tmp_path):
+    first, second = eiffel("t1"), eiffel("t2")
+    second["trace"]["spans"][3]["tool_arguments"] = {"q": "Eiffel size"}  # not the expected argument
+    second["trace"]["spans"].append({"span_id": "x2", "parent_id": "root", "kind": "tool", "start_ms": 600,
+                                     "tool_name": "search", "tool_arguments": {"q": "Eiffel height", "lang": "en"}})
+    for row in (first, second):
+        row["metadata"]["expected_tool_calls"] = [{"name": "search", "arguments": {"q": "Eiffel height"}}]
+    p = tmp_path / "args.jsonl"
+    p.write_text(json.dumps(first) + "\n" + json.dumps(second) + "\n")
+    res = evaluate(str(p), ["argument_correctness"], per_span=True, db=f"sqlite:///{tmp_path}/a.db")
+    got = {s.id: sc.value for s, sc in rows_of(res, "argument_correctness")}
+    assert got == {"t1": 1.0, "t1#x1": 1.0, "t2": 0.0, "t2#x1": 0.0, "t2#x2": 0.0}
+    sup = evaluate(str(p), ["argument_correctness@superset"], per_span=True, db=f"sqlite:///{tmp_path}/b.db")
+    got = {s.id: sc.value for s, sc in rows_of(sup, "argument_correctness@superset")}
+    assert got == {"t1": 1.0, "t1#x1": 1.0, "t2": 0.5, "t2#x1": 0.0, "t2#x2": 1.0}  # x2 has every expected argument
+    assert sup.summary["argument_correctness@superset"]["n_clusters"] == 2
+
+
 def test_tool_spans_and_the_trace_rows_of_agent_metrics(traces, tmp_path):
     res = evaluate(str(traces), ["tool_choice_correctness", "trajectory_match"], per_span=True,
                    db=f"sqlite:///{tmp_path}/t.db",

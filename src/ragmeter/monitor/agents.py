@@ -120,6 +120,15 @@ def insert_trace_rows(session: Any, rows: list[dict[str, Any]]) -> None:
         session.execute(table.insert(), fresh)
 
 
+def insert_calls(store: Any, call_rows: list[dict[str, Any]], trace_rows: list[dict[str, Any]]) -> None:
+    """Store calls and the agent traces of :func:`attach` in one transaction (``monitor import``)."""
+    from ragmeter.monitor.calls import insert_call_rows
+
+    with store.session() as s, s.begin():
+        insert_call_rows(s, call_rows)
+        insert_trace_rows(s, trace_rows)
+
+
 def read_traces(store: Any, call_ids: Iterable[str]) -> dict[str, AgentTrace]:
     """The stored agent traces of these calls, ``{call id: AgentTrace}`` (calls without one left out)."""
     got = store.kv_get_many(KV_TRACES, [c for c in call_ids if c])

@@ -220,13 +220,16 @@ def import_cmd(
     db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
 ) -> None:
     """Import OpenTelemetry traces (GenAI semantic conventions or OpenInference) as logged calls:
-    one call per trace; importing a file twice stores its traces once. Every file is read and
+    one call per trace (an agent's trace also kept whole, as the OTLP receiver keeps it); importing
+    a file twice stores its traces once. Every file is read and
     checked before anything is stored: a bad file stores nothing (exit 2)."""
     from ragmeter.core.errors import DatasetError
-    from ragmeter.monitor.calls import insert_calls, normalise_call
+    from ragmeter.monitor import agents
+    from ragmeter.monitor.calls import Privacy, normalise_call
     from ragmeter.monitor.otel import calls_from_spans, read_spans
 
     read: list[tuple[Path, int, list[dict[str, Any]], int]] = []
+    kept: list[dict[str, Any]] = []  # the agent traces among them, kept whole (monitor/agents.py)
     for f in files:
         try:
             spans = read_spans(f)
@@ -236,6 +239,8 @@ def import_cmd(
                                    f"{'trace id' if not nameless.trace_id else 'span id'}")
             calls, leftover = calls_from_spans(spans)
             rows = [normalise_call(c, where=f"{f}: trace {c['call_id']}", source="otlp") for c in calls]
+            waiting = {id(s) for s in leftover}
+            kept += agents.attach(rows, agents.traces_of([s for s in spans if id(s) not in waiting]), Privacy())
         except DatasetError as exc:
             raise DatasetError(str(exc) if str(f) in str(exc) else f"{f}: {exc}") from None
         except (TypeError, ValueError, AttributeError, KeyError, OverflowError, RecursionError) as exc:
@@ -244,7 +249,7 @@ def import_cmd(
         read.append((f, len(spans), rows, len({s.trace_id for s in leftover})))
     rows = [r for _, _, file_rows, _ in read for r in file_rows]
     if rows:
-        insert_calls(get_store(db), rows)  # one transaction for every file
+        agents.insert_calls(get_store(db), rows, kept)  # one transaction for every file
     for f, n_spans, file_rows, skipped in read:
         note = f" ({skipped} traces without a root span skipped)" if skipped else ""
         console.print(f"{f}: {n_spans} spans → {len(file_rows)} calls{note}")

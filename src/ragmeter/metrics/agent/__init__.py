@@ -40,6 +40,7 @@ from ragmeter.metrics.agent.matching import (
     ARG_MODES,
     MATCH_MODES,
     Step,
+    _args_match,
     _steps_of,
     match_trajectory,
     reference_calls,
@@ -245,6 +246,53 @@ def trajectory_match(samples: Sequence[Sample], ctx: Any, mode: str = "jaccard_o
             if reason:
                 details["reason"] = reason
             out.append(Score(1.0 if ok else 0.0, details=details))
+    return out
+
+
+def _check_arguments(ctx: Any, tool_args: str = "exact", **_: Any) -> str | None:
+    agent_config(ctx.options)
+    if tool_args not in ARG_MODES or tool_args == "ignore":
+        raise ConfigError(f"argument_correctness tool_args must be one of exact, subset, superset, got {tool_args!r}")
+    return None
+
+
+@metric("argument_correctness", family="agent", requires=("trace",), check=_check_arguments, param="tool_args",
+        defaults={"tool_args": "exact"}, span_kinds=("tool", "trace", "agent"))
+def argument_correctness(samples: Sequence[Sample], ctx: Any, tool_args: str = "exact") -> list[Score]:
+    """Argument correctness: the share of the agent's calls of an expected tool whose arguments
+    match an expected call of that tool, ``|calls with matching arguments| / |calls of expected
+    tools|``. Arguments match as ``tool_args`` says (``exact``: equal; ``subset``: the call's
+    arguments are among the expected ones; ``superset``: the call has every expected argument);
+    an expected call without ``arguments`` accepts any. Expected calls come from
+    ``metadata.expected_tool_calls``, else ``agent.expected_tool_calls`` (per task type). A call of
+    a tool that no expected call names is not counted (that is tool choice:
+    ``tool_choice_correctness``); no call of an expected tool -> no value, with the reason. Scored
+    per span (``--per-span``), a tool span's value is 1 when its arguments match, else 0.
+    """
+    cfg = agent_config(ctx.options)
+    out = []
+    for s in samples:
+        assert s.trace is not None
+        ref, kind, why = _reference(s, cfg)
+        if ref is None or kind != "calls":
+            out.append(Score.missing(why if ref is None and why else
+                                     "no expected tool calls with arguments: set metadata.expected_tool_calls "
+                                     "or options.agent.expected_tool_calls"))
+            continue
+        by_tool: dict[str, list[Step]] = {}
+        for r in ref:
+            by_tool.setdefault(r.name, []).append(r)
+        judged = []
+        for call in _steps_of(s.trace.tool_calls, cfg.canon):
+            if call.name in by_tool:
+                ok = any(_args_match(call, r, tool_args) for r in by_tool[call.name])
+                judged.append({"tool": call.name, "arguments": call.arguments, "correct": ok})
+        if not judged:
+            out.append(Score.missing("no call of an expected tool", details={"expected": sorted(by_tool)}))
+            continue
+        k = sum(1 for j in judged if j["correct"])
+        out.append(Score(k / len(judged), details={"calls": judged, "tool_args": tool_args,
+                                                   "summary": f"{k} of {len(judged)} calls with the expected arguments"}))
     return out
 
 
