@@ -150,7 +150,7 @@ def arena_cmd(
     else:
         console.print(f"[bold]arena[/bold] — run {rec['run_id']}", highlight=False)
         for ln in lines(rec):
-            console.print(ln, markup=False, highlight=False, soft_wrap=True)
+            console.print(ln, markup=False, highlight=False)
     if rec["status"] == "incomplete":
         err_console.print(f"[yellow]run {rec['run_id']} is incomplete (exit 3):[/yellow]")
         for reason in rec["incomplete"]:
