@@ -7,7 +7,8 @@ with a tool call, else 0.5), topic adherence's pairs (each user turn of the exch
 assistant turn; relevant when it shares a word with a topic, answered unless the reply says
 "cannot"), and of DeepEval's judged agent metrics: task completion 1 when the trace or answer has a
 number, else 0.5; step efficiency 1 with at most two tool spans, 0.5 with more; a plan of the LLM
-spans' outputs, scored 0.75; an argument correct when it is not empty."""
+spans' outputs, scored 0.75; an argument correct when it is not empty; tool use: selection 1 when every
+tool called is available, else 0.25, arguments 0.75."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import re
 from typing import Any
 
 SCHEMAS = ("RetentionReport", "GoalPlanScores", "QAPairVerdicts", "TaskCompletion", "StepEfficiency", "PlanScore",
-           "CallVerdicts")
+           "CallVerdicts", "ToolUseScores")
 _TURN_LINE = re.compile(r"^Turn (\d+) \((user|assistant)\): (.*)$", re.M)
 
 
@@ -61,4 +62,12 @@ def reply(schema: str, b: dict[str, str]) -> dict[str, Any]:
         return {"verdicts": [{"call": i, "reason": "rule",
                               "verdict": "no" if '"input_parameters": null' in b[f"TOOL CALL {i}"] else "yes"}
                              for i in calls]}
+    if schema == "ToolUseScores":
+        import json
+
+        available = {t["name"] for t in json.loads(b.get("AVAILABLE TOOLS", "[]"))}
+        called = b.get("TOOLS CALLED", "(none)")
+        names = {c["name"] for c in json.loads(called)} if called != "(none)" else set()
+        return {"selection_reason": "rule", "selection_score": 1.0 if names <= available else 0.25,
+                "argument_reason": "rule", "argument_score": 0.75 if names else None}
     raise ValueError(f"scripted judge: unknown schema {schema!r}")

@@ -17,7 +17,8 @@ answered from the case by that position. Case kinds (``ParityServer.case(kind, v
   labelled ``[cN.k]``): ``tprec`` ``{"N.k": "yes"/"no"}`` (is the context useful), ``trec``
   ``{last context turn of the window: ["yes", "no", ...]}`` (the expected outcome's statements
   attributed), ``trel`` ``{"N.k": ["yes", ...]}`` (the context's statements relevant), ``tfaith``
-  ``{last turn of the window: ["supported", "contradicted", "not_found", ...]}`` (its claims).
+  ``{last turn of the window: ["supported", "contradicted", "not_found", ...]}`` (its claims);
+- ``tooluse``: ``{last turn of an exchange: (selection score, argument score)}``.
 """
 
 from __future__ import annotations
@@ -48,8 +49,8 @@ class ConversationServer(ParityServer):
         # without an exchange, the truths of a window without a retrieval context
         text = "".join(str(m.get("content")) for m in body.get("messages", []))
         schema = ((body.get("response_format") or {}).get("json_schema") or {}).get("name")
-        if "[[C" not in text and (schema == "Truths" or "final justification" in text):
-            content = '{"truths": []}' if schema == "Truths" else "scripted"
+        if "[[C" not in text and (schema in ("Truths", "Reason") or "final justification" in text):
+            content = {"Truths": '{"truths": []}', "Reason": '{"reason": "scripted"}'}.get(schema, "scripted")
             return {"id": "chatcmpl-parity", "object": "chat.completion", "created": 0, "model": "m",
                     "choices": [{"index": 0, "finish_reason": "stop",
                                  "message": {"role": "assistant", "content": content}}],
@@ -78,6 +79,10 @@ class ConversationServer(ParityServer):
             u = max(_tags(user))
             return {"qa_pairs": [{"question": f"q{u}_{i}", "response": "r", "reason": "scripted", "verdict": x}
                                  for i, x in enumerate(v.get(u, []))]}
+        if case.kind == "tooluse" and schema == "ToolUseScores":
+            sel, arg = v[max(_tags(user))]
+            return {"selection_reason": "scripted", "selection_score": sel, "argument_reason": "scripted",
+                    "argument_score": arg}
         labels = _CTX_LABEL.findall(user)
         if case.kind == "tprec" and schema == "ContextVerdicts":
             return {"verdicts": [{"context": i, "reason": "scripted", "verdict": v[x]} for i, x in enumerate(labels, 1)]}
@@ -125,6 +130,12 @@ class ConversationServer(ParityServer):
             if schema == "RelevancyVerdict":
                 u, i = (int(x) for x in re.findall(r"q(\d+)_(\d+)", user)[0])
                 return {"verdict": v[u][i], "reason": "scripted"}
+        if case.kind == "tooluse":
+            if schema in ("ToolSelectionScore", "ArgumentCorrectnessScore"):
+                sel, arg = v[max(_tags(user.rsplit("USER INPUT:", 1)[1]))]
+                return {"score": sel if schema == "ToolSelectionScore" else arg, "reason": f"scripted {mark}"}
+            if schema == "Reason":
+                return {"reason": "scripted"}
         labels = _CTX_LABEL.findall(user)
         if case.kind == "tprec" and schema == "Verdicts":
             return {"verdicts": [{"verdict": v[x], "reason": "scripted"} for x in labels]}
@@ -162,10 +173,14 @@ def rag_conversation(mark: str, roles: str, contexts: dict[int, int], *, expecte
     return Conversation(id=cid, turns=turns, expected_outcome=expected and f"{expected} {mark}")
 
 
-def conversation(mark: str, roles: str, *, role: str | None = "a polite travel assistant", cid: str = "c") -> Conversation:
+def conversation(mark: str, roles: str, *, role: str | None = "a polite travel assistant", cid: str = "c",
+                 calls: dict[int, int] | None = None) -> Conversation:
     """A conversation of ``roles`` (``u``/``a`` per turn), every turn tagged with the marker and its
-    position."""
-    turns = [Turn(role="user" if r == "u" else "assistant", content=f"message {i} [t{i}] {mark}")
+    position; assistant turn N calls ``calls[N]`` tools."""
+    from ragmeter.core.schema import ToolCall
+
+    turns = [Turn(role="user" if r == "u" else "assistant", content=f"message {i} [t{i}] {mark}",
+                  tool_calls=[ToolCall(name=f"tool{k}", arguments={"q": f"x{k}"}) for k in range((calls or {}).get(i, 0))])
              for i, r in enumerate(roles, 1)]
     return Conversation(id=cid, turns=turns, chatbot_role=role and f"{role} {mark}")
 
@@ -197,10 +212,13 @@ def theirs(metric: Any, conv: Conversation) -> tuple[float | None, bool | None]:
     """DeepEval's score and success of ``conv``, ``(None, None)`` for a refused test case."""
     from deepeval.errors import MissingTestCaseParamsError
     from deepeval.test_case import ConversationalTestCase
+    from deepeval.test_case import ToolCall as DeCall
     from deepeval.test_case import Turn as DeTurn
 
     tc = ConversationalTestCase(turns=[DeTurn(role=t.role, content=t.content,
-                                              retrieval_context=None if t.contexts is None else [c.text for c in t.contexts])
+                                              retrieval_context=None if t.contexts is None else [c.text for c in t.contexts],
+                                              tools_called=[DeCall(name=c.name, input_parameters=c.arguments)
+                                                            for c in t.tool_calls] or None)
                                        for t in conv.turns],
                                 chatbot_role=conv.chatbot_role, scenario=conv.scenario,
                                 expected_outcome=conv.expected_outcome)

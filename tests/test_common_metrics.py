@@ -276,6 +276,8 @@ CASES: dict[str, Case] = {
     "deepeval:tool_permission": Case(samples=agent_samples, params={"denied_tools": ["Web", "web_search"]}),
     **{f"deepeval:{n}": Case(samples=agent_samples, services=JUDGE) for n in (
         "task_completion", "step_efficiency", "plan_adherence", "plan_quality", "argument_correctness")},
+    "deepeval:tool_use": Case(samples=conversation_samples, params={"available_tools": ["timetable", "book"]},
+                              services=JUDGE),
     "deepeval:turn_contextual_precision": Case(samples=expected_outcome_samples, services=JUDGE),
     "deepeval:turn_contextual_recall": Case(samples=expected_outcome_samples, services=JUDGE),
     "deepeval:topic_adherence": Case(samples=conversation_samples, params={"relevant_topics": ["ferry timetables"]},

@@ -1,7 +1,7 @@
 """DeepEval 4.3.1's conversational metrics with DeepEval's numbers: ``deepeval:knowledge_retention``,
 ``deepeval:turn_relevancy``, ``deepeval:role_adherence``, ``deepeval:conversation_completeness``,
-``deepeval:goal_accuracy``, ``deepeval:topic_adherence`` (one value per conversation, scope
-``conversation``).
+``deepeval:goal_accuracy``, ``deepeval:topic_adherence``, ``deepeval:tool_use`` (one value per
+conversation, scope ``conversation``).
 
 A conversation is DeepEval's ``ConversationalTestCase`` (``turns`` of role/content,
 ``chatbot_role``, ``scenario``, ``expected_outcome``; read by :mod:`ragmeter.conversations`): its
@@ -250,12 +250,13 @@ def _goal_items(conv: Conversation, params: dict[str, Any]) -> list[Item] | Scor
     return items
 
 
-def _goal_value(value: float, exchanges: list[dict[str, Any]], params: dict[str, Any]) -> Score:
+def _goal_value(value: float, exchanges: list[dict[str, Any]], params: dict[str, Any],
+                what: str = "mean of the goal and plan scores") -> Score:
     strict = bool(params.get("strict_mode", False))
     threshold = 1.0 if strict else float(params.get("threshold", 0.5))
     if strict and value < threshold:
         value = 0.0
-    summary = (f"mean of the goal and plan scores over {len(exchanges)} exchange(s)" if exchanges
+    summary = (f"{what} over {len(exchanges)} exchange(s)" if exchanges
                else "no user-assistant exchange: DeepEval scores 0")
     return Score(value, details={"exchanges": exchanges, "summary": summary, "threshold": threshold,
                                  "strict_mode": strict, "success": value >= threshold})
@@ -346,3 +347,93 @@ register(ConversationJudge("deepeval:topic_adherence", "deepeval_topic_adherence
                 "unit interactions, (TP + TN) / pairs (0 without a pair), strict_mode and threshold. DeepEval "
                 "extracts the pairs, then asks once per pair; ragmeter asks once per exchange. ragas' "
                 "TopicAdherenceScore is the different number of topic_adherence.")
+
+
+# ---- tool use -----------------------------------------------------------------------------------------
+class ToolUseScores(_Reply):
+    selection_reason: str
+    selection_score: float = Field(ge=0, le=1)
+    argument_reason: str = ""
+    argument_score: float | None = Field(default=None, ge=0, le=1)
+
+
+def _available(params: dict[str, Any]) -> list[dict[str, Any]]:
+    tools = params.get("available_tools")
+    if not isinstance(tools, list | tuple) or not tools:
+        raise MetricError("deepeval:tool_use needs available_tools (DeepEval's required parameter): a list of tool "
+                          "names or objects with a 'name' (and a 'description')")
+    out = []
+    for t in tools:
+        if isinstance(t, str):
+            out.append({"name": t})
+        elif isinstance(t, dict) and isinstance(t.get("name"), str):
+            out.append({k: t[k] for k in ("name", "description") if t.get(k) is not None})
+        else:
+            raise MetricError(f"deepeval:tool_use: each of available_tools is a tool name or an object with a 'name', got {t!r}")
+    return out
+
+
+def _tool_use_items(conv: Conversation, params: dict[str, Any]) -> list[Item] | Score:
+    _params("deepeval:tool_use", params)
+    tools = json.dumps(_available(params), ensure_ascii=False, indent=2)
+    items = []
+    for unit in unit_interactions(dialogue(conv)):
+        if len(unit) < 2:
+            continue
+        users = []
+        for pt in unit:
+            if pt[1].role != "user":
+                break
+            users.append(pt)
+        replies = [pt for pt in unit[1:] if pt[1].role == "assistant"]
+        calls = [{"name": c.name, "arguments": c.arguments} for _, t in replies for c in t.tool_calls]
+        items.append(Item(f"turn {unit[-1][0] + 1}", [
+            ("AVAILABLE TOOLS", tools), ("USER MESSAGES", numbered(users)), ("ASSISTANT MESSAGES", numbered(replies)),
+            ("TOOLS CALLED", json.dumps(calls, ensure_ascii=False, indent=2, default=str) if calls else "(none)")],
+            data={"turn": unit[-1][0] + 1, "tools_used": bool(calls)}))
+    return items or _tool_use_value([], params)
+
+
+def _tool_use_value(rows: list[dict[str, Any]], params: dict[str, Any]) -> Score:
+    sel = [r["selection_score"] for r in rows]
+    arg = [r["argument_score"] for r in rows if r["tools_used"]]
+    # DeepEval divides an empty sum by 1: no exchange, or no tool used anywhere, scores 0
+    value = min(sum(sel) / (len(sel) or 1), sum(arg) / (len(arg) or 1))
+    what = ("the lower of the mean selection and mean argument scores" if arg
+            else "no tool called: DeepEval's empty argument mean, 0,")
+    return _goal_value(value, rows, params, what)
+
+
+def _tool_use_score(conv: Conversation, items: list[Item], verdicts: list[Any], params: dict[str, Any]) -> Score:
+    rows = [{**it.data, "selection_score": v.selection_score, "selection_reason": v.selection_reason,
+             "argument_score": v.argument_score if it.data["tools_used"] else None,
+             "argument_reason": v.argument_reason} for it, v in zip(items, verdicts, strict=True)]
+    return _tool_use_value(rows, params)
+
+
+def _argument_given(conv: Conversation, params: dict[str, Any]) -> list[Item] | Score:
+    items = _tool_use_items(conv, params)
+    if isinstance(items, Score):
+        return items
+    for it in items:
+        if it.data["tools_used"]:
+            def check(reply: Any, turn: int = it.data["turn"]) -> None:
+                if reply.argument_score is None:
+                    raise ValueError(f"the exchange ending at turn {turn} called tools: argument_score is required")
+            it.validate = check
+    return items
+
+
+register(ConversationJudge("deepeval:tool_use", "deepeval_tool_use", ToolUseScores, _argument_given,
+                           _tool_use_score, output_tokens=200),
+         "ToolUseMetric", defaults={"available_tools": None},
+         description="""DeepEval's tool use (ToolUseMetric): for each user-assistant exchange (of two turns or more)
+         the judge scores, on DeepEval's 0 / 0.25 / 0.5 / 0.75 / 1 guide, the agent's choice of tools among
+         available_tools and, when it called any, the arguments it passed. Score = min(mean selection
+         score, mean argument score over the exchanges that called tools); as in DeepEval an empty mean is
+         0, so a conversation without any tool call scores 0; strict_mode: 0 below 1. Parameter
+         available_tools (required, as in DeepEval). One value per conversation. Needs a judge.""",
+         parity="DeepEval 4.3.1 ToolUseMetric given the same selection and argument scores: its unit "
+                "interactions (those of two turns or more), min of the two means with an empty mean of 0, "
+                "strict_mode and threshold. DeepEval asks two questions per exchange (and writes two reasons); "
+                "ragmeter asks both in one request per exchange.")
