@@ -23,6 +23,7 @@ from ragmeter.apps.report.conversations import conversations_for
 from ragmeter.apps.report.differences import compare_rows
 from ragmeter.apps.report.meta_eval import meta_eval_view
 from ragmeter.apps.report.metric_views import dataset_summary, is_live, metric_views, run_header
+from ragmeter.apps.report.panel import panel_view
 from ragmeter.apps.report.samples import sample_detail, sample_row, sort_rows
 from ragmeter.apps.report.sections import (
     calibration_of,
@@ -87,6 +88,7 @@ def run_view(store: Store, ref: str, *, max_samples: int | None = 1000,
         "reliability": reliability_for(store, run.id),
         "meta_eval": meta_eval_view(store, run),
         "arena": arena_view(run),
+        "panel": panel_view(run),
         "conversations": conversations_for(store, run.id),
         "traces": traces_for(store, run.id),
     }

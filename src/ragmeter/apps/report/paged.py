@@ -25,6 +25,7 @@ from ragmeter.apps.report import data
 from ragmeter.apps.report.arena import arena_view
 from ragmeter.apps.report.meta_eval import meta_eval_view
 from ragmeter.apps.report.metric_views import is_live, metric_views, run_header
+from ragmeter.apps.report.panel import panel_view
 from ragmeter.apps.report.samples import quality as sample_quality
 from ragmeter.apps.report.samples import sample_detail, sample_row
 from ragmeter.apps.report.sections import grids_for, jsonable, reliability_for
@@ -343,6 +344,7 @@ def run_page(store: Store, ref: str, *, offset: int = 0, limit: int = 500) -> di
     view["reliability"] = reliability_for(store, c.run.id)
     view["meta_eval"] = meta_eval_view(store, c.run)  # a meta-evaluation run's section
     view["arena"] = arena_view(c.run)  # an arena run's section
+    view["panel"] = panel_view(c.run)  # a run judged by a panel of judges
     return view
 
 
