@@ -345,6 +345,8 @@ def write_files(world: Path, samples: list[dict]) -> None:
     (world / "qrels.txt").write_text("\n".join(qrels) + "\n")
     (world / "run.txt").write_text("\n".join(run) + "\n")
     (world / "scenarios.yaml").write_text(SCENARIOS)
+    (world / "panel.yaml").write_text("- openai:gpt-4o-mini\n- {model: openai:gpt-4.1-mini, label: mini}\n"
+                                      "- model: openai:o3-mini\n  temperature: 0\n")
     (world / "rubric.txt").write_text("Rate each answer against its contexts (1 = poor, 5 = excellent).\n")
     agent = Path(__import__("ragmeter").__file__).parent / "data" / "agent_example"
     for name in ("openai_traces.jsonl", "openai_expectations.yaml", "runs.jsonl"):
@@ -376,6 +378,7 @@ WORLD: list[list[list[str]]] = [
         ["meta-eval", "my-labels.jsonl", "--label", "human", "--metrics",
          "faithfulness,answer_relevancy,hallucination,contextual_relevancy,bias,semantic_similarity,token_f1",
          *JUDGE, "--name", "judged"],
+        ["align", "faithfulness", "--labels", "my-labels.jsonl", "--label", "human", *JUDGE, "--name", "strict"],
         ["annotate", "create", "judged", "--n", "50", "--raters", "ana,bruno,carla", "--scales",
          "faithfulness,relevance,correctness,overall", "--name", "pilot-labels"],
         *[["annotate", "export", "pilot-labels", "-o", f"sheet-{r}.csv", "--rater", r] for r in ("ana", "bruno", "carla")],
