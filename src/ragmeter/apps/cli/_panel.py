@@ -47,9 +47,10 @@ def read_panel(path: Path) -> list[Any]:
     return raw
 
 
-def panel_options(judges: list[str] | None, panel: Path | None, combine: str | None) -> dict[str, Any]:
+def panel_options(judges: list[str] | None, panel: Path | None, combine: str | None,
+                  engine: str = "local") -> dict[str, Any]:
     """The run options of ``--judge`` (once: the judge; more than once: a panel), ``--panel`` and
-    ``--panel-combine``."""
+    ``--panel-combine`` (a panel runs on the local ``engine`` only: refused before any engine starts)."""
     from ragmeter.stats.panel import COMBINES
 
     judges = [j for j in judges or [] if j is not None]
@@ -62,4 +63,6 @@ def panel_options(judges: list[str] | None, panel: Path | None, combine: str | N
         if combine is not None:
             raise ConfigError("--panel-combine needs a panel: --judge given more than once, or --panel FILE")
         return {"judge": judges[0]} if judges else {}
+    if engine != "local":
+        raise ConfigError("a judge panel runs on the local engine: run it without --engine ray")
     return {"panel": members, **({"panel_combine": combine} if combine else {})}

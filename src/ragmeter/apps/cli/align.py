@@ -60,9 +60,9 @@ def align_cmd(
                                    "judge_api_key_env": judge_api_key_env, "judge_max_cost": max_cost,
                                    "judge_concurrency": concurrency}.items() if v is not None})
     if not opts.get("judge"):
-        from ragmeter.llm.config import HOW_TO_CONFIGURE
-
-        raise typer.BadParameter(f"align {HOW_TO_CONFIGURE}", param_hint="'--judge'")
+        raise typer.BadParameter("align needs a judge, e.g. --judge openai:gpt-4o-mini, or --judge openai:MODEL "
+                                 "--judge-base-url URL for an OpenAI-compatible server (docs/judge.md)",
+                                 param_hint="'--judge'")
     out = align(labels, metric, options=opts, db=get_store(db), holdout=holdout, seed=seed, shots=shots,
                 rewrite=rewrite_rubric, name=name, dry_run=dry_run, label=label, mapping=map_ or None, fmt=fmt_,
                 n_bootstrap=bootstrap, level=level, progress=not no_progress and not as_json)

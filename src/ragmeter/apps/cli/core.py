@@ -108,7 +108,7 @@ def eval_cmd(
                                    "judge_api_key_env": judge_api_key_env, "judge_max_cost": max_cost,
                                    "judge_concurrency": concurrency, "judge_rpm": rpm,
                                    "language": language}.items() if v is not None})
-    opts.update(panel_options(judge, panel, panel_combine))  # --judge twice or --panel: a panel of judges
+    opts.update(panel_options(judge, panel, panel_combine, engine))  # --judge twice or --panel: a panel
     if batch_fallback is not None and batch_fallback not in {"none", "online"}:
         raise typer.BadParameter(f"use none or online, got {batch_fallback!r}", param_hint="'--batch-fallback'")
     if batch:
