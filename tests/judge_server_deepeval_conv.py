@@ -8,7 +8,8 @@ assistant turn; relevant when it shares a word with a topic, answered unless the
 "cannot"), and of DeepEval's judged agent metrics: task completion 1 when the trace or answer has a
 number, else 0.5; step efficiency 1 with at most two tool spans, 0.5 with more; a plan of the LLM
 spans' outputs, scored 0.75; an argument correct when it is not empty; tool use: selection 1 when every
-tool called is available, else 0.25, arguments 0.75."""
+tool called is available, else 0.25, arguments 0.75; MCP: the primitives score 1 when some tool was
+called, else 0.5, the arguments 0.75, a task 1 when its steps share a word with it, else 0.25."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import re
 from typing import Any
 
 SCHEMAS = ("RetentionReport", "GoalPlanScores", "QAPairVerdicts", "TaskCompletion", "StepEfficiency", "PlanScore",
-           "CallVerdicts", "ToolUseScores")
+           "CallVerdicts", "ToolUseScores", "PrimitiveScores", "TaskScore")
 _TURN_LINE = re.compile(r"^Turn (\d+) \((user|assistant)\): (.*)$", re.M)
 
 
@@ -70,4 +71,12 @@ def reply(schema: str, b: dict[str, str]) -> dict[str, Any]:
         names = {c["name"] for c in json.loads(called)} if called != "(none)" else set()
         return {"selection_reason": "rule", "selection_score": 1.0 if names <= available else 0.25,
                 "argument_reason": "rule", "argument_score": 0.75 if names else None}
+    if schema == "PrimitiveScores":
+        used = b.get("PRIMITIVES USED", b.get("AGENT STEPS", ""))
+        return {"primitives_reason": "rule", "primitives_score": 1.0 if '"name"' in used else 0.5,
+                "arguments_reason": "rule", "arguments_score": 0.75}
+    if schema == "TaskScore":
+        task = {w.lower() for w in re.findall(r"\w{4,}", b.get("USER TASK", ""))}
+        steps = {w.lower() for w in re.findall(r"\w{4,}", b.get("AGENT STEPS", ""))}
+        return {"reason": "rule", "score": 1.0 if task & steps else 0.25}
     raise ValueError(f"scripted judge: unknown schema {schema!r}")

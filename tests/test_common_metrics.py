@@ -176,6 +176,33 @@ def expected_outcome_samples() -> tuple[Sample, ...]:
         for i, c in enumerate(convs))
 
 
+_MCP_SERVERS = [{"server_name": "finance", "available_tools": [{"name": "fetch_sec_data", "description": "SEC filings"},
+                                                              {"name": "web_search", "description": "the web"}]}]
+
+
+def mcp_samples() -> tuple[Sample, ...]:
+    """The bundled agent traces as DeepEval MCP test cases (``metadata.mcp_servers``; the last one
+    without, which DeepEval refuses)."""
+    every = agent_samples()
+    return tuple(s.model_copy(update={"metadata": {**s.metadata, **({"mcp_servers": _MCP_SERVERS} if i < len(every) - 1
+                                                                    else {})}}) for i, s in enumerate(every))
+
+
+def mcp_conversation_samples() -> tuple[Sample, ...]:
+    """The conversation samples with ``mcp_servers`` (the last one without) and, in the agent
+    conversation, its tool calls as MCP calls."""
+    from ragmeter.conversations.model import from_sample, to_samples
+
+    convs = [from_sample(s) for s in conversation_samples()]
+    out = []
+    for i, c in enumerate(convs):
+        turns = [t.model_copy(update={"tool_calls": [tc.model_copy(update={"type": "MCP"}) for tc in t.tool_calls]})
+                 for t in c.turns]
+        meta = {**c.metadata, **({"mcp_servers": _MCP_SERVERS} if i < len(convs) - 1 else {})}
+        out.append(to_samples(c.model_copy(update={"turns": turns, "metadata": meta}))[0])
+    return tuple(out)
+
+
 @functools.lru_cache(maxsize=1)
 def conversation_samples() -> tuple[Sample, ...]:
     """Six conversations of the bundled ``example-chat`` (some with forgetting and role breaks), one
@@ -278,6 +305,9 @@ CASES: dict[str, Case] = {
         "task_completion", "step_efficiency", "plan_adherence", "plan_quality", "argument_correctness")},
     "deepeval:tool_use": Case(samples=conversation_samples, params={"available_tools": ["timetable", "book"]},
                               services=JUDGE),
+    "deepeval:mcp_use": Case(samples=mcp_samples, services=JUDGE),
+    "deepeval:mcp_task_completion": Case(samples=mcp_conversation_samples, services=JUDGE),
+    "deepeval:multi_turn_mcp_use": Case(samples=mcp_conversation_samples, services=JUDGE),
     "deepeval:turn_contextual_precision": Case(samples=expected_outcome_samples, services=JUDGE),
     "deepeval:turn_contextual_recall": Case(samples=expected_outcome_samples, services=JUDGE),
     "deepeval:topic_adherence": Case(samples=conversation_samples, params={"relevant_topics": ["ferry timetables"]},

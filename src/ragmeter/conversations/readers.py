@@ -108,6 +108,8 @@ def _build(obj: Mapping[str, Any], turns: list[Turn], default_id: str, err: _Err
     meta = _first(obj, "metadata", "additional_metadata", "additionalMetadata") or {}
     if not isinstance(meta, Mapping):
         raise err("metadata", f"expected an object, got {type(meta).__name__}")
+    if obj.get("mcp_servers") is not None:  # DeepEval's ConversationalTestCase.mcp_servers
+        meta = {**meta, "mcp_servers": obj["mcp_servers"]}
     topics = obj.get("reference_topics")
     if topics is None and isinstance(meta, Mapping) and meta.get("reference_topics") is not None:
         # DeepEval has no field for them: its metadata carries them (writers.to_deepeval)
@@ -205,7 +207,10 @@ def _tool_call(c: Any, err: _Err, where: str, *, args_key: str = "arguments") ->
     if not isinstance(args, Mapping):
         raise err(f"{where}.arguments", f"expected an object, got {type(args).__name__}")
     result = c.get("result", c.get("output"))
-    return ToolCall(name=name, arguments=dict(args), result=result, id=c.get("id") if isinstance(c.get("id"), str) else None)
+    # DeepEval's ToolCall.type MCP is kept: its MCP metrics count the MCP calls
+    kind = {"type": "MCP"} if c.get("type") == "MCP" else {}
+    return ToolCall(name=name, arguments=dict(args), result=result, id=c.get("id") if isinstance(c.get("id"), str) else None,
+                    **kind)
 
 
 def _turn(t: Any, err: _Err, where: str) -> Turn:
@@ -225,6 +230,9 @@ def _turn(t: Any, err: _Err, where: str) -> Turn:
     ctx = _first(t, "retrieval_context", "retrievalContext")
     if ctx is not None:
         fields.setdefault("contexts", ctx)
+    for k in ("mcp_tools_called", "mcp_resources_called", "mcp_prompts_called"):  # DeepEval's MCP turn fields
+        if t.get(k) is not None:
+            meta[k] = t[k]
     calls = _first(t, "tool_calls", "tools_called", "toolsCalled") or []
     if not isinstance(calls, list):
         raise err(f"{where}.tool_calls", f"expected a list, got {type(calls).__name__}")

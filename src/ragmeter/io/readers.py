@@ -76,7 +76,8 @@ _DEEPEVAL_KEYS = ("retrieval_context", "actual_output", "expected_output", "tool
 #: (correct_keyword), ``split`` (semantic_dynamic), ``latency_ms`` (agent-stats), DeepEval's extras
 _KNOWN_METADATA = {"expected_tools", "expected_trajectory", "expected_tool_calls", "tools_called",
                    "task_type", "name", "tags", "comments", "additional_metadata", "keywords", "split",
-                   "latency_ms", *RAGAS_METADATA}
+                   "latency_ms", "mcp_servers", "mcp_tools_called", "mcp_resources_called",
+                   "mcp_prompts_called", *RAGAS_METADATA}
 #: common abbreviations -> field, to suggest a ``--map`` when no known column is found.
 _MAP_HINTS: dict[str, tuple[str, ...]] = {
     "question": ("q", "ques", "query_text", "user", "ask", "instruction", "text_in"),

@@ -9,6 +9,7 @@ from ragmeter.metrics.judge import (  # noqa: F401 - registers
                                     correctness,
                                     dag,
                                     deepeval_agentic,
+                                    deepeval_mcp,
                                     deepeval_metrics,
                                     deepeval_single,
                                     generation,
