@@ -208,6 +208,12 @@ def test_bad_input_exits_2(server, db_url, args, says):
     assert server.n_requests == 0
 
 
+def test_no_judge_is_a_usage_error(db_url):
+    _store_runs(db_url)
+    code, _, err = run_main("arena", "short", "mid", "--db", db_url)
+    assert code == 2 and "needs a judge: --judge" in err and len(err.strip().splitlines()) <= 2
+
+
 # ---- the statistics alone -------------------------------------------------------------------------
 @pytest.mark.contract
 def test_bradley_terry_equals_choix_on_random_comparisons():

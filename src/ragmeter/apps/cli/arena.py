@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from ragmeter.apps.cli._common import DB_HELP, console, err_console, fail, get_store
+from ragmeter.apps.cli._params import number
 
 
 def register(app: typer.Typer) -> None:
@@ -100,18 +101,21 @@ def arena_cmd(
                                           "nothing, store nothing.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as one JSON object.")] = False,
     bootstrap: Annotated[int, typer.Option("--bootstrap", help="Bootstrap resamples over items for the "
-                                           "Bradley-Terry intervals (0: none).")] = 1000,
-    level: Annotated[float, typer.Option("--level", help="Confidence level of the intervals.")] = 0.95,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the resamples.")] = 20261128,
+                                           "Bradley-Terry intervals (0: none).",
+                                           parser=number(0, 100_000, integer=True))] = 1000,
+    level: Annotated[float, typer.Option("--level", help="Confidence level of the intervals.",
+                                         parser=number(0, 1, low_open=True, high_open=True))] = 0.95,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the resamples.", parser=number(0, integer=True))] = 20261128,
     name: Annotated[str | None, typer.Option("--name", help="A name for the arena's run.")] = None,
     db: Annotated[str | None, typer.Option("--db", help=DB_HELP)] = None,
     option: Annotated[list[str] | None, typer.Option("--option", help="key=value run option (repeatable), "
                                                      "as in `ragmeter eval`.")] = None,
     max_cost: Annotated[float | None, typer.Option("--max-cost", help="Stop judging once this many USD are "
-                                                   "spent.")] = None,
+                                                   "spent.", parser=number(0))] = None,
     concurrency: Annotated[int | None, typer.Option("--concurrency", help="Judge requests in flight at "
-                                                    "most.")] = None,
-    rpm: Annotated[float | None, typer.Option("--rpm", help="Judge requests per minute.")] = None,
+                                                    "most.", parser=number(1, 10_000, integer=True))] = None,
+    rpm: Annotated[float | None, typer.Option("--rpm", help="Judge requests per minute.",
+                                              parser=number(0, low_open=True))] = None,
     no_progress: Annotated[bool, typer.Option("--no-progress", help="Hide progress bars.")] = False,
 ) -> None:
     """Which system answers better: every item the runs share (matched by sample id) is judged
@@ -124,17 +128,14 @@ def arena_cmd(
     from ragmeter.analysis.arena_run import metric_name, run_arena
     from ragmeter.core.errors import RagmeterError
 
-    if bootstrap < 0:
-        raise typer.BadParameter(f"a number of resamples >= 0, got {bootstrap}", param_hint="'--bootstrap'")
-    if not 0 < level < 1:
-        raise typer.BadParameter(f"a level between 0 and 1 (0.95), got {level:g}", param_hint="'--level'")
     if criteria is not None and not criteria.strip():
         raise typer.BadParameter("the criteria cannot be empty", param_hint="'--criteria'")
-    if concurrency is not None and concurrency < 1:
-        raise typer.BadParameter(f"at least 1, got {concurrency}", param_hint="'--concurrency'")
     opts = _options(option, {"judge": judge, "judge_base_url": judge_base_url,
                              "judge_api_key_env": judge_api_key_env, "judge_max_cost": max_cost,
                              "judge_concurrency": concurrency, "judge_rpm": rpm})
+    if not opts.get("judge"):
+        raise fail("an arena needs a judge: --judge provider:model (e.g. openai:gpt-4o-mini, with "
+                   "--judge-base-url for a local OpenAI-compatible server; docs/judge.md)")
     try:
         key = metric_name(metric)
         if dry_run:
