@@ -216,3 +216,23 @@ def test_a_panel_needs_two_judges_and_the_local_engine():
     with pytest.raises(ConfigError, match="local engine"):
         wrap([], {"panel": ["openai:a", "openai:b"]}, engine="ray")
     assert [m.label for m in members({"panel": ["openai:a", "openai:a"]})] == ["openai:a", "openai:a#2"]
+
+
+def test_meta_eval_with_a_panel(server, tmp_path, monkeypatch, capsys):
+    from ragmeter.apps.cli import main
+    from ragmeter.store import open_store
+
+    monkeypatch.setenv(KEY_ENV, "test")
+    data = tmp_path / "labels.jsonl"
+    data.write_text("\n".join(json.dumps({**s, "human": i % 2}) for i, s in enumerate(_samples(12))) + "\n")
+    db = str(tmp_path / "m.db")
+    main(["meta-eval", str(data), "-m", "faithfulness", "--judge", "openai:always-1", "--judge", "openai:honest",
+          "--judge-base-url", server.url + "/v1", "--judge-api-key-env", KEY_ENV, "--db", db, "--json",
+          "--no-progress", "--panel-combine", "median"])
+    rec = json.loads(capsys.readouterr().out)
+    run = open_store(db).get_run(rec["run_id"])
+    panel = run.extra["panel"]
+    assert panel["combine"] == "median" and set(panel["metrics"]["faithfulness"]["values"]) == {
+        "openai:always-1", "openai:honest"}
+    honest = panel["metrics"]["faithfulness"]["values"]["openai:honest"]
+    assert panel["metrics"]["faithfulness"]["combined"] == pytest.approx([(1 + h) / 2 for h in honest])
