@@ -204,6 +204,12 @@ def _print_extra(extra: dict[str, Any]) -> None:
     if judge:
         console.print("judge: " + ", ".join(f"{k} {fmt(v)}" for k, v in judge.items()
                                            if not isinstance(v, dict | list)))
+    panel = extra.get("panel")
+    if isinstance(panel, dict) and panel.get("judges"):  # a panel of judges (run/panel_record.py)
+        alphas = ", ".join(f"{k} {fmt(m.get('alpha'))}" for k, m in (panel.get("metrics") or {}).items())
+        console.print(f"judge panel: {len(panel['judges'])} judges ({', '.join(j['label'] for j in panel['judges'])}), "
+                      f"values combined by {panel.get('combine')}; Krippendorff's alpha between them: {alphas}",
+                      markup=False, highlight=False)
 
 
 def metrics_cmd(
