@@ -6,6 +6,7 @@ from ragmeter.metrics.conversation import (  # noqa: F401 - registers
     deepeval_conv,
     deepeval_mcp_conv,
     deepeval_turn_rag,
+    deepeval_voice,
     judged,
     ragas_conversation,
     tools,
