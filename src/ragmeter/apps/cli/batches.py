@@ -24,7 +24,7 @@ def batch_options(batch: bool, fallback: str | None, no_wait: bool, prefix: str 
     if fallback is not None and fallback not in {"none", "online"}:
         raise typer.BadParameter(f"use none or online, got {fallback!r}", param_hint="'--batch-fallback'")
     if (fallback is not None or no_wait) and not batch:
-        raise typer.BadParameter("--batch-fallback and --no-wait apply to --batch", param_hint="'--batch'")
+        raise typer.BadParameter("--batch-fallback and --no-wait need --batch", param_hint="'--batch'")
     out: dict[str, Any] = {f"{prefix}batch": True, f"{prefix}batch_wait": not no_wait} if batch else {}
     if fallback is not None:
         out[f"{prefix}batch_fallback"] = fallback
@@ -69,10 +69,11 @@ def batches_cmd(
                      min_width=max((len(str(r["state"])) for r in rows), default=5) if col == "state" else None)
     for r in rows:
         state = f"{r['state']} ({r['status']})" if r["status"] else str(r["state"])
-        t.add_row(str(r["batch"]), str(r["provider_id"] or "—"), str(r["run"] or "— (golden generate)"), state, str(r["requests"]),
+        t.add_row(str(r["batch"]), str(r["provider_id"] or "—"), str(r["run"] or "—"), state, str(r["requests"]),
                   str(r["stored_at"])[5:16].replace("T", " "))
     console.print(t)
-    console.print("collect one: ragmeter eval --resume RUN", markup=False, highlight=False)
+    console.print("collect one: ragmeter eval --resume RUN; a batch without a run (golden generate) or of "
+                  "meta-eval: run its command again", markup=False, highlight=False)
 
 
 @batches_app.command("cancel")
