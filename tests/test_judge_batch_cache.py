@@ -106,3 +106,24 @@ def test_batch_price_of_a_price_file_entry_is_half_of_each_rate():
     price = PriceTable({"m": (1.0, 3.0)}).get("openai", "m", batch=True)
     assert (price.input, price.output) == (0.5, 1.5)
     assert price.cost(1000, 100, cached_tokens=400) == pytest.approx((1000 * 0.5 + 100 * 1.5) / 1e6)
+
+
+def test_the_dry_run_gives_the_batch_price_beside_the_online_one(server):
+    from ragmeter.core.schema import Chunk, Sample
+    from ragmeter.llm import get_judge
+    from ragmeter.metrics.judge.generation import faithfulness
+
+    samples = [Sample(id=f"s{i}", question="q", answer=f"Ferry {i} leaves at nine.",
+                      contexts=[Chunk(text=f"Ferry {i} leaves at nine.")]) for i in range(3)]
+    for model in ("gpt-4o-mini", "gpt-5-mini"):  # both: batch input and output at half the online rates
+        judge = get_judge(f"openai:{model}", base_url=server.url + "/v1", api_key_env="RAGMETER_TEST_JUDGE_KEY",
+                          dry_run=True)
+        judge.submit(faithfulness.requests(samples, {}))
+        plan = judge.plan()
+        judge.close()
+        batch = PriceTable().get("openai", model, batch=True)
+        assert plan["est_batch_cost_usd"] == pytest.approx(
+            (plan["est_input_tokens"] * batch.input + plan["est_output_tokens"] * batch.output) / 1e6, abs=1e-6)
+        assert plan["est_batch_cost_usd"] == pytest.approx(plan["est_cost_usd"] / 2, abs=1e-6)
+        assert plan["est_cost_usd"] > 0
+    assert server.n_requests == 0
