@@ -391,7 +391,7 @@ def test_agent_goal_accuracy(srv, llm, with_reference):
         rows.append(conversation(mark, i, reference=f"A table is booked. {mark}"))
     if with_reference:
         rows.append(conversation(srv.case("goal", 1), 90, reference=""))  # refused: no reference
-    name = "ragas:agent_goal_accuracy_with" + ("_reference" if with_reference else "out_reference")
+    name = "ragas:agent_goal_accuracy_with_reference" if with_reference else "ragas:agent_goal_accuracy_without_reference"
     cls = AgentGoalAccuracyWithReference if with_reference else AgentGoalAccuracyWithoutReference
     got = ours(srv.url, name, [s for _, s in rows])
     for (row, s), (value, sc) in zip(rows, got, strict=True):
