@@ -264,6 +264,11 @@ def align(data: Any, metric: str, *, options: Mapping[str, Any], db: Any = None,
         raise ConfigError(f"--name {name!r}: a name without ':VERSION' (versions are numbered by align)")
     parse_ref(name)
     labels = read_labels(data, label=label, rater=rater, mapping=mapping, fmt=fmt)
+    rated = np.flatnonzero(np.isfinite(labels.human))
+    if rated.size < len(labels.items):  # an item no rater labelled cannot be tuned or measured on
+        labels = replace(labels, items=[labels.items[i] for i in rated], ratings=labels.ratings[rated],
+                         samples=[labels.samples[i] for i in rated],
+                         lines=[labels.lines[i] for i in rated] if labels.lines else [])
     bounds = (float(req.spec.range[0]), float(req.spec.range[1]))
     middle = (bounds[0] + bounds[1]) / 2
     human, scale_note = _scaled(labels.human, bounds)
