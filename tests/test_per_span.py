@@ -245,3 +245,19 @@ def test_per_span_refuses_conversations(tmp_path):
     code, out, err = run_main("eval", "example-chat", "--metrics", "token_f1", "--per-span",
                               "--db", f"sqlite:///{tmp_path}/c.db", "--no-progress")
     assert code == 2 and "--per-span scores agent traces" in err
+
+
+def test_two_per_span_runs_are_compared_and_gated_per_trace(traces, tmp_path):
+    db = f"sqlite:///{tmp_path}/cmp.db"
+    for name in ("base", "cand"):
+        code, out, err = run_main("eval", str(traces), "--metrics", "mrr", "--per-span", "--db", db,
+                                  "--name", name, "--json")
+        assert code == 0, err
+    code, out, err = run_main("compare", "base", "cand", "--db", db, "--json")
+    assert code == 0, err
+    row = json.loads(out)["comparisons"][0]
+    assert row["n"] == 4 and row["n_clusters"] == 2
+    assert row["note"] == "4 rows of 2 traces: interval and test per trace"
+    code, out, err = run_main("gate", "cand", "--baseline", "base", "--db", db, "--json")
+    assert code == 0, err
+    assert "4 rows of 2 traces: tested per trace" in out

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ragmeter.analysis.runs import RunValues, load_runs, pair_clusters, paired_arrays
+from ragmeter.analysis.runs import RunValues, cluster_words, load_runs, pair_clusters, paired_arrays
 from ragmeter.core.errors import ConfigError
 from ragmeter.stats.paired import VERDICT_BETTER, VERDICT_WORSE, compare_paired, family_verdicts
 
@@ -143,7 +143,8 @@ def compare_runs(runs: list[str | Any], *, metrics: list[str] | None = None, alp
             clusters = pair_clusters(a, b, ids)
             c = compare_paired(xa, xb, n_resamples=n_resamples, bounds=a.range_of(m) or b.range_of(m),
                                clusters=clusters)
-            note = (f"{c.n} turns of {c.n_clusters} conversations: interval and test per conversation"
+            unit, members = cluster_words(a, b)  # conversations' turns, or a per-span run's traces
+            note = (f"{c.n} {members} of {c.n_clusters} {unit}s: interval and test per {unit}"
                     if c.n_clusters is not None else None)
             out.rows.append(MetricComparison(
                 m, a.label, b.label, c.n, unpaired, c.mean_a, c.mean_b, c.diff, c.ci_low, c.ci_high,

@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from ragmeter.analysis.runs import RunValues, load_runs, pair_clusters, paired_arrays
+from ragmeter.analysis.runs import RunValues, cluster_words, load_runs, pair_clusters, paired_arrays
 from ragmeter.core.errors import EXIT_CHECK_FAILED, EXIT_INCOMPLETE, EXIT_OK, ConfigError
 from ragmeter.stats.paired import (
     adjust_pvalues,
@@ -217,7 +217,8 @@ def _row(m: str, cur: RunValues, base: RunValues, max_drop: float, alpha: float,
         status = "ok"
     notes = [f"{unpaired} sample(s) not in both runs"] if unpaired else []
     if clusters is not None:
-        notes.append(f"{xb.size} turns of {len(set(clusters))} conversations: tested per conversation")
+        unit, members = cluster_words(base, cur)
+        notes.append(f"{xb.size} {members} of {len(set(clusters))} {unit}s: tested per {unit}")
     note = "; ".join(notes) or None
     return GateRow(m, direction, b_mean, c_mean, change, drop, ci[0] if ci else None, ci[1] if ci else None,
                    p, int(xb.size), bad, status, note)

@@ -91,22 +91,30 @@ def from_store(store: Any, ref: str) -> RunValues:
 
 
 def stored_clusters(store: Any, run_id: str) -> dict[str, str] | None:
-    """``{turn id: conversation id}`` of a stored run of conversations (its samples' metadata is
-    read only when its first sample is a conversation), else ``None``."""
+    """``{turn id: conversation id}`` of a stored run of conversations, ``{row id: trace's sample
+    id}`` of a run scored per span (``--per-span``; the samples' metadata is read only when the
+    first sample says the run is one of these), else ``None``."""
     from ragmeter.conversations.view import run_has_conversations
+    from ragmeter.run.spans import TRACE_SAMPLE
 
-    if not run_has_conversations(store, run_id):
-        return None
-    return turn_clusters(store.run_samples(run_id))
+    if run_has_conversations(store, run_id):
+        return turn_clusters(store.run_samples(run_id))
+    first = next(iter(store.iter_sample_rows(run_id, chunk=1)), None)
+    meta = ((first[3] or {}).get("metadata") or {}) if first is not None else {}
+    if isinstance(meta, Mapping) and TRACE_SAMPLE in meta:
+        return turn_clusters(store.run_samples(run_id))
+    return None
 
 
 def turn_clusters(samples: Any) -> dict[str, str] | None:
-    """``{turn sample id: conversation id}`` of the assistant-turn samples among ``samples``, or
-    ``None`` when there is none (a run without conversations)."""
+    """``{turn sample id: conversation id}`` of the assistant-turn samples among ``samples`` (in a
+    run scored per span, ``{row id: its trace's sample id}``: :func:`ragmeter.run.spans.trace_clusters`),
+    or ``None`` when there is none (independent samples)."""
     from ragmeter.conversations.model import CONVERSATION_ID, is_turn_sample
+    from ragmeter.run.spans import trace_clusters
 
     out = {s.id: str(s.metadata[CONVERSATION_ID]) for s in samples if is_turn_sample(s)}
-    return out or None
+    return out or trace_clusters(samples)
 
 
 def pair_clusters(a: RunValues, b: RunValues, ids: list[str]) -> list[str] | None:
@@ -114,6 +122,13 @@ def pair_clusters(a: RunValues, b: RunValues, ids: list[str]) -> list[str] | Non
     conversations, else ``None`` (independent samples). A sample outside every conversation is a
     cluster of its own."""
     return cluster_labels(a.clusters or b.clusters, ids)
+
+
+def cluster_words(a: RunValues, b: RunValues) -> tuple[str, str]:
+    """``(unit, members)`` of the clusters of a paired comparison, for its notes: ``("conversation",
+    "turns")``, or ``("trace", "rows")`` for runs scored per span."""
+    known = a.clusters or b.clusters
+    return getattr(known, "unit", "conversation"), getattr(known, "members", "turns")
 
 
 def cluster_labels(known: Mapping[str, str] | None, ids: list[str]) -> list[str] | None:

@@ -84,6 +84,20 @@ def is_span_run(samples: Sequence[Sample]) -> bool:
     return meta.get(SPAN_KIND) == "trace" and TRACE_SAMPLE in meta and TRACE_ID in meta
 
 
+class TraceClusters(dict[str, str]):
+    """``{row id: its trace's sample id}``: the clusters of a paired comparison of two per-span
+    runs; ``unit`` and ``members`` name them in the comparison's notes."""
+
+    unit, members = "trace", "rows"
+
+
+def trace_clusters(samples: Sequence[Sample]) -> TraceClusters | None:
+    """The :class:`TraceClusters` of a per-span run's rows, else ``None``."""
+    if not is_span_run(samples):
+        return None
+    return TraceClusters((s.id, str(s.metadata.get(TRACE_SAMPLE, s.id))) for s in samples)
+
+
 def describe_rows(samples: Sequence[Sample]) -> str:
     """``"T traces, N span rows"`` (``"N samples"`` when the samples are not per-span rows)."""
     if not is_span_run(samples):
