@@ -86,7 +86,8 @@ def _options(option: list[str] | None, extra: dict[str, Any]) -> dict[str, Any]:
 
 def arena_cmd(
     runs: Annotated[list[str], typer.Argument(help="Two or more stored runs (id, prefix, name or 'latest'): "
-                                                   "the systems whose answers are compared.")],
+                                                   "the systems whose answers are compared.",
+                                              metavar="RUN")],
     judge: Annotated[str | None, typer.Option("--judge", help="LLM judge as provider:model.")] = None,
     judge_base_url: Annotated[str | None, typer.Option("--judge-base-url", help="Endpoint of an "
                                                        "OpenAI-compatible judge.")] = None,
