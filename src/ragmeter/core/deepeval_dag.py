@@ -14,6 +14,7 @@ each node's parents (in DeepEval's order) and in-degree. Files are read by
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -221,12 +222,13 @@ def _check_children(n: DagNode, nodes: Mapping[str, DagNode]) -> None:
     if n.type == BINARY:
         if len(kids) != 2 or not all(isinstance(v, bool) for v in verdicts) or set(verdicts) != {True, False}:
             raise DagError(f"node {n.id}: a BinaryJudgementNode needs exactly 2 VerdictNode children, one with "
-                           f"verdict true and one with verdict false; got {verdicts!r}")
+                           f"verdict true and one with verdict false; got {json.dumps(verdicts)}")
         return
     if not kids:
         raise DagError(f"node {n.id}: a NonBinaryJudgementNode needs at least one VerdictNode child")
     if not all(isinstance(v, str) for v in verdicts):
-        raise DagError(f"node {n.id}: the verdicts of a NonBinaryJudgementNode's children must be texts; got {verdicts!r}")
+        raise DagError(f"node {n.id}: the verdicts of a NonBinaryJudgementNode's children must be texts; "
+                       f"got {json.dumps(verdicts)}")
     dup = sorted({v for v in verdicts if verdicts.count(v) > 1})
     if dup:
         raise DagError(f"node {n.id}: duplicate verdict {dup[0]!r} among its children")

@@ -407,8 +407,8 @@ class DagMetric:
 def _check(ctx: Any, **params: Any) -> str | None:
     try:
         _dag_of(params, ctx.options or {})
-    except MetricError as exc:
-        return str(exc)
+    except MetricError as exc:  # the run names the metric
+        return str(exc).removeprefix(f"{NAME}: ").removeprefix(f"{NAME} ")
     return judge_check(ctx)
 
 

@@ -64,8 +64,8 @@ class OptionedJudged(JudgedMetric):
         if self.check_params is not None:
             try:
                 self.check_params(self.merged(ctx, params))
-            except MetricError as exc:
-                return str(exc)
+            except MetricError as exc:  # the run names the metric
+                return str(exc).removeprefix(f"{self.name}: ").removeprefix(f"{self.name} ")
         return judge_check(ctx)
 
 

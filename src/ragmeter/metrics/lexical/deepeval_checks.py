@@ -31,6 +31,11 @@ def _threshold(name: str, p: dict[str, Any], default: float) -> float:
     return float(thr)
 
 
+def _unnamed(message: str, name: str) -> str:
+    """A ``check`` message without the metric's name in front (the run names the metric)."""
+    return message.removeprefix(f"{name}: ").removeprefix(f"{name} ")
+
+
 def _scored(value: float, threshold: float, summary: str, **details: Any) -> Score:
     return Score(value, details={**details, "summary": summary, "threshold": threshold,
                                  "success": value >= threshold})
@@ -123,7 +128,7 @@ def _pattern_check(ctx: Any, **p: Any) -> str | None:
         compile_pattern(p.get("pattern"), p.get("ignore_case", False))
         _threshold("deepeval:pattern_match", p, 1.0)
     except MetricError as exc:
-        return str(exc)
+        return _unnamed(str(exc), "deepeval:pattern_match")
     return None
 
 
@@ -199,7 +204,7 @@ def _json_check(ctx: Any, **p: Any) -> str | None:
         _schema(p)
         _json_threshold(p)
     except MetricError as exc:
-        return str(exc)
+        return _unnamed(str(exc), "deepeval:json_correctness")
     return None
 
 
