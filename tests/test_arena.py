@@ -157,6 +157,18 @@ def test_a_failed_verdict_is_not_judged_never_a_tie(server, db_url):
     assert rec["bradley_terry"] is None and rec["ranking"] == ["mid", "short"]
 
 
+def test_nothing_judged_is_incomplete_with_no_ranking(server, db_url):
+    for system in ("short", "mid"):
+        evaluate([{**r, "answer": "GARBLE " + r["answer"]} for r in _rows(system)], ["token_f1"], db=db_url, name=system)
+    code, out, err = _arena(db_url, server, "short", "mid", "--json", "--option", "judge_parse_retries=0")
+    assert code == 3 and "incomplete" in err
+    rec = json.loads(out)
+    assert rec["status"] == "incomplete" and rec["ranking"] == [] and rec["pairs"][0]["n_judged"] == 0
+    assert rec["pairs"][0]["win_rate"]["value"] is None and rec["position_bias"]["rate"] is None
+    code, out, _ = run_main("show", rec["run_id"], "--db", db_url)
+    assert code == 0 and "12 not judged" in out
+
+
 def test_deepeval_arena_g_eval_through_the_command(server, db_url):
     _store_runs(db_url)
     code, out, err = _arena(db_url, server, "short", "long", "--metric", "deepeval:arena_g_eval",

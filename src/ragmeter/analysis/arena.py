@@ -236,8 +236,8 @@ def analyse(systems: Sequence[str], pairs: Sequence[PairOutcomes], *, n_bootstra
     elif len(rows) == 1 and rows[0]["win_rate"]["value"] is not None:
         r = rows[0]
         ranking = [r["a"], r["b"]] if r["win_rate"]["value"] >= 0.5 else [r["b"], r["a"]]
-    else:
-        ranking = list(systems)
+    else:  # nothing judged: no ranking rather than the order the runs were given in
+        ranking = []
     return {"format": FORMAT, "pairs": rows, "position_bias": position_bias(pairs, level),
             "bradley_terry": bt, "ranking": ranking, "level": level, "win_rate_method": WIN_RATE_METHOD}
 
