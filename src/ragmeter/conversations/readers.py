@@ -118,9 +118,7 @@ def _build(obj: Mapping[str, Any], turns: list[Turn], default_id: str, err: _Err
     if topics is not None and not (isinstance(topics, list) and all(isinstance(x, str) for x in topics)):
         raise err("reference_topics", "expected a list of texts")
     if obj.get("reference_tool_calls") is not None:  # ragas MultiTurnSample: kept for ragas:tool_call_*
-        from ragmeter.io.ragas_fields import reference_tool_calls
-
-        meta = {**meta, "reference_tool_calls": reference_tool_calls(obj["reference_tool_calls"], err)}
+        meta = {**meta, "reference_tool_calls": _reference_tool_calls(obj["reference_tool_calls"], err)}
     fields = {"chatbot_role": role, "scenario": obj.get("scenario"),
               "user_description": _first(obj, "user_description", "userDescription"),
               "expected_outcome": _first(obj, "expected_outcome", "expectedOutcome"),
@@ -133,6 +131,23 @@ def _build(obj: Mapping[str, Any], turns: list[Turn], default_id: str, err: _Err
     except ValidationError as exc:
         e = exc.errors()[0]
         raise err(".".join(map(str, e["loc"])), e["msg"]) from None
+
+
+def _reference_tool_calls(value: Any, err: _Err) -> list[dict[str, Any]]:
+    """ragas' ``reference_tool_calls``: a list of ``{"name": str, "args": {...}}`` (``arguments`` is
+    accepted for ``args``), kept as ``{"name", "args"}`` dicts."""
+    if not isinstance(value, list):
+        raise err("reference_tool_calls", f"expected a list of {{name, args}} tool calls, got {type(value).__name__}")
+    out = []
+    for i, c in enumerate(value):
+        where = f"reference_tool_calls[{i}]"
+        if not isinstance(c, Mapping) or not isinstance(c.get("name"), str) or not c["name"]:
+            raise err(where, 'expected a tool call {"name": ..., "args": {...}} with a non-empty name')
+        args = c.get("args", c.get("arguments")) or {}
+        if not isinstance(args, Mapping):
+            raise err(f"{where}.args", f"expected an object of arguments, got {type(args).__name__}")
+        out.append({"name": c["name"], "args": dict(args)})
+    return out
 
 
 def _first(obj: Mapping[str, Any], *keys: str) -> Any:

@@ -10,30 +10,8 @@ question (a list of messages: a conversation), ``response`` the answer, ``refere
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 #: ragas fields kept in metadata: per-sample rubrics (``InstanceSpecificRubrics``), the expected tool
-#: calls (``ToolCallAccuracy``, ``ToolCallF1``), the allowed topics (``TopicAdherence``)
+#: calls (``ToolCallAccuracy``, ``ToolCallF1``; a multi-turn row's are checked by
+#: ``conversations.readers``), the allowed topics (``TopicAdherence``)
 RAGAS_METADATA = ("rubrics", "reference_tool_calls", "reference_topics")
 
-
-def reference_tool_calls(value: Any, err: Callable[[str, str], Exception]) -> list[dict[str, Any]]:
-    """ragas' ``reference_tool_calls``: a list of ``{"name": str, "args": {...}}`` (``arguments`` is
-    accepted for ``args``), returned as ``{"name", "args"}`` dicts.
-
-    Raises:
-        the error ``err(field, message)`` builds (naming the file, line and field).
-    """
-    if not isinstance(value, list):
-        raise err("reference_tool_calls", f"expected a list of {{name, args}} tool calls, got {type(value).__name__}")
-    out = []
-    for i, c in enumerate(value):
-        where = f"reference_tool_calls[{i}]"
-        if not isinstance(c, dict) or not isinstance(c.get("name"), str) or not c["name"]:
-            raise err(where, "expected a tool call {\"name\": ..., \"args\": {...}} with a non-empty name")
-        args = c.get("args", c.get("arguments")) or {}
-        if not isinstance(args, dict):
-            raise err(f"{where}.args", f"expected an object of arguments, got {type(args).__name__}")
-        out.append({"name": c["name"], "args": args})
-    return out
