@@ -219,3 +219,43 @@ def test_yaml_of_the_same_shape_reads_the_same(tmp_path):
 
 def _of(doc, node_type):
     return next(k for k, v in doc["nodes"].items() if v["type"] == node_type)
+
+
+def _nested_headings():
+    """The documented example written nested, as DeepEval's Python builds it (the order judgement
+    appears twice: one node), evaluation params by the enum's name."""
+    order = {"type": "NonBinaryJudgementNode", "criteria": ORDER, "children": [
+        {"type": "VerdictNode", "verdict": "Yes", "score": 10},
+        {"type": "VerdictNode", "verdict": "Two are out of order", "score": 4},
+        {"type": "VerdictNode", "verdict": "All out of order", "score": 2}]}
+    return {"type": "TaskNode", "instructions": EXTRACT, "output_label": "Summary headings",
+            "evaluation_params": ["SingleTurnParams.ACTUAL_OUTPUT"], "children": [
+                {"type": "BinaryJudgementNode", "criteria": HAS_ALL, "children": [
+                    {"type": "VerdictNode", "verdict": False, "score": 0},
+                    {"type": "VerdictNode", "verdict": True, "child": order}]}, order]}
+
+
+def test_the_bundled_example_and_a_nested_file_equal_deepeval(srv, tmp_path):
+    """examples/deepeval/dag.json (readable ids) as DeepEval's from_json reads it, and the same
+    graph written nested, give DeepEval's numbers."""
+    from pathlib import Path
+
+    from deepeval.metrics.dag import DeepAcyclicGraph
+
+    bundled = Path(__file__).resolve().parents[1] / "examples" / "deepeval" / "dag.json"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        dag = DeepAcyclicGraph.from_json(bundled.read_text(encoding="utf-8"))
+    nested = tmp_path / "nested.json"
+    nested.write_text(json.dumps(_nested_headings()), encoding="utf-8")
+    for path in (bundled, nested):
+        doc = read_dag(path)
+        samples = []
+        for i, (has_all, order, _) in enumerate(HEADINGS):
+            mark = srv.case("dag", {"task": {EXTRACT: "intro, body, conclusion"},
+                                    "judgement": {HAS_ALL: has_all, ORDER: order}})
+            samples.append(Sample(id=f"n{i}", question=f"Summarise {mark}", answer=f"# intro {mark}"))
+        got = ours(srv, "deepeval:dag", samples, options={"dag": doc})
+        for s, sc, (_, _, expected) in zip(samples, got, HEADINGS, strict=True):
+            want, _ = deepeval_dag_score(srv, dag, s, async_mode=False)
+            assert close(sc.value, want) and sc.value == expected, (path.name, s.id, sc.value, want, sc.reason)

@@ -114,8 +114,7 @@ def parse_dag(data: Any, *, params: Mapping[str, str] = SINGLE_TURN_PARAMS, mult
             params nor a parent, a binary judgement without exactly one true and one false verdict,
             duplicate verdicts, a score outside 0-10, several roots with a judgement among them.
     """
-    if not isinstance(data, Mapping) or "nodes" not in data:
-        raise DagError("expected a top-level object with a 'nodes' key (the JSON of DeepAcyclicGraph.to_json())")
+    data = flat_document(data)
     specs = data["nodes"]
     if not isinstance(specs, Mapping) or not specs:
         raise DagError("'nodes' must be a non-empty object of node id -> node")
@@ -137,6 +136,71 @@ def parse_dag(data: Any, *, params: Mapping[str, str] = SINGLE_TURN_PARAMS, mult
         if n.id in indegree and n.type == TASK and n.evaluation_params is None and not parents.get(n.id):
             raise DagError(f"node {n.id}: a TaskNode needs evaluation_params or a parent node")
     return Dag(nodes, roots, parents, indegree, multiturn)
+
+
+def flat_document(data: Any) -> dict[str, Any]:
+    """The document in DeepEval's serialized shape (``{"nodes": {ID: NODE}}``, children by id).
+
+    Also accepted, as a person writes the graph DeepEval's Python builds: a nested document, one root
+    node object (or ``{"root_nodes": [...]}``) whose ``children`` are node objects and whose verdict
+    ``child`` is a node object; equal task or judgement node objects are one node (the Python graph's
+    shared node, such as a judgement reached both from a task and from a verdict). Evaluation params may be written as
+    the enum's name (``ACTUAL_OUTPUT``, ``SingleTurnParams.ACTUAL_OUTPUT``).
+
+    Raises:
+        DagError: neither shape.
+    """
+    if isinstance(data, Mapping) and "nodes" in data:
+        nodes = data["nodes"]
+        if isinstance(nodes, Mapping):
+            return {"nodes": {k: _params_by_value(v) for k, v in nodes.items()}}
+        return {"nodes": nodes}
+    roots = data.get("root_nodes") if isinstance(data, Mapping) and "root_nodes" in data else (
+        [data] if isinstance(data, Mapping) and "type" in data else None)
+    if not isinstance(roots, list) or not roots:
+        raise DagError("expected DeepEval's DAG document: {\"nodes\": {id: node, ...}} (DeepAcyclicGraph.to_json()), "
+                       "or a nested root node {\"type\": \"TaskNode\", ..., \"children\": [...]}")
+    nodes: dict[str, Any] = {}
+    ids: dict[str, str] = {}
+
+    def add(node: Any, where: str) -> str:
+        if not isinstance(node, Mapping) or node.get("type") not in NODE_TYPES:
+            raise DagError(f"{where}: expected a node object with a 'type' of {', '.join(NODE_TYPES)}, "
+                           f"got {node!r:.80}")
+        key = json.dumps(node, sort_keys=True, default=str)
+        if key in ids and node["type"] != VERDICT:  # a verdict belongs to its one judgement
+            return ids[key]
+        nid = str(node.get("id") or f"{node['type']}-{len(nodes) + 1}")
+        if nid in nodes:
+            raise DagError(f"node {nid}: two nodes have this id")
+        ids[key] = nid
+        spec = {k: v for k, v in node.items() if k not in ("id", "children", "child")}
+        nodes[nid] = spec
+        if "children" in node:
+            kids = node["children"] or []
+            if not isinstance(kids, list):
+                raise DagError(f"node {nid}: 'children' must be a list")
+            spec["children"] = [add(c, f"node {nid} child {i}") for i, c in enumerate(kids, 1)]
+        child = node.get("child")
+        if isinstance(child, Mapping) and child.get("type") in NODE_TYPES:
+            spec["child"] = {"type": "node", "ref": add(child, f"node {nid} child")}
+        elif child is not None:
+            spec["child"] = child
+        nodes[nid] = _params_by_value(spec)
+        return nid
+
+    for i, r in enumerate(roots, 1):
+        add(r, f"root {i}")
+    return {"nodes": nodes}
+
+
+def _params_by_value(spec: Any) -> Any:
+    """``evaluation_params`` written as the enum's name (``ACTUAL_OUTPUT``) as its value."""
+    if not isinstance(spec, Mapping) or not isinstance(spec.get("evaluation_params"), list):
+        return spec
+    fixed = [p.rsplit(".", 1)[-1].lower() if isinstance(p, str) and (p.isupper() or "Params." in p) else p
+             for p in spec["evaluation_params"]]
+    return {**spec, "evaluation_params": fixed}
 
 
 def _text(spec: Mapping[str, Any], key: str, nid: str, kind: str) -> str:

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ragmeter.core.deepeval_dag import DagError, parse_dag
+from ragmeter.core.deepeval_dag import DagError, flat_document, parse_dag
 from ragmeter.core.errors import ConfigError, DatasetError
 from ragmeter.core.files import read_text
 
@@ -53,17 +53,19 @@ def read_dag(path: str | Path) -> dict[str, Any]:
     """A DAG file, checked as DeepEval checks it (:func:`ragmeter.core.deepeval_dag.parse_dag`).
 
     Returns:
-        the document (``{"nodes": {...}}``), to pass as ``deepeval:dag``'s ``dag``.
+        the document in DeepEval's serialized shape (``{"nodes": {...}}``; a nested document is
+        flattened), to pass as ``deepeval:dag``'s ``dag``.
 
     Raises:
         ConfigError: naming the file, and the node when one is wrong.
     """
     doc = read_document(path, FILE_OPTIONS["dag"])
     try:
-        parse_dag(doc)
+        flat = flat_document(doc)
+        parse_dag(flat)
     except DagError as exc:
         raise ConfigError(f"{path}: {exc}") from None
-    return doc
+    return flat
 
 
 def read_json_schema(path: str | Path) -> dict[str, Any]:
