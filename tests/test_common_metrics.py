@@ -308,6 +308,8 @@ CASES: dict[str, Case] = {
     "deepeval:mcp_use": Case(samples=mcp_samples, services=JUDGE),
     "deepeval:mcp_task_completion": Case(samples=mcp_conversation_samples, services=JUDGE),
     "deepeval:multi_turn_mcp_use": Case(samples=mcp_conversation_samples, services=JUDGE),
+    "deepeval:conversational_g_eval": Case(samples=conversation_samples, services=JUDGE, params={
+        "criteria": "Does the assistant answer every question?", "evaluation_params": ["content", "role"]}),
     "deepeval:turn_contextual_precision": Case(samples=expected_outcome_samples, services=JUDGE),
     "deepeval:turn_contextual_recall": Case(samples=expected_outcome_samples, services=JUDGE),
     "deepeval:topic_adherence": Case(samples=conversation_samples, params={"relevant_topics": ["ferry timetables"]},

@@ -13,6 +13,7 @@ no chatbot role: DeepEval's empty score 1 or its refusal, which is no value here
 
 from __future__ import annotations
 
+import inspect
 import os
 
 import pytest
@@ -43,16 +44,17 @@ def test_version():
     assert deepeval.__version__ == "4.3.1"
 
 
-def check(srv, name, cls, convs, params, **metric_kw):
-    got = ours(srv, {"name": name, "params": params}, convs)
+def check(srv, metric_name, cls, convs, params, **metric_kw):
+    got = ours(srv, {"name": metric_name, "params": params}, convs)
     seen = set()
     for conv, sc in zip(convs, got, strict=True):
-        metric = cls(model=deepeval_model(srv), async_mode=False, include_reason=False, **{**params, **metric_kw})
+        kw = {"include_reason": False} if "include_reason" in inspect.signature(cls).parameters else {}
+        metric = cls(model=deepeval_model(srv), async_mode=False, **kw, **{**params, **metric_kw})
         want, success = theirs(metric, conv)
         if want is None:
             assert sc.value is None and "DeepEval refuses" in sc.reason, (conv.id, sc)
             continue
-        assert sc.value == pytest.approx(want, rel=1e-6, abs=1e-12), (name, params, conv.id, sc, want)
+        assert sc.value == pytest.approx(want, rel=1e-6, abs=1e-12), (metric_name, params, conv.id, sc, want)
         if success is not None:  # DeepEval's ToolUseMetric.measure leaves success unset
             assert sc.details["success"] is success, (conv.id, sc.details)
         seen.add(round(want, 6))
@@ -170,3 +172,29 @@ def test_tool_use_needs_its_tools(srv):
 
     with pytest.raises(MetricError, match="available_tools"):
         ours(srv, "deepeval:tool_use", [conversation(srv.case("tooluse", {}), "ua")])
+
+
+GEVAL = [  # (score, alternatives at the score token: probability-weighted when given)
+    (7, [("7", 0.6), ("8", 0.3), ("x", 0.05), ("2", 0.005)]), (10, None), (0, [("0", 0.5), ("1", 0.5)]),
+    (4, [("4", 1.0)])]
+
+
+@pytest.mark.parametrize("params", [{"criteria": "Is the assistant helpful?"},
+                                    {"criteria": "Is the assistant helpful?", "strict_mode": True},
+                                    {"evaluation_steps": ["Check each answer.", "Check the outcome."], "threshold": 0.7,
+                                     "evaluation_params": ["content", "expected_outcome"]}])
+def test_conversational_g_eval(srv, params):
+    from deepeval.metrics import ConversationalGEval
+    from deepeval.test_case import MultiTurnParams
+
+    params = dict(params)
+    if "criteria" in params:  # the steps request carries the criteria only: it holds a case marker
+        params["criteria"] += f" {srv.case('g_eval')}"
+    names = params.pop("evaluation_params", ["content", "role"])
+    convs = []
+    for i, (score, alts) in enumerate(GEVAL):
+        c = conversation(srv.case("g_eval", score=score, alternatives=alts), "uaua", cid=f"ge{i}")
+        convs.append(c.model_copy(update={"expected_outcome": "the ferry is booked"}))
+    convs.append(conversation(srv.case("g_eval", score=3), "ua", cid="no-outcome"))  # refused when read
+    check(srv, "deepeval:conversational_g_eval", ConversationalGEval, convs, {**params, "evaluation_params": names},
+          name="parity", evaluation_params=[MultiTurnParams(n) for n in names])
