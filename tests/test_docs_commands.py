@@ -349,8 +349,9 @@ def write_files(world: Path, samples: list[dict]) -> None:
                                       "- model: openai:o3-mini\n  temperature: 0\n")
     (world / "rubric.txt").write_text("Rate each answer against its contexts (1 = poor, 5 = excellent).\n")
     agent = Path(__import__("ragmeter").__file__).parent / "data" / "agent_example"
-    for name in ("openai_traces.jsonl", "openai_expectations.yaml", "runs.jsonl"):
+    for name in ("openai_traces.jsonl", "openai_expectations.yaml", "runs.jsonl", "rag_agent_spans.jsonl"):
         shutil.copy(agent / name, world / name)
+    (world / "agent_spans.json").write_text(json.dumps(_spans_now(agent / "weather_otel_genai.json")))
     shutil.copytree(ROOT / "examples", world / "examples")
     shutil.copy(ROOT / "examples" / "grid.yaml", world / "grid.yaml")
     shutil.copytree(world / "bundled-example" / "corpus", world / "docs")  # `corpus add docs/`: your documents
@@ -393,6 +394,7 @@ WORLD: list[list[list[str]]] = [
          "--name", "sim", *JUDGE],
         ["log-calls"],
         ["monitor", "evaluate", "--since", "1d", "--sample", "1", "--metrics", "faithfulness,answer_relevancy", *JUDGE],
+        ["monitor", "import", "agent_spans.json"],  # docs/agent.md: an agent's trace among the calls
     ],
     [  # golden.md: a corpus, the generated dataset (as documented: its calls stay cached), its review,
         # the bundled system's answers to it, and a review in progress (a draft to finalise)
@@ -473,6 +475,20 @@ def _run_chain(world: Path, env: dict[str, str], target: str, chain: list[list[s
             r = ragmeter(args, world, env)
             assert r.returncode == 0, (f"preparing the docs' folder: ragmeter {' '.join(args)} exited "
                                        f"{r.returncode}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
+
+
+def _spans_now(path: Path) -> dict:
+    """An OTLP/JSON export with its spans moved to end now (docs/agent.md's monitoring commands
+    read the calls of the last day)."""
+    import time
+
+    export = json.loads(path.read_text())
+    spans = [sp for rs in export["resourceSpans"] for ss in rs["scopeSpans"] for sp in ss["spans"]]
+    shift = time.time_ns() - 60_000_000_000 - max(int(sp["endTimeUnixNano"]) for sp in spans)
+    for sp in spans:
+        for key in ("startTimeUnixNano", "endTimeUnixNano"):
+            sp[key] = str(int(sp[key]) + shift)
+    return export
 
 
 def build_world(world: Path, judge_url: str) -> None:

@@ -11,6 +11,7 @@ import pytest
 from cli_runner import run_main
 from judge_server import judge_options, server_fixtures
 from ragmeter.core.schema import AgentTrace, Sample, TraceSpan
+from ragmeter.io.readers import load
 from ragmeter.io.traces import parse_trace
 from ragmeter.run.runner import evaluate
 from ragmeter.run.spans import expand, output_text, tree_order
@@ -130,8 +131,14 @@ def test_without_per_span_a_trace_is_one_sample(traces, tmp_path):
                    options={"agent": {"expected_tools": ["search"]}})
     assert [s.id for s in res.samples] == ["t1", "t2"]
     assert "n_clusters" not in res.summary["mrr"].to_dict()
-    # a JSONL trace written as spans has its tool spans as its calls
-    assert [c.name for c in res.samples[0].trace.tool_calls] == ["search"]
+    # a JSONL trace written as spans: what its fields do not say, its spans do (as for span files)
+    trace = res.samples[0].trace
+    assert [c.name for c in trace.tool_calls] == ["search"] and trace.trajectory == ["search"]
+    assert trace.step_count == 2 and trace.latency_ms == 900 and trace.trace_id == "abc123"
+    failed = load([{"id": "f", "trace": {"spans": [{"span_id": "a", "kind": "tool", "tool_name": "f",
+                                                    "status": "error"}], "step_count": 7}}]).samples[0].trace
+    assert failed.tool_calls[0].error == "error" and failed.step_count == 7  # a field given wins
+    assert failed.trace_id is None
 
 
 def test_argument_correctness_on_each_tool_span_and_on_the_trace(tmp_path):
@@ -221,8 +228,7 @@ def test_rows_of_a_sample_without_spans_and_output_texts():
     assert output_text([{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]) == "a"
     assert output_text({"choices": [{"message": {"role": "assistant", "content": "c"}}]}) == "c"
     assert output_text(None) is None and output_text([{"role": "assistant", "tool_calls": []}]) is None
-    assert parse_trace({"spans": [{"span_id": "a", "kind": "tool", "tool_name": "f", "status": "error"}]}
-                       ).tool_calls[0].error == "error"
+    assert parse_trace({"spans": [{"span_id": "a", "kind": "tool", "tool_name": "f"}]}).spans[0].tool_name == "f"
 
 
 def test_cli_per_span_json_and_table(traces, tmp_path):

@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ragmeter.core.schema import AgentTrace, ToolCall
+from ragmeter.core.schema import AgentTrace
 
 #: canonical AgentTrace field -> accepted keys of a JSONL trace object (first present wins).
 TRACE_ALIASES: dict[str, tuple[str, ...]] = {
@@ -88,16 +88,10 @@ def parse_trace(value: Any) -> AgentTrace:
     else:
         raise TypeError(f"expected a trace object or a list of chat messages, got {type(value).__name__}")
     try:
-        trace = AgentTrace.model_validate(fields)
+        return AgentTrace.model_validate(fields)
     except ValidationError as exc:
         first = exc.errors()[0]
         raise ValueError(f"{'.'.join(map(str, first['loc']))}: {first['msg']}") from None
-    if trace.spans and "tool_calls" not in fields:  # a trace written as spans: its calls are its tool spans
-        trace.tool_calls = [ToolCall(name=sp.tool_name or sp.name, arguments=sp.tool_arguments or {},
-                                     result=sp.tool_result, error=sp.error or ("error" if sp.status == "error" else None),
-                                     latency_ms=sp.latency_ms, id=sp.span_id)
-                            for sp in trace.spans if sp.kind == "tool"]
-    return trace
 
 
 def _first(d: Mapping[str, Any], names: Sequence[str]) -> tuple[str | None, Any]:

@@ -72,11 +72,11 @@ def _show_composites(store: Any, run: Any) -> dict[str, Any]:
 
 def _show_agent_stats(store: Any, run: Any) -> dict[str, Any]:
     """``ragmeter show``: the execution statistics when the run scored agent traces."""
-    from ragmeter.analysis.agent_execution import execution_stats, scores_traces
+    from ragmeter.analysis.agent_execution import run_execution_stats, scores_traces
 
     if not scores_traces(run.summary or {}):
         return {}
-    stats = execution_stats(store.run_samples(run.id))
+    stats = run_execution_stats(store, run.id)  # of a run scored per span: its traces
     if not stats["n_traces"]:
         return {}
     return {"agent execution stats": stats_table_text(stats)}
