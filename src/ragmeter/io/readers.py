@@ -224,7 +224,10 @@ def load(data: Any, *, mapping: Mapping[str, str] | Iterable[str] | None = None,
         on_error: ``"raise"`` stops at the first bad row; ``"skip"`` keeps going and records the
             errors in ``Dataset.skipped``.
         fmt: force a format (``jsonl``, ``json``, ``csv``, ``tsv``, ``parquet``) instead of
-            guessing from the suffix.
+            guessing from the suffix; or a span format of :data:`ragmeter.io.spans.SPAN_FORMATS`
+            (``otlp``, ``otlp-proto``, ``phoenix``, ``agents-sdk``, ``langsmith``, ``mlflow``,
+            ``langfuse``). Without it, a file of spans is recognised from its content and read
+            as one sample per agent trace (:func:`ragmeter.io.spans.read_span_file`).
 
     Missing values the pandas way (``None``, ``NaN``, ``pandas.NA``, an empty CSV cell) are "no
     value" in every field. Columns no field reads are kept in ``metadata`` and reported once as a
