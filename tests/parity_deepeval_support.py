@@ -11,9 +11,10 @@ Case kinds added here (``ParityServer.case(kind, verdicts, ...)``):
 - ``summary``: ``(claims, questions)``: claim verdicts (yes / no / borderline) and ``(original,
   summary)`` answers per assessment question; the sample's input holds ``ORIGINAL-TEXT`` and its
   answer ``SUMMARY-TEXT`` so the two answer steps can be told apart;
-- ``dag``: ``{"task": {instructions: output}, "judgement": {criteria: verdict}}`` (a task node's
+- ``dag``: ``{"task": {instructions: output}, "judgement": {criteria: verdict}, "geval": score}`` (a task node's
   output found by its instructions, a judgement node's verdict by its criteria; the sample's marker
-  is added to a text output, so the nodes after it carry it).
+  is added to a text output, so the nodes after it carry it; ``geval``: a GEval child's 0-10 score,
+  without token log-probabilities).
 """
 
 from __future__ import annotations
@@ -81,6 +82,10 @@ class DeepEvalServer(ParityServer):
     def _dag(case: Case, schema: str, text: str, *, ragmeter: bool) -> dict[str, Any]:
         v = case.verdicts
         mark = _MARK.search(text).group(0)
+        if schema == "Steps":  # a verdict's GEval child
+            return {"steps": ["Check the output.", "Check it again."]}
+        if schema in ("raw", "ReasonScore"):
+            return {"reason": "scripted", "score": v["geval"]}
         if schema in ("TaskNodeOutput", "DagTaskOutput"):
             for instructions, output in v["task"].items():
                 if instructions in text:

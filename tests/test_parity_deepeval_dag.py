@@ -259,3 +259,33 @@ def test_the_bundled_example_and_a_nested_file_equal_deepeval(srv, tmp_path):
         for s, sc, (_, _, expected) in zip(samples, got, HEADINGS, strict=True):
             want, _ = deepeval_dag_score(srv, dag, s, async_mode=False)
             assert close(sc.value, want) and sc.value == expected, (path.name, s.id, sc.value, want, sc.reason)
+
+
+def test_a_geval_child(srv, tmp_path):
+    """A verdict handing the sample to a GEval (criteria and evaluation params from the DAG): the
+    score is the GEval's, as in DeepEval."""
+    from deepeval.metrics import GEval
+    from deepeval.metrics.dag import BinaryJudgementNode, DeepAcyclicGraph, VerdictNode
+    from deepeval.test_case import SingleTurnParams
+
+    steps_mark = srv.case("dag", {"task": {}, "judgement": {}, "geval": 0})  # the steps request shows only the criteria
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        child = GEval(name="Polite", criteria=f"Is the output polite? {steps_mark}", model=deepeval_model(srv),
+                      evaluation_params=[SingleTurnParams.INPUT, SingleTurnParams.ACTUAL_OUTPUT])
+        dag = DeepAcyclicGraph(root_nodes=[BinaryJudgementNode(
+            criteria="Does the output answer the input?", evaluation_params=[SingleTurnParams.ACTUAL_OUTPUT],
+            children=[VerdictNode(verdict=True, child=child), VerdictNode(verdict=False, score=1)])])
+    doc = saved(tmp_path, dag)
+    assert any(n.get("child", {}).get("type") == "geval" for n in doc["nodes"].values())
+    samples = []
+    for i, (answers, score) in enumerate([(True, 7), (True, 10), (False, 3), (True, 0)]):
+        mark = srv.case("dag", {"task": {}, "judgement": {"Does the output answer the input?": answers},
+                                "geval": score})
+        samples.append(Sample(id=f"g{i}", question=f"Capital? {mark}", answer=f"Paris. {mark}"))
+    got = ours(srv, "deepeval:dag", samples, options={"dag": doc})
+    for s, sc in zip(samples, got, strict=True):
+        want, success = deepeval_dag_score(srv, dag, s, async_mode=False)
+        assert close(sc.value, want), (s.id, sc.value, want, sc.reason)
+        assert sc.details["success"] is success
+    assert [g.value for g in got] == [0.7, 1.0, 0.1, 0.0]
