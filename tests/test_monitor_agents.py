@@ -200,3 +200,11 @@ def test_prune_deletes_the_stored_traces(db_url):
     assert kept.spans[0].tool_arguments == {"q": "mail me at [email]"}  # the receiver's privacy options
     assert prune_calls(store, timedelta(days=1)) == 1
     assert store.kv_list(KV_TRACES) == {}
+
+
+def test_dashboard_monitor_page_shows_the_agent_figures(served, db_url):
+    _export(served, _send_three)
+    page = httpx.get(served.url + "/monitor", params={"window": "1d"}).text
+    table = page.split('id="monitor-agents"', 1)[1].split("</table>", 1)[0]
+    cells = [c.split(">", 1)[1] for c in table.split("<td")[1:]]
+    assert [c.split("<", 1)[0] for c in cells[:3]] == ["2", "3", "2"]  # traces, tool calls, tool errors
