@@ -355,6 +355,8 @@ def write_files(world: Path, samples: list[dict]) -> None:
     shutil.copytree(ROOT / "examples", world / "examples")
     shutil.copy(ROOT / "examples" / "grid.yaml", world / "grid.yaml")
     shutil.copytree(world / "bundled-example" / "corpus", world / "docs")  # `corpus add docs/`: your documents
+    for p in agent.glob("weather_*"):  # docs/agent.md#agent-traces-from-spans: one agent, every source
+        shutil.copy(p, world / p.name)
 
 
 #: what the store of the prepared folder holds, made the way the docs make it: chains of commands

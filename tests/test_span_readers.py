@@ -328,3 +328,17 @@ def test_llm_calls_without_a_recorded_cost_are_priced_with_the_judge_price_list(
     assert b.cost_usd == 0.5 and getattr(b, "cost_source", None) is None  # recorded: kept
     assert c.cost_usd is None and t.unpriced_llm_calls == 1
     assert t.cost_usd == pytest.approx(a.cost_usd + 0.5)
+
+
+def test_a_span_file_is_recognised_from_its_head(tmp_path, monkeypatch):
+    """Recognising a file reads its first bytes only (a large dataset is not read twice); a span
+    export whose first value is longer than that is recognised by its keys."""
+    from ragmeter.io.spans import detect
+
+    monkeypatch.setattr(detect, "HEAD_BYTES", 1500)
+    for name in ("weather_langsmith.json", "weather_mlflow.json", "weather_langfuse.json", "weather_otel_genai.json"):
+        assert (EXAMPLE / name).stat().st_size > 1500
+        assert detect_span_format(EXAMPLE / name) == SOURCES[name]
+    ds = tmp_path / "samples.json"
+    ds.write_text(json.dumps([{"id": i, "question": '"observations": "run_type": ' * 40} for i in range(50)]))
+    assert detect_span_format(ds) is None

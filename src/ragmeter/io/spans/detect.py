@@ -11,12 +11,6 @@ from ragmeter.core.schema import AgentTrace
 from ragmeter.io.spans import otlp
 
 
-def _first_object(text: str, source: str) -> Any:
-    for _, obj in otlp.objects_in_text(text, source):
-        return obj
-    return None
-
-
 def kind_of_object(obj: Any) -> str | None:
     """The span format of one parsed JSON value (the first of a file), or ``None``."""
     item = obj[0] if isinstance(obj, list) and obj else obj
@@ -51,13 +45,48 @@ def span_format(path: Path) -> str | None:
     if suffix not in (".json", ".jsonl", ".ndjson", ""):
         return None
     try:
-        text = otlp.read_text(path)
-    except DatasetError:
+        head, whole = _head(path)
+    except OSError:
         return None
+    import json
+
+    text = head.lstrip("\ufeff \t\r\n")
     try:
-        return kind_of_object(_first_object(text, str(path)))
-    except DatasetError:
-        return None
+        obj, _ = json.JSONDecoder().raw_decode(text)
+    except (ValueError, RecursionError):
+        # the first value does not end within the head (a large pretty-printed export): its keys
+        return None if whole else _sniff(text)
+    return kind_of_object(obj)
+
+
+#: bytes read to recognise a span file: a dataset is never read whole to be recognised
+HEAD_BYTES = 1 << 20
+
+#: a key near the start of a value that only a span format's first value has
+_MARKERS = (("otlp", '"resourceSpans"'), ("otlp", '"resource_spans"'), ("agents-sdk", '"trace.span"'),
+            ("mlflow", '"trace_location"'), ("langsmith", '"run_type"'), ("langfuse", '"observations"'))
+
+
+def _head(path: Path) -> tuple[str, bool]:
+    """The file's first :data:`HEAD_BYTES` as text (gunzipped), and whether that is all of it."""
+    if path.suffix.lower() == ".gz":
+        import gzip
+
+        with gzip.open(path, "rb") as fh:
+            raw = fh.read(HEAD_BYTES + 1)
+    else:
+        with path.open("rb") as fh:
+            raw = fh.read(HEAD_BYTES + 1)
+    return raw[:HEAD_BYTES].decode("utf-8", errors="ignore"), len(raw) <= HEAD_BYTES
+
+
+def _sniff(text: str) -> str | None:
+    import re
+
+    for fmt, key in _MARKERS:  # as a key (followed by a colon), or as the Agents SDK's object type
+        if re.search(re.escape(key) + (r"\s*[,}]" if fmt == "agents-sdk" else r"\s*:"), text[:65536]):
+            return fmt
+    return None
 
 
 def read(path: Path, fmt: str) -> list[AgentTrace]:
