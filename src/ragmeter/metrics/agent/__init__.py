@@ -126,10 +126,13 @@ def tool_choice_correctness(samples: Sequence[Sample], ctx: Any) -> list[Score]:
 
 
 @metric("tool_completeness", family="agent", requires=("trace",), check=_check_config,
-        aliases=("tool_recall",))
+        aliases=("tool_recall", "tool_correctness"))
 def tool_completeness(samples: Sequence[Sample], ctx: Any) -> list[Score]:
     """Tool completeness (recall): the share of the expected tools the agent called,
     ``|expected ∩ selected| / |expected|`` (the agent-evaluation guide; see :func:`tool_recall`).
+    Also named ``tool_correctness``: DeepEval's ToolCorrectnessMetric by default, correctly used
+    tools / expected tools, over the distinct tool names (``deepeval:tool_correctness`` is
+    DeepEval's exactly, repeated calls and its options included).
 
     Expected tools are resolved as for ``tool_choice_correctness``.
     """
