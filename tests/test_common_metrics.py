@@ -310,6 +310,11 @@ CASES: dict[str, Case] = {
     "deepeval:multi_turn_mcp_use": Case(samples=mcp_conversation_samples, services=JUDGE),
     "deepeval:conversational_g_eval": Case(samples=conversation_samples, services=JUDGE, params={
         "criteria": "Does the assistant answer every question?", "evaluation_params": ["content", "role"]}),
+    "deepeval:conversational_dag": Case(samples=conversation_samples, services=JUDGE, params={"dag": {"nodes": {
+        "j": {"type": "BinaryJudgementNode", "criteria": "Does the assistant give a number?",
+              "evaluation_params": ["content", "role"], "children": ["y", "n"]},
+        "y": {"type": "VerdictNode", "verdict": True, "score": 10},
+        "n": {"type": "VerdictNode", "verdict": False, "score": 3}}}}),
     "deepeval:turn_contextual_precision": Case(samples=expected_outcome_samples, services=JUDGE),
     "deepeval:turn_contextual_recall": Case(samples=expected_outcome_samples, services=JUDGE),
     "deepeval:topic_adherence": Case(samples=conversation_samples, params={"relevant_topics": ["ferry timetables"]},

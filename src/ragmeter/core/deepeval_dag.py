@@ -36,6 +36,12 @@ SINGLE_TURN_PARAMS: dict[str, str] = {
     "mcp_prompts_called": "MCP Prompts Called"}
 
 
+#: DeepEval's ``MultiTurnParams`` a conversational DAG node shows for each turn -> its prompt name
+#: (``CONVERSATIONAL_G_EVAL_PARAMS``; the conversation-level ones are not read per turn by DeepEval)
+MULTI_TURN_PARAMS: dict[str, str] = {"content": "Content", "role": "Role", "retrieval_context": "Retrieval Context",
+                                     "tools_called": "Tools Called", "metadata": "Metadata"}
+
+
 class DagError(ConfigError):
     """A DAG document DeepEval would refuse; the message names the node."""
 

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ragmeter.core.deepeval_dag import DagError, flat_document, parse_dag
+from ragmeter.core.deepeval_dag import MULTI_TURN_PARAMS, DagError, flat_document, parse_dag
 from ragmeter.core.errors import ConfigError, DatasetError
 from ragmeter.core.files import read_text
 
@@ -64,7 +64,10 @@ def read_dag(path: str | Path) -> dict[str, Any]:
         flat = flat_document(doc)
         parse_dag(flat)
     except DagError as exc:
-        raise ConfigError(f"{path}: {exc}") from None
+        try:  # a conversational DAG (deepeval:conversational_dag): turn fields, turn windows
+            parse_dag(flat, params=MULTI_TURN_PARAMS, multiturn=True)
+        except DagError:
+            raise ConfigError(f"{path}: {exc}") from None
     return flat
 
 

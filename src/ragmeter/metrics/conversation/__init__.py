@@ -4,6 +4,7 @@ adherence) and per-turn tool correctness. Formulas and sources: docs/conversatio
 
 from ragmeter.metrics.conversation import (  # noqa: F401 - registers
     deepeval_conv,
+    deepeval_dag_conv,
     deepeval_geval_conv,
     deepeval_mcp_conv,
     deepeval_turn_rag,
