@@ -266,9 +266,10 @@ def test_json_correctness_on_generated_inputs():
             params = {"expected_schema": model.model_json_schema(), "strict_mode": strict}
             got = _run({"name": "deepeval:json_correctness", "params": params}, samples)
             valid = 0
+            metric = JsonCorrectnessMetric(expected_schema=model, model=deepeval_model_stub(), include_reason=False,
+                                           async_mode=False, strict_mode=strict)
             for s, sc in zip(samples, got, strict=True):
-                metric = JsonCorrectnessMetric(expected_schema=model, model=deepeval_model_stub(), include_reason=False,
-                                               async_mode=False, strict_mode=strict)
+                metric.error = None  # a refused case leaves its error on the object, failing the next success
                 want, ok = _measure(metric, input="q", actual_output=s.answer)
                 assert sc.value == want, (model.__name__, s.answer, sc.value, want)
                 assert want is None or sc.details["success"] is ok
