@@ -342,3 +342,23 @@ def test_a_span_file_is_recognised_from_its_head(tmp_path, monkeypatch):
     ds = tmp_path / "samples.json"
     ds.write_text(json.dumps([{"id": i, "question": '"observations": "run_type": ' * 40} for i in range(50)]))
     assert detect_span_format(ds) is None
+
+
+def test_a_langgraph_message_list_as_langchain_serializes_it(tmp_path, by_hand):
+    """``messages_to_dict(result["messages"])`` of the LangGraph agent, as a row's ``messages``."""
+    call = {"name": "get_weather", "args": {"city": "Paris"}, "id": "call_1", "type": "tool_call"}
+    msgs = [{"type": "human", "data": {"content": Q, "type": "human"}},
+            {"type": "ai", "data": {"content": "", "type": "ai", "tool_calls": [call]}},
+            {"type": "tool", "data": {"content": "Sunny, 21C", "type": "tool", "tool_call_id": "call_1",
+                                      "name": "get_weather", "status": "success"}},
+            {"type": "ai", "data": {"content": A, "type": "ai", "tool_calls": []}}]
+    p = tmp_path / "langgraph.jsonl"
+    p.write_text(json.dumps({"id": "weather-paris", "messages": msgs}) + "\n")
+    from ragmeter import load
+
+    (s,) = load(p)
+    assert [(c.name, c.arguments, c.result) for c in s.trace.tool_calls] == [("get_weather", {"city": "Paris"}, "Sunny, 21C")]
+    assert (s.question, s.answer, s.trace.step_count) == (Q, A, 2)
+    code, out, err = eval_json(str(p), "--config", str(EXPECTATIONS), "--db", str(tmp_path / "r.db"))
+    assert code == 0, err
+    assert {k: v["mean"] for k, v in out["metrics"].items()} == by_hand

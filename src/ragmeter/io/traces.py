@@ -273,6 +273,32 @@ def _result_text(result: Any) -> str | None:
     return json.dumps(result, default=str)
 
 
+#: LangChain message classes and ``type`` values -> chat roles
+LC_ROLES = {"HumanMessage": "user", "AIMessage": "assistant", "ToolMessage": "tool", "SystemMessage": "system",
+             "FunctionMessage": "tool", "ChatMessage": None, "AIMessageChunk": "assistant",
+             "human": "user", "ai": "assistant", "tool": "tool", "system": "system", "function": "tool"}
+
+
+def lc_message(m: Any) -> Any:
+    """A LangChain message as LangSmith and the serializers write it (``{"lc": 1, "id": [...,
+    "AIMessage"], "kwargs": {...}}``, or ``{"type": "ai", "data": {...}}``) as a plain message dict;
+    anything else unchanged."""
+    if not isinstance(m, Mapping):
+        return m
+    if isinstance(m.get("kwargs"), Mapping) and isinstance(m.get("id"), list) and m["id"]:
+        body = dict(m["kwargs"])
+        role = LC_ROLES.get(str(m["id"][-1])) or body.get("role") or body.get("type")
+    elif isinstance(m.get("data"), Mapping) and isinstance(m.get("type"), str):
+        body = dict(m["data"])
+        role = LC_ROLES.get(m["type"]) or body.get("role")
+    else:
+        return m
+    body["role"] = role
+    if body.get("status") == "error" and role == "tool":
+        body["is_error"] = True
+    return body
+
+
 def _from_messages(msgs: Any) -> dict[str, Any]:
     if not isinstance(msgs, list):
         raise ValueError(f"'messages' must be a list of chat messages, got {type(msgs).__name__}")
@@ -301,6 +327,7 @@ def _from_messages(msgs: Any) -> dict[str, Any]:
     for i, m in enumerate(msgs):
         if not isinstance(m, Mapping):
             raise ValueError(f"message {i} should be an object, got {type(m).__name__}")
+        m = lc_message(m)  # LangChain's messages_to_dict / dumpd forms
         role = m.get("role") or m.get("type")
         if not isinstance(role, str):
             raise ValueError(f"message {i} has no role (expected chat messages with 'role': user, "

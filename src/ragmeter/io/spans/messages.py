@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ragmeter.core.errors import DatasetError
+from ragmeter.io.traces import lc_message  # noqa: F401 - LangChain's serialized messages, read here too
 
 
 def loads_maybe(value: Any) -> Any:
@@ -211,32 +212,6 @@ def openinference_messages(attrs: Mapping[str, Any], prefix: str) -> list[dict[s
         if msg is not None:
             out.append(msg)
     return out
-
-
-#: LangChain message classes and ``type`` values -> chat roles
-_LC_ROLES = {"HumanMessage": "user", "AIMessage": "assistant", "ToolMessage": "tool", "SystemMessage": "system",
-             "FunctionMessage": "tool", "ChatMessage": None, "AIMessageChunk": "assistant",
-             "human": "user", "ai": "assistant", "tool": "tool", "system": "system", "function": "tool"}
-
-
-def lc_message(m: Any) -> Any:
-    """A LangChain message as LangSmith and the serializers write it (``{"lc": 1, "id": [...,
-    "AIMessage"], "kwargs": {...}}``, or ``{"type": "ai", "data": {...}}``) as a plain message dict;
-    anything else unchanged."""
-    if not isinstance(m, Mapping):
-        return m
-    if isinstance(m.get("kwargs"), Mapping) and isinstance(m.get("id"), list) and m["id"]:
-        body = dict(m["kwargs"])
-        role = _LC_ROLES.get(str(m["id"][-1])) or body.get("role") or body.get("type")
-    elif isinstance(m.get("data"), Mapping) and isinstance(m.get("type"), str):
-        body = dict(m["data"])
-        role = _LC_ROLES.get(m["type"]) or body.get("role")
-    else:
-        return m
-    body["role"] = role
-    if body.get("status") == "error" and role == "tool":
-        body["is_error"] = True
-    return body
 
 
 def output_messages(value: Any) -> list[dict[str, Any]]:
