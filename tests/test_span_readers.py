@@ -362,3 +362,23 @@ def test_a_langgraph_message_list_as_langchain_serializes_it(tmp_path, by_hand):
     code, out, err = eval_json(str(p), "--config", str(EXPECTATIONS), "--db", str(tmp_path / "r.db"))
     assert code == 0, err
     assert {k: v["mean"] for k, v in out["metrics"].items()} == by_hand
+
+
+def test_phoenix_parquet(tmp_path):
+    """The dataframe saved with to_parquet: lists of dicts stay lists, times are timestamps."""
+    import pandas as pd
+
+    df = pd.read_csv(EXAMPLE / "weather_phoenix.csv")
+    for col in ("start_time", "end_time"):
+        df[col] = pd.to_datetime(df[col])
+    import ast
+
+    for col in [c for c in df.columns if c.startswith("attributes.llm.")]:
+        df[col] = [ast.literal_eval(v) if isinstance(v, str) and v.startswith("[") else v for v in df[col]]
+    df["events"] = [[] for _ in range(len(df))]
+    p = tmp_path / "spans.parquet"
+    df.to_parquet(p)
+    assert detect_span_format(p) == "phoenix"
+    (t,) = read_span_file(p)
+    assert [(c.name, c.arguments, c.result) for c in t.tool_calls] == [("get_weather", {"city": "Paris"}, "Sunny, 21C")]
+    assert (t.input_text, t.final_text) == (Q, A) and t.spans[0].latency_ms > 0
