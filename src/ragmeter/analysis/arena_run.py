@@ -127,15 +127,35 @@ def outcomes(inp: ArenaInput, scores: Sequence[Any]) -> list[PairOutcomes]:
     return out
 
 
-def run_arena(store: Any, refs: Sequence[str], *, metric: str | None = None, criteria: str | None = None,
+def run_arena(db: Any, refs: Sequence[str], *, metric: str | None = None, criteria: str | None = None,
               options: dict[str, Any] | None = None, name: str | None = None, n_bootstrap: int = N_BOOTSTRAP,
               level: float = 0.95, seed: int = SEED, progress: bool = False,
               skip_unavailable: bool = False) -> dict[str, Any]:
     """Judge every shared item of the runs ``refs`` pair by pair in both orders, store the run
     (tag ``arena``) with the record of :func:`ragmeter.analysis.arena.analyse` in
-    ``Run.extra["arena"]``, and return that record with ``run_id``, ``status`` and ``incomplete``."""
+    ``Run.extra["arena"]``, and return that record with ``run_id``, ``status`` and ``incomplete``.
+
+    Args:
+        db: the store, or its URL / SQLite path (``None``: ``$RAGMETER_DB`` or the default).
+        refs: the runs (ids, prefixes, names, ``latest``), one per system.
+        metric: ``pairwise`` (default) or ``deepeval:arena_g_eval``.
+        criteria: what makes an answer better (default: the metric's).
+        options: run options, as ``ragmeter eval``'s (``judge``, ``judge_base_url``, ``judge_max_cost`` ...).
+        name: the run's name.
+        n_bootstrap, level, seed: the Bradley-Terry bootstrap and the intervals' level.
+        progress: progress bars on stderr.
+        skip_unavailable: a metric that cannot run gets no value instead of stopping the run.
+
+    Raises:
+        ConfigError: fewer than two runs, a run twice, no shared sample id, a metric that is not pairwise.
+        StoreError: no such run.
+        JudgeError: the judge did not answer its pre-flight request.
+    """
     from ragmeter.io.readers import Dataset
     from ragmeter.run.runner import evaluate
+    from ragmeter.store import Store, open_store
+
+    store = db if isinstance(db, Store) else open_store(db, must_exist=True)
 
     key = metric_name(metric)
     inp = arena_input(store, refs)
