@@ -157,6 +157,31 @@ def test_a_failed_verdict_is_not_judged_never_a_tie(server, db_url):
     assert rec["bradley_terry"] is None and rec["ranking"] == ["mid", "short"]
 
 
+def test_prompt_fixed_part_first_and_a_repeated_arena_is_served_from_the_cache(server, db_url):
+    _store_runs(db_url)
+    code, out, err = _arena(db_url, server, "short", "mid", "--criteria", "Longer is better.", "--json")
+    assert code == 0, err
+    bodies = [r["body"] for r in server.requests]
+    systems = {b["messages"][0]["content"] for b in bodies}
+    assert len(bodies) == 24 and len(systems) == 1  # one fixed prefix: instructions, criteria, reply form
+    (system,) = systems
+    assert "Longer is better." in system and '"winner": "1" | "2" | "tie"' in system
+    for b in bodies:  # the item last: question, answer 1, answer 2
+        user = b["messages"][1]["content"]
+        assert user.index("QUESTION:") < user.index("ANSWER 1:") < user.index("ANSWER 2:")
+    shown: dict[str, list[tuple[str, str]]] = {}
+    for b in bodies:
+        q, answers = b["messages"][1]["content"].split("QUESTION:")[1].split("ANSWER 1:")
+        one, two = answers.split("ANSWER 2:")
+        shown.setdefault(q, []).append((one.strip(), two.strip()))
+    assert len(shown) == 12 and all(sorted(v) == sorted([v[0], v[0][::-1]]) for v in shown.values())
+    first = json.loads(out)
+    code, out, err = _arena(db_url, server, "short", "mid", "--criteria", "Longer is better.", "--json")
+    assert code == 0 and len(server.requests) == 24  # every verdict from the judge cache
+    again = json.loads(out)
+    assert again["pairs"] == first["pairs"] and again["judge"]["cached"] == 24 and again["run_id"] != first["run_id"]
+
+
 def test_nothing_judged_is_incomplete_with_no_ranking(server, db_url):
     for system in ("short", "mid"):
         evaluate([{**r, "answer": "GARBLE " + r["answer"]} for r in _rows(system)], ["token_f1"], db=db_url, name=system)
