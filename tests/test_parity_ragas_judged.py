@@ -349,8 +349,9 @@ def test_instance_specific_rubrics(srv, llm):
 # ---- multi-turn: agent goal accuracy, topic adherence --------------------------------------------------
 
 
-def conversation(mark, i, *, reference=None, topics=None):
-    """A ragas MultiTurnSample row and ragmeter's conversation sample read from it."""
+def conversation(mark, i, *, reference=None, topics=None, only_the_user=False):
+    """A ragas MultiTurnSample row and ragmeter's conversation sample read from it (``only_the_user``:
+    one human message and nothing else, the degenerate workflow)."""
     from ragmeter.conversations.model import to_samples
     from ragmeter.conversations.readers import parse_conversation
 
@@ -359,6 +360,8 @@ def conversation(mark, i, *, reference=None, topics=None):
         {"type": "ai", "content": "", "tool_calls": [{"name": "book", "args": {"n": 2}}]},
         {"type": "tool", "content": f"booked {mark}"},
         {"type": "ai", "content": f"Done {mark}"}]}
+    if only_the_user:
+        row["user_input"] = row["user_input"][:1]
     if reference is not None:
         row["reference"] = reference
     if topics is not None:
@@ -389,6 +392,8 @@ def test_agent_goal_accuracy(srv, llm, with_reference):
     for i, v in enumerate([1, 0, 1]):
         mark = srv.case("goal", v)
         rows.append(conversation(mark, i, reference=f"A table is booked. {mark}"))
+    mark = srv.case("goal", 0)
+    rows.append(conversation(mark, 91, reference=f"A table is booked. {mark}", only_the_user=True))  # nothing done
     if with_reference:
         rows.append(conversation(srv.case("goal", 1), 90, reference=""))  # refused: no reference
     name = "ragas:agent_goal_accuracy_with_reference" if with_reference else "ragas:agent_goal_accuracy_without_reference"
@@ -400,7 +405,9 @@ def test_agent_goal_accuracy(srv, llm, with_reference):
             fields["reference"] = row.get("reference")
         want = ragas_value(cls(llm=llm), **fields)
         assert close(value, want), (s.id, value, want, sc.reason)
-    assert [v for v, _ in got[:3]] == [1.0, 0.0, 1.0]
+    assert [v for v, _ in got[:4]] == [1.0, 0.0, 1.0, 0.0]
+    if with_reference:
+        assert got[4][0] is None
 
 
 TOPICS = [[(True, True), (True, False)], [(False, True)], [(True, True), (False, True), (True, False)],
