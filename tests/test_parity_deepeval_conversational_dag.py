@@ -23,6 +23,7 @@ pytestmark = pytest.mark.contract
 
 from parity_deepeval_conv_support import conversation, theirs  # noqa: E402
 from parity_deepeval_support import DeepEvalServer, deepeval_model, ours  # noqa: E402
+from ragmeter.conversations.model import to_samples  # noqa: E402
 
 SUMMARISE, GREETS, COMPLETE = "Summarise what the user asked", "Does the assistant greet the user", "How completely"
 
@@ -78,7 +79,7 @@ def test_conversational_dag_equals_deepeval(srv, params):
     convs.append(conversation(srv.case("dag", {"task": {SUMMARISE: "x"}, "judgement": {GREETS: True}}), "u",
                               cid="too-short"))  # the judgement's turn window does not fit: DeepEval raises
     got = ours(srv, {"name": "deepeval:conversational_dag", "params": {**params, "dag": document}},
-               [__import__("ragmeter.conversations.model", fromlist=["to_samples"]).to_samples(c)[0] for c in convs])
+               [to_samples(c)[0] for c in convs])
     seen = set()
     for conv, sc in zip(convs, got, strict=True):
         metric = ConversationalDAGMetric(name="parity", dag=_dag(srv), model=deepeval_model(srv), async_mode=False,

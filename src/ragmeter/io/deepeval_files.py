@@ -66,8 +66,9 @@ def read_dag(path: str | Path) -> dict[str, Any]:
     except DagError as exc:
         try:  # a conversational DAG (deepeval:conversational_dag): turn fields, turn windows
             parse_dag(flat, params=MULTI_TURN_PARAMS, multiturn=True)
-        except DagError:
-            raise ConfigError(f"{path}: {exc}") from None
+        except DagError as multi:
+            also = "" if str(multi) == str(exc) else f" (read as a conversational DAG: {multi})"
+            raise ConfigError(f"{path}: {exc}{also}") from None
     return flat
 
 
