@@ -356,7 +356,7 @@ def _finish(p: dict[str, Any]) -> Callable[[Walk], Score]:
         last = w.path[-1] if w.path else {}
         how = (f"verdict node {last.get('node')} ({last.get('verdict')!r}): score {last.get('score'):g}/10"
                if "score" in last else f"verdict node {last.get('node')}: child metric {last.get('child')}")
-        steps = " -> ".join(f"{x.get('label') or x['type']}={x.get('verdict', '...')!r}" for x in w.path
+        steps = " -> ".join(f"{x.get('label') or x['node']}={x.get('verdict', '...')!r}" for x in w.path
                             if x["type"] in JUDGEMENTS)
         details: dict[str, Any] = {"path": w.path, "summary": f"{steps + ' -> ' if steps else ''}{how}",
                                    "threshold": threshold, "strict_mode": strict, "success": w.score >= threshold}
