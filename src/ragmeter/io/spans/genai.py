@@ -37,8 +37,7 @@ def kind_of(name: str, attrs: Mapping[str, Any]) -> str:
     first = name.split(" ", 1)[0]
     if first in OPERATIONS:
         return OPERATIONS[first]
-    if attrs.get("gen_ai.tool.name") is not None or name in ("running tool", "running tools") and \
-            attrs.get("gen_ai.tool.name") is not None:
+    if attrs.get("gen_ai.tool.name") is not None:  # pydantic-ai's older "running tool" spans
         return "tool"
     if attrs.get("gen_ai.agent.name") is not None and name.startswith(("agent run", "invoke_agent")):
         return "agent"

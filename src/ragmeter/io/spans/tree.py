@@ -27,22 +27,26 @@ from ragmeter.core.schema import AgentTrace, TraceSpan
 from ragmeter.io.traces import _error_of, _json_object, _result_value, _text
 
 
-def _content_text(value: Any) -> str | None:
+def _content_text(value: Any, role: str = "assistant") -> str | None:
+    """The text of a span's input (``role="user"``) or output: text as it is, the last message of
+    that role in a message list, or a text field of an object."""
     if isinstance(value, str):
         return value
     if isinstance(value, list):
-        msgs = [m for m in value if isinstance(m, Mapping)]
-        for m in reversed(msgs):
-            if m.get("role") in ("assistant", None) and isinstance(m.get("content"), str | list):
+        for m in reversed([m for m in value if isinstance(m, Mapping)]):
+            if m.get("role", m.get("type")) in (role, None, "human" if role == "user" else "ai") \
+                    and isinstance(m.get("content"), str | list):
                 return _text(m["content"])
         return None
     if isinstance(value, Mapping):
-        for k in ("output", "final_output", "answer", "content", "text", "result", "input", "question"):
+        keys = ("input", "question", "query", "prompt") if role == "user" else \
+            ("output", "final_output", "answer", "content", "text", "result")
+        for k in keys:
             if isinstance(value.get(k), str):
                 return value[k]
-        for k in ("messages", "output", "outputs"):
+        for k in ("messages", "input", "output", "outputs"):
             if isinstance(value.get(k), list | Mapping):
-                return _content_text(value[k])
+                return _content_text(value[k], role)
     return None
 
 
@@ -204,7 +208,7 @@ def build_trace(trace_id: str, spans: list[TraceSpan], **extra: Any) -> AgentTra
         fields["latency_ms"] = max(s.start_ms + s.latency_ms for s in roots)  # type: ignore[operator]
     question = _first_user(llms)
     if question is None and root is not None:
-        question = _content_text(root.input)
+        question = _content_text(root.input, "user")
     answer, asked_tool = _answer(llms)
     if answer is None and root is not None and root.kind != "llm" and root.status != "unfinished":
         answer = _content_text(root.output)  # the agent returned after its last LLM call (or without one)
