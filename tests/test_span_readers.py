@@ -197,6 +197,7 @@ def test_agents_sdk_handoff_and_a_failed_tool(tmp_path):
     ({"gen_ai.usage.input_tokens": "many"}, "gen_ai.usage.input_tokens"),
     ({"gen_ai.usage.output_tokens": -3}, "gen_ai.usage.output_tokens"),
     ({"gen_ai.request.model": 7}, "gen_ai.request.model"),
+    ({"gen_ai.input.messages": "[{not json"}, "gen_ai.input.messages"),
 ])
 def test_a_malformed_span_is_exit_2_naming_file_trace_and_span(bad, where, tmp_path):
     chat = span("a000000000000002", "chat", 10, 300, {"gen_ai.operation.name": "chat", **bad})

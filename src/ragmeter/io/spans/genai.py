@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ragmeter.core.errors import DatasetError
 from ragmeter.io.spans.messages import arguments_of, genai_message, loads_maybe, messages_from, unflatten
 
 #: gen_ai.operation.name -> span kind
@@ -76,7 +77,15 @@ def _event_messages(events: list[dict[str, Any]]) -> tuple[list[dict[str, Any]],
 
 def llm_messages(attrs: Mapping[str, Any], events: list[dict[str, Any]]
                  ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The ``(input, output)`` messages of an LLM span."""
+    """The ``(input, output)`` messages of an LLM span.
+
+    Raises:
+        DatasetError: ``gen_ai.input.messages`` / ``gen_ai.output.messages`` is not a JSON list.
+    """
+    for key in ("gen_ai.input.messages", "gen_ai.output.messages"):
+        value = attrs.get(key)
+        if value not in (None, "") and not isinstance(loads_maybe(value), list):
+            raise DatasetError(f"attribute {key!r} must be a JSON list of messages, got {str(value)[:60]!r}")
     inp = messages_from(attrs.get("gen_ai.input.messages"))
     out = messages_from(attrs.get("gen_ai.output.messages"))
     system = attrs.get("gen_ai.system_instructions")
