@@ -202,7 +202,7 @@ def test_a_dag_deepeval_would_refuse_exits_2_naming_file_and_node(tmp_path, brok
 def test_a_missing_or_malformed_file_exits_2(tmp_path):
     bad = tmp_path / "dag.yaml"
     bad.write_text("nodes: [unclosed\n", encoding="utf-8")
-    for path, words in ((tmp_path / "none.json", "no such file"), (bad, "not a YAML DAG file")):
+    for path, words in ((tmp_path / "none.json", "no such file"), (bad, "the DAG file is not valid YAML")):
         code, out, err = run_main("eval", "example", "--metrics", "deepeval:dag", "--option", f"dag={path}",
                                   "--db", str(tmp_path / "r.db"))
         assert code == 2 and words in err.replace("\n", " "), (out, err)

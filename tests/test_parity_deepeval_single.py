@@ -290,3 +290,28 @@ def test_json_correctness_refuses_a_schema_it_cannot_rebuild():
                                                                                           "not": {}}}}}})
     msg = req.spec.check(ScoringContext({}), **req.params)
     assert msg and "not" in msg and "properties/a" in msg
+
+
+def test_the_json_schema_file_is_read_before_the_run(tmp_path):
+    """``--option expected_schema=FILE``: the run reads the file (the metric gets the schema); a
+    missing or malformed file exits 2 naming it."""
+    from cli_runner import run_main
+
+    class City(__import__("pydantic").BaseModel):
+        city: str
+
+    schema = tmp_path / "schema.json"
+    schema.write_text(json.dumps(City.model_json_schema()), encoding="utf-8")
+    data = tmp_path / "cases.jsonl"
+    data.write_text('{"input": "Where?", "actual_output": "{\\"city\\": \\"Paris\\"}"}\n'
+                    '{"input": "Where?", "actual_output": "Paris"}\n', encoding="utf-8")
+    code, out, err = run_main("eval", str(data), "-m", "deepeval:json_correctness", "--option",
+                              f"expected_schema={schema}", "--db", str(tmp_path / "r.db"), "--json", "--no-progress")
+    assert code == 0, err
+    assert json.loads(out)["metrics"]["deepeval:json_correctness"]["mean"] == 0.5
+    bad = tmp_path / "bad.json"
+    bad.write_text("{", encoding="utf-8")
+    for path, words in ((tmp_path / "none.json", "no such file"), (bad, "the JSON schema file is not valid JSON")):
+        code, out, err = run_main("eval", str(data), "-m", "deepeval:json_correctness", "--option",
+                                  f"expected_schema={path}", "--db", str(tmp_path / "r.db"))
+        assert code == 2 and words in err.replace("\n", " ") and "Traceback" not in err, (out, err)

@@ -42,11 +42,11 @@ def read_document(path: str | Path, what: str) -> Any:
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f" (line {mark.line + 1})" if mark is not None else ""
-            raise ConfigError(f"{p}: not a YAML {what}{where}: {getattr(exc, 'problem', None) or exc}") from None
+            raise ConfigError(f"{p}: the {what} is not valid YAML{where}: {getattr(exc, 'problem', None) or exc}") from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ConfigError(f"{p}: not a JSON {what} (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+        raise ConfigError(f"{p}: the {what} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
 
 
 def read_dag(path: str | Path) -> dict[str, Any]:
