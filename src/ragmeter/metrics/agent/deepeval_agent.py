@@ -43,6 +43,20 @@ def _threshold(name: str, threshold: Any, strict_mode: Any) -> float:
     return 1.0 if strict_mode else float(threshold)
 
 
+def _params_check(name: str, fn: Any) -> Any:
+    """A ``check`` hook: the metric's parameters validated before the run starts (by scoring no
+    sample), so a bad parameter is a usage error, not a failure half way."""
+
+    def check(ctx: Any, **params: Any) -> str | None:
+        try:
+            fn([], ctx, **params)
+        except MetricError as exc:  # the run names the metric
+            return str(exc).removeprefix(f"{name}: ").removeprefix(f"{name} ")
+        return None
+
+    return check
+
+
 def _finish(value: float, threshold: float, strict: bool, details: dict[str, Any]) -> Score:
     """DeepEval's ending: in strict mode a score under the threshold (1) is 0; ``success`` is
     ``score >= threshold``."""
@@ -173,6 +187,7 @@ _EVAL_PARAMS = ("input_parameters", "output")
 
 
 @metric("deepeval:tool_correctness", family="agent", requires=("question", "trace"),
+        check=_params_check("deepeval:tool_correctness", lambda samples, ctx, **p: deepeval_tool_correctness(samples, ctx, **p)),
         defaults={"threshold": 0.5, "strict_mode": False, "should_exact_match": False,
                   "should_consider_ordering": False, "evaluation_params": []},
         equals=_equals("ToolCorrectnessMetric"), aliases=_aliases("ToolCorrectnessMetric"),
@@ -220,6 +235,7 @@ def deepeval_tool_correctness(samples: Sequence[Sample], ctx: Any, threshold: fl
 
 
 @metric("deepeval:tool_permission", family="agent", requires=("trace",),
+        check=_params_check("deepeval:tool_permission", lambda samples, ctx, **p: deepeval_tool_permission(samples, ctx, **p)),
         defaults={"allowed_tools": None, "denied_tools": None, "threshold": 1.0, "strict_mode": False},
         equals=_equals("ToolPermissionMetric"), aliases=_aliases("ToolPermissionMetric"),
         parity="Equals DeepEval 4.3.1 ToolPermissionMetric on every input (deterministic in DeepEval too).")
@@ -392,6 +408,7 @@ def _stagnation(llm_spans: list[dict[str, Any]], similar: float) -> tuple[float,
 
 
 @metric("deepeval:agent_loop_detection", family="agent", requires=("question", "answer", "trace"),
+        check=_params_check("deepeval:agent_loop_detection", lambda samples, ctx, **p: deepeval_agent_loop_detection(samples, ctx, **p)),
         defaults={"threshold": 0.5, "strict_mode": False, "repetition_threshold": 3, "similarity_threshold": 0.85,
                   "check_tool_repetition": True, "check_reasoning_stagnation": True, "check_call_graph_cycles": True},
         equals=_equals("AgentLoopDetectionMetric"), aliases=_aliases("AgentLoopDetectionMetric"),
