@@ -219,7 +219,7 @@ def test_tree_order_puts_children_after_their_parent_and_siblings_by_start():
 
 def test_rows_of_a_sample_without_spans_and_output_texts():
     plain = Sample(id="s", question="q", answer="a")
-    assert [r.metadata["span_kind"] for r in expand([plain])] == ["trace"]
+    assert [r.metadata["span_kind"] for r in expand([plain])] == ["sample"]  # scored by every metric
     trace = AgentTrace(spans=[TraceSpan(span_id="1", kind="llm", output="hi")])
     rows = expand([Sample(id="s", trace=trace)])
     assert [r.id for r in rows] == ["s", "s#1"] and rows[1].contexts is None
@@ -245,6 +245,21 @@ def test_cli_per_span_json_and_table(traces, tmp_path):
     run_id = open_store(db).resolve_run("latest")
     code, out, err = run_main("eval", str(traces), "--resume", run_id, "--db", db, "--json")
     assert code == 0, err
+
+
+def test_samples_without_spans_are_scored_as_they_are_and_a_metric_without_rows_is_incomplete(tmp_path):
+    code, out, err = run_main("eval", "example", "--metrics", "mrr", "--per-span", "--json",
+                              "--db", f"sqlite:///{tmp_path}/e.db")
+    assert code == 0, err
+    assert json.loads(out)["metrics"]["mrr"]["n"] == 145  # each sample's own contexts
+    row = {"id": "a", "question": "q", "answer": "x", "contexts": [{"id": "d1", "text": "x"}],
+           "relevant": [{"id": "d1"}], "trace": {"spans": [{"span_id": "1", "kind": "llm", "output": "x"}]}}
+    p = tmp_path / "noretriever.jsonl"
+    p.write_text(json.dumps(row) + "\n")
+    code, out, err = run_main("eval", str(p), "--metrics", "mrr", "--per-span", "--json",
+                              "--db", f"sqlite:///{tmp_path}/n.db")
+    assert code == 3
+    assert json.loads(out)["incomplete"] == ["mrr: no row of the kinds it scores per span (retriever) in any trace"]
 
 
 def test_per_span_refuses_conversations(tmp_path):

@@ -507,6 +507,9 @@ def incomplete_reasons(n_samples: int, summary: RunSummary, max_missing: float |
     for key, agg in summary.items():
         missing, has = agg.n_missing, agg.n
         total = missing + has
+        if total == 0 and agg.extra.get("nothing_to_score"):  # a run scored per span (run/spans.py)
+            out.append(f"{key}: {agg.extra['nothing_to_score']}")
+            continue
         if total == 0 or (has > 0 and (max_missing is None or missing <= max_missing * total)):
             continue
         reasons = agg.missing_reasons

@@ -42,8 +42,8 @@ from ragmeter.metrics.registry import MetricRequest
 
 #: metadata keys every row of a per-span run carries
 TRACE_ID, SPAN_ID, SPAN_KIND, AGENT, TRACE_SAMPLE = "trace_id", "span_id", "span_kind", "agent", "trace_sample"
-#: span kinds that become rows of their own (the rest are shown in the tree, not scored)
-_ROW_SPANS = ("retriever", "llm", "tool")
+#: the kind of the row of a sample without spans: every metric scores it
+SAMPLE_ROW = "sample"
 
 
 def expand(samples: Sequence[Sample]) -> list[Sample]:
@@ -81,7 +81,7 @@ def is_span_run(samples: Sequence[Sample]) -> bool:
     if not samples:
         return False
     meta = samples[0].metadata
-    return meta.get(SPAN_KIND) == "trace" and TRACE_SAMPLE in meta and TRACE_ID in meta
+    return meta.get(SPAN_KIND) in ("trace", SAMPLE_ROW) and TRACE_SAMPLE in meta and TRACE_ID in meta
 
 
 class TraceClusters(dict[str, str]):
@@ -102,9 +102,11 @@ def describe_rows(samples: Sequence[Sample]) -> str:
     """``"T traces, N span rows"`` (``"N samples"`` when the samples are not per-span rows)."""
     if not is_span_run(samples):
         return f"{len(samples)} samples"
-    n_traces = sum(1 for s in samples if row_kind(s) == "trace")
-    rows = len(samples) - n_traces
-    return f"{n_traces} trace{'s' * (n_traces != 1)}, {rows} span row{'s' * (rows != 1)}"
+    kinds = [row_kind(s) for s in samples]
+    n_traces, n_plain = kinds.count("trace"), kinds.count(SAMPLE_ROW)
+    rows = len(samples) - n_traces - n_plain
+    text = f"{n_traces} trace{'s' * (n_traces != 1)}, {rows} span row{'s' * (rows != 1)}"
+    return text + (f", {n_plain} sample{'s' * (n_plain != 1)} without spans" if n_plain else "")
 
 
 def row_kind(s: Sample) -> str | None:
@@ -116,7 +118,7 @@ def rows_for(kinds: Iterable[str], samples: Sequence[Sample]) -> list[Sample]:
     """The rows of ``kinds`` (a metric's ``span_kinds``) in a per-span run; every sample otherwise."""
     if not is_span_run(samples):
         return list(samples)
-    want = set(kinds)
+    want = {*kinds, SAMPLE_ROW}
     return [s for s in samples if row_kind(s) in want]
 
 
@@ -128,7 +130,7 @@ def restrict(columns: Mapping[str, tuple[Any, list[str | None]]], requests: Sequ
     by_key = {r.key: r.spec.span_kinds or () for r in requests}
     out = {}
     for key, (values, reasons) in columns.items():
-        idx = np.flatnonzero(np.isin(kinds, list(by_key.get(key, ()))))
+        idx = np.flatnonzero(np.isin(kinds, [*by_key.get(key, ()), SAMPLE_ROW]))
         out[key] = (np.asarray(values, dtype=np.float64)[idx], [reasons[i] for i in idx.tolist()])
     return out
 
@@ -137,7 +139,8 @@ def cluster_intervals(summary: Mapping[str, Any], columns: Mapping[str, tuple[An
                       requests: Sequence[MetricRequest], samples: Sequence[Sample]) -> dict[str, dict[str, Any]]:
     """Per metric with values: ``n_clusters`` (the traces it has a value on) and, when a trace gives
     it more than one value, the cluster-robust interval over traces in place of the independent
-    one (:func:`ragmeter.conversations.scope.cluster_ci`)."""
+    one (:func:`ragmeter.conversations.scope.cluster_ci`). A metric no row of whose kinds exists
+    gets ``nothing_to_score`` (the run is then incomplete: :func:`ragmeter.run.runner.incomplete_reasons`)."""
     from ragmeter.conversations.scope import cluster_ci
 
     kinds = [row_kind(s) or "" for s in samples]
@@ -145,10 +148,14 @@ def cluster_intervals(summary: Mapping[str, Any], columns: Mapping[str, tuple[An
     out: dict[str, dict[str, Any]] = {}
     for r in requests:
         key = r.key
+        want = {*(r.spec.span_kinds or ()), SAMPLE_ROW}
+        pos = [i for i, k in enumerate(kinds) if k in want]
+        if key in summary and not pos:
+            named = ", ".join(r.spec.span_kinds or ()) or "none"
+            out[key] = {"nothing_to_score": f"no row of the kinds it scores per span ({named}) in any trace"}
+            continue
         if key not in columns or key not in summary or not summary[key].n:
             continue
-        want = set(r.spec.span_kinds or ())
-        pos = [i for i, k in enumerate(kinds) if k in want]
         vals = np.asarray(columns[key][0], dtype=np.float64)[pos]
         labels = [clusters[i] for i in pos]
         with_value = [c for c, v in zip(labels, vals.tolist(), strict=True) if v == v]
@@ -168,9 +175,9 @@ def _rows(s: Sample) -> list[Sample]:
     trace = s.trace
     tid = (trace.trace_id if trace is not None and trace.trace_id else None) or s.id
     link = {TRACE_ID: tid, TRACE_SAMPLE: s.id}
+    if trace is None or not trace.spans:  # nothing to split: every metric scores it as it is
+        return [s.model_copy(update={"metadata": {**s.metadata, **link, SPAN_KIND: SAMPLE_ROW}})]
     head = s.model_copy(update={"metadata": {**s.metadata, **link, SPAN_KIND: "trace"}})
-    if trace is None or not trace.spans:
-        return [head]
     ordered = tree_order(trace.spans)
     rows = [head]
     used = {s.id}
