@@ -383,3 +383,52 @@ def test_phoenix_parquet(tmp_path):
     (t,) = read_span_file(p)
     assert [(c.name, c.arguments, c.result) for c in t.tool_calls] == [("get_weather", {"city": "Paris"}, "Sunny, 21C")]
     assert (t.input_text, t.final_text) == (Q, A) and t.spans[0].latency_ms > 0
+
+
+def _mutations(obj, rng, n):
+    """``n`` copies of ``obj``, each with one value somewhere inside replaced by another type's."""
+    import copy
+
+    paths = []
+
+    def walk(x, path):
+        paths.append(path)
+        if isinstance(x, dict):
+            for k, v in x.items():
+                walk(v, (*path, k))
+        elif isinstance(x, list):
+            for i, v in enumerate(x):
+                walk(v, (*path, i))
+
+    walk(obj, ())
+    for _ in range(n):
+        o = copy.deepcopy(obj)
+        path = rng.choice(paths[1:])
+        node = o
+        for k in path[:-1]:
+            node = node[k]
+        node[path[-1]] = rng.choice([None, 7, -1, 1.5, "x", "", [], {}, [1], {"a": 1}, True, "{not json", "[1,"])
+        yield o
+
+
+@pytest.mark.parametrize("name", [n for n in SOURCES if not n.endswith(".csv")])
+def test_a_mangled_export_is_read_or_refused_never_a_crash(name, tmp_path):
+    """Values of the wrong type anywhere in an export: the trace is read (what was mangled stays
+    missing) or the file is refused with a DatasetError naming it, never another exception."""
+    import random
+
+    from ragmeter.core.errors import DatasetError
+
+    text = (EXAMPLE / name).read_text()
+    objs = [json.loads(x) for x in text.splitlines() if x.strip()] if name.endswith(".jsonl") else [json.loads(text)]
+    rng = random.Random(41)
+    p = tmp_path / name
+    for _ in range(60):
+        k = rng.randrange(len(objs))
+        mangled = next(_mutations(objs[k], rng, 1))
+        rows = [*objs[:k], mangled, *objs[k + 1:]]
+        p.write_text("\n".join(json.dumps(r) for r in rows) if name.endswith(".jsonl") else json.dumps(rows[0]))
+        try:
+            read_span_file(p, SOURCES[name])
+        except DatasetError as exc:
+            assert str(p) in str(exc) or p.name in str(exc), str(exc)

@@ -57,7 +57,10 @@ def agent_traces_from_spans(records: Iterable[SpanRecord], *, where: str = "") -
             spans = trace_spans(group)
         except DatasetError as exc:
             raise DatasetError(f"{where}: {exc}" if where else str(exc)) from None
-        out.append(build_trace(tid, spans, service=_service(group)))
+        try:
+            out.append(build_trace(tid, spans, service=_service(group)))
+        except (ValueError, TypeError) as exc:  # a tool call no trace can hold (no name ...)
+            raise DatasetError(f"{where + ': ' if where else ''}trace {tid}: {exc}"[:500]) from None
     return out
 
 

@@ -90,6 +90,16 @@ def _sniff(text: str) -> str | None:
 
 
 def read(path: Path, fmt: str) -> list[AgentTrace]:
+    try:
+        return _read(path, fmt)
+    except DatasetError:
+        raise
+    except (ValueError, TypeError, KeyError, AttributeError, IndexError, RecursionError, OverflowError) as exc:
+        # JSON of the format's outline whose values have shapes no such export has
+        raise DatasetError(f"{path}: not readable as {fmt} spans ({type(exc).__name__}: {str(exc)[:200]})") from None
+
+
+def _read(path: Path, fmt: str) -> list[AgentTrace]:
     from ragmeter.io.spans import agent_traces_from_spans
 
     if fmt in ("otlp", "otlp-proto"):

@@ -76,8 +76,17 @@ def trace_span(rec: SpanRecord, t0_ns: int) -> TraceSpan:
     """
     try:
         return _trace_span(rec, t0_ns)
-    except DatasetError as exc:
-        raise SpanError(f"trace {rec.trace_id} span {rec.span_id} ({rec.name!r}): {exc}") from None
+    except (DatasetError, ValueError, TypeError) as exc:  # ValueError: a field TraceSpan refuses
+        raise SpanError(f"trace {rec.trace_id} span {rec.span_id} ({rec.name!r}): {_short(exc)}") from None
+
+
+def _short(exc: Exception) -> str:
+    from pydantic import ValidationError
+
+    if isinstance(exc, ValidationError):
+        first = exc.errors()[0]
+        return f"{'.'.join(map(str, first['loc']))}: {first['msg']}"
+    return str(exc)
 
 
 def _trace_span(rec: SpanRecord, t0_ns: int) -> TraceSpan:
