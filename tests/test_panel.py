@@ -236,3 +236,17 @@ def test_meta_eval_with_a_panel(server, tmp_path, monkeypatch, capsys):
         "openai:always-1", "openai:honest"}
     honest = panel["metrics"]["faithfulness"]["values"]["openai:honest"]
     assert panel["metrics"]["faithfulness"]["combined"] == pytest.approx([(1 + h) / 2 for h in honest])
+
+
+def test_the_report_shows_the_panel_escaped(server, tmp_path, monkeypatch):
+    from ragmeter import evaluate
+    from ragmeter.apps.report.render import write_report
+    from ragmeter.store import open_store
+
+    monkeypatch.setenv(KEY_ENV, "test")
+    db = str(tmp_path / "r.db")
+    res = evaluate(_samples(6), metrics=["faithfulness"], db=db, progress=False,
+                   options=_options(server, "openai:always-1", {"model": "openai:honest", "label": "<b>x</b>"}))
+    html = write_report(open_store(db), [res.run_id], tmp_path / "r.html").read_text()
+    assert "Judge panel" in html and "Krippendorff" in html
+    assert "&lt;b&gt;x&lt;/b&gt;" in html and "<b>x</b>" not in html
