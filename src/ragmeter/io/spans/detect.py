@@ -94,6 +94,10 @@ def read(path: Path, fmt: str) -> list[AgentTrace]:
         return _read(path, fmt)
     except DatasetError:
         raise
+    except FileNotFoundError:
+        raise DatasetError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise DatasetError(f"{path}: cannot be read ({exc.strerror or exc})") from None
     except (ValueError, TypeError, KeyError, AttributeError, IndexError, RecursionError, OverflowError) as exc:
         # JSON of the format's outline whose values have shapes no such export has
         raise DatasetError(f"{path}: not readable as {fmt} spans ({type(exc).__name__}: {str(exc)[:200]})") from None
