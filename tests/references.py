@@ -24,6 +24,7 @@ import pytest
 #: import name -> the distribution `pip install` wants, for every reference a contract test compares
 #: with (pyproject.toml's ``dev`` extra installs them; deepeval is installed by the Makefile)
 REFERENCES = {
+    "bert_score": "bert-score",
     "choix": "choix",
     "datacompy": "datacompy",
     "deepeval": "deepeval",
