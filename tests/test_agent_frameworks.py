@@ -132,6 +132,8 @@ def test_real_agent_spans_score_as_the_trace_written_by_hand(case, llm, by_hand,
     assert [s.model for s in llm_spans] == ["gpt-4o-mini", "gpt-4o-mini"]
     assert all(s.input_tokens and s.output_tokens == 12 for s in llm_spans)
     tool_spans = [s for s in t.spans if s.kind == "tool"]
+    if case in ("openai-agents", "openai-agents-otel", "pydantic-ai"):  # the frameworks that name the agent
+        assert {s.agent for s in t.spans if s.kind in ("llm", "tool")} == {"weather_agent"}
     if case.startswith("openai-o"):  # a client-level instrumentation sees no tool span: calls from messages
         assert tool_spans == []
     else:

@@ -191,6 +191,9 @@ def test_agents_sdk_handoff_and_a_failed_tool(tmp_path):
     assert t.trajectory == ["handoff:billing", "refund"]
     assert [(c.name, c.arguments, c.error) for c in t.tool_calls] == [("refund", {"order": 7}, "Error running tool")]
     assert t.workflow == "support" and t.agent == "triage"
+    # each span is the work of the agent it ran under (per-agent scoring groups by it)
+    assert {s.span_id: s.agent for s in t.spans} == {"span_a": "triage", "span_h": "triage",
+                                                     "span_b": "billing", "span_f": "billing"}
 
 
 @pytest.mark.parametrize("bad, where", [

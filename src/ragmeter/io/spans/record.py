@@ -122,8 +122,6 @@ def _trace_span(rec: SpanRecord, t0_ns: int) -> TraceSpan:
     _, agent = first(a, ("gen_ai.agent.name", "agent.name", "graph.node.id"))
     if agent is not None:
         fields["agent"] = str(agent)
-    elif kind == "agent":
-        fields["agent"] = rec.name.removeprefix("invoke_agent ").strip() or None
     if kind == "llm":
         inp, out = openinference.llm_messages(a) if oi else genai.llm_messages(a, rec.events)
         fields["input"], fields["output"] = inp or None, out or None

@@ -174,8 +174,38 @@ def _roots(spans: list[TraceSpan]) -> list[TraceSpan]:
     return [s for s in spans if not s.parent_id or s.parent_id not in ids]
 
 
+def _agent_name(span: TraceSpan) -> str | None:
+    return span.agent or (span.name.removeprefix("invoke_agent ").strip() or None if span.kind == "agent" else None)
+
+
+def assign_agents(spans: list[TraceSpan]) -> None:
+    """Each span without an ``agent`` gets the agent it ran under: the nearest enclosing agent span
+    (or span naming its agent) that did work itself, an LLM call, a tool call, a retrieval or a
+    hand-off. An agent span that only wraps other agents (a workflow's root) names no span."""
+    by_id = {s.span_id: s for s in spans}
+
+    def nearest(s: TraceSpan) -> TraceSpan | None:
+        cur: TraceSpan | None = s
+        seen: set[str] = set()
+        while cur is not None and cur.span_id not in seen:
+            seen.add(cur.span_id)
+            if cur.kind == "agent" or cur.agent:
+                return cur
+            cur = by_id.get(cur.parent_id) if cur.parent_id else None
+        return None
+
+    near = {s.span_id: nearest(s) for s in spans}  # before any span is named
+    owners = {a.span_id for s in spans if s.kind in ("llm", "tool", "retriever", "handoff")
+              and (a := near[s.span_id]) is not None}
+    for s in spans:
+        a = near[s.span_id]
+        if s.agent is None and a is not None and a.span_id in owners:
+            s.agent = _agent_name(a)
+
+
 def build_trace(trace_id: str, spans: list[TraceSpan], **extra: Any) -> AgentTrace:
     """The :class:`AgentTrace` of one trace's spans (start order, parents first)."""
+    assign_agents(spans)
     llms = _llm_turns(spans)
     has_tools = any(s.kind == "tool" for s in spans)
     calls = _calls_from_tool_spans(spans, llms) if has_tools else _calls_from_messages(llms)
