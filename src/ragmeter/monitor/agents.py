@@ -22,11 +22,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ragmeter.core.schema import AgentTrace
+from ragmeter.monitor.calls import KV_AGENT_TRACES, insert_call_rows
 
 #: the key of a call's metadata that holds its agent trace's figures
 FIGURES_KEY = "agent_trace"
 #: the key-value namespace of the stored agent traces (key: the call's id)
-KV_TRACES = "monitor_agent_traces"
+KV_TRACES = KV_AGENT_TRACES
 #: span fields kept as they are (ids, kinds, names); every other text is cleaned by the privacy options
 _STRUCTURAL = {"span_id", "parent_id", "kind", "name", "agent", "to_agent", "status", "model", "tool_name",
                "trace_id", "id", "start_ms", "latency_ms", "input_tokens", "output_tokens", "cost_usd",
@@ -122,8 +123,6 @@ def insert_trace_rows(session: Any, rows: list[dict[str, Any]]) -> None:
 
 def insert_calls(store: Any, call_rows: list[dict[str, Any]], trace_rows: list[dict[str, Any]]) -> None:
     """Store calls and the agent traces of :func:`attach` in one transaction (``monitor import``)."""
-    from ragmeter.monitor.calls import insert_call_rows
-
     with store.session() as s, s.begin():
         insert_call_rows(s, call_rows)
         insert_trace_rows(s, trace_rows)
@@ -134,17 +133,6 @@ def read_traces(store: Any, call_ids: Iterable[str]) -> dict[str, AgentTrace]:
     got = store.kv_get_many(KV_TRACES, [c for c in call_ids if c])
     return {cid: AgentTrace.model_validate(rec["trace"]) for cid, rec in got.items()
             if isinstance(rec, Mapping) and isinstance(rec.get("trace"), Mapping)}
-
-
-def prune_traces(session: Any) -> None:
-    """Delete the traces whose call is no longer stored (inside the caller's transaction, after
-    the calls were pruned)."""
-    from sqlalchemy import delete, select
-
-    from ragmeter.store.models import CallRow, KeyValueRow
-
-    kept = select(CallRow.call_id).where(CallRow.call_id.is_not(None))
-    session.execute(delete(KeyValueRow).where(KeyValueRow.namespace == KV_TRACES, KeyValueRow.key.not_in(kept)))
 
 
 def agent_figures(metas: Sequence[Any], costs: Sequence[Any]) -> dict[str, Any]:

@@ -23,6 +23,8 @@ CALL_FIELDS = ("call_id", "timestamp", "query", "answer", "contexts", "latency_m
 _EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}")
 # international or national numbers: optional +, 8-15 digits with spaces, dots, dashes, brackets
 _PHONE = re.compile(r"(?<![\w.])\+?\d[\d\s().-]{6,}\d(?![\w.])")
+#: the key-value namespace of the agent traces kept beside their calls (:mod:`ragmeter.monitor.agents`)
+KV_AGENT_TRACES = "monitor_agent_traces"
 #: a ``call_id`` longer than this is refused (never cut: two long ids must not become one)
 MAX_CALL_ID = 1024
 MAX_MODEL_CHARS = 200
@@ -333,15 +335,15 @@ def prune_calls(store: Any, older_than: timedelta) -> int:
     """Delete calls logged before ``now - older_than`` (and OpenTelemetry spans received before
     then whose trace never got its root span, and the agent traces stored before then); returns
     how many calls were deleted."""
-    from sqlalchemy import delete
+    from sqlalchemy import delete, select
 
-    from ragmeter.store.models import CallRow, OtelSpanRow
+    from ragmeter.store.models import CallRow, KeyValueRow, OtelSpanRow
 
     cutoff = datetime.now(UTC).replace(tzinfo=None) - older_than
     with store.session() as s, s.begin():
         res = s.execute(delete(CallRow).where(CallRow.ts < cutoff))
         s.execute(delete(OtelSpanRow).where(OtelSpanRow.received_at < cutoff))
-        from ragmeter.monitor.agents import prune_traces
-
-        prune_traces(s)  # the agent traces kept beside the calls deleted
+        # the agent traces kept beside the calls deleted (monitor/agents.py)
+        kept = select(CallRow.call_id).where(CallRow.call_id.is_not(None))
+        s.execute(delete(KeyValueRow).where(KeyValueRow.namespace == KV_AGENT_TRACES, KeyValueRow.key.not_in(kept)))
         return int(res.rowcount or 0)
