@@ -112,7 +112,8 @@ def metric_views(run: Any, summary: RunSummary, cols: Any, reasons: dict[str, li
             agg = MetricSummary.from_dict(aggregate_many({key: (v[idx], [why[i] for i in idx.tolist()])},
                                                          bounds={key: metric_bounds(run, summary, key)})[key])
         meta = metric_meta(run, summary, key, agg)
-        out.append(metric_view(meta, agg, v[~np.isnan(v)], int(n - np.count_nonzero(scored))))
+        pending = int(n - np.count_nonzero(scored)) if live else 0  # finished: unscored = out of scope
+        out.append(metric_view(meta, agg, v[~np.isnan(v)], pending))
     return out
 
 

@@ -167,7 +167,10 @@ def metric_views(run: Run, summary: RunSummary, samples: Sequence[Sample],
         else:
             agg = MetricSummary.from_dict(aggregate(present, bounds=metric_bounds(run, summary, key)))
         values = [s.value for s in present if s.value is not None]
-        out.append(metric_view(metric_meta(run, summary, key, agg), agg, values, len(scores) - len(present)))
+        # pending: not scored yet, in a running run; in a finished one, a sample without a score is
+        # outside the metric's scope (a conversation's turns, a per-span run's rows of other kinds)
+        pending = len(scores) - len(present) if live else 0
+        out.append(metric_view(metric_meta(run, summary, key, agg), agg, values, pending))
     return out
 
 
