@@ -188,6 +188,7 @@ class MetricSpec:
             "parity": self.parity_text() or None,
             "scope": self.scope,
             "banded": self.banded,
+            "span_kinds": list(self.span_kinds or ()),
         }
 
     def parity_text(self) -> str:

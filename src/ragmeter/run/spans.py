@@ -14,6 +14,8 @@ clustered by trace.
   before it in the trace's tree order (depth first, siblings by start) as the contexts, kind ``llm``;
 - one row per tool span: a trace of that one call (name, arguments, result, error), kind ``tool``.
 
+A sample without spans stays one row, kind ``sample``, that every metric scores as it is.
+
 Every row keeps ``trace_id``, ``span_id`` (not on trace rows), ``span_kind`` and ``agent`` in its
 metadata, and the trace's sample id in ``trace_sample``. A metric scores the rows whose kind is
 in its :attr:`~ragmeter.metrics.registry.MetricSpec.span_kinds` (retrieval metrics the retriever
