@@ -69,8 +69,15 @@ def _numbered(b: dict[str, str], prefix: str) -> list[str]:
     return out
 
 
+#: the parts of a joint request (ragmeter.metrics.judge.joint) and their own reply schemas
+JOINT_PARTS = {"faithfulness": "ClaimVerdicts", "context_recall": "ReferenceAttribution"}
+
+
 def verdict(schema: str, system: str, user: str) -> dict[str, Any]:
     """The rule-based judge's reply for a reply schema name."""
+    if schema.startswith("Joint"):  # each task's part: the reply its own request would get
+        return {n: verdict(s, system, user) for n, s in JOINT_PARTS.items()
+                if f'(its reply goes under the key "{n}")' in system}
     b = blocks(user)
     ctx_words = set().union(*(words(c) for c in _numbered(b, "CONTEXT"))) if "CONTEXT 1" in b else set()
     answer = b.get("ANSWER", b.get("PREDICTION", b.get("GENERATED", "")))

@@ -19,6 +19,9 @@ from batch_server import BatchServer
 from ragmeter.store import open_store
 
 METRICS = "faithfulness,answer_relevancy,context_recall"
+#: requests of a run of METRICS on the 6 samples: per sample, one joint request (faithfulness and
+#: context_recall read the same contexts: tests/test_judge_joint.py) and one for answer_relevancy
+CALLS = 12
 
 
 @pytest.fixture(scope="module")
@@ -83,16 +86,16 @@ def test_batched_run_equals_online_at_half_the_price_and_a_rerun_sends_nothing(t
     online = _run([str(data), "-m", METRICS], server, tmp_path / "online.db", provider)
     assert online.returncode == 0, online.stderr
     n_online = server.n_requests
-    assert n_online == 18 and not server.batches
+    assert n_online == CALLS and not server.batches
     server.reset()
     batched = _run([str(data), "-m", METRICS, "--batch"], server, tmp_path / "batch.db", provider)
     assert batched.returncode == 0, batched.stderr
-    assert len(server.batches) == 1 and len(server.batched) == 18
+    assert len(server.batches) == 1 and len(server.batched) == CALLS
     assert len(server.files) == (1 if provider == "openai" else 0)
     a, b = json.loads(online.stdout)["run_id"], json.loads(batched.stdout)["run_id"]
     va, vb = _values(tmp_path / "online.db", a), _values(tmp_path / "batch.db", b)
     assert va == vb and any(v is not None for v, _ in vb.values())
-    assert {k: json.loads(batched.stdout)["judge"][k] for k in ("batches", "batched")} == {"batches": 1, "batched": 18}
+    assert {k: json.loads(batched.stdout)["judge"][k] for k in ("batches", "batched")} == {"batches": 1, "batched": CALLS}
     assert _cost(batched.stdout) == pytest.approx(_cost(online.stdout) / 2, abs=1e-6) and _cost(online.stdout) > 0
     # the request bodies are the online ones
     bodies = sorted(json.dumps(r["body"], sort_keys=True) for r in server.requests)
@@ -120,7 +123,7 @@ def test_no_wait_lists_the_batch_and_resume_finishes_it(tmp_path, data, server):
     server.hold = False
     resumed = _run(["--resume", run_id], server, db)
     assert resumed.returncode == 0, resumed.stderr
-    assert len(server.batches) == 1 and len(server.batched) == 18 and server.n_requests == 18
+    assert len(server.batches) == 1 and len(server.batched) == CALLS and server.n_requests == CALLS
     assert all(v is not None for v, _ in _values(db, run_id).values())
 
 
@@ -142,7 +145,7 @@ def test_killed_while_waiting_then_resumed_submits_nothing_twice(tmp_path, data,
     resumed = _run(["--resume", run_id], server, db)
     assert resumed.returncode == 0, resumed.stderr
     assert len(server.batches) == 1 and len(server.files) == 1
-    assert len(server.batched) == 18 and len({json.dumps(b, sort_keys=True) for b in server.batched}) == 18
+    assert len(server.batched) == CALLS and len({json.dumps(b, sort_keys=True) for b in server.batched}) == CALLS
 
 
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
@@ -157,7 +160,7 @@ def test_errored_and_expired_requests_get_the_providers_reason_or_go_online(tmp_
     marked = {k: v for k, v in values.items() if k[1] == "q0" and k[0] != "context_recall"}
     assert len(marked) == 2
     if fallback:
-        assert all(v is not None for v, _ in marked.values()) and server.n_requests == 18
+        assert all(v is not None for v, _ in marked.values()) and server.n_requests == CALLS
     else:
         assert all(v is None and "judge failure: batch request failed" in r and "scripted: the request was rejected" in r
                    for v, r in marked.values()), marked
@@ -196,7 +199,7 @@ def test_a_batch_sent_but_not_recorded_is_found_at_the_provider_not_sent_again(t
     server.hold = False
     resumed = _run(["--resume", rec["run_id"]], server, db, provider)
     assert resumed.returncode == 0, resumed.stderr
-    assert len(server.batches) == 1 and len(server.batched) == 18
+    assert len(server.batches) == 1 and len(server.batched) == CALLS
 
 
 def test_cancel_a_pending_batch_and_batch_refuses_a_budget(tmp_path, data, server):

@@ -120,12 +120,14 @@ def test_dry_run_prints_calls_and_cost_and_calls_nothing(server, db_url, prices,
             "--option", f"judge_prices={prices}", "--db", db_url, "--dry-run"]
     r = invoke(*args)
     assert r.exit_code == 0, r.output
-    assert "dry run" in r.output and "16 calls would be made" in r.output
+    # per sample one joint request: faithfulness (hallucination reads its verdict) with context_recall
+    assert "dry run" in r.output and "8 calls would be made" in r.output
     assert "estimated cost: $" in r.output and "estimated tokens:" in r.output
     assert server.n_requests == 0
     assert json.loads(invoke("runs", "--db", db_url, "--json").output) == []  # nothing stored
     plan = json.loads(invoke(*args, "--json").output)
-    assert plan["planned_calls"] == 16 and plan["per_metric"]["faithfulness"]["calls"] == 8
+    assert plan["planned_calls"] == 8 and plan["per_metric"]["faithfulness"]["calls"] == 8
+    assert plan["per_metric"]["context_recall"]["joint_calls"] == 8
     assert plan["est_cost_usd"] == pytest.approx(
         (plan["est_input_tokens"] * 0.5 + plan["est_output_tokens"] * 1.5) / 1e6, rel=1e-6)
     # after a real run the same plan costs nothing: every verdict is cached

@@ -44,14 +44,14 @@ def test_every_documented_setting_is_accepted():
                         "backoff_max": 1, "max_cost": None, "temperature": 0, "max_tokens": 10, "draw": 1,
                         "max_reply_mb": 2, "dry_run": True, "prices": None, "api_version": "2024-10-21",
                         "response_format": "text", "http_client": "httpx", "batch": True, "batch_wait": False,
-                        "batch_fallback": "online", "batch_poll": 5}.items():
+                        "batch_fallback": "online", "batch_poll": 5, "joint": False}.items():
         assert name in SETTINGS
         config_from_options({"judge": "openai:m", f"judge_{name}": value})
         config_from_options({"judge": {"model": "openai:m", name: value}})
     assert set(SETTINGS) == {*{"base_url", "api_key_env", "dry_run", "prices", "api_version", "response_format",
                                 "http_client"}, "concurrency", "rpm", "timeout", "max_retries", "parse_retries",
                              "backoff_base", "backoff_max", "max_cost", "temperature", "max_tokens", "draw",
-                             "max_reply_mb", "batch", "batch_wait", "batch_fallback", "batch_poll"}
+                             "max_reply_mb", "batch", "batch_wait", "batch_fallback", "batch_poll", "joint"}
 
 
 def _cli(*args, cwd):

@@ -42,7 +42,9 @@ def run_judge_usage(store: Any, run_id: str) -> dict[str, Any] | None:
     total["cost_usd"] = round(float(total["cost_usd"]), 6)
     for m in per_metric.values():
         m["cost_usd"] = round(float(m["cost_usd"]), 6)
-    return {"judge": ", ".join(sorted(models)), **total, "per_metric": per_metric}
+    from ragmeter.llm.joint import attribute  # a joint call's figures, shared by its metrics
+
+    return {"judge": ", ".join(sorted(models)), **total, "per_metric": attribute(per_metric)}
 
 
 def show_section(store: Any, run: Any) -> dict[str, Any]:
@@ -58,7 +60,8 @@ def show_section(store: Any, run: Any) -> dict[str, Any]:
              f"cost {cost}"]
     for metric, m in sorted(usage["per_metric"].items()):
         mc = f"${m['cost_usd']:.6f}" if price_known else "cost ?"
-        lines.append(f"  {metric}: {m['calls']} calls, {m['cached']} cached, {m['failed']} failed; "
+        shared = f" ({m['joint_calls']} shared: joint requests, cost split equally)" if m.get("joint_calls") else ""
+        lines.append(f"  {metric}: {m['calls']} calls{shared}, {m['cached']} cached, {m['failed']} failed; "
                      f"{m['input_tokens']:,} in{_prompt_cache(m)} / {m['output_tokens']:,} out tokens; {mc}")
     return {"judge tokens and cost": "\n".join(lines)}
 

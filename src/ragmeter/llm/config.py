@@ -98,6 +98,9 @@ class JudgeConfig:
         batch_fallback: ``none`` (a request the batch did not answer has no value, with the
             provider's reason) or ``online`` (it is sent online).
         batch_poll: the longest wait between two polls of a batch, in seconds.
+        joint: ask the metrics that read the same sample's contexts (faithfulness and context
+            recall) in one request per sample (:mod:`ragmeter.llm.joint`); ``judge_joint=false``
+            sends each metric its own request.
     """
 
     provider: str
@@ -126,6 +129,7 @@ class JudgeConfig:
     batch_wait: bool = True
     batch_fallback: str = "none"
     batch_poll: float = 60.0
+    joint: bool = True
 
     @property
     def sdk_module(self) -> str:
@@ -178,7 +182,7 @@ _OPTION_TYPES: dict[str, type] = {
 
 #: every judge setting: the run option ``judge_<name>``, or ``<name>`` inside a ``judge: {...}`` mapping
 SETTINGS = ("base_url", "api_key_env", *_OPTION_TYPES, "dry_run", "prices", "api_version", "response_format",
-            "http_client", "batch", "batch_wait", "batch_fallback")
+            "http_client", "batch", "batch_wait", "batch_fallback", "joint")
 #: keys a ``judge: {...}`` mapping takes besides the settings: which judge it is
 _MAPPING_KEYS = ("model", "provider", "judge")
 
@@ -275,7 +279,7 @@ def config_from_options(options: dict[str, Any]) -> JudgeConfig:
             raise JudgeConfigError(f"judge option {name}={v!r} must be a {typ.__name__}") from None
     base_url = _opt(options, judge, "base_url") or local_url
     key_env = _opt(options, judge, "api_key_env") or _PROVIDERS[provider][2]
-    dry, batch, wait = (_flag(_opt(options, judge, n)) for n in ("dry_run", "batch", "batch_wait"))
+    dry, batch, wait, joint = (_flag(_opt(options, judge, n)) for n in ("dry_run", "batch", "batch_wait", "joint"))
     fallback = str(_opt(options, judge, "batch_fallback") or "none")
     if fallback not in {"none", "online"}:
         raise JudgeConfigError(f"judge_batch_fallback={fallback!r}: use none or online")
@@ -290,7 +294,7 @@ def config_from_options(options: dict[str, Any]) -> JudgeConfig:
                       prices_file=_opt(options, judge, "prices"),
                       api_version=str(_opt(options, judge, "api_version") or "2024-10-21"),
                       response_format=fmt, batch=bool(batch), batch_wait=wait is not False,
-                      batch_fallback=fallback, **values)
+                      batch_fallback=fallback, joint=joint is not False, **values)
     if cfg.concurrency < 1:
         raise JudgeConfigError(f"judge concurrency must be >= 1, got {cfg.concurrency}")
     if cfg.rpm is not None and cfg.rpm <= 0:

@@ -28,6 +28,7 @@ from typing import Any
 
 from ragmeter.core.reasons import detailed
 from ragmeter.core.redact import endpoint_id, redact, redact_url
+from ragmeter.llm import joint
 from ragmeter.llm.batch import batch_figures, batch_stream
 from ragmeter.llm.config import JudgeConfig, JudgeConfigError, config_from_options
 from ragmeter.llm.keeper import VerdictKeeper
@@ -179,17 +180,22 @@ class JudgeService:
             return
         reqs, self._pending = self._pending, []
         waiting = Counter((r.metric, r.sample_id) for r in reqs)
-        results: list[JudgeResult | None] = [None] * len(reqs)
-        for finished in self._submit_stream(reqs, "judge", results):
+        # one request per sample for the metrics that read its contexts (ragmeter.llm.joint)
+        sent, members = joint.plan(self, reqs)
+        results: list[JudgeResult | None] = [None] * len(sent)
+        for finished in self._submit_stream(sent, "judge", results):
             ready: set[tuple[str, str | None]] = set()
             for i in finished:
-                r, res = reqs[i], results[i]
+                res = results[i]
                 assert res is not None
-                self._claims[(r.metric, r.sample_id, res.key)] = res
-                waiting[(r.metric, r.sample_id)] -= 1
-                if not waiting[(r.metric, r.sample_id)]:
-                    ready.add((r.metric, r.sample_id))
+                answered = (joint.split(self, sent[i], res, members[i]) if i in members else [(sent[i], res)])
+                for r, res in answered:
+                    self._claims[(r.metric, r.sample_id, res.key)] = res
+                    waiting[(r.metric, r.sample_id)] -= 1
+                    if not waiting[(r.metric, r.sample_id)]:
+                        ready.add((r.metric, r.sample_id))
             if ready:
+                self._write_rows()  # the parts' verdicts are stored before their samples are scored
                 yield ready
 
     def all_cached(self, requests: Sequence[JudgeRequest]) -> bool:
@@ -342,7 +348,7 @@ class JudgeService:
                 "est_cost_usd": round(cost, 6) if cost is not None else None,
                 # the same requests at the provider's batch price (--batch: ragmeter.llm.batch)
                 "est_batch_cost_usd": round(bcost, 6) if bcost is not None else None,
-                "per_metric": per}
+                "per_metric": joint.attribute(per)}  # a joint call: its metrics share it equally
 
     def preflight(self) -> None:
         """Check, before a run starts, that the judge answers: one request (a 1-token completion;

@@ -9,6 +9,7 @@ fenced data blocks, so no answer can rewrite the instructions.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import re
 import string
 from collections.abc import Callable, Sequence
@@ -200,6 +201,8 @@ class JudgedMetric:
             parses but does not fit the sample (e.g. wrong number of per-context verdicts).
         embed: ``(sample, params) -> texts`` to request from the embeddings service in ``prepare``.
         check_params: ``params -> None``, raising :class:`MetricError` on invalid parameters.
+        joint: the part of a joint request this metric's request may be (``faithfulness``,
+            ``context_recall``: :mod:`ragmeter.metrics.judge.joint`), or ``None``.
     """
 
     name: str
@@ -212,6 +215,7 @@ class JudgedMetric:
     validate: Callable[[Sample, dict[str, Any]], Callable[[Any], None] | None] | None = None
     embed: Callable[[Sample, dict[str, Any]], list[str]] | None = None
     check_params: Callable[[dict[str, Any]], Any] | None = None
+    joint: str | None = None
 
     def requests(self, samples: Sequence[Sample], params: dict[str, Any], ctx: Any = None) -> list[Any]:
         """One :class:`JudgeRequest` per sample, or the sample's :class:`Score` if it needs no call.
@@ -235,11 +239,16 @@ class JudgedMetric:
                 continue
             if s.metadata.get("history") and "conversation_id" in s.metadata:  # a turn of a conversation
                 blocks = [("CONVERSATION HISTORY", history_text(s.metadata["history"])), *blocks]
-            out.append(JudgeRequest(metric=self.name, sample_id=s.id, system=system,
-                                    user=fence_blocks(blocks), schema=self.schema,
-                                    template_version=tpl.version,
-                                    expected_output_tokens=self.output_tokens(s),
-                                    validate=self.validate(s, params) if self.validate else None))
+            req = JudgeRequest(metric=self.name, sample_id=s.id, system=system,
+                               user=fence_blocks(blocks), schema=self.schema,
+                               template_version=tpl.version,
+                               expected_output_tokens=self.output_tokens(s),
+                               validate=self.validate(s, params) if self.validate else None)
+            if self.joint is not None and tuned is None:  # may share a request with another metric
+                # loaded on demand by name: the joint module reads the metrics' reply schemas
+                joint = importlib.import_module("ragmeter.metrics.judge.joint")
+                req = joint.joinable(req, self.joint, tpl, self.subs(params), blocks)
+            out.append(req)
         return out
 
     def _tuned(self, base: PromptTemplate, ref: str, ctx: Any) -> PromptTemplate:

@@ -154,7 +154,7 @@ def _recall_score(_s: Sample, v: ReferenceAttribution, _p: dict[str, Any], _ctx:
 
 context_recall = JudgedMetric(
     "context_recall", "context_recall", ReferenceAttribution, _recall_blocks, _recall_score,
-    output_tokens=lambda s: estimate_items(s.reference or "", 60))
+    output_tokens=lambda s: estimate_items(s.reference or "", 60), joint="context_recall")
 register_judged(context_recall, requires=("reference", "context_texts"),
                 aliases=("ragas_context_recall",), description="""
 Share of the reference answer's statements that can be attributed to the retrieved contexts

@@ -117,7 +117,7 @@ def _hallucination_score(_s: Sample, v: ClaimVerdicts, _p: dict[str, Any], _ctx:
 
 
 faithfulness = JudgedMetric("faithfulness", "faithfulness", ClaimVerdicts, _answer_contexts,
-                            _faithfulness_score, output_tokens=_claims_out)
+                            _faithfulness_score, output_tokens=_claims_out, joint="faithfulness")
 register_judged(faithfulness, requires=("answer", "context_texts"), description="""
 Share of the answer's factual claims that the retrieved contexts support (ragas faithfulness;
 DeepEval's counts unsupported-but-uncontradicted claims as faithful, see ``deepeval:faithfulness``).
@@ -138,7 +138,7 @@ claims the contexts neither support nor contradict as faithful unless
 """)
 
 hallucination = JudgedMetric("hallucination", "faithfulness", ClaimVerdicts, _answer_contexts,
-                             _hallucination_score, output_tokens=_claims_out)
+                             _hallucination_score, output_tokens=_claims_out, joint="faithfulness")
 register_judged(hallucination, requires=("answer", "context_texts"), higher_is_better=False,
                 description="""
 Share of the answer's factual claims that contradict the contexts or are not found in them
