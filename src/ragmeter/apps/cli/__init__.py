@@ -113,10 +113,10 @@ def main(argv: list[str] | None = None) -> None:
 
     args = sys.argv[1:] if argv is None else list(argv)
     target, prog = app, "ragmeter"
-    if args[:1] in (["trec"], ["eval"]):
-        # the commands run in loops and CI steps (trec as a drop-in for trec_eval): build only the
-        # command itself (building every command's parameters costs 60-170 ms); help, errors and
-        # exit codes are the same
+    if args[:1] and args[0] in {c.name for c in app.registered_commands}:
+        # a top-level command (eval, trec, compare, report, serve ...): build only the command itself
+        # (building every command's parameters costs 60-170 ms, more on a loaded machine); help,
+        # errors and exit codes are the same
         target, prog, args = _single_command(args[0]), f"ragmeter {args[0]}", args[1:]
     try:
         # without standalone mode click returns typer.Exit's code instead of exiting with it,
