@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from ragmeter.core.errors import DatasetError
 from ragmeter.core.records import RESULT_MARKERS as _RESULT_MARKERS
 from ragmeter.core.records import SAMPLE_COLUMNS
-from ragmeter.core.schema import AgentTrace, Chunk, Sample
+from ragmeter.core.schema import Chunk, Sample
 from ragmeter.io._cells import _check_text, _is_missing, _plain
 from ragmeter.io.formats import (  # noqa: F401
     CellMode,
@@ -679,13 +679,9 @@ def _trace(v: Any, err: Any) -> Any:
     except (ValueError, TypeError, KeyError) as exc:
         raise err(f"invalid agent trace: {exc}") from exc
     if trace.spans:  # a trace written as spans: what its fields do not say, its spans do
-        from ragmeter.io.spans.tree import build_trace
+        from ragmeter.io.span_fields import with_span_fields
 
-        given = {k: getattr(trace, k) for k in trace.model_fields_set} | dict(trace.model_extra or {})
-        built = build_trace(trace.trace_id or "", trace.spans).model_dump(exclude_none=True)
-        if not trace.trace_id:
-            built.pop("trace_id", None)
-        trace = AgentTrace.model_validate({**built, **given})
+        trace = with_span_fields(trace)
     return trace
 
 
