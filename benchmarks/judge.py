@@ -23,6 +23,15 @@ process exactly as in a real run.
     ``wall_over_ideal`` is the wall time of ``evaluate`` over calls x latency / concurrency. The
     process loads ragmeter from bytecode as an installed copy does (see ``installed_env``).
 
+(f) The command a user types: ``ragmeter eval FILE --metrics faithfulness,context_recall,answer_relevancy
+    --judge openai:bench-model --judge-base-url URL --concurrency 16`` of the workload of (b), each a
+    fresh process of the installed console script (bytecode as an installed copy has it:
+    ``benchmarks/_fresh.py``), ``--reps`` times (default 5; medians, every figure and the load
+    average kept). ``wall_over_ideal`` is the run's own wall time (``timings.total_s`` the run
+    stores: from the store being opened to the run being finished) over calls x latency /
+    concurrency; ``process_wall_over_ideal`` the whole process's, launch to exit (imports included);
+    ``mean_slots_busy`` = calls x latency / run wall. ``--fresh-only`` runs (f) alone.
+
 (d) ``--sweep``: the workload of (b) at 4, 8, 16 and 32 requests in flight, each in a fresh
     process, as ``ragmeter eval`` runs it: wall time against the ideal (calls x latency /
     concurrency), and client CPU per call (``time.process_time``) three ways: the whole process
@@ -51,6 +60,7 @@ from pathlib import Path
 from typing import Any
 
 SERVER = Path(__file__).resolve().parent.parent / "tests" / "judge_server.py"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 def start_server(delay: float, capacity: int | None = None,
@@ -275,17 +285,95 @@ def sweep(delay: float, levels: tuple[int, ...] = (4, 8, 16, 32)) -> dict[str, A
     return out
 
 
+def fresh_cli(delay: float, reps: int, conc: int = 16) -> dict[str, Any]:
+    """(f): ``reps`` fresh ``ragmeter eval`` processes of the workload of (b) against one server."""
+    from _fresh import installed_env as fresh_env
+    from _fresh import load_avg, median, ragmeter_command, run_timed
+
+    from ragmeter.store import open_store
+
+    proc, url = start_server(delay)
+    runs: list[dict[str, Any]] = []
+    loads = [load_avg()]
+    try:
+        with tempfile.TemporaryDirectory() as d:
+            tmp = Path(d)
+            data = tmp / "judged.jsonl"
+            with data.open("w", encoding="utf-8") as fh:
+                for s in make_samples(50, "f"):
+                    fh.write(json.dumps({"id": s.id, "question": s.question, "answer": s.answer,
+                                         "references": s.references,
+                                         "contexts": [c.text for c in s.contexts]}) + "\n")
+            env = fresh_env(tmp / "pycache", OPENAI_API_KEY="unused-by-the-local-server")
+
+            def one(db: str) -> tuple[float, dict[str, Any]]:
+                before = server_stats(url)
+                wall, out = run_timed(["eval", str(data), "--metrics", ",".join(WORKLOAD), "--judge", "openai:bench-model",
+                                       "--judge-base-url", url + "/v1", "--concurrency", str(conc),
+                                       "--db", db, "--json"], env)
+                after = server_stats(url)
+                return wall, {"doc": json.loads(out), "requests": after["requests"] - before["requests"],
+                              "max_inflight": after["max_inflight"]}
+
+            one(f"sqlite:///{tmp / 'warm.db'}")  # warm-up, not measured: bytecode and file system cache
+            for i in range(reps):
+                db = f"sqlite:///{tmp / f'run{i}.db'}"
+                wall, r = one(db)
+                store = open_store(db)
+                run = store.get_run(r["doc"]["run_id"])
+                total_s = float(run.timings["total_s"])
+                store.close()
+                calls = r["doc"]["judge"]["calls"]
+                ideal = calls * delay / conc
+                runs.append({"process_wall_s": round(wall, 3), "run_wall_s": round(total_s, 3),
+                             "calls": calls, "server_requests": r["requests"], "ideal_s": round(ideal, 3),
+                             "wall_over_ideal": round(total_s / ideal, 3),
+                             "process_wall_over_ideal": round(wall / ideal, 3),
+                             "mean_slots_busy": round(calls * delay / total_s, 2),
+                             "n_values": {m: v["n"] for m, v in r["doc"]["metrics"].items()}})
+                loads.append(load_avg())
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    out: dict[str, Any] = {"command": " ".join([*ragmeter_command(), "eval", "FILE", "--metrics", ",".join(WORKLOAD),
+                                                "--judge", "openai:bench-model", "--judge-base-url", "URL",
+                                                "--concurrency", str(conc)]),
+                           "concurrency": conc, "delay_s": delay, "reps": reps, "runs": runs,
+                           "load_avg_1_5_15": loads,
+                           "bytecode": "compiled by an unmeasured warm-up run, as pip does at install"}
+    for k in ("process_wall_s", "run_wall_s", "ideal_s", "wall_over_ideal", "process_wall_over_ideal",
+              "mean_slots_busy"):
+        out[k] = median([r[k] for r in runs])
+    return out
+
+
+def report_fresh(f: dict[str, Any]) -> None:
+    print(f"(f) fresh `ragmeter eval` processes, {f['reps']} runs, {f['concurrency']} in flight (medians): "
+          f"run {f['run_wall_s']:.2f} s for {f['runs'][0]['calls']} calls, ideal {f['ideal_s']:.2f} s -> "
+          f"{f['wall_over_ideal']:.2f}x; process launch to exit {f['process_wall_s']:.2f} s -> "
+          f"{f['process_wall_over_ideal']:.2f}x; {f['mean_slots_busy']:.1f} of {f['concurrency']} slots busy "
+          f"on average; load average {f['load_avg_1_5_15'][-1]}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--delay", type=float, default=0.2)
     ap.add_argument("--calls", type=int, default=1000)
     ap.add_argument("--concurrency", type=int, default=32, help="0 with --child: the default")
     ap.add_argument("--sweep", action="store_true", help="(d) only: concurrency 4/8/16/32, and a server at capacity")
+    ap.add_argument("--reps", type=int, default=5, help="(f): fresh `ragmeter eval` processes (medians)")
+    ap.add_argument("--fresh-only", action="store_true", help="(f) only: fresh `ragmeter eval` processes")
     ap.add_argument("--child", metavar="URL", help=argparse.SUPPRESS)
     args = ap.parse_args()
     delay, conc, n = args.delay, args.concurrency, args.calls
     if args.child:
         print(json.dumps(child(args.child, conc, delay)))
+        return
+    if args.fresh_only:
+        f = fresh_cli(delay, args.reps)
+        report_fresh(f)
+        f["targets"] = {"fresh_within_1.3x_ideal": f["wall_over_ideal"] <= 1.3}
+        print(json.dumps({"fresh_process": True, "fresh_cli": f, "wall_over_ideal": f["wall_over_ideal"]}))
         return
     if args.sweep:
         print(f"(d) 50 samples x {' + '.join(WORKLOAD)}, server replies in {delay * 1000:.0f} ms")
@@ -388,13 +476,21 @@ def main() -> None:
           f"{fresh['first']['ideal_s']:.2f} s -> {out['wall_over_ideal']:.2f}x "
           f"(second run in the same process {fresh['second']['ratio_to_ideal']:.2f}x)")
 
+    out["fresh_cli"] = f = fresh_cli(delay, args.reps)
+    report_fresh(f)
+    out["fresh_process"] = True
+    out["wall_over_ideal_in_process_child"] = out["wall_over_ideal"]
+    out["wall_over_ideal"] = f["wall_over_ideal"]
+    out["process_wall_over_ideal"] = f["process_wall_over_ideal"]
+
     out["targets"] = {"a_within_1.3x_ideal": out["a"]["met_1_3x"],
                       "a_rerun_zero_calls": out["a"]["met_rerun_zero_calls"],
                       "b_within_1.3x_ideal": out["b"]["met_1_3x"],
                       "b_calls_per_sample_le_ragas": out["b"]["met_calls_le_ragas"],
                       "b_cpu_per_call_lt_5ms": out["b"]["met_cpu_lt_5ms"],
                       "c_keep_40_mark_10": out["c"]["met"],
-                      "fresh_default_within_1.3x_ideal": out["wall_over_ideal"] <= 1.3}
+                      "fresh_default_within_1.3x_ideal": out["fresh_default"]["first"]["ratio_to_ideal"] <= 1.3,
+                      "fresh_cli_within_1.3x_ideal": f["wall_over_ideal"] <= 1.3}
     print("\n" + "; ".join(f"{k}: {'met' if v else 'NOT met'}" for k, v in out["targets"].items()))
     print(json.dumps(out, default=str))
 
