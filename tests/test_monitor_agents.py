@@ -208,3 +208,25 @@ def test_dashboard_monitor_page_shows_the_agent_figures(served, db_url):
     table = page.split('id="monitor-agents"', 1)[1].split("</table>", 1)[0]
     cells = [c.split(">", 1)[1] for c in table.split("<td")[1:]]
     assert [c.split("<", 1)[0] for c in cells[:3]] == ["2", "3", "2"]  # traces, tool calls, tool errors
+
+
+def test_a_trace_no_convention_reads_as_an_agents_is_still_a_call_and_says_why(db_url):
+    """A tool span without a tool name: the call is stored (its root is never refused for it, which
+    would leave the children waiting for ever) with the reader's message, and no agent trace."""
+    from ragmeter.io.spans.otlp import decode_export
+    from ragmeter.monitor.spans import receive_spans
+
+    def span(sid, parent, name, attrs):
+        return {"traceId": "ab" * 16, "spanId": sid, "parentSpanId": parent, "name": name,
+                "startTimeUnixNano": str(time.time_ns() - 10**9), "endTimeUnixNano": str(time.time_ns()),
+                "attributes": [{"key": k, "value": {"stringValue": v}} for k, v in attrs.items()]}
+
+    export = {"resourceSpans": [{"scopeSpans": [{"spans": [
+        span("00000000000000a1", "", "agent", {"openinference.span.kind": "AGENT", "input.value": "hi",
+                                                "output.value": "done"}),
+        span("00000000000000a2", "00000000000000a1", "execute_tool ", {"openinference.span.kind": "TOOL"})]}]}]}
+    store = Store(db_url)
+    done = receive_spans(store, decode_export(export))
+    assert done["calls"] == 1 and done["agent_traces"] == 0
+    meta = read_calls(store, None, None, columns=("meta",))["meta"][0]
+    assert "tool name" in meta["agent_trace_error"] and "agent_trace" not in meta

@@ -51,22 +51,31 @@ def figures(trace: AgentTrace) -> dict[str, Any]:
             "cost_usd": float(cost) if isinstance(cost, int | float) else None}
 
 
-def traces_of(spans: Sequence[Any]) -> dict[str, AgentTrace]:
+def traces_of(spans: Sequence[Any]) -> dict[str, AgentTrace | str]:
     """``{trace id: AgentTrace}`` of the complete traces among ``spans`` (OTLP ``SpanRecord``) that
-    an agent wrote (:func:`is_agent_trace`), read by :func:`ragmeter.io.spans.agent_traces_from_spans`.
-
-    Raises:
-        DatasetError: a span no convention can read (naming the trace and the span id).
-    """
+    an agent wrote (:func:`is_agent_trace`), read by :func:`ragmeter.io.spans.agent_traces_from_spans`;
+    for a trace whose spans no convention can read as an agent's (a tool span without a tool
+    name ...), the reader's message naming the trace and the span instead. Its call is stored all
+    the same (a root refused for that would leave its stored children waiting for ever), with
+    that message in its metadata (``agent_trace_error``): kept, never dropped in silence."""
+    from ragmeter.core.errors import DatasetError
     from ragmeter.io.spans import agent_traces_from_spans
 
-    if not spans:
-        return {}
-    return {t.trace_id: t for t in agent_traces_from_spans(spans, where="OTLP request")
-            if t.trace_id and is_agent_trace(t)}
+    groups: dict[str, list[Any]] = {}
+    for sp in spans:
+        groups.setdefault(sp.trace_id, []).append(sp)
+    out: dict[str, AgentTrace | str] = {}
+    for tid, group in groups.items():
+        try:
+            got = agent_traces_from_spans(group)
+        except DatasetError as exc:
+            out[tid] = str(exc)[:500]
+            continue
+        out.update((t.trace_id, t) for t in got if t.trace_id and is_agent_trace(t))
+    return out
 
 
-def attach(call_rows: list[dict[str, Any]], traces: Mapping[str, AgentTrace], privacy: Any) -> list[dict[str, Any]]:
+def attach(call_rows: list[dict[str, Any]], traces: Mapping[str, AgentTrace | str], privacy: Any) -> list[dict[str, Any]]:
     """Add each agent trace's figures to its call's metadata (rows of
     :func:`ragmeter.monitor.calls.normalise_call`, ``call_id`` ``otel:TRACE``) and return the
     key-value rows that keep the traces (texts cleaned by ``privacy``)."""
@@ -78,6 +87,9 @@ def attach(call_rows: list[dict[str, Any]], traces: Mapping[str, AgentTrace], pr
         cid = row.get("call_id") or ""
         trace = traces.get(cid.removeprefix("otel:"))
         if trace is None:
+            continue
+        if isinstance(trace, str):  # not readable as an agent's trace: the call says why
+            row["meta"] = {**(row.get("meta") or {}), "agent_trace_error": trace}
             continue
         row["meta"] = {**(row.get("meta") or {}), FIGURES_KEY: figures(trace)}
         dump = _clean(trace.model_dump(mode="json", exclude_none=True), privacy)
