@@ -244,7 +244,9 @@ def metrics_cmd(
     # a few metrics off the common range are named in the title, so the table keeps its columns
     common = max(ranges, key=lambda r: sum(_range_text(s) == r for s in specs))
     odd = [s for s in specs if _range_text(s) != common]
-    one_range = len(odd) <= 8
+    # a quarter of the metrics may be listed below the table: a range column leaves no room for the
+    # needed fields at 80 columns once names reach 40 characters (ragas:agent_goal_accuracy_without_reference)
+    one_range = len(odd) <= max(8, len(specs) // 4)
     title = f"{len(specs)} metrics" + (f", every score in {common}" if one_range else "")
     if odd and one_range:
         title += f" but {len(odd)} (below)"
@@ -256,6 +258,8 @@ def metrics_cmd(
     t.add_column("name", no_wrap=True)
     t.add_column("family", no_wrap=True)
     t.add_column("better", no_wrap=True)
+    if not one_range:
+        t.add_column("range", no_wrap=True)
     t.add_column("needs", overflow="fold")
     for s in specs:
         uses = [x for x, f in (("+emb", s.needs_embeddings), ("+judge", s.needs_llm)) if f]
