@@ -20,7 +20,7 @@ from ragmeter.core.errors import ConfigError, DatasetError
 from ragmeter.core.files import read_text
 
 #: run options that name a file -> what the file is (for messages)
-FILE_OPTIONS = {"dag": "DAG file", "expected_schema": "JSON schema file"}
+FILE_OPTIONS = {"dag": "DAG file", "expected_schema": "JSON schema file", "quality_model": "quality model file"}
 
 
 def read_document(path: str | Path, what: str) -> Any:
@@ -87,4 +87,8 @@ def resolve_options(options: Mapping[str, Any]) -> dict[str, Any]:
         out["dag"] = read_dag(out["dag"])
     if isinstance(out.get("expected_schema"), str):
         out["expected_schema"] = read_json_schema(out["expected_schema"])
+    if isinstance(out.get("quality_model"), str) and out["quality_model"]:
+        from ragmeter.io.quality_model import read_quality_model
+
+        out["quality_model"] = read_quality_model(out["quality_model"])
     return out

@@ -233,8 +233,12 @@ def meta_evaluate(data: Any, metrics: Sequence[str], *, pairwise: bool = False,
                       progress=progress, skip_unavailable=skip_unavailable)
     per_sample = {k: dict(zip((s.id for s in result.samples), result.scores.column(k).value_list(), strict=True))
                   for k in result.scores}
+    cross_validated = _cross_validate_learned(labels, result.scores)
+    per_sample.update({k: values for k, (values, _) in cross_validated.items()})
     record = analyse(labels, per_sample, result.summary, n_bootstrap=n_bootstrap, level=level, seed=seed,
                      sort=sort)
+    for k, (_, how) in cross_validated.items():
+        record.metrics[k].cross_validation = how
     if result.extra.get("judge"):
         record.judge = result.extra["judge"]
     run = store.get_run(result.run_id)
@@ -242,6 +246,24 @@ def meta_evaluate(data: Any, metrics: Sequence[str], *, pairwise: bool = False,
     store.tag_run(result.run_id, add=[TAG])
     record.run_id, record.status, record.incomplete = result.run_id, result.status, list(result.incomplete)
     return record
+
+
+def _cross_validate_learned(labels: HumanLabels, scores: Mapping[str, Sequence[Any]]
+                            ) -> dict[str, tuple[dict[str, float | None], dict[str, Any]]]:
+    """The values a metric fitted to human labels (its scores carry their ``features`` and ``model``:
+    ``quality_offline``) has when fitted on these labels by grouped cross-validation, so its
+    agreement is never measured on an item its model saw (:mod:`ragmeter.analysis.quality_fit`)."""
+    from ragmeter.analysis.quality_fit import cross_validate_scores
+
+    out = {}
+    for key, column in scores.items():
+        first = next((s for s in column if s.value is not None), None)
+        details = first.details if first is not None else None
+        if isinstance(details, Mapping) and "features" in details and "model" in details:
+            cv = cross_validate_scores(labels, scores, key)
+            if cv is not None:
+                out[key] = cv
+    return out
 
 
 def stored_meta_eval(run: Any) -> MetaEvaluation | None:

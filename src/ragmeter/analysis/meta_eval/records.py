@@ -66,6 +66,8 @@ class MetricAgreement:
         human_ceiling: the same statistics between raters on this metric's items (``None`` with
             one rater), as stored.
         agreement: the sort statistic oriented so that higher is more agreeing (the ranking's key).
+        cross_validation: for a metric fitted to human labels (``quality_offline``), how its values
+            were cross-validated on these labels (folds, groups, penalties); ``None`` otherwise.
     """
 
     direction: str
@@ -75,6 +77,7 @@ class MetricAgreement:
     statistics: dict[str, Statistic]
     human_ceiling: dict[str, Any] | None = None
     agreement: float | None = None
+    cross_validation: dict[str, Any] | None = None
 
     def stat(self, name: str) -> Statistic | None:
         """The statistic ``name`` (``None`` when this metric does not have it)."""
@@ -85,12 +88,15 @@ class MetricAgreement:
         return cls(direction=d.get("direction") or "higher", family=d.get("family"), n=int(d.get("n") or 0),
                    n_missing=int(d.get("n_missing") or 0),
                    statistics={s: Statistic.from_dict(d[s]) for s in STATISTICS if isinstance(d.get(s), Mapping)},
-                   human_ceiling=d.get("human_ceiling"), agreement=d.get("agreement"))
+                   human_ceiling=d.get("human_ceiling"), agreement=d.get("agreement"),
+                   cross_validation=d.get("cross_validation"))
 
     def to_dict(self) -> dict[str, Any]:
         return {"direction": self.direction, "family": self.family, "n": self.n,
                 **{s: v.to_dict() for s, v in self.statistics.items()}, "n_missing": self.n_missing,
-                "human_ceiling": self.human_ceiling, "agreement": self.agreement}
+                "human_ceiling": self.human_ceiling, "agreement": self.agreement,
+                **({"cross_validated": True, "cross_validation": self.cross_validation}
+                   if self.cross_validation else {})}
 
 
 @dataclass

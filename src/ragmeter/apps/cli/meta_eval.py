@@ -122,7 +122,7 @@ def _print_record(rec: MetaEvaluation) -> None:
                      min_width=9 if col not in ("metric", "n") else None)
     for key in rec.ranking:
         m = rec.metrics[key]
-        row = [key + (" ↓" if m.direction == "lower" else ""), str(m.n),
+        row = [key + (" ↓" if m.direction == "lower" else "") + (" (cv)" if m.cross_validation else ""), str(m.n),
                *(_cell(m.stat(c)) for c in ("pearson", "spearman", "kendall"))]
         if pairwise:
             row += [_cell(m.stat("pairwise_accuracy")), _cell(m.stat("pairwise_accuracy_tie_calibrated"))]
@@ -151,6 +151,11 @@ def _print_record(rec: MetaEvaluation) -> None:
     else:
         console.print("one rater: no human ceiling (give two or more raters per item to have one)", highlight=False)
     for key in rec.ranking:
+        cv = rec.metrics[key].cross_validation
+        if cv:
+            console.print(f"{key} (cv): fitted to these labels, so each item is scored by a model fitted on the other "
+                          f"{cv.get('folds', 0) - 1} of {cv.get('folds')} folds (grouped by {cv.get('groups')}): "
+                          "its agreement on items it never saw", highlight=False, soft_wrap=True)
         pearson = rec.metrics[key].stat("pearson")
         if pearson is not None and pearson.undefined:
             console.print(f"{key}: undefined (pearson: {pearson.undefined})", highlight=False)
