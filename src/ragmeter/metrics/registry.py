@@ -508,10 +508,21 @@ def missing_fields(sample: Sample, requires: Iterable[str]) -> list[str]:
 def banded(key: str, family: str | None = None) -> bool:
     """Whether the score bands apply to metric ``key`` of a stored run: its spec's :attr:`~MetricSpec.banded`
     when this process knows the metric (``ndcg@10``, ``faithfulness(judge=...)`` by their name), else
-    the trait of the ``family`` its summary records (a metric of a plugin not loaded here)."""
-    names = _loaded_names()
-    for name in dict.fromkeys((key, key.split("(", 1)[0], key.split("(", 1)[0].split("@", 1)[0])):
-        if name in names:
+    the trait of the ``family`` its summary records (a metric of a plugin not loaded here).
+
+    A name already registered cannot be registered again, so the module of the recorded family is
+    imported first and the other families only when it does not hold the metric (a report or a
+    dashboard of lexical runs does not import every metric family)."""
+    candidates = tuple(dict.fromkeys((key, key.split("(", 1)[0], key.split("(", 1)[0].split("@", 1)[0])))
+    home = _FAMILY_HOME.get(family or "")
+    if not _loaded and home is not None and not any(n in _REGISTRY or n in _ALIASES for n in candidates):
+        import importlib
+
+        importlib.import_module(home)
+    if not any(n in _REGISTRY or n in _ALIASES for n in candidates):
+        _load_families()
+    for name in candidates:
+        if name in _REGISTRY or name in _ALIASES:
             return bool(_REGISTRY[_ALIASES.get(name, name)].banded)
     return bool(family_traits(family)["banded"])
 
@@ -566,6 +577,10 @@ _FAMILY_MODULES = (
     "ragmeter.metrics.openai_evals.basic",
 )
 _loaded = False
+#: the module that registers most of a family's metrics (:func:`banded` tries it first)
+_FAMILY_HOME = {"lexical": "ragmeter.metrics.lexical", "retrieval": "ragmeter.metrics.retrieval.ranking",
+                "judge": "ragmeter.metrics.judge", "agent": "ragmeter.metrics.agent",
+                "correctness": "ragmeter.metrics.correctness.correct"}
 
 
 def _load_families() -> None:

@@ -92,8 +92,10 @@ def serve_cmd(
 
     store = get_store(db)
     app = create_app(store, allowed_hosts=[host, *(allow_host or [])])
-    # build the newest runs' cached views in the background, so their first page is fast
-    threading.Thread(target=warm, args=(store,), daemon=True, name="ragmeter-warm").start()
+    # build the newest runs' cached views in the background, so their first page is fast; a first
+    # request in the first second (a browser opened with the command) is answered before that
+    threading.Thread(target=warm, args=(store,), kwargs={"wait_s": 1.0}, daemon=True,
+                     name="ragmeter-warm").start()
     console.print(f"ragmeter dashboard on http://{host}:{port}/ (Ctrl+C to stop)")
     try:
         uvicorn.run(app, host=host, port=port, log_level="warning")

@@ -50,6 +50,12 @@ _cache: OrderedDict[tuple[str, str, str], CachedRun] = OrderedDict()
 _search_cache: OrderedDict[tuple[str, str, str, str], np.ndarray] = OrderedDict()
 _cache_lock = threading.Lock()
 _compared: dict[tuple[str, ...], dict[str, Any]] = {}
+#: requests loading a run's view now, and whether one has been given its view: the warm-up
+#: (:func:`warm`) starts no build while a request waits, so a request never queues behind the
+#: build of a run it did not ask for
+_asking = 0
+_asking_cond = threading.Condition()
+_answered = threading.Event()
 
 
 @dataclass
@@ -110,6 +116,19 @@ def cached_run(store: Store, ref: str) -> CachedRun:
     Raises:
         StoreError: no such run.
     """
+    global _asking
+    with _asking_cond:
+        _asking += 1
+    try:
+        return _cached_run(store, ref)
+    finally:
+        with _asking_cond:
+            _asking -= 1
+            _asking_cond.notify_all()
+        _answered.set()
+
+
+def _cached_run(store: Store, ref: str) -> CachedRun:
     run = store.find_run(ref)
     version = f"{VIEW_FORMAT}|{store.run_version(run)}"
     key = (store.url, run.id, version)
@@ -245,17 +264,22 @@ def _build(store: Store, run: Run, version: str) -> dict[str, Any]:
 
 
 # ---- views --------------------------------------------------------------------------------------
-def warm(store: Store, n_runs: int = 3) -> list[str]:
+def warm(store: Store, n_runs: int = 3, wait_s: float = 0.0) -> list[str]:
     """Build (or load) the cached views of the ``n_runs`` newest runs; returns their ids. Errors
-    are skipped: warming is only ever a head start for the first request."""
-    done = []
+    are skipped: warming is only ever a head start for the first request. It begins after
+    ``wait_s`` seconds or once a request has had its view, whichever comes first, and starts no
+    build while a request is loading a view (that request is answered first)."""
+    done: list[str] = []
+    _answered.wait(wait_s)
     try:
         runs = store.list_runs(n_runs)
     except Exception:  # noqa: BLE001 - an unreadable store shows its error on the first request
         return done
     for run in runs:
+        with _asking_cond:
+            _asking_cond.wait_for(lambda: _asking == 0)
         try:
-            cached_run(store, run.id)
+            _cached_run(store, run.id)
             done.append(run.id)
         except Exception:  # noqa: BLE001 - see above
             continue
