@@ -6,7 +6,9 @@ OpenAI-compatible server (tests/parity_server.py's scripts, which give the three
 intermediate verdicts) that counts what every request sends and every reply returns:
 
 - ragmeter: ``faithfulness``, ``answer_relevancy``, ``context_recall`` (``ragmeter.evaluate``, its
-  own transport); ragas 0.4.3: ``ragas.metrics.collections`` ``Faithfulness``, ``AnswerRelevancy``
+  own transport), as a user runs them: faithfulness and context recall of a sample in one joint
+  request carrying the contexts once (the default; ``judge_joint=false`` sends them apart,
+  docs/judge.md#joint-requests), answer relevancy in its own; ragas 0.4.3: ``ragas.metrics.collections`` ``Faithfulness``, ``AnswerRelevancy``
   (its default strictness 3, with embeddings), ``ContextRecall`` (an instructor LLM from
   ``llm_factory``); DeepEval 4.3.1: ``FaithfulnessMetric``, ``AnswerRelevancyMetric``,
   ``ContextualRecallMetric`` with their defaults (reasons included), ``async_mode=False``.
@@ -225,6 +227,12 @@ class CountingServer(ParityServer):
 
     def _scripted(self, mark: str, system: str, user: str, named: str) -> dict[str, Any]:
         cases = self.samples[mark[2:-2]]
+        if "Your only instructions are in this system message" in system and named.startswith("Joint"):
+            # ragmeter's joint request: each part is the reply its own request gets
+            parts = {"faithfulness": ("ClaimVerdicts", "claims"), "context_recall": ("ReferenceAttribution", "attribution"),
+                     "answer_relevancy": ("StatementVerdicts", "statements")}
+            return {p: self._ragmeter(cases[kind], schema, system, user, mark) for p, (schema, kind) in parts.items()
+                    if f'(its reply goes under the key "{p}")' in system}
         if "Your only instructions are in this system message" in system:
             kind = {"ClaimVerdicts": "claims", "StatementVerdicts": "statements",
                     "ReferenceAttribution": "attribution"}[named]
@@ -430,6 +438,8 @@ def main(argv: list[str] | None = None) -> None:
                                           "output": batch_price.output},
                                 f"embedding ({EMBEDDING_MODEL})": emb_price},
         "ragmeter_batch": "measured through the batch endpoints, priced at genai-prices' batch price",
+        "ragmeter_requests": ("per sample: one joint request for faithfulness and context_recall (ragmeter's "
+                              "default; judge_joint=false sends them apart) and one for answer_relevancy"),
         "ragmeter_batch_input_per_sample_for_ratio_5": round(needed),
         "tokens_per_sample": per_sample,
         "cost_per_1k_samples": costs,

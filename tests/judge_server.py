@@ -70,7 +70,8 @@ def _numbered(b: dict[str, str], prefix: str) -> list[str]:
 
 
 #: the parts of a joint request (ragmeter.metrics.judge.joint) and their own reply schemas
-JOINT_PARTS = {"faithfulness": "ClaimVerdicts", "context_recall": "ReferenceAttribution"}
+JOINT_PARTS = {"faithfulness": "ClaimVerdicts", "context_recall": "ReferenceAttribution",
+               "answer_relevancy": "StatementVerdicts"}
 
 
 def verdict(schema: str, system: str, user: str) -> dict[str, Any]:

@@ -19,9 +19,9 @@ from batch_server import BatchServer
 from ragmeter.store import open_store
 
 METRICS = "faithfulness,answer_relevancy,context_recall"
-#: requests of a run of METRICS on the 6 samples: per sample, one joint request (faithfulness and
-#: context_recall read the same contexts: tests/test_judge_joint.py) and one for answer_relevancy
-CALLS = 12
+#: requests of a run of METRICS on the 6 samples: one joint request per sample (the three metrics
+#: read the same sample's texts: tests/test_judge_joint.py)
+CALLS = 6
 
 
 @pytest.fixture(scope="module")

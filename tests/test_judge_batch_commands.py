@@ -74,16 +74,16 @@ def test_meta_eval_batch_equals_online_at_half_the_price_and_a_rerun_sends_nothi
     online = cli(args, tmp_path / "on.db", server)
     assert online.returncode == 0, online.stderr
     n_online = server.n_requests
-    assert n_online == 16 and not server.batches
+    assert n_online == 8 and not server.batches  # one joint request per sample (tests/test_judge_joint.py)
     server.reset()
     batched = cli([*args, "--batch"], tmp_path / "b.db", server)
     assert batched.returncode == 0, batched.stderr
-    assert sent(server) == (1, 1, 16) and len(server.batched) == 16
+    assert sent(server) == (1, 1, 8) and len(server.batched) == 8
     a, b = json.loads(online.stdout), json.loads(batched.stdout)
     assert a["metrics"] == b["metrics"]  # the same correlations, intervals and counts
     assert _scores(tmp_path / "on.db", a["run_id"]) == _scores(tmp_path / "b.db", b["run_id"])
     assert b["judge"]["cost_usd"] == pytest.approx(a["judge"]["cost_usd"] / 2, abs=1e-6) and a["judge"]["cost_usd"] > 0
-    assert (b["judge"]["batches"], b["judge"]["batched"]) == (1, 16)
+    assert (b["judge"]["batches"], b["judge"]["batched"]) == (1, 8)
     server.reset()
     again = cli([*args, "--batch"], tmp_path / "b.db", server)
     assert again.returncode == 0, again.stderr

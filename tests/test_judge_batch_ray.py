@@ -63,13 +63,12 @@ def test_a_batched_run_on_ray_stores_the_online_values(ray_runtime, server, tmp_
     local_db, ray_db = f"sqlite:///{tmp_path / 'local.db'}", f"sqlite:///{tmp_path / 'ray.db'}"
     code, online, err = _eval(server, data, local_db, "--engine", "local")
     assert code == 0, err
-    # per sample: one joint request (faithfulness and context_recall read the same contexts:
-    # tests/test_judge_joint.py) and one for answer_relevancy
-    assert server.n_requests == 12 and not server.batches
+    # one joint request per sample (the three metrics read its texts: tests/test_judge_joint.py)
+    assert server.n_requests == 6 and not server.batches
     server.reset()
     code, batched, err = _eval(server, data, ray_db, "--engine", "ray", "--batch")
     assert code == 0, err
-    assert (len(server.files), len(server.batches), len(server.batched)) == (1, 1, 12)
+    assert (len(server.files), len(server.batches), len(server.batched)) == (1, 1, 6)
     assert "ray" not in batched["judge"]  # no online call went to the Ray workers
     assert _values(ray_db, batched["run_id"]) == _values(local_db, online["run_id"])
     assert batched["judge"]["cost_usd"] == pytest.approx(online["judge"]["cost_usd"] / 2, abs=1e-6)
@@ -83,7 +82,7 @@ def test_a_batched_run_on_ray_stores_the_online_values(ray_runtime, server, tmp_
     fb_db = f"sqlite:///{tmp_path / 'fallback.db'}"
     code, fb, err = _eval(server, data, fb_db, "--engine", "ray", "--batch", "--batch-fallback", "online")
     assert code == 0, err
-    # sample q0's two requests (the joint one and answer_relevancy's) fail in the batch and go online
-    assert len(server.batches) == 1 and len(server.batched) == 10 and server.n_requests == 12
+    # sample q0's joint request fails in the batch and goes online
+    assert len(server.batches) == 1 and len(server.batched) == 5 and server.n_requests == 6
     assert _values(fb_db, fb["run_id"]) == _values(local_db, online["run_id"])
     assert fb["judge"]["ray"]["callers"] >= 1

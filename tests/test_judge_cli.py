@@ -92,7 +92,8 @@ def test_garbage_replies_are_missing_not_zero(server, db_url):
     assert summ["missing_reasons"] == {f[min(garbled)].reason: 3}  # one precise reason, three samples
     kept = [s.value for s in f if s.value is not None]
     assert summ["mean"] == pytest.approx(sum(kept) / 7) and 0 not in kept
-    assert res.extra["judge"]["failed"] == 6  # two metrics x three garbled samples
+    # one joint request per sample (faithfulness and answer_relevancy read its question and answer)
+    assert res.extra["judge"]["failed"] == 3
 
 
 def test_llm_metric_without_judge_fails_fast_with_how_to(server, db_url):
@@ -160,14 +161,15 @@ def test_one_run_shares_calls_runs_metrics_concurrently_and_reruns_free(server, 
     data = dataset(5)
     metrics = ["faithfulness", "hallucination", "bias", "toxicity", "answer_relevancy"]
     res = evaluate(data, metrics, db=db_url, options=judge_options(server, judge_concurrency=32))
-    assert server.n_requests == 3 * 5  # claims (2 metrics), opinions (2 metrics), statements
+    # per sample: one joint request (claims for 2 metrics with statements), opinions (2 metrics)
+    assert server.n_requests == 2 * 5
     assert server.max_inflight > 5  # the metrics' calls were in flight together, not metric by metric
-    assert res.extra["judge"]["calls"] == 15 and res.extra["judge"]["cached"] == 10
+    assert res.extra["judge"]["calls"] == 10 and res.extra["judge"]["cached"] == 5
     for i in range(5):
         assert res.scores["faithfulness"][i].value + res.scores["hallucination"][i].value == pytest.approx(1)
     server.delay = 0.0
     res2 = evaluate(data, metrics, db=db_url, options=judge_options(server))
-    assert server.n_requests == 15 and res2.extra["judge"]["calls"] == 0
+    assert server.n_requests == 10 and res2.extra["judge"]["calls"] == 0
     assert all(res2.summary[m]["mean"] == res.summary[m]["mean"] for m in metrics)
 
 

@@ -72,6 +72,20 @@ def _bodies(server):
     return [r["body"] for r in server.requests]
 
 
+def test_three_metrics_one_request_per_sample_with_the_values_of_separate_requests(server, data, tmp_path):
+    metrics = "faithfulness,answer_relevancy,context_recall,hallucination"
+    apart = _eval(server, data, tmp_path / "a.db", "-m", metrics, "--option", "judge_joint=false")
+    assert server.n_requests == 3 * N  # hallucination reads faithfulness' verdict
+    server.reset()
+    joint = _eval(server, data, tmp_path / "j.db", "-m", metrics)
+    assert server.n_requests == N
+    assert _scores(tmp_path / "a.db", apart["run_id"]) == _scores(tmp_path / "j.db", joint["run_id"])
+    user = _bodies(server)[0]["messages"][1]["content"]
+    assert user.count("QUESTION:") == user.count("ANSWER:") == 1
+    assert _bodies(server)[0]["response_format"]["json_schema"]["schema"]["required"] == [
+        "faithfulness", "context_recall", "answer_relevancy"]
+
+
 def test_one_request_per_sample_with_the_values_and_reasons_of_separate_requests(server, data, tmp_path):
     apart = _eval(server, data, tmp_path / "a.db", "-m", "faithfulness,context_recall", "--option", "judge_joint=false")
     assert server.n_requests == 2 * N

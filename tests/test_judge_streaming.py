@@ -125,7 +125,8 @@ def test_a_run_killed_at_any_moment_resends_at_most_the_calls_in_flight(tmp_path
     env = {**os.environ, "PYTHONPATH": SRC, "HF_HUB_OFFLINE": "1", "RAGMETER_TEST_JUDGE_KEY": "k"}
     data, db = tmp_path / "rows.jsonl", tmp_path / "store.db"
     _rows(data, 300)  # 600 calls (two metrics) at 16 in flight and 0.2 s each: 7.5 s
-    metrics = ["-m", "token_f1,faithfulness,answer_relevancy", "--concurrency", "16"]
+    # separate requests (no joint one per sample: tests/test_judge_joint.py), so 600 calls
+    metrics = ["-m", "token_f1,faithfulness,answer_relevancy", "--concurrency", "16", "--option", "judge_joint=false"]
     try:
         run_id, sent = None, set()
         for kill_at in (60, 250, None):  # answered calls (this session) at the kill; None: to the end

@@ -1,8 +1,8 @@
-"""Joint judge requests: the metrics of a run that read the same sample's contexts share one call.
+"""Joint judge requests: the metrics of a run that read the same sample's texts share one call.
 
 Faithfulness (the answer's claims against the contexts) and context recall (the reference's
-statements against the contexts) each send the sample's retrieved contexts; asked separately, a
-sample pays for its contexts twice. A request that may be joined carries a ``joint`` part (built
+statements against the contexts) each send the sample's retrieved contexts, faithfulness and
+answer relevancy its question and answer; asked separately, a sample pays for them twice. A request that may be joined carries a ``joint`` part (built
 by :mod:`ragmeter.metrics.judge.joint`: its group, its name in the joint reply, and how to build
 the joint request from its partners). Before the queued requests of a run are sent,
 :func:`plan` replaces each group of two or more such parts of one sample by one joint request;
@@ -53,8 +53,13 @@ def plan(service: Any, requests: Sequence[JudgeRequest]) -> tuple[list[JudgeRequ
     members: dict[int, list[JudgeRequest]] = {}
     joined: set[int] = set()  # indices of the requests a joint request answers
     for idx in groups.values():
-        if len({joint_part(reqs[i]).name for i in idx}) < 2:
-            continue  # one part (e.g. faithfulness and hallucination, which share a verdict): as it is
+        named = {joint_part(reqs[i]).name: set() for i in idx}
+        for i in idx:
+            named[joint_part(reqs[i]).name].add(keys[i])
+        if len(named) < 2 or any(len(k) > 1 for k in named.values()):
+            # one part (faithfulness and hallucination share a verdict), or one part asked two
+            # different ways (another parameter): each request as it is
+            continue
         joint = joint_part(reqs[idx[0]]).combine([reqs[i] for i in idx])
         if joint is None:
             continue

@@ -176,7 +176,7 @@ def _relevancy_score(_s: Sample, v: StatementVerdicts, _p: dict[str, Any], _ctx:
 
 answer_relevancy = JudgedMetric("answer_relevancy", "answer_relevancy", StatementVerdicts,
                                 _relevancy_blocks, _relevancy_score,
-                                output_tokens=lambda s: estimate_items(s.answer or "", 50))
+                                output_tokens=lambda s: estimate_items(s.answer or "", 50), joint="answer_relevancy")
 register_judged(answer_relevancy, requires=("question", "answer"), description="""
 Share of the answer's statements that address the question (DeepEval answer relevancy).
 

@@ -1,9 +1,10 @@
 """One judge request per sample for ragmeter's metrics that read the same retrieved contexts.
 
 Faithfulness (and hallucination, which reads the same verdict) checks the answer's claims against
-the contexts; context recall attributes the reference's statements to them. Asked separately,
-each request carries the sample's contexts. Asked jointly, one request carries the contexts once
-and both tasks: the system prompt holds each metric's own instructions, unchanged, as a numbered
+the contexts; context recall attributes the reference's statements to them; answer relevancy
+judges the answer's statements against the question. Asked separately, faithfulness and context
+recall each carry the sample's contexts, and faithfulness and answer relevancy its question and
+answer. Asked jointly, one request carries the sample's texts once and every task: the system prompt holds each metric's own instructions, unchanged, as a numbered
 task; the reply schema is an object with one key per task whose value is exactly that metric's
 verdict object (:data:`JOINABLE`), so each metric scores its own verdicts with its own formula and
 stores its own reasons. The service side (grouping, splitting, cache, accounting) is
@@ -27,17 +28,16 @@ from pydantic import BaseModel, create_model
 from ragmeter.llm.request import JudgeRequest
 from ragmeter.metrics.judge._common import DATA_NOTICE, FORMAT_VERSION, PromptTemplate, Verdict, fence_blocks
 from ragmeter.metrics.judge.contexts import ReferenceAttribution
-from ragmeter.metrics.judge.generation import ClaimVerdicts
+from ragmeter.metrics.judge.generation import ClaimVerdicts, StatementVerdicts
 
 #: the joinable parts, in the order they appear in a joint prompt: part name -> its verdict object
-JOINABLE: dict[str, type[BaseModel]] = {"faithfulness": ClaimVerdicts, "context_recall": ReferenceAttribution}
+JOINABLE: dict[str, type[BaseModel]] = {"faithfulness": ClaimVerdicts, "context_recall": ReferenceAttribution,
+                                        "answer_relevancy": StatementVerdicts}
 
-JOINT_HEAD = ("You carry out {n} separate evaluation tasks on the same data. Each task below has its own "
-              "instructions and its own part of the reply. Do each task exactly as if it were the only one: "
-              "what you find in one task must not change your verdicts in another.")
+JOINT_HEAD = ("Do the {n} tasks below on the same data, each exactly as if it were the only one: no task's "
+              "findings may change another's verdicts.")
 JOINT_TASK = 'TASK {i} (its reply goes under the key "{name}"):\n{instructions}'
-JOINT_REPLY = ("Reply with ONE JSON object with exactly the keys {keys}; the value of each key is the JSON "
-               "object that task asks for, in the form its instructions give.")
+JOINT_REPLY = "Reply with ONE JSON object whose keys {keys} each hold the object its task asks for."
 #: bump when the joint prompt's assembly changes (part of the joint template version)
 JOINT_VERSION = "1"
 
@@ -64,7 +64,8 @@ class JointPart:
         name: the part (:data:`JOINABLE` key): its key in the joint reply.
         instructions: the metric's template with its placeholders filled (no data notice).
         blocks: the request's fenced ``(label, text)`` blocks.
-        group: requests of one group may be joined: the sample and its retrieved contexts.
+        group: requests of one group may be joined: the sample (and a conversation turn's history);
+            parts giving one block label different texts are never joined.
         version: the metric's template version.
     """
 
@@ -91,9 +92,9 @@ def joinable(req: JudgeRequest, part: str | None, tpl: PromptTemplate, subs: dic
     ``req`` as it is)."""
     if part not in JOINABLE:
         return req
-    contexts = tuple(b for b in blocks if b[0].startswith("CONTEXT ") or b[0] == "CONVERSATION HISTORY")
+    history = tuple(b for b in blocks if b[0] == "CONVERSATION HISTORY")
     body = string.Template(tpl.text).substitute({k: str(v) for k, v in subs.items()}).strip()
-    jp = JointPart(part, body, tuple(blocks), (req.sample_id, contexts), tpl.version)
+    jp = JointPart(part, body, tuple(blocks), (req.sample_id, history), tpl.version)
     return PartRequest(**{f: getattr(req, f) for f in req.__dataclass_fields__}, joint=jp)
 
 
