@@ -68,8 +68,10 @@ def render() -> str:
         aliases = ", ".join(f"`{a}`" for a in s.aliases)
         equals = f"{s.equals['tool']} {s.equals['version']} `{s.equals['metric']}`" if s.equals else ""
         direction = f"{'higher' if s.higher_is_better else 'lower'} is better"
-        if s.range_for is not None:
+        if s.range_for is not None and s.family == "openai_evals":
             direction += ", range set by its grader (docs/openai-evals.md)"
+        elif s.range_for is not None:  # BERTScore rescaled with a baseline: down to -b / (1 - b)
+            direction += f", range [{s.range[0]:g}, {s.range[1]:g}], or as its parameters set it"
         elif s.range != (0.0, 1.0):
             direction += f", range [{s.range[0]:g}, {s.range[1]:g}]"
         lines.append(f"| `{s.name}` | {_cell(aliases)} | {s.family} | {f'`{s.param}`' if s.param else ''} | "

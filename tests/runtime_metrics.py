@@ -100,6 +100,10 @@ def _grader(g: dict[str, Any], expected: tuple[float, float] | None, services: f
 CUSTOM_JUDGED = "t_custom_likert"
 
 RUNTIME: dict[str, Runtime] = {
+    # BERTScore rescaled with a baseline b: (x - b) / (1 - b), down to -b / (1 - b) (one b, or P,R,F)
+    "bertscore_f1[baseline 0.8]": Runtime("bertscore_f1", {"baseline": 0.8}, (-4.0, 1.0), E),
+    "bertscore_recall[baseline P,R,F]": Runtime("bertscore_recall", {"baseline": "0.5,0.6,0.75"}, (-3.0, 1.0), E),
+    "bertscore_precision[baseline 0.5]": Runtime("bertscore_precision", {"baseline": 0.5}, (-1.0, 1.0), E),
     **{f"string_check[{op}]": _grader(check(op), (0.0, 1.0)) for op in ("eq", "ne", "like", "ilike")},
     **{f"text_similarity[{m}]": _grader(similarity(m), (0.0, 1.0), W if m == "meteor" else frozenset())
        for m in ("fuzzy_match", "bleu", "gleu", "meteor", "rouge_1", "rouge_2", "rouge_3", "rouge_4",

@@ -291,6 +291,8 @@ def write_files(world: Path, samples: list[dict]) -> None:
     (world / "data.jsonl").write_text(_jsonl(samples))
     (world / "logs.jsonl").write_text(_jsonl(samples))
     (world / "my-labels.jsonl").write_text(_jsonl([{**s, "human": _grade(s["id"], 1, 5)} for s in samples]))
+    # docs/meta-eval.md: the model `ragmeter fit-quality my-labels.jsonl ... --out my-quality.json` writes
+    shutil.copy(ROOT / "src" / "ragmeter" / "data" / "quality_offline.json", world / "my-quality.json")
     (world / "answers-without-references.jsonl").write_text(
         _jsonl([{"id": s["id"], "question": s["question"], "answer": s["answer"]} for s in samples]))
     (world / "my_expert_set.jsonl").write_text(_jsonl([

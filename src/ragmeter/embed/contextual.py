@@ -211,7 +211,7 @@ class TokenEmbeddingService:
             todo = [t for t in bucket if (enc.ref.model_id, layer, t) not in self._vectors]
             if not todo:
                 continue
-            advance = self.progress(f"token embeddings ({enc.ref.name}, layer {layer})", len(todo))
+            advance = self.progress(f"token embeddings ({enc.ref.model_id.rsplit('/', 1)[-1]}, layer {layer})", len(todo))
             for t in todo:
                 self.tokens(t, model, num_layers)
                 advance(1)
