@@ -60,7 +60,7 @@ def show_section(store: Any, run: Any) -> dict[str, Any]:
              f"cost {cost}"]
     for metric, m in sorted(usage["per_metric"].items()):
         mc = f"${m['cost_usd']:.6f}" if price_known else "cost ?"
-        shared = f" ({m['joint_calls']} shared: joint requests, cost split equally)" if m.get("joint_calls") else ""
+        shared = f" ({m['joint_calls']} joint, cost shared equally)" if m.get("joint_calls") else ""
         lines.append(f"  {metric}: {m['calls']} calls{shared}, {m['cached']} cached, {m['failed']} failed; "
                      f"{m['input_tokens']:,} in{_prompt_cache(m)} / {m['output_tokens']:,} out tokens; {mc}")
     return {"judge tokens and cost": "\n".join(lines)}
