@@ -163,7 +163,7 @@ def test_normalise_rows_keeps_zero_rows_and_rejects_bad_shapes():
 
 @pytest.fixture(scope="module")
 def encoder():
-    return get_encoder()
+    return get_encoder(backend="st")  # sentence-transformers itself (the default may run on ONNX Runtime)
 
 
 @pytest.mark.slow
@@ -206,8 +206,33 @@ def test_encode_matches_sentence_transformers_and_is_unit_length(encoder):
 
 
 def test_encoders_are_loaded_once_per_process(encoder):
-    assert get_encoder() is encoder
-    assert get_encoder("all-MiniLM-L6-v2") is encoder
+    assert get_encoder(backend="st") is encoder
+    assert get_encoder("st:all-MiniLM-L6-v2") is encoder
+    assert get_encoder() is get_encoder("all-MiniLM-L6-v2")
+
+
+def test_the_default_backend_gives_sentence_transformers_values_within_1e_6(encoder):
+    """With no backend asked for, the model runs on ONNX Runtime only when its float32 export was
+    measured equal to sentence-transformers within 1e-6; it keeps the model's id (one cache)."""
+    from ragmeter.embed.onnx import EQUAL_WITHIN, OnnxEncoder, agreement
+
+    assert resolve_model(None).explicit is False and resolve_model(None, backend="st").explicit
+    assert resolve_model("st:all-MiniLM-L6-v2").explicit and resolve_model("onnx:default").explicit
+    default = get_encoder()
+    assert isinstance(default, OnnxEncoder) and not default.quantized
+    assert default.model_id == DEFAULT_MODEL and encoder.model_id == DEFAULT_MODEL
+    found = agreement(default)
+    assert found["max_abs_diff"] <= EQUAL_WITHIN and found["max_cos_diff"] <= EQUAL_WITHIN
+    texts = ["The capital of France is Paris", "Ünïcödé — 東京は日本の首都です", "x", "a " * 400,
+             "O ferry para São Paulo sai às 8h15, e a bilheteira abre às 7h.", "Paris"]
+    a, b = default.encode(texts), encoder.encode(texts)
+    assert np.abs(a - b).max() <= EQUAL_WITHIN
+    assert np.abs(a @ a.T - b @ b.T).max() <= 2 * EQUAL_WITHIN
+    # a run on another device than the CPU, or an export that differs, keeps sentence-transformers
+    from ragmeter.embed import encoders as enc_mod
+
+    assert enc_mod._same_values_on_onnx(resolve_model(None), "cuda") is None
+    assert enc_mod._same_values_on_onnx(resolve_model(None, backend="st"), None) is None
 
 
 def test_the_two_measured_facts_of_the_issue(encoder):

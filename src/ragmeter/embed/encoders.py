@@ -1,7 +1,9 @@
 """Encoders: turn texts into L2-normalised float32 rows. One small protocol, four backends.
 
 - ``st``: sentence-transformers, from a local folder or the local Hugging Face cache, always with
-  ``HF_HUB_OFFLINE=1`` and ``local_files_only`` (ragmeter never downloads a model).
+  ``HF_HUB_OFFLINE=1`` and ``local_files_only`` (ragmeter never downloads a model). When no backend
+  was asked for, the model runs on ONNX Runtime instead if its float32 export gives the same values
+  within 1e-6 (checked once per export; faster, and no torch to import once exported).
 - ``onnx`` / ``onnx-int8``: the same model exported once to ONNX and run with ONNX Runtime, with
   float32 or int8 weights (see :mod:`ragmeter.embed.onnx`).
 - ``openai``: any OpenAI-compatible ``/embeddings`` endpoint through the official SDK.
@@ -145,12 +147,12 @@ def load_encoder(ref: ModelRef, *, device: str | None = None,
             how to provide it).
     """
     key: tuple[Any, ...] = (ref.backend, ref.model_id, ref.location, device,
-                            api_key_env if ref.backend == "openai" else None)
+                            api_key_env if ref.backend == "openai" else None, ref.explicit)
     with _LOCK:
         enc = _ENCODERS.get(key)
         if enc is None:
             if ref.backend == "st":
-                enc = SentenceTransformerEncoder(ref, device=device)
+                enc = _same_values_on_onnx(ref, device) or SentenceTransformerEncoder(ref, device=device)
             elif ref.backend in ("onnx", "onnx-int8"):
                 from ragmeter.embed.onnx import OnnxEncoder
 
@@ -159,6 +161,28 @@ def load_encoder(ref: ModelRef, *, device: str | None = None,
                 enc = OpenAIEncoder(ref, api_key_env=api_key_env)
             _ENCODERS[key] = enc
     return enc
+
+
+def _same_values_on_onnx(ref: ModelRef, device: str | None) -> Encoder | None:
+    """The ONNX Runtime float32 encoder of ``ref`` when nobody asked for a backend, the run is on
+    the CPU, ONNX Runtime is installed and its export gives sentence-transformers' values within
+    1e-6 (:func:`ragmeter.embed.onnx.same_values`); ``None`` otherwise. It keeps ``ref``'s model
+    id: its vectors are the sentence-transformers ones, so the embedding cache is shared."""
+    if ref.explicit or device not in (None, "cpu"):
+        return None
+    import importlib.util
+
+    if not all(importlib.util.find_spec(m) for m in ("onnxruntime", "tokenizers")):
+        return None
+    from dataclasses import replace
+
+    from ragmeter.embed.onnx import OnnxEncoder, same_values
+
+    try:
+        enc = OnnxEncoder(replace(ref, backend="onnx"))
+        return enc if same_values(enc) else None
+    except Exception:  # noqa: BLE001 - no onnx package for the export, an unsupported pooling, a failed
+        return None    # export: sentence-transformers serves, as when ONNX Runtime is not installed
 
 
 def get_encoder(model: str | None = None, *, paths: Mapping[str, Any] | None = None,

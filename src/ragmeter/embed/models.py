@@ -60,6 +60,9 @@ class ModelRef:
         local: ``location`` is a folder on disk.
         name: what the user wrote.
         base_url: the endpoint (``openai`` only; ``None`` means the SDK's default / ``OPENAI_BASE_URL``).
+        explicit: the backend was asked for (a ``backend:`` prefix or the ``embedding_backend``
+            option). An ``st`` model whose backend was not asked for runs on ONNX Runtime when its
+            export gives the same values (see :func:`ragmeter.embed.encoders.load_encoder`).
     """
 
     model_id: str
@@ -68,6 +71,7 @@ class ModelRef:
     local: bool
     name: str
     base_url: str | None = None
+    explicit: bool = False
 
 
 def bundled_model_path() -> Path | None:
@@ -129,8 +133,9 @@ def resolve_model(name: str | None = None, *, paths: Mapping[str, Any] | None = 
     if not raw:
         raise ConfigError("embedding model name is empty")
     prefix, sep, rest = raw.partition(":")
+    explicit = bool(backend)
     if sep and prefix in BACKENDS and rest:
-        chosen, raw = prefix, rest.strip()
+        chosen, raw, explicit = prefix, rest.strip(), True
     else:
         chosen = backend or "st"
     if chosen not in BACKENDS:
@@ -145,17 +150,17 @@ def resolve_model(name: str | None = None, *, paths: Mapping[str, Any] | None = 
     if mapped is not None:
         folder = Path(mapped).expanduser().resolve()
         canonical = _canonical_repo(raw)
-        return ModelRef(f"{tag}{canonical}", chosen, str(folder), True, label)
+        return ModelRef(f"{tag}{canonical}", chosen, str(folder), True, label, explicit=explicit)
     if raw.lower() in _BUNDLED_NAMES:
         bundled = bundled_model_path()
         if bundled is not None:
-            return ModelRef(f"{tag}{DEFAULT_MODEL}", chosen, str(bundled), True, label)
-        return ModelRef(f"{tag}{DEFAULT_MODEL}", chosen, DEFAULT_MODEL, False, label)
+            return ModelRef(f"{tag}{DEFAULT_MODEL}", chosen, str(bundled), True, label, explicit=explicit)
+        return ModelRef(f"{tag}{DEFAULT_MODEL}", chosen, DEFAULT_MODEL, False, label, explicit=explicit)
     if _looks_like_path(raw):
         folder = Path(raw).expanduser().resolve()
-        return ModelRef(f"{tag}path:{folder}", chosen, str(folder), True, label)
+        return ModelRef(f"{tag}path:{folder}", chosen, str(folder), True, label, explicit=explicit)
     repo = _canonical_repo(raw)
-    return ModelRef(f"{tag}{repo}", chosen, repo, False, label)
+    return ModelRef(f"{tag}{repo}", chosen, repo, False, label, explicit=explicit)
 
 
 def _canonical_repo(name: str) -> str:

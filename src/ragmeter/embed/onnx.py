@@ -155,8 +155,9 @@ class OnnxEncoder:
             path = _quantize(path)
         opts = ort.SessionOptions()
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        if threads:
-            opts.intra_op_num_threads = int(threads)
+        # one thread per core this process may run on (ONNX Runtime's own default counts the
+        # machine's physical cores, which a container or a CPU affinity mask may not grant)
+        opts.intra_op_num_threads = int(threads) if threads else usable_cores()
         self.session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
         self._inputs = [i.name for i in self.session.get_inputs()]
         self._dim = int(self.session.get_outputs()[0].shape[-1]) if isinstance(
@@ -267,6 +268,71 @@ class OnnxEncoder:
 
     def __repr__(self) -> str:
         return f"OnnxEncoder({self.model_id!r}, path={str(self.path)!r})"
+
+
+def usable_cores() -> int:
+    """CPUs this process may run on (its affinity mask where the platform has one)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # macOS, Windows
+        return max(1, os.cpu_count() or 1)
+
+
+#: The float32 export replaces sentence-transformers by default only if no cosine similarity
+#: between two probe texts, and no component of an embedding, moves by more than this.
+EQUAL_WITHIN = 1e-6
+
+#: Texts the agreement check embeds both ways: short and long, padded and truncated, punctuation,
+#: digits, accents and other scripts.
+PROBE_TEXTS = (
+    "The capital of France is Paris.", "Paris", "x", "42", "Ünïcödé — 東京は日本の首都です",
+    "A Fähre fährt täglich um 9 Uhr; o ferry para São Paulo sai às 8h15.",
+    "Refunds: 100% up to 48 h before departure, 50% afterwards, none after check-in.",
+    "def refund(ticket): return ticket.price * 0.5", "word " * 300,
+    "Check-in closes 20 minutes before departure. Bicycles travel free on the lower deck, "
+    "but dogs must stay in the car or in the pet area on deck 5, as the crew will tell you.",
+    "Quais são os documentos necessários para embarcar com uma criança menor de idade?",
+)
+
+
+def agreement(enc: OnnxEncoder) -> dict[str, Any]:
+    """How far ``enc``'s float32 export is from sentence-transformers on :data:`PROBE_TEXTS`:
+    ``{"max_abs_diff": largest |component difference|, "max_cos_diff": largest |difference| of a
+    cosine similarity over every pair, "texts": n}``. Measured once per export (it loads the model
+    with sentence-transformers) and kept as ``agreement.json`` beside it."""
+    path = enc.fp32_path.with_name("agreement.json")
+    found = _read_json(path)
+    if {"max_abs_diff", "max_cos_diff"} <= found.keys() and found.get("texts") == len(PROBE_TEXTS):
+        return found
+    ref = enc.ref
+    st_model = load_sentence_transformer(ModelRef(ref.model_id, "st", str(_model_folder(ref)), True, ref.name))
+    texts = list(PROBE_TEXTS)
+    a = normalise_rows(st_model.encode(texts, normalize_embeddings=True, convert_to_numpy=True,
+                                       show_progress_bar=False))
+    saved = enc.session
+    if enc.quantized:
+        import onnxruntime as ort
+
+        enc.session = ort.InferenceSession(str(enc.fp32_path), providers=["CPUExecutionProvider"])
+    try:
+        b = enc.encode(texts, batch_size=4)
+    finally:
+        enc.session = saved
+    iu = np.triu_indices(len(texts), k=1)
+    out = {"max_abs_diff": float(np.abs(a - b).max()),
+           "max_cos_diff": float(np.abs((a @ a.T)[iu] - (b @ b.T)[iu]).max()), "texts": len(texts)}
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(out), encoding="utf-8")
+    os.replace(tmp, path)
+    return out
+
+
+def same_values(enc: OnnxEncoder) -> bool:
+    """Whether ``enc`` (float32) gives sentence-transformers' values within :data:`EQUAL_WITHIN`."""
+    if enc.quantized:
+        return False
+    found = agreement(enc)
+    return max(found["max_abs_diff"], found["max_cos_diff"]) <= EQUAL_WITHIN
 
 
 def _fuse(path: Path, config: dict[str, Any]) -> bool:
