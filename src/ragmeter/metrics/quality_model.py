@@ -78,7 +78,11 @@ def predict(model: Mapping[str, Any], x: np.ndarray) -> np.ndarray:
     """The model's quality of each row of ``x`` (columns in :data:`FEATURES` order), in [0, 1]."""
     cols = [FEATURES.index(f) for f in model["features"]]
     z = (x[:, cols] - np.asarray(model["mean"])) / np.asarray(model["scale"])
-    return np.clip(float(model["intercept"]) + z @ np.asarray(model["coef"], dtype=np.float64), 0.0, 1.0)
+    coef = np.asarray(model["coef"], dtype=np.float64)
+    # a correctly rounded sum per row: a matrix product's rounding depends on how many rows it has,
+    # and a sample's value must not depend on the batch it is scored in
+    q = np.array([float(model["intercept"]) + math.fsum(row * coef) for row in z], dtype=np.float64)
+    return np.clip(q, 0.0, 1.0)
 
 
 def prepare_features(samples: Sequence[Sample], ctx: Any, **_: Any) -> None:

@@ -16,7 +16,7 @@ def register(app: typer.Typer) -> None:
 
 
 def fit_quality_cmd(
-    labels: Annotated[str, typer.Argument(help="Human-labelled file (.jsonl/.json/.csv/.parquet, gzipped or not) "
+    data: Annotated[str, typer.Argument(metavar="LABELS", help="Human-labelled file (.jsonl/.json/.csv/.parquet, gzipped or not) "
                                                "with answer, reference(s) and a label per row, or 'example-human'.")],
     label: Annotated[str, typer.Option("--label", help="The label column, or several (one per rater, "
                                        "comma-separated: their mean is fitted).")],
@@ -60,27 +60,27 @@ def fit_quality_cmd(
     if not out.parent.is_dir():
         raise fail(f"--out: folder {out.parent} does not exist")
     try:
-        data = read_labels(labels, label=label, rater=rater, mapping=map_, fmt=fmt_)
-        if len(data.items) < MIN_ITEMS:
-            raise fail(f"{data.source}: {len(data.items)} labelled item(s) with label {label!r}; fitting a quality "
+        labelled = read_labels(data, label=label, rater=rater, mapping=map_, fmt=fmt_)
+        if len(labelled.items) < MIN_ITEMS:
+            raise fail(f"{labelled.source}: {len(labelled.items)} labelled item(s) with label {label!r}; fitting a quality "
                        f"model needs at least {MIN_ITEMS}")
-        missing = [i for i, s in enumerate(data.samples) if not s.answer or not s.references]
+        missing = [i for i, s in enumerate(labelled.samples) if not s.answer or not s.references]
         if missing:
             i = missing[0]
-            line = f", line {data.lines[i]}" if i < len(data.lines) else ""
-            what = "answer" if not data.samples[i].answer else "reference"
-            raise fail(f"{data.source}{line}, field {what!r}: missing or empty ({len(missing)} row(s) like it); "
+            line = f", line {labelled.lines[i]}" if i < len(labelled.lines) else ""
+            what = "answer" if not labelled.samples[i].answer else "reference"
+            raise fail(f"{labelled.source}{line}, field {what!r}: missing or empty ({len(missing)} row(s) like it); "
                        "every row needs an answer and a reference")
-        group_keys, how = groups_of(data.samples, groups, data.lines, data.source)
-        human = data.human
-        x = labelled_features(data.samples, opts)
-        model = fit_quality_model(x, human, group_keys, label=data.label, source=data.source, groups_how=how,
+        group_keys, how = groups_of(labelled.samples, groups, labelled.lines, labelled.source)
+        human = labelled.human
+        x = labelled_features(labelled.samples, opts)
+        model = fit_quality_model(x, human, group_keys, label=labelled.label, source=labelled.source, groups_how=how,
                                   label_range=rng)
         write_quality_model(model, out)
     except RagmeterError as exc:
         raise fail(str(exc), exc.exit_code) from None
     cv = model["cv"]
-    console.print(f"fitted quality_offline on {model['n']} items of {data.source} (label {data.label!r}, scaled "
+    console.print(f"fitted quality_offline on {model['n']} items of {labelled.source} (label {labelled.label!r}, scaled "
                   f"{model['label_range'][0]:g}-{model['label_range'][1]:g} to 0-1), ridge alpha {model['alpha']:g}",
                   highlight=False, soft_wrap=True)
     console.print(f"cross-validated ({cv['folds']} folds, {cv['n_groups']} groups by {cv['groups']}): Pearson "
