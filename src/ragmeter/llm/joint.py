@@ -80,6 +80,7 @@ def split(service: Any, joint: JudgeRequest, res: JudgeResult, parts: Sequence[J
     is also stored under each part's own key (see the module docstring).
     """
     out = []
+    stored: set[str] = set()  # faithfulness and hallucination: one part, one key, one row
     for r in parts:
         key = service.key(r)
         value = getattr(res.value, joint_part(r).name) if res.status == OK and res.value is not None else None
@@ -88,7 +89,8 @@ def split(service: Any, joint: JudgeRequest, res: JudgeResult, parts: Sequence[J
                        logprobs=None)
         if part.ok:
             service._remember(part)
-            if not res.cached and service.store is not None and not service.cfg.dry_run:
+            if not res.cached and service.store is not None and not service.cfg.dry_run and key not in stored:
+                stored.add(key)
                 row = service._cache_row(r, replace(part, raw=None))
                 row["response"]["joint"] = res.key
                 service._cache_rows.append(row)

@@ -88,9 +88,9 @@ class PartRequest(JudgeRequest):
 
 def joinable(req: JudgeRequest, part: str | None, tpl: PromptTemplate, subs: dict[str, Any],
              blocks: Sequence[tuple[str, str]]) -> JudgeRequest:
-    """``req`` marked as the joint part ``part`` (``None``, or a part not in :data:`JOINABLE`:
-    ``req`` as it is)."""
-    if part not in JOINABLE:
+    """``req`` marked as the joint part ``part`` (``None``, a part not in :data:`JOINABLE`, or a
+    request without a sample id: ``req`` as it is)."""
+    if part not in JOINABLE or req.sample_id is None:  # a request of no known sample is sent alone
         return req
     history = tuple(b for b in blocks if b[0] == "CONVERSATION HISTORY")
     body = string.Template(tpl.text).substitute({k: str(v) for k, v in subs.items()}).strip()
