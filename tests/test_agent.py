@@ -187,6 +187,19 @@ def test_seed_worked_examples_exactly():
     assert d["unexpected"] == ["fetch_legal_data"] and d["task_type"] == "public_us"
 
 
+def test_tool_correctness_is_deepevals_default_on_a_trace_and_a_verdict_on_a_tool_span():
+    rows = [_sample("apple", {"tool_calls": ["SEC", "Market", "Web", "Legal"]}, task_type="public_us"),
+            _sample("snippet-recall", {"tool_calls": ["SEC", "Market"]}, task_type="public_us"),
+            # a --per-span row of one tool span: 1 when its tool was expected, else 0
+            _sample("span-ok", {"tool_calls": ["SEC"]}, task_type="public_us", metadata={"span_kind": "tool"}),
+            _sample("span-bad", {"tool_calls": ["Legal"]}, task_type="public_us", metadata={"span_kind": "tool"})]
+    res = _run(rows, ["tool_correctness", "tool_completeness"])
+    got = {r["id"]: (r["tool_correctness"], r["tool_completeness"]) for r in res.rows()}
+    assert got["apple"] == (1.0, 1.0) and got["snippet-recall"] == (2 / 3, 2 / 3)
+    assert got["span-ok"][0] == 1.0 and got["span-bad"][0] == 0.0
+    assert "tool_correctness" not in get_spec("tool_completeness").aliases
+
+
 def test_openai_log_file_evaluates_without_conversion(tmp_path, db_url):
     """Must-show: an OpenAI tool-calling log file evaluates with no conversion step; the command of
     docs/agent.md (its own config) completes."""

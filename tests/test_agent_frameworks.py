@@ -92,11 +92,11 @@ def by_hand(tmp_path_factory) -> dict[str, float]:
     assert values == {"tool_choice_correctness": 1.0, "tool_completeness": 0.5, "trajectory_match": 0.3,
                       "trajectory_match@strict": 0.0, "trajectory_match@subset": 1.0,
                       "trajectory_match@superset": 0.0}
-    # the issue's own words: --metrics tool_correctness,trajectory_match (tool_correctness is
-    # tool_completeness's other name: the run keys it so), with the expectations alone
+    # the issue's own words: --metrics tool_correctness,trajectory_match (DeepEval's default tool
+    # correctness: on a whole trace, tool_completeness's value), with the expectations alone
     named = eval_values(EXAMPLE / "weather_trace.jsonl", tmp_path_factory.mktemp("hand2") / "r.db",
                         "--metrics", "tool_correctness,trajectory_match", config=agent_only(tmp_path_factory))
-    assert named == {"tool_completeness": 0.5, "trajectory_match": 0.3}
+    assert named == {"tool_correctness": 0.5, "trajectory_match": 0.3}
     return values
 
 
@@ -141,7 +141,7 @@ def test_real_agent_spans_score_as_the_trace_written_by_hand(case, llm, by_hand,
         assert tool_spans[0].latency_ms is not None and tool_spans[0].latency_ms >= 0
     assert eval_values(out, tmp_path / "r.db") == by_hand
     assert eval_values(out, tmp_path / "r2.db", "--metrics", "tool_correctness,trajectory_match",
-                       config=agent_only(tmp_path_factory)) == {"tool_completeness": 0.5, "trajectory_match": 0.3}
+                       config=agent_only(tmp_path_factory)) == {"tool_correctness": 0.5, "trajectory_match": 0.3}
 
 
 def test_spans_over_otlp_reach_ragmeter_serve(llm, tmp_path):

@@ -126,17 +126,37 @@ def tool_choice_correctness(samples: Sequence[Sample], ctx: Any) -> list[Score]:
 
 
 @metric("tool_completeness", family="agent", requires=("trace",), check=_check_config,
-        aliases=("tool_recall", "tool_correctness"))
+        aliases=("tool_recall",))
 def tool_completeness(samples: Sequence[Sample], ctx: Any) -> list[Score]:
     """Tool completeness (recall): the share of the expected tools the agent called,
     ``|expected ∩ selected| / |expected|`` (the agent-evaluation guide; see :func:`tool_recall`).
-    Also named ``tool_correctness``: DeepEval's ToolCorrectnessMetric by default, correctly used
-    tools / expected tools, over the distinct tool names (``deepeval:tool_correctness`` is
-    DeepEval's exactly, repeated calls and its options included).
 
     Expected tools are resolved as for ``tool_choice_correctness``.
     """
     return _tool_scores(samples, ctx, "recall")
+
+
+@metric("tool_correctness", family="agent", requires=("trace",), check=_check_config,
+        span_kinds=("tool", "trace", "agent"))
+def tool_correctness(samples: Sequence[Sample], ctx: Any) -> list[Score]:
+    """Tool correctness: correctly used tools / expected tools, ``|expected ∩ selected| / |expected|``
+    over the distinct tool names -- DeepEval's ToolCorrectnessMetric with its default options
+    (``deepeval:tool_correctness`` is DeepEval's exactly, repeated calls and every option included).
+    On a whole trace it equals ``tool_completeness``. Scored per span (``--per-span``), a tool
+    span's value is 1 when the tool it called was expected, else 0; the trace's and each agent's
+    rows are scored as a trace.
+
+    Expected tools are resolved as for ``tool_choice_correctness``.
+    """
+    tool_rows = [i for i, s in enumerate(samples) if s.metadata.get("span_kind") == "tool"]
+    if not tool_rows:
+        return _tool_scores(samples, ctx, "recall")
+    out: list[Score | None] = [None] * len(samples)
+    rest = [i for i in range(len(samples)) if i not in set(tool_rows)]
+    for idx, which in ((tool_rows, "precision"), (rest, "recall")):
+        for i, sc in zip(idx, _tool_scores([samples[i] for i in idx], ctx, which), strict=True):
+            out[i] = sc
+    return [sc for sc in out if sc is not None]
 
 
 def _reference(sample: Sample, cfg: AgentConfig) -> tuple[list[Step] | None, str, str | None]:
@@ -384,7 +404,7 @@ __all__ = [
     "describe", "execution_stats", "final_answer_quality", "final_answer_score", "intent_correctness",
     "intent_score", "jaccard", "load_preset", "lookup", "match_trajectory", "order_pairs", "order_score",
     "parse_trace", "plan_quality", "plan_score", "preset_names", "reference_calls", "tool_choice_correctness",
-    "tool_completeness", "tool_precision", "tool_recall", "trajectory_match", "trajectory_score",
+    "tool_completeness", "tool_correctness", "tool_precision", "tool_recall", "trajectory_match", "trajectory_score",
 ]
 
 from ragmeter.metrics.agent import deepeval_agent  # noqa: E402, F401 - registers DeepEval's deterministic agent metrics
