@@ -55,9 +55,12 @@ def pair_score(cand: tuple[np.ndarray, np.ndarray], ref: tuple[np.ndarray, np.nd
                weight: Any) -> tuple[float, float, float]:
     """BERTScore of one pair of tokenised texts (``(ids, unit rows)`` each).
 
-    ``P = sum_i w(x_i) max_j x_i . y_j / sum_i w(x_i)``, ``R`` the same from the reference side,
-    ``F = 2PR / (P + R)``; ``w`` is the idf weight (1 without idf) and 0 for [CLS] and [SEP], which
-    still take part in the matching, as in bert-score. A side with only special tokens scores 0.
+    ``P = sum_i w(x_i) max(0, max_j x_i . y_j) / sum_i w(x_i)``, ``R`` the same from the reference
+    side, ``F = 2PR / (P + R)``; ``w`` is the idf weight (1 without idf) and 0 for [CLS] and [SEP],
+    which still take part in the matching, as in bert-score. A token's best cosine counts at least 0:
+    bert-score takes the maximum over a padded batch, where padding positions have cosine 0 (a
+    one-word answer such as "x" otherwise differs from it by 1e-3). A side with only special tokens
+    scores 0.
     """
     c_ids, c = cand
     r_ids, r = ref
@@ -66,8 +69,8 @@ def pair_score(cand: tuple[np.ndarray, np.ndarray], ref: tuple[np.ndarray, np.nd
     wr = np.array([weight(int(t)) for t in r_ids], dtype=np.float64)
     if wc.sum() <= 0 or wr.sum() <= 0:
         return 0.0, 0.0, 0.0
-    p = float((sim.max(axis=1) * wc).sum() / wc.sum())
-    r_ = float((sim.max(axis=0) * wr).sum() / wr.sum())
+    p = float((np.maximum(sim.max(axis=1), 0.0) * wc).sum() / wc.sum())
+    r_ = float((np.maximum(sim.max(axis=0), 0.0) * wr).sum() / wr.sum())
     f = 2 * p * r_ / (p + r_) if p + r_ != 0 else 0.0
     return p, r_, (0.0 if math.isnan(f) else f)
 
