@@ -62,6 +62,19 @@ def _check(fast, covered, reference, texts: list[str]) -> None:
     assert _decode(tok.ids, tok.lens, tok.words) == [reference(t) for t in sub]
 
 
+@settings(max_examples=400, deadline=None)
+@given(st.text(max_size=60) | st.text(alphabet=ALPHABET + "İKﬀẞÅ’“”—–°€ção", max_size=60))
+def test_rouge_texts_made_ascii_keep_rouge_scores_words(text: str) -> None:
+    """Non-ASCII texts take the byte path as their ASCII form: the same rouge-score words, for any
+    Unicode text (characters whose lower case is ASCII, such as KELVIN SIGN, included)."""
+    from ragmeter.metrics.lexical.rouge_metrics import _ascii_rouge_text
+
+    made = _ascii_rouge_text(text)
+    assert made.isascii()
+    assert rouge_tokenize.tokenize(made, None) == rouge_tokenize.tokenize(text, None)
+    _check(B.rouge_words, B.covered_rouge, lambda t: rouge_tokenize.tokenize(t, None), [made])
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.lists(TEXT, min_size=1, max_size=12))
 def test_rouge_words_equal_rouge_score(texts: list[str]) -> None:

@@ -235,24 +235,37 @@ def column_ids(texts: Sequence[str], fast_fn: Callable[[Sequence[str]], Tokens],
         fast_starts = np.zeros(len(fast_lens), dtype=np.int64)
         np.cumsum(fast_lens[:-1], out=fast_starts[1:])
     slow_idx = np.flatnonzero(~ok)
-    slow_ids: list[list[int]] = []
-    for words in slow_fn([texts[i] for i in slow_idx.tolist()]) if len(slow_idx) else []:
-        slow_ids.append([word_id(w) for w in words] if word_id else [vocab.setdefault(w, len(vocab)) for w in words])
-    lens[slow_idx] = [len(x) for x in slow_ids]
+    slow_words = slow_fn([texts[i] for i in slow_idx.tolist()]) if len(slow_idx) else []
+    slow_lens = np.fromiter(map(len, slow_words), dtype=np.int64, count=len(slow_words))
+    lens[slow_idx] = slow_lens
     # every text's ids in text order: fast texts from their block, slow ones from theirs
     src_start = np.zeros(n, dtype=np.int64)
     if len(fast_idx):
         src_start[fast_idx] = fast_starts
         parts_ids.append(fast_ids)
     offset = sum(len(p) for p in parts_ids)
-    slow_flat = np.fromiter((t for x in slow_ids for t in x), dtype=np.int64)
+    # the slow texts' words interned all at once (Arrow's hash dictionary): one id look-up per
+    # distinct word, not one per token
+    slow_flat = _intern_words([w for words in slow_words for w in words], word_ids)
     slow_starts = np.zeros(len(slow_idx), dtype=np.int64)
     if len(slow_idx):
-        np.cumsum([len(x) for x in slow_ids[:-1]], out=slow_starts[1:])
+        np.cumsum(slow_lens[:-1], out=slow_starts[1:])
     src_start[slow_idx] = slow_starts + offset
     parts_ids.append(slow_flat)
     pool = np.concatenate(parts_ids) if parts_ids else np.zeros(0, dtype=np.int64)
     return _dense(pool[gather_index(src_start, lens)], lens)
+
+
+def _intern_words(words: list[str], word_ids: Callable[[list[str]], np.ndarray]) -> np.ndarray:
+    """``word_ids(words)`` computed on the distinct words only."""
+    if not words:
+        return np.zeros(0, dtype=np.int64)
+    import pyarrow as pa
+
+    enc = pa.array(words, type=pa.large_string()).dictionary_encode()
+    idx = enc.indices
+    pos = np.frombuffer(idx.buffers()[1], dtype=np.int32, count=len(idx), offset=idx.offset * 4)
+    return word_ids(enc.dictionary.to_pylist())[pos]
 
 
 def _column_buffer(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray] | None:

@@ -131,6 +131,15 @@ class RougeTokenizer:
         return [self._word_list_ids(w) for w in words_many(texts)]
 
 
+def _ascii_rouge_text(text: str) -> str:
+    """``text`` with the same rouge-score words, in plain ASCII (so the byte path takes it).
+
+    rouge-score lower-cases a text, then every character outside ``[a-z0-9]`` separates words.
+    After ``lower()`` (which may turn a non-ASCII character into ASCII letters: KELVIN SIGN into
+    ``k``), every non-ASCII character is such a separator, as the ``?`` that replaces it is."""
+    return text if text.isascii() else text.lower().encode("ascii", "replace").decode("ascii")
+
+
 def words_many(texts: Sequence[str]) -> list[list[str]]:
     """rouge-score's words (before stemming) of many texts; lower-casing and the character filter
     run once over the texts joined by newlines (kept by the filter, so each text comes out as on its
@@ -210,7 +219,8 @@ def _overlap_counts_en(tok: RougeTokenizer, uniq: list[str], predictions: Sequen
     out = np.zeros((n, 5), dtype=np.float64)
     if n == 0:
         return out
-    ids, lens = B.column_ids(uniq, B.rouge_words, B.covered_rouge, words_many, tok._id)
+    ids, lens = B.column_ids(list(map(_ascii_rouge_text, uniq)), B.rouge_words, B.covered_rouge, words_many,
+                             tok._id)
     index = {t: i for i, t in enumerate(uniq)}
     pt = np.fromiter(map(index.__getitem__, predictions), dtype=np.int64, count=n)
     tt = np.fromiter(map(index.__getitem__, targets), dtype=np.int64, count=n)
