@@ -49,6 +49,8 @@ def has_conversations(samples: Sequence[Sample]) -> bool:
 
 def describe(samples: Sequence[Sample]) -> str:
     """``"N samples"``, or for a conversation run ``"C conversations, T assistant turns"``."""
+    if getattr(samples, "plain_rows", False):  # a streamed run's samples (run/stream.py): not read back
+        return f"{len(samples)} samples"
     kinds = [_kind(s) for s in samples]
     n_conv = kinds.count("conversation")
     if not n_conv:

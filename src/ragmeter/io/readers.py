@@ -381,42 +381,58 @@ def _short(s: str, n: int = 60) -> str:
     return s if len(s) <= n else s[:n - 3] + "..."
 
 
+class _RowReader:
+    """Rows to samples, one at a time, recording the rows skipped, the columns seen and read, each id's
+    first line: for :func:`_build` (a whole dataset) and :func:`ragmeter.io.chunks.sample_chunks`."""
+
+    def __init__(self, source: str, mapping: Mapping[str, str], on_error: OnError, mode: CellMode = "json") -> None:
+        self.source, self.mapping, self.on_error, self.mode = source, mapping, on_error, mode
+        self.skipped: list[DatasetError] = []
+        self.seen: dict[str, int] = {}  # id -> its line
+        self.columns: dict[str, None] = {}
+        self.used: set[str] = set()
+        self.n = 0
+
+    def samples(self, rows: Iterable[tuple[int, Any]]) -> Iterator[tuple[Sample, int]]:
+        """``(sample, line)`` of every good row (a bad one raises, or is recorded under ``skipped``)."""
+        file, mapping, mode, used, seen, columns = self.source, self.mapping, self.mode, self.used, self.seen, self.columns
+        for lineno, row in rows:
+            self.n += 1
+            try:
+                if type(row) is dict:  # a JSON object (the common row): skip the ABC checks
+                    if len(row) != len(columns) or not columns.keys() >= row.keys():
+                        columns.update(dict.fromkeys(map(str, row)))
+                elif isinstance(row, DatasetError):
+                    raise row
+                elif isinstance(row, Mapping):
+                    columns.update(dict.fromkeys(map(str, row)))
+                sample = sample_from_dict(row, mapping=mapping, default_id=f"row-{self.n}", file=file,
+                                          line=lineno, cells=mode, _used=used)
+                if sample.id in seen:
+                    raise DatasetError(f"duplicate id {sample.id!r} (first seen on line {seen[sample.id]})",
+                                       file=file, line=lineno, field="id")
+                seen[sample.id] = lineno
+                yield sample, lineno
+            except DatasetError as exc:
+                if self.on_error == "raise":
+                    raise
+                self.skipped.append(exc)
+
+    def dataset(self, samples: list[Sample], lines: list[int], any_samples: bool) -> Dataset:
+        """The :class:`Dataset` of ``samples`` (a warning names the columns no field reads)."""
+        unused = [c for c in self.columns if c not in self.used and c not in _KNOWN_METADATA and not _is_index(c)]
+        if unused and any_samples:
+            _LOG.warning("%s: column(s) not read by any field, kept in metadata: %s (use --map field=column "
+                         "to read one)", self.source, ", ".join(unused))
+        return Dataset(samples, source=self.source, skipped=self.skipped, columns=list(self.columns),
+                       unused_columns=unused, lines=lines)
+
+
 def _build(rows: Iterable[tuple[int, Any]], source: str, mapping: Mapping[str, str],
            on_error: OnError, mode: CellMode = "json") -> Dataset:
-    samples: list[Sample] = []
-    lines: list[int] = []
-    skipped: list[DatasetError] = []
-    seen: dict[str, int] = {}
-    columns: dict[str, None] = {}
-    used: set[str] = set()
-    file = source
-    for n, (lineno, row) in enumerate(rows, start=1):
-        try:
-            if type(row) is dict:  # a JSON object (the common row): skip the ABC checks
-                if len(row) != len(columns) or not columns.keys() >= row.keys():
-                    columns.update(dict.fromkeys(map(str, row)))
-            elif isinstance(row, DatasetError):
-                raise row
-            elif isinstance(row, Mapping):
-                columns.update(dict.fromkeys(map(str, row)))
-            sample = sample_from_dict(row, mapping=mapping, default_id=f"row-{n}", file=file,
-                                      line=lineno, cells=mode, _used=used)
-            if sample.id in seen:
-                raise DatasetError(f"duplicate id {sample.id!r} (first seen on line {seen[sample.id]})",
-                                   file=file, line=lineno, field="id")
-            seen[sample.id] = lineno
-            samples.append(sample)
-            lines.append(lineno)
-        except DatasetError as exc:
-            if on_error == "raise":
-                raise
-            skipped.append(exc)
-    unused = [c for c in columns if c not in used and c not in _KNOWN_METADATA and not _is_index(c)]
-    if unused and samples:
-        _LOG.warning("%s: column(s) not read by any field, kept in metadata: %s (use --map field=column "
-                     "to read one)", source, ", ".join(unused))
-    return Dataset(samples, source=source, skipped=skipped, columns=list(columns), unused_columns=unused,
-                   lines=lines)
+    reader = _RowReader(source, mapping, on_error, mode)
+    pairs = list(reader.samples(rows))
+    return reader.dataset([s for s, _ in pairs], [n for _, n in pairs], bool(pairs))
 
 
 #: fields whose plain-text value needs no parsing (see the fast path in :func:`sample_from_dict`)

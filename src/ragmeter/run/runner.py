@@ -31,7 +31,7 @@ from ragmeter.io.deepeval_files import FILE_OPTIONS, resolve_options
 from ragmeter.io.readers import REQUIREMENT_TARGET, Dataset, load
 from ragmeter.llm.span_prices import price_samples
 from ragmeter.metrics.registry import MetricRequest, declared_range, missing_fields, resolve_all
-from ragmeter.run import spans
+from ragmeter.run import spans, stream
 from ragmeter.run.engines import open_engine
 from ragmeter.run.engines.base import Engine
 from ragmeter.run.engines.lifecycle import heartbeat as _heartbeat
@@ -280,6 +280,10 @@ def run(data: Any, config: EvalConfig) -> EvaluationResult:
     store = config.db if isinstance(config.db, Store) else open_store(config.db)
     t0 = time.perf_counter()
     engine = open_engine(config.engine, config.ray_address, store.url)
+    if (requests := stream.streamable(data, config, settings)) is not None:  # a large file, chunk by chunk
+        streamed = _streamed(data, config, settings, requests, store)
+        if streamed is not None:
+            return streamed
     begun = _resume(data, config, settings, store, engine) if config.resume else _create(
         data, config, settings, store, engine)
     scored = _score(begun, store, engine, config.progress)
@@ -360,6 +364,9 @@ def _resume(data: Any, c: EvalConfig, s: _Settings, store: Store, engine: Engine
         price_samples(dataset.samples)  # agent traces' LLM spans that recorded no cost (llm/span_prices.py)
     if data is not None and (c.per_span or run.config.get("per_span")):
         dataset = spans.expand_dataset(dataset)
+    if data is None and len(stored) < run.n_samples:
+        raise StoreError(f"cannot resume run {run_id} without its dataset: it stopped after storing {len(stored)} "
+                         f"of its {run.n_samples} samples; give the dataset again ({run.dataset_source})")
     if dataset.fingerprint != run.dataset_fingerprint:
         raise StoreError(f"cannot resume run {run_id}: the dataset differs from the one it "
                          f"started with ({run.dataset_source})")
@@ -379,6 +386,8 @@ def _resume(data: Any, c: EvalConfig, s: _Settings, store: Store, engine: Engine
         raise RunLeaseError(f"run {run_id} is still running (its writer {run.owner} beat "
                             f"{run.heartbeat_at:%H:%M:%S} UTC); resume it after that process ends")
     done = store.scored_pairs(run_id)
+    if len(stored) < len(dataset.samples):  # a streamed run stopped before it stored every sample (run/stream.py)
+        store.add_samples(run_id, dataset.samples[len(stored):], len(stored))
     # work started ahead starts before the lease's heartbeat thread
     started = engine.start(make_plans(dataset.samples, requests, done, unavailable), len(dataset.samples), opts)
     return _Begun(run_id, dataset, requests, opts, started, done, resumed=True)
@@ -492,6 +501,58 @@ def _finish(begun: _Begun, scored: _Scored, s: _Settings, c: EvalConfig, store: 
                      extra={**run_extra, **extra})
     return EvaluationResult(run_id=run_id, samples=samples, scores=scores, summary=summary,
                             extra=extra, store_url=store.url, status=status, incomplete=problems)
+
+
+def _streamed(data: str | Path, c: EvalConfig, s: _Settings, requests: list[MetricRequest], store: Store
+              ) -> EvaluationResult | None:
+    """Evaluate a large file of plain rows a chunk at a time (:mod:`ragmeter.run.stream`); ``None``
+    when it turns out to have no samples (the in-memory run then records that)."""
+    from ragmeter.store.columns import DATASET_NAMESPACE
+
+    t0 = time.perf_counter()
+    path = Path(data)
+    scan = stream.Scan(path, c, s, requests)
+    if scan.n == 0 or scan.first is None:
+        return None
+    dataset = scan.reader.dataset([], [], True)  # the columns and skipped rows, for errors and the record
+    lacking = [r for r in requests if not scan.has_fields[r.key]]
+    if lacking:  # no row gives any of a metric's fields: the error the in-memory run gives
+        first, line = scan.first
+        _check_fields(Dataset([first], dataset.source, dataset.skipped, dataset.columns, dataset.unused_columns,
+                              [line]), lacking)
+    opts = s.options
+    run_id = store.create_run(
+        dataset_source=dataset.source, fingerprint=scan.fingerprint, samples=(), n_samples=scan.n,
+        metrics=[{"name": r.spec.name, "params": _jsonable(r.params), "key": r.key} for r in requests],
+        config={"options": _jsonable(_public_options(opts)), "source": s.file.get("source"),
+                "extra": _jsonable(s.file.get("extra", {})), "provenance": provenance()},
+        version=__version__, name=c.name or s.file.get("name"))
+    if scan.n > 20_000:  # what a large run's report shows of its data (as Store.create_run keeps it)
+        store.kv_put(DATASET_NAMESPACE, run_id, scan.fields.result())
+    columns = {r.key: stream.ValueColumn(scan.n) for r in requests}
+    extra: dict[str, Any] = {}
+    with _rich_progress(c.progress) as prog:
+        try:
+            with _heartbeat(store, run_id):
+                timings = stream.score_chunks(path, scan, requests, columns, store, run_id, lambda: ScoringContext(
+                    opts, store=store, run_id=run_id, progress=prog), extra)
+        except BaseException as exc:
+            if store.owns_lease(run_id):
+                store.update_run(run_id, status=getattr(exc, "run_status", "failed"), heartbeat_at=None)
+            raise
+    samples = stream.StoredSamples(store, run_id, scan.n)
+    scores = stream.WholeColumns(samples, {k: col.column() for k, col in columns.items()})
+    summary = summarise(scores.for_aggregate(), requests, None, opts)
+    if dataset.skipped:
+        extra["skipped_rows"] = dataset.skipped_summary()
+    timings.total_s = round(time.perf_counter() - t0, 4)
+    problems = incomplete_reasons(scan.n, summary, c.max_missing)
+    status = "incomplete" if problems else "completed"
+    if problems:
+        extra["incomplete"] = problems
+    store.finish_run(run_id, status=status, summary=summary, timings=timings.to_dict(), extra=dict(extra))
+    return EvaluationResult(run_id=run_id, samples=samples, scores=scores, summary=summary, extra=extra,
+                            store_url=store.url, status=status, incomplete=problems)
 
 
 def incomplete_reasons(n_samples: int, summary: RunSummary, max_missing: float | None = None) -> list[str]:

@@ -142,14 +142,41 @@ def dataset_fields(samples: Any) -> dict[str, Any]:
     :data:`ragmeter.core.schema.FIELD_PRESENT`, except ``context_texts``) and their mean numbers of
     contexts and relevant chunks: what the report's dataset section shows, computed once when the
     run is created (a large run's report then needs no pass over its samples)."""
-    from ragmeter.core.schema import FIELD_PRESENT
+    counts = FieldCounts()
+    counts.add(samples)
+    return counts.result()
 
-    fields = {f: sum(1 for s in samples if present(s)) for f, present in FIELD_PRESENT.items()
-              if f != "context_texts"}
-    n_ctx = [len(s.contexts) for s in samples if s.contexts is not None]
-    n_rel = [len(s.relevant) for s in samples if s.relevant is not None]
-    return {"fields": fields, "mean_contexts": float(np.mean(n_ctx)) if n_ctx else None,
-            "mean_relevant": float(np.mean(n_rel)) if n_rel else None}
+
+class FieldCounts:
+    """:func:`dataset_fields` counted chunk by chunk (:meth:`add`), for a run whose samples are read
+    a chunk at a time (:mod:`ragmeter.run.stream`); :meth:`result` is the same record."""
+
+    def __init__(self) -> None:
+        from ragmeter.core.schema import FIELD_PRESENT
+
+        self._present = {f: p for f, p in FIELD_PRESENT.items() if f != "context_texts"}
+        self.fields = dict.fromkeys(self._present, 0)
+        self._contexts = [0, 0]  # total, samples with contexts
+        self._relevant = [0, 0]
+
+    def add(self, samples: Any) -> None:
+        for f, present in self._present.items():
+            self.fields[f] += sum(1 for s in samples if present(s))
+        for s in samples:
+            if s.contexts is not None:
+                self._contexts[0] += len(s.contexts)
+                self._contexts[1] += 1
+            if s.relevant is not None:
+                self._relevant[0] += len(s.relevant)
+                self._relevant[1] += 1
+
+    def result(self) -> dict[str, Any]:
+        # the mean of integer counts: their exact sum over their number (numpy's mean of them)
+        def mean(total_n: list[int]) -> float | None:
+            return float(np.float64(total_n[0]) / total_n[1]) if total_n[1] else None
+
+        return {"fields": dict(self.fields), "mean_contexts": mean(self._contexts),
+                "mean_relevant": mean(self._relevant)}
 
 
 _SEP = "\x1f"

@@ -266,7 +266,21 @@ class Store(RunViewsMixin):
     # ---- runs -------------------------------------------------------------------------------
     def create_run(self, *, dataset_source: str, fingerprint: str, samples: Sequence[Sample],
                    metrics: list[dict[str, Any]], config: dict[str, Any], version: str,
-                   name: str | None = None, tags: Sequence[str] = ()) -> str:
+                   name: str | None = None, tags: Sequence[str] = (), n_samples: int | None = None) -> str:
+        """Store a new run (status ``running``, this process holding its lease) with its ``samples``.
+
+        ``n_samples``: a run whose samples are stored later, chunk by chunk (:meth:`add_samples`,
+        :mod:`ragmeter.run.stream`): its sample count, with ``samples`` empty."""
+        if n_samples is not None:
+            if samples:
+                raise ValueError("give samples or n_samples, not both")
+            run_id = uuid.uuid4().hex[:12]
+            with self.session() as s, s.begin():
+                s.add(Run(id=run_id, name=name, status="running", ragmeter_version=version,
+                          dataset_source=dataset_source, dataset_fingerprint=fingerprint,
+                          n_samples=n_samples, metrics=metrics, config=config, tags=list(tags),
+                          owner=lease_owner(), heartbeat_at=utcnow()))
+            return run_id
         run_id = uuid.uuid4().hex[:12]
         with self.session() as s, s.begin():
             s.add(Run(id=run_id, name=name, status="running", ragmeter_version=version,
@@ -274,26 +288,45 @@ class Store(RunViewsMixin):
                       n_samples=len(samples), metrics=metrics, config=config, tags=list(tags),
                       owner=lease_owner(), heartbeat_at=utcnow()))
             s.flush()
-            if samples and self.dialect == "sqlite":
-                # pydantic writes each sample's JSON itself (in Rust), compressed as the column
-                # stores it (store/codec.py): the column reads back the same
-                from ragmeter.store.codec import encode_json
-
-                s.connection().exec_driver_sql(
-                    "INSERT INTO run_samples (run_id, sample_id, position, data) VALUES (?, ?, ?, ?)",
-                    [(run_id, x.id, i, encode_json(x.model_dump_json(exclude_defaults=True)))
-                     for i, x in enumerate(samples)])
-            elif samples:
-                s.execute(RunSample.__table__.insert(), [
-                    {"run_id": run_id, "sample_id": x.id, "position": i,
-                     "data": x.model_dump(mode="json", exclude_defaults=True)}
-                    for i, x in enumerate(samples)])
+            self._insert_samples(s.connection(), run_id, samples, 0)
         self._positions[run_id] = {x.id: i for i, x in enumerate(samples)}
         if len(samples) > 20_000:  # what a large run's report shows of its data, known now
             from ragmeter.store.columns import DATASET_NAMESPACE, dataset_fields
 
             self.kv_put(DATASET_NAMESPACE, run_id, dataset_fields(samples))
         return run_id
+
+    def _insert_samples(self, conn: Any, run_id: str, samples: Sequence[Sample], start: int) -> None:
+        """Insert ``samples`` at positions ``start``, ``start + 1`` ... of the run."""
+        if samples and self.dialect == "sqlite":
+            # pydantic writes each sample's JSON itself (in Rust), compressed as the column
+            # stores it (store/codec.py): the column reads back the same
+            from ragmeter.store.codec import encode_json
+
+            conn.exec_driver_sql(
+                "INSERT INTO run_samples (run_id, sample_id, position, data) VALUES (?, ?, ?, ?)",
+                [(run_id, x.id, i, encode_json(x.model_dump_json(exclude_defaults=True)))
+                 for i, x in enumerate(samples, start)])
+        elif samples:
+            conn.execute(RunSample.__table__.insert(), [
+                {"run_id": run_id, "sample_id": x.id, "position": i,
+                 "data": x.model_dump(mode="json", exclude_defaults=True)}
+                for i, x in enumerate(samples, start)])
+
+    def add_samples(self, run_id: str, samples: Sequence[Sample], start: int) -> None:
+        """Store a chunk of a run's samples at positions ``start`` onwards (a run created with
+        ``n_samples``, or one whose samples a resume completes), in one transaction. The run's
+        id-to-position map is not kept in memory: :meth:`add_scores_at` writes by position."""
+        with self.engine.begin() as conn:
+            self._insert_samples(conn, run_id, samples, start)
+        self._positions.pop(run_id, None)
+
+    def stored_sample_count(self, run_id: str) -> int:
+        """How many of the run's samples are stored (fewer than ``n_samples``: a streamed run that
+        stopped before it stored them all)."""
+        with self.session() as s:
+            return int(s.execute(select(func.count()).select_from(RunSample)
+                                 .where(RunSample.run_id == run_id)).scalar_one())
 
     def resolve_run(self, ref: str) -> str:
         """A full id, ``latest``, a run name, or a unique id prefix -> the run id (in that order:
@@ -509,8 +542,16 @@ class Store(RunViewsMixin):
     def _add_column(self, run_id: str, metric: str, sample_ids: Sequence[str], col: ScoreColumn) -> None:
         """:meth:`add_scores` of a column: on SQLite, a column without reasons and details (a lexical
         metric's usual batch) binds two parameters per row, position and value."""
+        self.add_scores_at(run_id, metric, self._positions_of(run_id, sample_ids), col)
+
+    def add_scores_at(self, run_id: str, metric: str, positions: Sequence[int], col: ScoreColumn) -> None:
+        """:meth:`add_scores` of a column by the samples' positions in the run (their order in the
+        dataset) instead of their ids."""
+        if len(positions) != len(col):
+            raise ValueError("positions and scores differ in length")
+        if not len(col):
+            return
         mid = self._metric_id(metric)
-        positions = self._positions_of(run_id, sample_ids)
         values = col.value_list()
         if self.dialect == "sqlite" and col.reasons is None and col.details is None and run_id.isalnum():
             with self.engine.begin() as conn:
