@@ -163,3 +163,31 @@ def test_meta_eval_reports_the_cross_validated_figure(tmp_path):
     assert q["cross_validated"] is True and q["cross_validation"]["folds"] == 5
     assert q["pearson"]["value"] > out["metrics"]["token_f1"]["pearson"]["value"]
     assert "cross_validated" not in out["metrics"]["token_f1"]
+
+
+def test_meta_eval_uses_cross_validated_values_of_a_learned_metric(tmp_path):
+    from ragmeter.analysis.meta_eval.evaluation import _cross_validate_learned, analyse, stored_item_values
+    from ragmeter.analysis.meta_eval.reader import read_labels
+    from ragmeter.core.schema import Score
+
+    labels = read_labels(_write(tmp_path / "labels.jsonl", _rows(30)), label="human")
+    rng = np.random.default_rng(5)
+    feats = rng.normal(size=(30, len(FEATURES)))
+    feats[:, 0] += labels.human / 50  # the first feature carries the label
+    fitted = [Score(0.5, None, {"model": "m", "features": dict(zip(FEATURES, row.tolist(), strict=True))})
+              for row in feats]
+    plain = [Score(float(v), None, None) for v in feats[:, 1]]
+    cv = _cross_validate_learned(labels, {"quality_offline": fitted, "token_f1": plain})
+    assert list(cv) == ["quality_offline"]  # only a metric whose scores carry their features and model
+    values, how = cv["quality_offline"]
+    # the 30 answers have 4 distinct references: 4 groups, one fold each
+    assert set(values) == {s.id for s in labels.samples} and how["cross_validated"] and how["folds"] == how["n_groups"] == 4
+    assert len(set(values.values())) > 1  # not the fitted model's constant 0.5
+    rec = analyse(labels, {"quality_offline": values}, {}, n_bootstrap=0)
+    rec.metrics["quality_offline"].cross_validation = how
+    again = type(rec).from_record(rec.to_record())
+    assert again.metrics["quality_offline"].to_dict()["cross_validated"] is True
+    assert np.allclose(stored_item_values(None, again, "quality_offline"), [values[i] for i in labels.items])
+    pair = read_labels(_write(tmp_path / "pairs.jsonl", [{"id": "p1", "question": "q", "answer_a": "a", "answer_b": "b",
+                                                          "reference": "r", "preference": 1}]), pairwise=True)
+    assert _cross_validate_learned(pair, {"quality_offline": fitted[:2]}) == {}

@@ -201,5 +201,6 @@ def cross_validate_scores(labels: Any, scores: Mapping[str, Sequence[Any]], key:
     info = {"cross_validated": True, "folds": min(folds, len(set(groups))), "groups": GROUPS_BY_REFERENCES,
             "n_groups": len(set(groups)), "alphas": alphas,
             "method": "grouped K-fold: each item predicted by a ridge model fitted on the other folds "
-                      "(no item of its group), penalty chosen by an inner grouped cross-validation"}
+                      "(no item of its group), penalty chosen by an inner grouped cross-validation",
+            "values": values}
     return values, info

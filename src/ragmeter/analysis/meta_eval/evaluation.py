@@ -291,8 +291,12 @@ def load_meta_eval(store: Any, ref: str) -> MetaEvaluation:
 
 def stored_item_values(store: Any, record: MetaEvaluation, metric: str) -> np.ndarray:
     """A stored meta-evaluation's per-item values of one metric (NaN where none), from its run."""
-    table = store.score_table(record.run_id).get(metric, {})
-    values = {sid: s.value for sid, s in table.items()}
+    cv = record.metrics[metric].cross_validation if metric in record.metrics else None
+    if cv and isinstance(cv.get("values"), Mapping):  # the cross-validated values the agreement is of
+        values = dict(cv["values"])
+    else:
+        table = store.score_table(record.run_id).get(metric, {})
+        values = {sid: s.value for sid, s in table.items()}
     ids = record.items["ids"]
     labels = HumanLabels(record.kind, record.dataset, record.label, list(ids), [], np.zeros((len(ids), 0)), [])
     return item_values(labels, values)
