@@ -125,6 +125,31 @@ def test_column_ids_mix_both_paths_in_one_id_space(texts: list[str]) -> None:
     assert lens13.tolist() == [len(T13A(t).split()) for t in prepared]
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.lists(TEXT | st.text(alphabet="ab the\x00\n\u00a0é—’.,", max_size=20), max_size=10))
+def test_the_joined_python_path_gives_the_squad_scripts_and_sacrebleus_words(texts: list[str]) -> None:
+    """The kernels' Python path hands its words over as one string (a newline between texts, a NUL
+    token marking each end; a text holding a NUL takes the per-text split): the words are the
+    SQuAD script's and sacrebleu's, text by text, a text without words included."""
+    from ragmeter.metrics.lexical.string_kernels import normalized_joined
+    from ragmeter.metrics.lexical.translation import joined_13a
+
+    def decode(ids, lens):
+        return [ids[k - n:k].tolist() for k, n in zip(np.cumsum(lens).tolist(), lens.tolist(), strict=True)]
+
+    squad = [squad_normalize(t.replace("\n", " ")).split() for t in texts]
+    ids, lens = B.column_ids(texts, B.squad_words, lambda ts: np.zeros(len(ts), dtype=bool), normalized_joined)
+    want, _ = B.column_ids(texts, B.squad_words, lambda ts: np.zeros(len(ts), dtype=bool),
+                           lambda ts: [squad_normalize(t.replace("\n", " ")).split() for t in ts])
+    assert lens.tolist() == [len(w) for w in squad] and decode(ids, lens) == decode(want, lens)
+    prepared = [_prepare_13a(t.rstrip()) for t in texts]
+    ids13, lens13 = B.column_ids(prepared, B.tokens_13a, lambda ts: np.zeros(len(ts), dtype=bool), joined_13a)
+    want13, _ = B.column_ids(prepared, B.tokens_13a, lambda ts: np.zeros(len(ts), dtype=bool),
+                             lambda ts: [T13A(t).split() for t in ts])
+    assert lens13.tolist() == [len(T13A(t).split()) for t in prepared]
+    assert decode(ids13, lens13) == decode(want13, lens13)
+
+
 def test_a_lexical_run_loads_neither_pandas_nor_scipy(tmp_path) -> None:
     """Arrow's to_numpy imports pandas (0.15 s), the statistics once needed scipy.special: a run of the
     lexical metrics needs neither."""

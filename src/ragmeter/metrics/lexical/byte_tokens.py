@@ -177,11 +177,12 @@ def _13a_buf(buf: np.ndarray, text_starts: np.ndarray) -> Tokens:
 
 def column_ids(texts: Sequence[str], fast_fn: Callable[[Sequence[str]], Tokens],
                covered: Callable[[Sequence[str]], np.ndarray],
-               slow_fn: Callable[[Sequence[str]], list[list[str]]],
+               slow_fn: Callable[[Sequence[str]], list[list[str]] | str],
                word_id: Callable[[str], int] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Token ids of every text and tokens per text: the byte rules (``fast_fn``) for the texts they
-    cover (``covered``), ``slow_fn`` (texts -> their tokens, the Python tokeniser of a column) for
-    the others; ids are dense (0..V-1) and shared by both paths.
+    cover (``covered``), ``slow_fn`` (texts -> their tokens, the Python tokeniser of a column; or
+    the texts' tokens as one string, whitespace between tokens, a newline between texts) for the
+    others; ids are dense (0..V-1) and shared by both paths.
 
     ``word_id`` maps a word to a final id (rouge-score's stems), ``-1`` dropping it; by default a
     word is its own id."""
@@ -235,8 +236,12 @@ def column_ids(texts: Sequence[str], fast_fn: Callable[[Sequence[str]], Tokens],
         fast_starts = np.zeros(len(fast_lens), dtype=np.int64)
         np.cumsum(fast_lens[:-1], out=fast_starts[1:])
     slow_idx = np.flatnonzero(~ok)
-    slow_words = slow_fn([texts[i] for i in slow_idx.tolist()]) if len(slow_idx) else []
-    slow_lens = np.fromiter(map(len, slow_words), dtype=np.int64, count=len(slow_words))
+    slow_out = slow_fn([texts[i] for i in slow_idx.tolist()]) if len(slow_idx) else []
+    if isinstance(slow_out, str):
+        slow_flat, slow_lens = _joined_ids(slow_out, len(slow_idx), word_ids)
+    else:
+        slow_flat = _intern_words([w for words in slow_out for w in words], word_ids)
+        slow_lens = np.fromiter(map(len, slow_out), dtype=np.int64, count=len(slow_out))
     lens[slow_idx] = slow_lens
     # every text's ids in text order: fast texts from their block, slow ones from theirs
     src_start = np.zeros(n, dtype=np.int64)
@@ -244,9 +249,6 @@ def column_ids(texts: Sequence[str], fast_fn: Callable[[Sequence[str]], Tokens],
         src_start[fast_idx] = fast_starts
         parts_ids.append(fast_ids)
     offset = sum(len(p) for p in parts_ids)
-    # the slow texts' words interned all at once (Arrow's hash dictionary): one id look-up per
-    # distinct word, not one per token
-    slow_flat = _intern_words([w for words in slow_words for w in words], word_ids)
     slow_starts = np.zeros(len(slow_idx), dtype=np.int64)
     if len(slow_idx):
         np.cumsum(slow_lens[:-1], out=slow_starts[1:])
@@ -254,6 +256,32 @@ def column_ids(texts: Sequence[str], fast_fn: Callable[[Sequence[str]], Tokens],
     parts_ids.append(slow_flat)
     pool = np.concatenate(parts_ids) if parts_ids else np.zeros(0, dtype=np.int64)
     return _dense(pool[gather_index(src_start, lens)], lens)
+
+
+def _joined_ids(joined: str, n: int, word_ids: Callable[[list[str]], np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """``word_ids`` of the whitespace-separated words of ``n`` texts joined by newlines (one after the
+    other) and words per text: one ``split()`` of the whole text, a NUL token marking where a text
+    ends, interned by Arrow's hash dictionary (one id look-up per distinct word)."""
+    if "\x00" in joined:
+        parts = [p.split() for p in joined.split("\n")]
+        return (_intern_words([w for p in parts for w in p], word_ids),
+                np.fromiter(map(len, parts), dtype=np.int64, count=len(parts)))
+    import pyarrow as pa
+
+    enc = pa.array(joined.replace("\n", " \x00 ").split(), type=pa.large_string()).dictionary_encode()
+    idx = enc.indices
+    pos = np.frombuffer(idx.buffers()[1], dtype=np.int32, count=len(idx), offset=idx.offset * 4)
+    words = enc.dictionary.to_pylist()
+    mapped = np.full(len(words), -1, dtype=np.int64)
+    sep = words.index("\x00") if "\x00" in words else -1
+    others = [i for i in range(len(words)) if i != sep]
+    if others:
+        mapped[others] = word_ids([words[i] for i in others])
+    is_sep = pos == sep
+    bounds = np.concatenate(([-1], np.flatnonzero(is_sep), [len(pos)]))
+    if len(bounds) != n + 1:
+        raise AssertionError(f"{len(bounds) - 1} texts in a column of {n}")
+    return mapped[pos[~is_sep]], np.diff(bounds) - 1
 
 
 def _intern_words(words: list[str], word_ids: Callable[[list[str]], np.ndarray]) -> np.ndarray:

@@ -208,17 +208,26 @@ def normalize_answers(texts: Sequence[str]) -> list[str]:
     found = {t: memo.get(t) for t in dict.fromkeys(texts)}
     todo = [t for t, v in found.items() if v is None]
     if todo:
-        joined = "\n".join(t.replace("\n", " ") for t in todo).lower()
-        for ch in string.punctuation:
-            if ch in joined:
-                joined = joined.replace(ch, "")
-        joined = _ARTICLES.sub(" ", joined)
+        joined = normalized_joined(todo)
         new = dict(zip(todo, [" ".join(part.split()) for part in joined.split("\n")], strict=True))
         if len(memo) + len(todo) > _NORMALIZED_MAX:
             memo.clear()
         memo.update(new)
         found.update(new)
     return [found[t] for t in texts]  # type: ignore[misc]
+
+
+def normalized_joined(texts: Sequence[str]) -> str:
+    """The texts joined by newlines, normalised as :func:`normalize_answer` but for the final
+    collapse of whitespace: the words of each line are ``normalize_answer(text).split()``."""
+    joined = "\n".join(texts)
+    if joined.count("\n") != len(texts) - 1:  # a newline inside a text: it is a space there
+        joined = "\n".join(t.replace("\n", " ") for t in texts)
+    joined = joined.lower()
+    for ch in string.punctuation:
+        if ch in joined:
+            joined = joined.replace(ch, "")
+    return _ARTICLES.sub(" ", joined)
 
 
 _SQUAD_IDS: dict[tuple[str, ...], tuple[np.ndarray, np.ndarray]] = {}  # the last columns' token ids
@@ -234,8 +243,7 @@ def squad_token_ids(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     key = tuple(texts)
     got = _SQUAD_IDS.get(key)
     if got is None:
-        got = B.column_ids(texts, B.squad_words, B.covered_squad,
-                           lambda ts: [x.split() for x in normalize_answers(ts)])
+        got = B.column_ids(texts, B.squad_words, B.covered_squad, normalized_joined)
         while len(_SQUAD_IDS) >= 4:  # another thread may drop the same entry: tolerate it
             _SQUAD_IDS.pop(next(iter(_SQUAD_IDS.copy()), None), None)
         _SQUAD_IDS[key] = got

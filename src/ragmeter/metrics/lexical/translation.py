@@ -170,6 +170,12 @@ def split_13a_many(prepared: Sequence[str]) -> list[list[str]]:
     """:func:`tokenize_13a_many` of lines already prepared (``_prepare_13a``: no newline inside)."""
     if not prepared:
         return []
+    return [part.split() for part in joined_13a(prepared).split("\n")]
+
+
+def joined_13a(prepared: Sequence[str]) -> str:
+    """The 13a tokens of lines already prepared, as one string: tokens separated by spaces, lines
+    by newlines (what :func:`split_13a_many` splits)."""
     text = " " + " \n ".join(prepared) + " "
     for code, padded in _PAD_13A.items():  # str.translate to multi-character strings is slow on long text
         ch = chr(code)
@@ -181,7 +187,7 @@ def split_13a_many(prepared: Sequence[str]) -> list[list[str]]:
         text = _MARK_RUN.sub(_mark_run, text)
     if "-" in text:
         text = _DIGIT_DASH.sub(" - ", text)
-    return [part.split() for part in text.split("\n")]
+    return text
 
 
 # The three expressions after the padding, restated so the regular-expression engine searches for a
@@ -214,7 +220,7 @@ def _bleu_token_ids(texts: Sequence[str], tokenize: str, lowercase: bool) -> tup
 
     if tokenize == "13a":
         lines = [_prepare_13a((t.lower() if lowercase else t).rstrip()) for t in texts]
-        return B.column_ids(lines, B.tokens_13a, B.covered_13a, split_13a_many)
+        return B.column_ids(lines, B.tokens_13a, B.covered_13a, joined_13a)
     toks = _bleu_tokens(texts, tokenize, lowercase)
     vocab: dict[str, int] = {}
     flat = [w for t in toks for w in t]
