@@ -1,12 +1,25 @@
 """Embedding speed: raw ``SentenceTransformer.encode`` vs ragmeter's semantic metrics, same texts, one process.
 
-    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/embeddings.py            # the full benchmark
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/embeddings.py            # the headline (below)
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/embeddings.py --service  # the service's overheads
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/embeddings.py --sweep    # batch size x torch threads
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/embeddings.py --quick    # 1/10 of the texts
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/embeddings.py --backends # torch vs onnx vs onnx-int8
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/embeddings.py --onnx-sweep  # ONNX tokens per batch
 
-Data: 5,000 short answers (6-14 words) and 1,000 passages (5-9 sentences, about 100-200 words),
+The headline (no flag): 2,000 samples (a RAG answer of 1-3 sentences and its reference of 1-2
+sentences, fixed seed, all texts distinct) scored with ``semantic_similarity`` by
+``ragmeter.evaluate`` with the default settings, each run into a new, empty store (a cold embedding
+cache), against what a user would otherwise write: ``SentenceTransformer(model).encode`` of the
+answers and references (one call, default batch size) and the cosine of each pair, clipped at 0 as
+the metric does. Both models are loaded and warmed up before any timing, so model loading is
+excluded on both sides (its time is printed beside). The two sides run alternately, A/B/B/A
+(``--rounds`` pairs of pairs), and the ratio of the medians is ``ratio_vs_sentence_transformers``;
+``max_abs_diff`` is the largest difference between the two sides' 2,000 values. The optional int8
+backend (``embedding_backend=onnx-int8``) is then run once on the same samples and its values
+compared with the full-precision ones.
+
+``--service`` (the service's own overheads, torch on both sides): 5,000 short answers (6-14 words) and 1,000 passages (5-9 sentences, about 100-200 words),
 generated with a fixed seed, laid out as samples of one answer, four references and one retrieved
 passage. ragmeter scores them with ``semantic_similarity`` (answer vs best reference) and
 ``context_similarity`` (answer vs passage) through ``ragmeter.evaluate`` - dataset checks, store
@@ -128,6 +141,7 @@ def raw_encode(model, shorts: list[str], passages: list[str], batch_size: int):
 def ragmeter_eval(samples: list[dict], db: str, options: dict | None = None):
     import ragmeter
 
+    options = options or {"embedding_backend": "st"}
     with Clock() as c:
         result = ragmeter.evaluate(samples, ["semantic_similarity", "context_similarity"], db=db, options=options)
     return c, result
@@ -307,6 +321,119 @@ def _timed(enc, texts: list[str]) -> float:
     return c.wall
 
 
+def make_pairs(n: int, seed: int = 20261128) -> list[dict]:
+    """``n`` samples of a RAG answer (1-3 sentences) and its reference (1-2 sentences): the answer
+    shares words with its reference, as a right answer would; every text distinct."""
+    rng = np.random.default_rng(seed)
+
+    def sentence(lo: int, hi: int) -> str:
+        words = rng.choice(WORDS, int(rng.integers(lo, hi + 1)))
+        return (" ".join(words).capitalize() + ".").replace(" .", ".")
+
+    samples: list[dict] = []
+    seen: set[str] = set()
+    while len(samples) < n:
+        ref = " ".join(sentence(6, 18) for _ in range(int(rng.integers(1, 3))))
+        kept = [w for w in ref.split() if rng.random() < 0.6]
+        ans = " ".join([" ".join(kept).capitalize().rstrip(".") + "."]
+                       + [sentence(6, 16) for _ in range(int(rng.integers(0, 3)))])
+        if ans in seen or ref in seen or ans == ref:
+            continue
+        seen.update((ans, ref))
+        samples.append({"id": f"q{len(samples)}", "answer": ans, "reference": ref})
+    return samples
+
+
+def headline(n: int = 2000, rounds: int = 1, int8: bool = True) -> dict:
+    """ragmeter's ``semantic_similarity`` (default settings, cold store) against plain
+    sentence-transformers encode + cosine on the same samples (see the module docstring)."""
+    load_start = os.getloadavg()[0]
+    t = time.perf_counter()
+    from sentence_transformers import SentenceTransformer
+
+    from ragmeter.embed import bundled_model_path
+    st_import_s = time.perf_counter() - t
+    t = time.perf_counter()
+    st = SentenceTransformer(str(bundled_model_path()), device="cpu")
+    st_load_s = time.perf_counter() - t
+    import ragmeter
+    from ragmeter.embed import get_encoder
+
+    t = time.perf_counter()
+    enc = get_encoder()  # what the default settings run on (the ONNX export is made once per machine)
+    rm_load_s = time.perf_counter() - t
+    samples = make_pairs(n)
+    answers = [s["answer"] for s in samples]
+    refs = [s["reference"] for s in samples]
+    tmp = Path(tempfile.mkdtemp(prefix="ragmeter-bench-"))
+    counter = iter(range(10_000))
+
+    def plain() -> tuple[float, np.ndarray]:
+        t0 = time.perf_counter()
+        x = st.encode(answers + refs, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
+        values = np.maximum((x[:n] * x[n:]).sum(axis=1), 0.0)
+        return time.perf_counter() - t0, values
+
+    def ours(options: dict | None = None) -> tuple[float, np.ndarray]:
+        db = f"sqlite:///{tmp / f'run{next(counter)}.db'}"  # a new store: nothing cached
+        t0 = time.perf_counter()
+        res = ragmeter.evaluate(samples, ["semantic_similarity"], db=db, options=options)
+        wall = time.perf_counter() - t0
+        assert res.extra["embeddings"]["computed"] == 2 * n and res.extra["embeddings"]["cached"] == 0
+        return wall, np.array([s.value for s in res.scores["semantic_similarity"]])
+
+    # warm-up of both sides (first-call allocations, one-time imports), not timed
+    st.encode(answers[:64], show_progress_bar=False)
+    ragmeter.evaluate(samples[:16], ["semantic_similarity"], db=f"sqlite:///{tmp / 'warm.db'}")
+    times: dict[str, list[float]] = {"sentence_transformers": [], "ragmeter": []}
+    values: dict[str, np.ndarray] = {}
+    for r in range(rounds):
+        for side in ("sentence_transformers", "ragmeter", "ragmeter", "sentence_transformers"):
+            wall, v = plain() if side == "sentence_transformers" else ours()
+            times[side].append(wall)
+            values.setdefault(side, v)
+            print(f"round {r + 1} {side}: {wall:.2f}s (load average {os.getloadavg()[0]:.2f})", flush=True)
+    med = {k: float(np.median(v)) for k, v in times.items()}
+    diff = float(np.abs(values["ragmeter"] - values["sentence_transformers"]).max())
+    out: dict = {
+        "mode": "headline", "samples": n, "texts_embedded_per_run": 2 * n, "metric": "semantic_similarity",
+        "data": "generated RAG-like answers (1-3 sentences) and references (1-2 sentences), all distinct",
+        "order": "A/B/B/A" + f" x {rounds}", "store": "cold (a new, empty store per ragmeter run)",
+        "model_load": "excluded on both sides (loaded and warmed up before timing; times below)",
+        "default_encoder": type(enc).__name__, "encoder_threads": _threads(enc),
+        "cpu_count": os.cpu_count(), "st_import_s": round(st_import_s, 2), "st_load_s": round(st_load_s, 2),
+        "ragmeter_load_s": round(rm_load_s, 2),
+        "sentence_transformers_s": [round(x, 3) for x in times["sentence_transformers"]],
+        "ragmeter_s": [round(x, 3) for x in times["ragmeter"]],
+        "median_s": {k: round(v, 3) for k, v in med.items()},
+        "ratio_vs_sentence_transformers": round(med["sentence_transformers"] / med["ragmeter"], 3),
+        "max_abs_diff": diff, "within_1e-6": diff <= 1e-6,
+    }
+    print(f"sentence-transformers encode + cosine {med['sentence_transformers']:.2f}s, ragmeter "
+          f"{med['ragmeter']:.2f}s (medians): {out['ratio_vs_sentence_transformers']:.2f}x; "
+          f"max |diff| {diff:.2e}", flush=True)
+    if int8 and importlib.util.find_spec("onnxruntime"):
+        wall, v = ours({"embedding_backend": "onnx-int8"})
+        d = np.abs(v - values["ragmeter"])
+        out["onnx_int8"] = {"s_one_run": round(wall, 3), "max_abs_diff_vs_full_precision": float(d.max()),
+                            "mean_abs_diff_vs_full_precision": float(d.mean()),
+                            "p99_abs_diff_vs_full_precision": float(np.quantile(d, 0.99))}
+        print(f"onnx-int8 (one run) {wall:.2f}s; |diff| vs full precision max {d.max():.4f}, "
+              f"mean {d.mean():.4f}", flush=True)
+    out["load_avg"] = [round(load_start, 2), round(os.getloadavg()[0], 2)]
+    shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+def _threads(enc) -> int | None:
+    session = getattr(enc, "session", None)
+    if session is not None:
+        return session.get_session_options().intra_op_num_threads
+    import torch
+
+    return torch.get_num_threads()
+
+
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="a tenth of the texts")
@@ -316,7 +443,15 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--onnx-sweep", action="store_true", help="only measure tokens per batch of the ONNX backends")
     ap.add_argument("--threads", type=int, default=0, help="with --backends: torch and ONNX Runtime threads")
     ap.add_argument("--repeats", type=int, default=2, help="runs of each side per chunk (the best counts)")
+    ap.add_argument("--service", action="store_true", help="the service's overheads over raw encode (torch)")
+    ap.add_argument("--samples", type=int, default=2000, help="headline: samples (2 texts each)")
+    ap.add_argument("--rounds", type=int, default=1, help="headline: A/B/B/A rounds")
+    ap.add_argument("--no-int8", action="store_true", help="headline: skip the int8 backend's agreement")
     args = ap.parse_args(argv)
+    if not (args.service or args.sweep or args.backends or args.onnx_sweep):
+        res = headline(args.samples // (10 if args.quick else 1), args.rounds, not args.no_int8)
+        print(json.dumps(res))
+        return res
     load_start = os.getloadavg()[0]
     if args.backends or args.onnx_sweep:
         res = compare_backends(args.quick, args.repeats, args.threads) if args.backends else {"onnx_sweep": onnx_sweep(args.quick)}
@@ -332,9 +467,9 @@ def main(argv: list[str] | None = None) -> dict:
     from ragmeter.embed import DEFAULT_BATCH_SIZE, get_encoder
 
     t = time.perf_counter()
-    enc = get_encoder()
+    enc = get_encoder(backend="st")
     load_s = time.perf_counter() - t
-    model = enc.model  # raw encode uses the very model object ragmeter uses
+    model = enc.model  # raw encode uses the very model object ragmeter uses (torch on both sides)
     scale = 10 if args.quick else 1
     shorts, passages = make_texts(5000 // scale, 1000 // scale)
     print(f"import sentence-transformers {import_s:.2f}s, load model {load_s:.2f}s, torch threads "
