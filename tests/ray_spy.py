@@ -1,5 +1,5 @@
 """A spy for Ray workers (``worker_process_setup_hook="ray_spy.install"``): every
-``SentenceTransformerEncoder.encode`` call in a worker appends ``PID N_TEXTS`` to a file in
+``SentenceTransformerEncoder.encode`` / ``OnnxEncoder.encode`` call in a worker appends ``PID N_TEXTS`` to a file in
 ``$RAGMETER_TEST_SPY_DIR``, so a test sees which processes encoded what."""
 
 from __future__ import annotations
@@ -9,16 +9,20 @@ import os
 
 def install() -> None:
     from ragmeter.embed.encoders import SentenceTransformerEncoder
+    from ragmeter.embed.onnx import OnnxEncoder  # the default model may run on ONNX Runtime
 
-    real = SentenceTransformerEncoder.encode
+    for cls in (SentenceTransformerEncoder, OnnxEncoder):
+        cls.encode = _spy(cls.encode)  # type: ignore[method-assign]
 
+
+def _spy(real):  # type: ignore[no-untyped-def]
     def encode(self, texts, *, batch_size=None):  # type: ignore[no-untyped-def]
         texts = list(texts)
         with open(os.path.join(os.environ["RAGMETER_TEST_SPY_DIR"], f"{os.getpid()}.log"), "a") as fh:
             fh.write(f"{os.getpid()} {len(texts)}\n")
         return real(self, texts, batch_size=batch_size)
 
-    SentenceTransformerEncoder.encode = encode  # type: ignore[method-assign]
+    return encode
 
 
 def calls(spy_dir: str) -> list[tuple[int, int]]:

@@ -69,18 +69,21 @@ def _eval(data: Path, db: str, *extra: str) -> dict:
 @pytest.mark.slow
 def test_embeddings_encoded_on_ray_workers(ray_runtime, tmp_path, monkeypatch):
     from ragmeter.embed.encoders import SentenceTransformerEncoder
+    from ragmeter.embed.onnx import OnnxEncoder  # the default model may run on ONNX Runtime
 
     data = tmp_path / "d.jsonl"
     write_dataset(data, 240)
     driver: list[int] = []
-    real = SentenceTransformerEncoder.encode
 
-    def spy(self, texts, *, batch_size=None):
-        texts = list(texts)
-        driver.append(len(texts))
-        return real(self, texts, batch_size=batch_size)
+    def spy(real):  # noqa: ANN001, ANN202
+        def encode(self, texts, *, batch_size=None):  # noqa: ANN001, ANN202
+            texts = list(texts)
+            driver.append(len(texts))
+            return real(self, texts, batch_size=batch_size)
+        return encode
 
-    monkeypatch.setattr(SentenceTransformerEncoder, "encode", spy)
+    for cls in (SentenceTransformerEncoder, OnnxEncoder):
+        monkeypatch.setattr(cls, "encode", spy(cls.encode))
     local_db, ray_db = f"sqlite:///{tmp_path / 'local.db'}", f"sqlite:///{tmp_path / 'ray.db'}"
     local = _eval(data, local_db, "--engine", "local")
     assert sum(driver) > 0  # the spy sees the local engine's encoding

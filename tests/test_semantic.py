@@ -118,7 +118,7 @@ def test_semantic_similarity_matches_the_reference(encoder):
                   ["Departure is at nine", "The ferry leaves at 9"], ["Paris"], "Paris"]
     got = semantic_similarity(answers, references, encoder=encoder)
     refs = [[r] if isinstance(r, str) else r for r in references]
-    want = [max(_reference_cosine(encoder.model, a, r) for r in rs) for a, rs in zip(answers, refs, strict=True)]
+    want = [max(_reference_cosine(get_encoder(backend="st").model, a, r) for r in rs) for a, rs in zip(answers, refs, strict=True)]
     np.testing.assert_allclose(got, np.clip(want, 0, 1), atol=1e-5)
     assert got[2] == pytest.approx(1.0, abs=1e-6) and got[4] == pytest.approx(1.0, abs=1e-6)
     assert got.dtype == np.float64 and got.shape == (5,)
@@ -152,7 +152,7 @@ def test_context_similarity_matches_the_reference(encoder):
     answers = ["Check-in closes 20 minutes before departure", "Paris", "x"]
     contexts = [["Vehicles must check in 20 minutes before sailing.", "The café opens at 7."], [], ["", " "]]
     got = context_similarity(answers, contexts, encoder=encoder)
-    want0 = max(_reference_cosine(encoder.model, answers[0], c) for c in contexts[0])
+    want0 = max(_reference_cosine(get_encoder(backend="st").model, answers[0], c) for c in contexts[0])
     np.testing.assert_allclose(got, [want0, 0.0, 0.0], atol=1e-5)
 
 
