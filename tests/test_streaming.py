@@ -101,16 +101,25 @@ def test_streamed_errors_match_the_in_memory_run(tmp_path, small_chunks, monkeyp
         fh.write('{"id": "q3", "answer": "a", "reference": "b"}\n')  # a duplicate id, line 51
     with pytest.raises(DatasetError) as streamed:
         ragmeter.evaluate(str(data), METRICS, db=f"sqlite:///{tmp_path / 'a.db'}", progress=False)
-    monkeypatch.setattr(stream, "MIN_BYTES", 10**15)
-    with pytest.raises(DatasetError) as whole:
-        ragmeter.evaluate(str(data), METRICS, db=f"sqlite:///{tmp_path / 'b.db'}", progress=False)
-    assert str(streamed.value) == str(whole.value) and "line 51" in str(streamed.value)
+    with monkeypatch.context() as m:
+        m.setattr(stream, "MIN_BYTES", 10**15)
+        with pytest.raises(DatasetError) as whole:
+            ragmeter.evaluate(str(data), METRICS, db=f"sqlite:///{tmp_path / 'b.db'}", progress=False)
+    assert str(streamed.value) == str(whole.value) and "first seen on line 4" in str(streamed.value)
+    with data.open("a") as fh:
+        fh.write('{"answer": "no id", "reference": "b"}\n{"id": "q60", "answer": "a", "reference": "b"}\n')
+    with monkeypatch.context() as m:
+        m.setattr(stream, "MIN_BYTES", 10**15)
+        whole_skip = ragmeter.evaluate(str(data), METRICS, db=f"sqlite:///{tmp_path / 'w.db'}", progress=False,
+                                       on_error="skip")
     skipped = ragmeter.evaluate(str(data), METRICS, db=f"sqlite:///{tmp_path / 'c.db'}", progress=False,
                                 on_error="skip")
-    assert skipped.extra["skipped_rows"]["count"] == 1
+    assert skipped.extra["skipped_rows"] == whole_skip.extra["skipped_rows"] and skipped.extra["skipped_rows"]["count"] == 1
+    assert _stored(f"sqlite:///{tmp_path / 'c.db'}", skipped.run_id) == _stored(f"sqlite:///{tmp_path / 'w.db'}",
+                                                                               whole_skip.run_id)
+    assert [s.id for s in skipped.samples][-2:] == ["row-52", "q60"]  # an id-less row's id counts every row
     nothing = tmp_path / "nothing.jsonl"
     nothing.write_text("\n".join(json.dumps({"id": f"r{i}", "question": "q"}) for i in range(50)) + "\n")
-    monkeypatch.setattr(stream, "MIN_BYTES", 0)
     with pytest.raises(DatasetError, match="token_f1 needs answer, reference and no row has any of them"):
         ragmeter.evaluate(str(nothing), METRICS, db=f"sqlite:///{tmp_path / 'd.db'}", progress=False)
 

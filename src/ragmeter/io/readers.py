@@ -388,7 +388,7 @@ class _RowReader:
     def __init__(self, source: str, mapping: Mapping[str, str], on_error: OnError, mode: CellMode = "json") -> None:
         self.source, self.mapping, self.on_error, self.mode = source, mapping, on_error, mode
         self.skipped: list[DatasetError] = []
-        self.seen: dict[str, int] = {}  # id -> its line
+        self.seen: Any = {}  # id -> its line (io/chunks.py: kept on disk)
         self.columns: dict[str, None] = {}
         self.used: set[str] = set()
         self.n = 0

@@ -2,7 +2,7 @@
 
 A run holds in memory one chunk of samples (:data:`CHUNK_ROWS`), each metric's value column (a float64
 array of one value per sample, 8 bytes a row), the no-value reasons and details of the samples that
-have them, and the ids seen (to refuse a duplicate, as :func:`ragmeter.load` does); never every
+have them (the ids seen, to refuse a duplicate as :func:`ragmeter.load` does, wait on disk); never every
 sample, nor a score object or reason per sample. The file is read twice: once for what the run
 record needs before any work (the dataset's fingerprint and size, the field check of every metric,
 the report's dataset fields), once to store each chunk's samples and scores. The summary is the
@@ -199,7 +199,8 @@ def score_chunks(path: Path, scan: Scan, requests: list[MetricRequest], columns:
     first = new_context()
     advance = {r.key: first.progress(r.key, scan.n) for r in requests}
     first.close()
-    chunks, _ = sample_chunks(path, mapping=scan.mapping, on_error=scan.reader.on_error, chunk_rows=CHUNK_ROWS)
+    chunks, _ = sample_chunks(path, mapping=scan.mapping, on_error=scan.reader.on_error, chunk_rows=CHUNK_ROWS,
+                              skipped={e.line: e for e in scan.reader.skipped if e.line is not None})
     start = 0
     for samples, _lines in chunks:
         price_samples(samples)
