@@ -27,10 +27,16 @@ import re
 import warnings
 from typing import Any
 
+import pytest
+
 from parity_server import Case, ParityServer
 from ragmeter.conversations.model import Conversation, Turn, to_samples
 from ragmeter.core.context import ScoringContext
 from ragmeter.metrics.registry import resolve
+from references import require_reference
+
+require_reference("deepeval")  # imported only by the DeepEval parity tests, which require it too
+pytestmark = pytest.mark.contract
 
 _TAG = re.compile(r"\[t(\d+)\]")
 _CTX_LABEL = re.compile(r"\[c(\d+\.\d+)\]")

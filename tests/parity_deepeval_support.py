@@ -22,9 +22,15 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
+import pytest
+
 from parity_server import _MARK, Case, ParityServer
 from ragmeter.core.context import ScoringContext
 from ragmeter.metrics.registry import resolve
+from references import require_reference
+
+require_reference("deepeval")  # imported only by the DeepEval parity tests, which require it too
+pytestmark = pytest.mark.contract
 
 _EXTRACT = {"Misuses": "misuses", "Advices": "advices", "ExtractedPII": "extracted_pii",
             "RoleViolations": "role_violations"}

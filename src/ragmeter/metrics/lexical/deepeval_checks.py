@@ -135,7 +135,7 @@ def _pattern_check(ctx: Any, **p: Any) -> str | None:
 register_metric(MetricSpec(
     name="deepeval:pattern_match", family="lexical", fn=_pattern_match, requires=("question", "answer"),
     defaults={"pattern": None, "ignore_case": False, "threshold": 1.0}, param="pattern", check=_pattern_check,
-    batch_size=5000, equals={**VERSION, "metric": "PatternMatchMetric"}, pure=False,
+    batch_size=5000, equals={**VERSION, "metric": "PatternMatchMetric"},
     aliases=("PatternMatchMetric", "deepeval.metrics.PatternMatchMetric"), description="""
 DeepEval's pattern match: 1 when the whole answer (stripped) matches a regular expression, else 0
 (DeepEval 4.3.1 ``PatternMatchMetric``).
@@ -211,7 +211,7 @@ def _json_check(ctx: Any, **p: Any) -> str | None:
 register_metric(MetricSpec(
     name="deepeval:json_correctness", family="lexical", fn=_json_correctness, requires=("question", "answer"),
     defaults={"expected_schema": None, "threshold": 0.5, "strict_mode": True}, check=_json_check,
-    batch_size=5000, equals={**VERSION, "metric": "JsonCorrectnessMetric"}, pure=False,
+    batch_size=5000, equals={**VERSION, "metric": "JsonCorrectnessMetric"},
     aliases=("JsonCorrectnessMetric", "deepeval.metrics.JsonCorrectnessMetric"), description="""
 DeepEval's JSON correctness: 1 when the answer is JSON that validates against the expected schema,
 else 0 (DeepEval 4.3.1 ``JsonCorrectnessMetric``).
