@@ -73,8 +73,10 @@ def evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None = None, *
             id to finish), ``name``, ``options`` (run-wide metric options: ``judge``,
             ``embedding_model`` ...), ``progress``, ``skip_unavailable``, ``where`` (keep samples
             whose metadata match), ``engine`` (``"local"`` or ``"ray"``), ``ray_address``,
-            ``thresholds`` (``{"token_f1": 0.5, "hallucination": "<=0.2"}``) and ``pass_rule``
-            (``"all"`` samples or a pass-rate target for the Wilson lower bound).
+            ``thresholds`` (``{"token_f1": 0.5, "hallucination": "<=0.2"}``), ``pass_rule``
+            (``"all"`` samples or a pass-rate target for the Wilson lower bound) and ``per_span``
+            (score each agent trace per span: retriever, LLM and tool spans and each agent as rows
+            linked to their trace, intervals clustered by trace).
 
     Returns:
         An :class:`~ragmeter.run.runner.EvaluationResult` (``summary``, ``rows()``, ``to_pandas()``;

@@ -81,7 +81,7 @@ def load_config(source: str | Path | dict[str, Any] | None) -> dict[str, Any]:
             else:
                 raw = json.loads(text)
         except (json.JSONDecodeError, Exception) as exc:  # noqa: BLE001 - yaml errors vary
-            raise ConfigError(f"{where}: cannot parse config: {_parse_error_text(exc)}") from exc
+            raise ConfigError(f"{where}: cannot parse config: {parse_error_text(exc)}") from exc
     if not isinstance(raw, dict):
         raise ConfigError(f"{where}: a config must be a mapping at the top level")
     secrets = list(find_secrets(raw))
@@ -136,7 +136,7 @@ def env_secret(name: str | None) -> str | None:
     return value
 
 
-def _parse_error_text(exc: Exception) -> str:
+def parse_error_text(exc: Exception) -> str:
     """One line for a YAML or JSON parse error: the problem and where (PyYAML's own message spans
     several lines and repeats the offending text with a caret)."""
     problem, mark = getattr(exc, "problem", None), getattr(exc, "problem_mark", None)

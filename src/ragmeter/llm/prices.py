@@ -236,7 +236,9 @@ def read_price_file(path: str | Path) -> dict[str, tuple[float, float]]:
         else:
             data = json.loads(text)
     except Exception as exc:  # noqa: BLE001 - json and yaml raise different errors
-        raise ConfigError(f"{p}: cannot parse price file: {exc}") from exc
+        from ragmeter.core.config import parse_error_text
+
+        raise ConfigError(f"{p}: cannot parse price file: {parse_error_text(exc)}") from exc
     if not isinstance(data, dict):
         raise ConfigError(f"{p}: a price file maps model -> {{input: USD/1M, output: USD/1M}}")
     out: dict[str, tuple[float, float]] = {}
