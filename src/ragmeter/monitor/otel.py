@@ -16,12 +16,12 @@ token counts (summed). The trace id is the call id, so importing a file twice st
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 from ragmeter.core.errors import DatasetError
+from ragmeter.io.spans import record
 from ragmeter.io.spans.otlp import (
     SpanRecord,
     decode_export,
@@ -144,29 +144,13 @@ def _documents(attrs: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def _count(value: Any, key: str) -> int:
-    """A token count attribute: a whole number in [0, 2**53]."""
-    x: Any = value
-    if isinstance(x, str):
-        try:
-            x = float(x.strip()) if x.strip() else None
-        except ValueError:
-            x = None
-    if isinstance(x, bool) or not isinstance(x, int | float) or not math.isfinite(x) \
-            or x < 0 or x > 2**53 or x != int(x):
-        raise DatasetError(f"attribute {key!r} must be a whole number of tokens >= 0, got {str(value)[:40]!r}")
-    return int(x)
+    """A token count attribute: a whole number in [0, 2**53] (the span readers' rule)."""
+    return record.count(value, f"attribute {key!r}")
 
 
 def _cost(value: Any, key: str) -> float:
-    x: Any = value
-    if isinstance(x, str):
-        try:
-            x = float(x)
-        except ValueError:
-            x = None
-    if isinstance(x, bool) or not isinstance(x, int | float) or not math.isfinite(x) or not 0 <= x <= 1e9:
-        raise DatasetError(f"attribute {key!r} must be a cost in USD between 0 and 1e9, got {str(value)[:40]!r}")
-    return float(x)
+    """A cost attribute: USD in [0, 1e9] (the span readers' rule)."""
+    return record.cost(value, f"attribute {key!r}")
 
 
 def _contexts_attr(raw: Any) -> list[Any]:
