@@ -282,3 +282,8 @@ def test_two_per_span_runs_are_compared_and_gated_per_trace(traces, tmp_path):
     code, out, err = run_main("gate", "cand", "--baseline", "base", "--db", db, "--json")
     assert code == 0, err
     assert "4 rows of 2 traces: tested per trace" in out
+    page = tmp_path / "cmp.html"
+    code, out, err = run_main("report", "base", "cand", "--db", db, "-o", str(page))
+    assert code == 0, err
+    html = page.read_text()
+    assert "in 2 traces" in html and "in 2 conversations" not in html

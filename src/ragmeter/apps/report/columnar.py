@@ -221,6 +221,7 @@ def compare_view(store: Any, runs: list[Any], max_samples: int | None) -> dict[s
                 res = compare_paired(xa, xb, bounds=m["bounds"], clusters=labels) if xa.size > 1 else None
                 if res is not None and res.n_clusters is not None:
                     out["n_clusters"] = res.n_clusters
+                    out["cluster_unit"] = getattr(clusters, "unit", "conversation")  # or per-span runs' traces
                 diff = xb - xa
                 # one pair: compare_paired's interval (paired_mean_ci) is not defined either
                 ci = (res.ci_low, res.ci_high) if res is not None and res.ci_low is not None else None

@@ -68,10 +68,12 @@ def paired_difference(a: Mapping[str, float | None], b: Mapping[str, float | Non
         up, down = res.wins, res.losses
         if res.n_clusters is not None:
             out["n_clusters"] = res.n_clusters
+            out["cluster_unit"] = getattr(clusters, "unit", "conversation")
     else:  # no p-value: the interval alone, by the one rule (per conversation when the turns are)
         ci = paired_mean_ci(xa, xb, level=level, bounds=bounds, clusters=labels)
         if labels is not None:
             out["n_clusters"] = cluster_codes(labels)[1]
+            out["cluster_unit"] = getattr(clusters, "unit", "conversation")
     wins, losses = (up, down) if higher_is_better else (down, up)
     out.update(mean_a=float(xa.mean()), mean_b=float(xb.mean()), diff=float(d.mean()),
                ci_low=ci[0] if ci else None, ci_high=ci[1] if ci else None,

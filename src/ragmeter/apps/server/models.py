@@ -176,8 +176,11 @@ class PairedDifference(BaseModel):
     significant: bool
     verdict: str = Field(description="better, worse, no significant difference, no paired samples "
                                      "(Holm-adjusted paired permutation test, the rule of ragmeter compare)")
-    n_clusters: int | None = Field(default=None, description="Conversations the paired turns came from: "
-                                                             "the interval and the test are per conversation.")
+    n_clusters: int | None = Field(default=None, description="Conversations the paired turns came from "
+                                                             "(traces, for runs scored per span): the interval "
+                                                             "and the test are per conversation (trace).")
+    cluster_unit: str | None = Field(default=None, description="What n_clusters counts: conversation, or trace "
+                                                               "for runs scored per span.")
 
 
 class SampleChange(BaseModel):
