@@ -3,7 +3,7 @@ scores as its trace written by hand; the OTel GenAI conventions' three ways of r
 (gen_ai.input/output.messages JSON, the older gen_ai.prompt.N / gen_ai.completion.N attributes,
 span events); OpenInference retriever documents; the Agents SDK's handoffs and failed tools; a
 malformed span is exit 2 naming the file, the trace and the span; a trace cut short is kept and
-what it lacks has no value; a trace of several user turns is a conversation."""
+what it lacks has no value; a trace of several user turns is a conversation (traces sharing a session id: tests/test_span_sessions.py)."""
 
 from __future__ import annotations
 

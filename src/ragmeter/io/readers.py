@@ -275,23 +275,18 @@ def conv_model_type() -> type:
 def _span_rows(path: Path, fmt: str | None) -> list[Any] | None:
     """One row per agent trace when ``path`` holds spans (``fmt`` a span format, or detected from
     the content: :func:`ragmeter.io.spans.detect_span_format`); ``None`` for any other dataset.
-    When a trace holds several user turns, every trace is a conversation (a ``Conversation`` each)."""
+    When a trace holds several user turns, or traces share a session id (a trace per user message),
+    every trace is in a conversation (:func:`ragmeter.io.spans.conversation.conversations_of`)."""
     from ragmeter.io.spans import SPAN_FORMATS, detect_span_format, read_span_file, span_rows
-    from ragmeter.io.spans.conversation import conversation_of
+    from ragmeter.io.spans.conversation import conversations_of
 
     span_fmt = fmt if fmt in SPAN_FORMATS else None if fmt else detect_span_format(path)
     if span_fmt is None:
         return None
     traces = read_span_file(path, span_fmt)
-    convs = [conversation_of(t) for t in traces]
-    if any(c is not None for c in convs):
-        from ragmeter.conversations.model import Conversation, Turn
-
-        return [c if c is not None else Conversation(
-            id=t.trace_id or "trace", metadata={"trace_id": t.trace_id},
-            turns=[Turn(role="user", content=t.input_text or ""),
-                   *([Turn(role="assistant", content=t.final_text, tool_calls=list(t.tool_calls))]
-                     if t.final_text is not None else [])]) for c, t in zip(convs, traces, strict=True)]
+    convs = conversations_of(traces)
+    if convs is not None:
+        return convs
     return span_rows(traces, span_fmt)
 
 

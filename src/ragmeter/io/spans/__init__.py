@@ -58,7 +58,8 @@ def agent_traces_from_spans(records: Iterable[SpanRecord], *, where: str = "") -
         except DatasetError as exc:
             raise DatasetError(f"{where}: {exc}" if where else str(exc)) from None
         try:
-            out.append(build_trace(tid, spans, service=_service(group)))
+            out.append(build_trace(tid, spans, service=_service(group), session_id=session_of(group),
+                                   started_ms=min((r.start_ns for r in group if r.start_ns), default=0) / 1e6 or None))
         except (ValueError, TypeError) as exc:  # a tool call no trace can hold (no name ...)
             raise DatasetError(f"{where + ': ' if where else ''}trace {tid}: {exc}"[:500]) from None
     return out
@@ -69,6 +70,22 @@ def _service(group: list[SpanRecord]) -> str | None:
         name = r.resource.get("service.name")
         if isinstance(name, str) and name and not name.startswith("unknown_service"):
             return name
+    return None
+
+
+#: span attributes that name the session (conversation) a trace belongs to: OpenInference,
+#: OTel GenAI, Langfuse's OTel attributes, MLflow's session metadata, LangSmith's thread metadata
+SESSION_ATTRIBUTES = ("session.id", "gen_ai.conversation.id", "langfuse.session.id", "mlflow.trace.session",
+                      "langsmith.metadata.session_id", "langsmith.metadata.thread_id")
+
+
+def session_of(group: list[SpanRecord]) -> str | None:
+    """The session id one of the trace's spans records (:data:`SESSION_ATTRIBUTES`), else ``None``."""
+    for r in group:
+        for key in SESSION_ATTRIBUTES:
+            v = r.attributes.get(key)
+            if isinstance(v, str | int) and not isinstance(v, bool) and str(v):
+                return str(v)
     return None
 
 

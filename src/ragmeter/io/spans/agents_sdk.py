@@ -17,7 +17,7 @@ from ragmeter.core.errors import DatasetError
 from ragmeter.core.schema import AgentTrace, TraceSpan
 from ragmeter.io.spans.messages import arguments_of, loads_maybe, messages_from
 from ragmeter.io.spans.record import count, text
-from ragmeter.io.spans.tree import build_trace, finish_spans, timed
+from ragmeter.io.spans.tree import build_trace, finish_spans, first_start_ms, timed
 
 
 def is_agents_sdk(obj: Any) -> bool:
@@ -93,7 +93,9 @@ def read(items: list[tuple[int, Any]], where: str) -> list[AgentTrace]:
     out = []
     for tid in sorted(set(spans) | set(traces), key=lambda t: min(
             (s.start_ms for s in spans.get(t, []) if s.start_ms is not None), default=0.0)):
-        extra = traces.get(tid, {})
-        out.append(build_trace(tid, finish_spans(spans.get(tid, [])), workflow=extra.get("workflow"),
-                               group_id=extra.get("group_id")))
+        extra, group = traces.get(tid, {}), spans.get(tid, [])
+        started = first_start_ms(group)
+        # group_id: "a grouping identifier to link multiple traces from the same conversation" (the SDK's docs)
+        out.append(build_trace(tid, finish_spans(group), workflow=extra.get("workflow"),
+                               group_id=extra.get("group_id"), session_id=extra.get("group_id"), started_ms=started))
     return out

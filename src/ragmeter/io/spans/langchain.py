@@ -20,7 +20,7 @@ from ragmeter.core.schema import AgentTrace, TraceSpan
 from ragmeter.io.spans.common import fill, need_id, usage, usd
 from ragmeter.io.spans.messages import lc_message, loads_maybe
 from ragmeter.io.spans.record import text
-from ragmeter.io.spans.tree import build_trace, finish_spans, timed
+from ragmeter.io.spans.tree import build_trace, finish_spans, first_start_ms, timed
 
 KINDS = {"llm": "llm", "chat_model": "llm", "tool": "tool", "retriever": "retriever", "chain": "chain",
          "embedding": "embedding", "prompt": "other", "parser": "other"}
@@ -82,9 +82,22 @@ def _span(run: Mapping[str, Any], parent: str | None) -> TraceSpan:
     return TraceSpan.model_validate({k: v for k, v in fields.items() if v is not None})
 
 
+def _session(run: Mapping[str, Any]) -> str | None:
+    """The thread a run belongs to: LangSmith groups traces into a thread by the ``session_id``,
+    ``thread_id`` or ``conversation_id`` key of their metadata (LangGraph sets ``thread_id``)."""
+    extra = run.get("extra") if isinstance(run.get("extra"), Mapping) else {}
+    meta = extra.get("metadata") if isinstance(extra.get("metadata"), Mapping) else {}
+    for key in ("session_id", "thread_id", "conversation_id"):
+        v = meta.get(key)
+        if isinstance(v, str | int) and not isinstance(v, bool) and str(v):
+            return str(v)
+    return None
+
+
 def read(items: list[tuple[int, Any]], where: str) -> list[AgentTrace]:
     groups: dict[str, list[TraceSpan]] = {}
     order: list[str] = []
+    sessions: dict[str, str] = {}
     for line, obj in items:
         if not is_run(obj):
             raise DatasetError(f"{where}:{line}: expected a LangSmith run (id, run_type, inputs, outputs ...)")
@@ -101,5 +114,11 @@ def read(items: list[tuple[int, Any]], where: str) -> list[AgentTrace]:
                 raise DatasetError(f"{where}:{line}: trace {tid} span {run.get('id')}: {exc}") from None
             if tid not in groups:
                 order.append(tid)
+            if tid not in sessions and (sid := _session(run)) is not None:
+                sessions[tid] = sid
             groups.setdefault(tid, []).append(span)
-    return [build_trace(tid, finish_spans(groups[tid])) for tid in order]
+    out = []
+    for tid in order:
+        started = first_start_ms(groups[tid])
+        out.append(build_trace(tid, finish_spans(groups[tid]), session_id=sessions.get(tid), started_ms=started))
+    return out

@@ -16,7 +16,7 @@ from ragmeter.core.errors import DatasetError
 from ragmeter.core.schema import AgentTrace, TraceSpan
 from ragmeter.io.spans.common import fill, need_id, usage, usd
 from ragmeter.io.spans.record import text
-from ragmeter.io.spans.tree import build_trace, finish_spans, timed
+from ragmeter.io.spans.tree import build_trace, finish_spans, first_start_ms, iso_ms, timed
 
 KINDS = {"GENERATION": "llm", "TOOL": "tool", "RETRIEVER": "retriever", "AGENT": "agent", "CHAIN": "chain",
          "EMBEDDING": "embedding", "SPAN": "other", "EVENT": "other", "EVALUATOR": "other", "GUARDRAIL": "other"}
@@ -67,7 +67,15 @@ def read(items: list[tuple[int, Any]], where: str) -> list[AgentTrace]:
                 spans.append(_span(ob))
             except (DatasetError, ValueError) as exc:
                 raise DatasetError(f"{where}:{line}: trace {tid} span {ob.get('id') or i}: {exc}") from None
-        trace = build_trace(tid, finish_spans(spans), session_id=obj.get("sessionId"))
+        started = first_start_ms(spans)
+        if started is None and obj.get("timestamp") is not None:
+            try:
+                started = iso_ms(obj["timestamp"], "'timestamp'")
+            except DatasetError as exc:
+                raise DatasetError(f"{where}:{line}: trace {tid}: {exc}") from None
+        session = obj.get("sessionId")
+        trace = build_trace(tid, finish_spans(spans), session_id=None if session in (None, "") else str(session),
+                            started_ms=started)
         if trace.input_text is None and isinstance(obj.get("input"), str):
             trace.input_text = obj["input"]
         if trace.final_text is None and isinstance(obj.get("output"), str) and not getattr(trace, "incomplete", False):

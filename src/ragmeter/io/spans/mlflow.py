@@ -19,7 +19,7 @@ from ragmeter.core.schema import AgentTrace, TraceSpan
 from ragmeter.io.spans.common import fill, need_id, usage, usd
 from ragmeter.io.spans.messages import loads_maybe
 from ragmeter.io.spans.record import text
-from ragmeter.io.spans.tree import build_trace, finish_spans
+from ragmeter.io.spans.tree import build_trace, finish_spans, first_start_ms
 
 KINDS = {"LLM": "llm", "CHAT_MODEL": "llm", "TOOL": "tool", "RETRIEVER": "retriever", "AGENT": "agent",
          "CHAIN": "chain", "EMBEDDING": "embedding", "RERANKER": "retriever"}
@@ -76,6 +76,20 @@ def _span(sp: Mapping[str, Any]) -> TraceSpan:
     return TraceSpan.model_validate(fields)
 
 
+def _session(info: Mapping[str, Any]) -> str | None:
+    """MLflow 3's ``mlflow.trace.session`` trace metadata (``trace_metadata``, ``request_metadata``
+    before), or a ``session_id`` / ``mlflow.trace.session`` tag as MLflow 2's docs set it."""
+    for key in ("trace_metadata", "request_metadata", "tags"):
+        meta = info.get(key)
+        if isinstance(meta, list):  # [{"key": ..., "value": ...}] as the REST API writes it
+            meta = {m.get("key"): m.get("value") for m in meta if isinstance(m, Mapping)}
+        if isinstance(meta, Mapping):
+            for name in ("mlflow.trace.session", "session_id"):
+                if isinstance(meta.get(name), str) and meta[name]:
+                    return meta[name]
+    return None
+
+
 def read(items: list[tuple[int, Any]], where: str) -> list[AgentTrace]:
     out = []
     for line, obj in items:
@@ -91,5 +105,7 @@ def read(items: list[tuple[int, Any]], where: str) -> list[AgentTrace]:
                 spans.append(_span(sp))
             except (DatasetError, ValueError) as exc:
                 raise DatasetError(f"{where}:{line}: trace {tid} span {sp.get('span_id') or i}: {exc}") from None
-        out.append(build_trace(tid or (spans[0].span_id if spans else f"line-{line}"), finish_spans(spans)))
+        started = first_start_ms(spans)
+        out.append(build_trace(tid or (spans[0].span_id if spans else f"line-{line}"), finish_spans(spans),
+                               session_id=_session(info), started_ms=started))
     return out

@@ -288,13 +288,20 @@ def sample_row(trace: AgentTrace, source: str = "") -> dict[str, Any]:
     ctx = contexts_of(trace)
     if ctx is not None:
         row["contexts"] = ctx
-    meta = {"trace_id": trace.trace_id, "span_format": source or None, "agent": getattr(trace, "agent", None)}
+    meta = {"trace_id": trace.trace_id, "span_format": source or None, "agent": getattr(trace, "agent", None),
+            "session_id": getattr(trace, "session_id", None)}
     row["metadata"] = {k: v for k, v in meta.items() if v is not None}
     return row
 
 
 def dumps_span(span: TraceSpan) -> str:  # a readable one-line form for error messages and debugging
     return json.dumps(span.model_dump(exclude_none=True), default=str)[:300]
+
+
+def first_start_ms(spans: list[TraceSpan]) -> float | None:
+    """The earliest absolute ``start_ms`` (epoch ms) of a trace's spans, read before
+    :func:`finish_spans` makes them relative: the trace's ``started_ms`` (orders a session's traces)."""
+    return min((s.start_ms for s in spans if s.start_ms is not None), default=None)
 
 
 def finish_spans(spans: list[TraceSpan]) -> list[TraceSpan]:
