@@ -1,12 +1,16 @@
-"""The byte-level tokenisers of plain-ASCII columns (ragmeter.metrics.lexical.byte_tokens) against the
-reference tokenisers, token by token: rouge-score's, sacrebleu's 13a and the SQuAD evaluation
-script's answer normalisation; and the column ids of mixed ASCII / non-ASCII columns."""
+"""The byte-level tokenisers of columns of texts (ragmeter.metrics.lexical.byte_tokens, on UTF-8) against
+the reference tokenisers, token by token: rouge-score's, sacrebleu's 13a and the SQuAD evaluation
+script's answer normalisation, on ASCII and on any Unicode text (accents, combining marks, the
+whitespace beyond ASCII, CJK, emoji, curly quotes around articles); and the column ids of columns
+where some texts take the kernels' Python path."""
 
 from __future__ import annotations
 
 import random
 import re
 import string
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -40,9 +44,15 @@ def squad_normalize(s: str) -> str:
 T13A = Tokenizer13a()
 ALPHABET = (string.ascii_letters + string.digits * 3 + string.punctuation + " \t\x0b\x0c\r\x1c\x1f\x01\x7f"
             + ".,-.,-" + "éü中\u00a0")
+# beyond ASCII: the whitespace str.split() sees, combining marks, letters whose lower case is ASCII
+# or longer (KELVIN SIGN, DOTTED CAPITAL I), curly quotes and dashes, CJK, emoji, non-ASCII digits
+UNICODE = ("\u00a0\u2009\u3000\x85\u2028\u200b\u0301\u0307\u0308İKﬀẞÅ’“”«»—–°€£ção中文東京😀🙂ﬁ²½٣"
+           + "the a an the ")
 TEXT = st.text(alphabet=ALPHABET, max_size=60) | st.sampled_from(
     ["The cat, the hat.", "3.5 and 1,000 -- 2-3 pm...", "A an THE a.b", "&quot;x&amp;y&lt;z&gt;", "<skipped> a-\nb",
-     "", " ", "...", "e.g., i.e.,", "(3.)", "x-1 1-x 1--2", "Don't stop-believing!"])
+     "", " ", "...", "e.g., i.e.,", "(3.)", "x-1 1-x 1--2", "Don't stop-believing!", "“the” ’a’ —an— the\u0301 ánthe",
+     "café\u00a0the\u2009a 東京the a😀 3–5 R$ 49 25°C", "Zoë’s the-end &amp; İstanbul K"])
+UNICODE_TEXT = TEXT | st.text(max_size=60) | st.text(alphabet=ALPHABET + UNICODE, max_size=60)
 
 
 def _decode(ids: np.ndarray, lens: np.ndarray, words: list[str]) -> list[list[str]]:
@@ -75,22 +85,48 @@ def test_rouge_texts_made_ascii_keep_rouge_scores_words(text: str) -> None:
     _check(B.rouge_words, B.covered_rouge, lambda t: rouge_tokenize.tokenize(t, None), [made])
 
 
-@settings(max_examples=300, deadline=None)
-@given(st.lists(TEXT, min_size=1, max_size=12))
+@settings(max_examples=400, deadline=None)
+@given(st.lists(UNICODE_TEXT, min_size=1, max_size=12))
 def test_rouge_words_equal_rouge_score(texts: list[str]) -> None:
     _check(B.rouge_words, B.covered_rouge, lambda t: rouge_tokenize.tokenize(t, None), texts)
 
 
-@settings(max_examples=300, deadline=None)
-@given(st.lists(TEXT, min_size=1, max_size=12))
+@settings(max_examples=400, deadline=None)
+@given(st.lists(UNICODE_TEXT, min_size=1, max_size=12))
 def test_squad_words_equal_the_squad_script(texts: list[str]) -> None:
     _check(B.squad_words, B.covered_squad, lambda t: squad_normalize(t).split(), texts)
 
 
-@settings(max_examples=300, deadline=None)
-@given(st.lists(TEXT, min_size=1, max_size=12))
+@settings(max_examples=400, deadline=None)
+@given(st.lists(UNICODE_TEXT, min_size=1, max_size=12))
 def test_13a_tokens_equal_sacrebleu(texts: list[str]) -> None:
     lines = [_prepare_13a(t.rstrip()) for t in texts]
+    _check(B.tokens_13a, B.covered_13a, lambda t: T13A(t).split(), lines)
+
+
+def test_unicode_whitespace_list_is_pythons() -> None:
+    """The characters beyond ASCII that the byte rules turn into spaces are exactly those
+    ``str.split()`` separates on."""
+    assert set(B.UNICODE_SPACES) == {chr(c) for c in range(0x80, sys.maxunicode + 1) if chr(c).isspace()}
+
+
+@pytest.mark.parametrize("text", ["prose-en", "prose-pt"])
+def test_benchmark_prose_tokens_equal_the_references(text: str, tmp_path) -> None:
+    """The RAG-like prose of benchmarks/end_to_end.py (curly quotes, dashes, accents, currency and
+    degree signs, URLs) takes the byte rules as a whole column, with the references' tokens."""
+    import json
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from end_to_end import write_pairs
+
+    write_pairs(tmp_path / "p.jsonl", 600, text=text)
+    rows = [json.loads(line) for line in (tmp_path / "p.jsonl").read_text(encoding="utf-8").splitlines()]
+    texts = [r[k] for r in rows for k in ("answer", "reference")]
+    assert B.covered_rouge(texts).all() and B.covered_squad(texts).all()
+    _check(B.rouge_words, B.covered_rouge, lambda t: rouge_tokenize.tokenize(t, None), texts)
+    _check(B.squad_words, B.covered_squad, lambda t: squad_normalize(t).split(), texts)
+    lines = [_prepare_13a(t.rstrip()) for t in texts]
+    assert B.covered_13a(lines).all()
     _check(B.tokens_13a, B.covered_13a, lambda t: T13A(t).split(), lines)
 
 
@@ -101,13 +137,14 @@ def test_long_random_columns_and_coverage() -> None:
     _check(B.squad_words, B.covered_squad, lambda t: squad_normalize(t).split(), texts)
     lines = [_prepare_13a(t.rstrip()) for t in texts]
     _check(B.tokens_13a, B.covered_13a, lambda t: T13A(t).split(), lines)
-    # the cases the byte rules leave to Python: non-ASCII, control characters, runs of marks
-    assert B.covered_squad(["a\x01b", "ok", "é"]).tolist() == [False, True, False]
-    assert B.covered_13a(["a..b", "a.b", "a,.b", "ü"]).tolist() == [False, True, False, False]
+    # the cases the byte rules leave to Python: a lone surrogate (no UTF-8), runs of marks for 13a
+    assert B.covered_squad(["a\x01b", "ok", "é", "x\ud800"]).tolist() == [True, True, True, False]
+    assert B.covered_rouge(["\udfff", "ü"]).tolist() == [False, True]
+    assert B.covered_13a(["a..b", "a.b", "a,.b", "ü", "\ud800."]).tolist() == [False, True, False, True, False]
 
 
 @pytest.mark.parametrize("texts", [["plain ascii text.", "Ünïcode text, 中文", "", "the a an", "x\x01y"],
-                                   ["só não-ASCII"], [], ["", ""]])
+                                   ["só não-ASCII"], [], ["", ""], ["a\ud800 the", "“the” cat", "x...y", "ok"]])
 def test_column_ids_mix_both_paths_in_one_id_space(texts: list[str]) -> None:
     ids, lens = B.column_ids(texts, B.squad_words, B.covered_squad, lambda ts: [squad_normalize(t).split() for t in ts])
     assert lens.tolist() == [len(squad_normalize(t).split()) for t in texts]
@@ -182,7 +219,7 @@ def test_whole_column_buffer_path_equals_the_per_text_path(name: str, monkeypatc
     """A plain column goes through one joined buffer cut in pieces; its ids must name the same tokens
     as the per-text path (pieces made tiny so they cut the column many times)."""
     rnd = random.Random(11)
-    alphabet = string.ascii_letters + string.digits * 2 + " .,-'!?()\t"
+    alphabet = string.ascii_letters + string.digits * 2 + " .,-'!?()\t" + "é’“—\u00a0中😀\u0301"
     texts = ["".join(rnd.choice(alphabet) for _ in range(rnd.randint(0, 50))) for _ in range(400)]
     fast, covered, slow = {
         "rouge": (B.rouge_words, B.covered_rouge, lambda t: rouge_tokenize.tokenize(t, None)),

@@ -1,20 +1,27 @@
-"""Tokenisation of a whole column of plain-ASCII texts at once, on bytes, for the lexical kernels.
+"""Tokenisation of a whole column of texts at once, on UTF-8 bytes, for the lexical kernels.
 
-rouge-score's tokenizer, SQuAD's answer normalisation and sacrebleu's ``13a`` tokenizer are, on
-ASCII text, rules about single bytes: which bytes separate tokens, which are deleted, which stand
-alone as a token. Here the texts of a column are joined into one byte buffer, each byte is
-classified through 256-entry tables, token starts come from the classes of a byte and its
+rouge-score's tokenizer, SQuAD's answer normalisation and sacrebleu's ``13a`` tokenizer are rules
+whose character classes are ASCII (``[a-z0-9]``, ``string.punctuation``, 13a's padded symbols,
+``[0-9]``): which characters separate tokens, which are deleted, which stand alone as a token; any
+other character is kept inside its token. In UTF-8 an ASCII character is one byte below 0x80 and
+every byte of a longer character is 0x80 or above, so the rules are rules about single bytes on the
+UTF-8 text too, and a token boundary never falls inside a character. Here the texts of a column are
+joined into one byte buffer (after the steps that are not ASCII: Unicode lower-casing, the
+whitespace ``str.split`` sees beyond ASCII, such as NO-BREAK SPACE, turned into spaces), each byte
+is classified through 256-entry tables, token starts come from the classes of a byte and its
 neighbours (numpy, vectorised), the token bytes are compacted into one Arrow string array and
 interned by Arrow's hash-based ``dictionary_encode``: the result is one integer id per token and the
-short list of distinct words, with no Python object per token.
+short list of distinct words, with no Python object per token. SQuAD's article expression
+(``\b(a|an|the)\b``, where ``\b`` is Unicode's) is then applied to each distinct word.
 
-A text that is not plain ASCII, or that holds one of the rare cases the rules do not cover (control
-characters, runs of ``.``/``,`` for 13a), takes the kernels' own Python path; the tests compare
-both paths with rouge-score, sacrebleu and the SQuAD script token by token.
+A text that cannot be encoded (a lone surrogate), or a column holding the one case the rules do
+not cover (runs of ``.``/``,`` for 13a), takes the kernels' own Python path for those texts; the
+tests compare both paths with rouge-score, sacrebleu and the SQuAD script token by token.
 """
 
 from __future__ import annotations
 
+import re
 import string
 from collections.abc import Callable, Sequence
 
@@ -23,11 +30,6 @@ import numpy as np
 # ASCII whitespace as Python's str.split() sees it (\x1c-\x1f included)
 _WS = np.zeros(256, dtype=bool)
 _WS[[9, 10, 11, 12, 13, 28, 29, 30, 31, 32]] = True
-# control characters that are not whitespace: regular expressions' \b and \w see them differently
-_CTRL = np.zeros(256, dtype=bool)
-_CTRL[:32] = True
-_CTRL[127] = True
-_CTRL &= ~_WS
 _LOWER = np.arange(256, dtype=np.uint8)
 _LOWER[65:91] += 32
 _ALNUM = np.zeros(256, dtype=bool)
@@ -45,6 +47,23 @@ _MARK = np.zeros(256, dtype=bool)
 _MARK[[ord("."), ord(",")]] = True
 _DASH = ord("-")
 _PIECE = 1 << 19  # bytes of text tokenised at once
+# the characters beyond ASCII that str.split() separates on (str.isspace; the tests check the list)
+UNICODE_SPACES = "\x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a" \
+                 "\u2028\u2029\u202f\u205f\u3000"
+_UNICODE_SPACE = re.compile(f"[{UNICODE_SPACES}]")
+_ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)  # the SQuAD script's
+
+
+def _spaces(joined: str) -> str:
+    """``joined`` with the whitespace beyond ASCII as spaces: every rule here treats any whitespace
+    as a space (it separates tokens, is neither a digit, a mark nor a word character)."""
+    return joined if joined.isascii() or not _UNICODE_SPACE.search(joined) else _UNICODE_SPACE.sub(" ", joined)
+
+
+def _prep_lower(joined: str) -> str:
+    """Unicode lower case (rouge-score and SQuAD lower-case before their ASCII rules; a non-ASCII
+    character may become ASCII letters: KELVIN SIGN becomes ``k``), whitespace as spaces."""
+    return _spaces(joined.lower())
 
 
 class Tokens:
@@ -57,13 +76,29 @@ class Tokens:
         self.ids, self.lens, self.words = ids, lens, words
 
 
-def _join(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-    """The texts (no newline inside) joined by newlines, as bytes, and where each text starts."""
-    lens = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)) + 1
+def _encode(texts: Sequence[str], prep: Callable[[str], str]) -> tuple[np.ndarray, np.ndarray] | None:
+    """The texts joined by newlines (a newline inside a text is a space: whitespace to every rule
+    here) after ``prep``, as UTF-8 bytes, and the byte offset where each text starts; None when a
+    text cannot be encoded (a lone surrogate)."""
+    joined = "\n".join(texts) + "\n"
+    if joined.count("\n") != len(texts):
+        joined = "\n".join([t.replace("\n", " ") for t in texts]) + "\n"
+    try:
+        data = prep(joined).encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+    buf = np.frombuffer(data, dtype=np.uint8)
+    ends = np.flatnonzero(buf == 10)  # 0x0A is a newline and nothing else in UTF-8
     starts = np.zeros(len(texts), dtype=np.int64)
-    np.cumsum(lens[:-1], out=starts[1:])
-    buf = np.frombuffer(("\n".join(texts) + "\n").encode("ascii"), dtype=np.uint8)
+    starts[1:] = ends[:-1] + 1
     return buf, starts
+
+
+def _join(texts: Sequence[str], prep: Callable[[str], str]) -> tuple[np.ndarray, np.ndarray]:
+    got = _encode(texts, prep)
+    if got is None:
+        raise ValueError("a text holds a lone surrogate (not encodable as UTF-8): the covered_* check leaves it out")
+    return got
 
 
 def _intern(data: np.ndarray, token_start: np.ndarray) -> tuple[np.ndarray, list[str]]:
@@ -99,14 +134,29 @@ def _split(buf: np.ndarray, text_starts: np.ndarray, keep: np.ndarray, start: np
     return Tokens(ids, _per_text(pos[first], text_starts), words)
 
 
-def _fast(texts: Sequence[str], bad: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
-    """Which texts the byte rules cover: ASCII, and none of their bytes flagged by ``bad``."""
-    ok = np.fromiter(map(str.isascii, texts), dtype=bool, count=len(texts))
-    if not ok.any():
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _fast(texts: Sequence[str], bad: Callable[[np.ndarray], np.ndarray], prep: Callable[[str], str]) -> np.ndarray:
+    """Which texts the byte rules cover: encodable as UTF-8, and none of their bytes flagged by
+    ``bad``."""
+    ok = np.ones(len(texts), dtype=bool)
+    if not len(texts):
         return ok
-    idx = np.flatnonzero(ok)
-    sub = [texts[i] for i in idx.tolist()]
-    buf, starts = _join([t.replace("\n", " ") for t in sub])
+    got = _encode(texts, prep)
+    idx = np.arange(len(texts))
+    if got is None:  # a lone surrogate somewhere: find the texts that hold one
+        ok = np.fromiter(map(_encodable, texts), dtype=bool, count=len(texts))
+        idx = np.flatnonzero(ok)
+        if not len(idx):
+            return ok
+        got = _join([texts[i] for i in idx.tolist()], prep)
+    buf, starts = got
     hit = bad(buf)
     if hit.any():
         owner = np.searchsorted(starts, np.flatnonzero(hit), side="right") - 1
@@ -115,9 +165,9 @@ def _fast(texts: Sequence[str], bad: Callable[[np.ndarray], np.ndarray]) -> np.n
 
 
 def rouge_words(texts: Sequence[str]) -> Tokens:
-    """rouge-score's tokens of ASCII texts (lower-case, runs outside ``[a-z0-9]`` separate), before
+    """rouge-score's tokens of texts (lower-case, runs outside ``[a-z0-9]`` separate), before
     stemming: ids into ``words``."""
-    return _rouge_buf(*_join([t.replace("\n", " ") for t in texts]))
+    return _rouge_buf(*_join(texts, str.lower))
 
 
 def _rouge_buf(buf: np.ndarray, text_starts: np.ndarray) -> Tokens:
@@ -128,9 +178,9 @@ def _rouge_buf(buf: np.ndarray, text_starts: np.ndarray) -> Tokens:
 
 
 def squad_words(texts: Sequence[str]) -> Tokens:
-    """SQuAD ``normalize_answer(text).split()`` of ASCII texts without control characters: lower
-    case, ASCII punctuation deleted, whitespace separates, the words a/an/the dropped."""
-    return _squad_buf(*_join([t.replace("\n", " ") for t in texts]))
+    """SQuAD ``normalize_answer(text).split()`` of texts: lower case, ASCII punctuation deleted,
+    whitespace separates, the articles a/an/the removed where the script's expression finds them."""
+    return _squad_buf(*_join(texts, _prep_lower))
 
 
 def _squad_buf(buf: np.ndarray, text_starts: np.ndarray) -> Tokens:
@@ -142,23 +192,45 @@ def _squad_buf(buf: np.ndarray, text_starts: np.ndarray) -> Tokens:
     first = np.ones(len(pos), dtype=bool)
     first[1:] = r[1:] != r[:-1]
     ids, words = _intern(_LOWER[buf[pos]], first)
-    lens = _per_text(pos[first], text_starts)
-    drop = [i for i, w in enumerate(words) if w in ("a", "an", "the")]
-    if drop:
-        gone = np.isin(ids, drop)
-        if gone.any():
-            owner = np.repeat(np.arange(len(lens)), lens)
-            lens = lens - np.bincount(owner[gone], minlength=len(lens))
-            ids = ids[~gone]
-    return Tokens(ids, lens, words)
+    return _remove_articles(ids, _per_text(pos[first], text_starts), words)
+
+
+def _remove_articles(ids: np.ndarray, lens: np.ndarray, words: list[str]) -> Tokens:
+    """SQuAD's ``re.sub(r"\\b(a|an|the)\\b", " ", text).split()`` on the whitespace-separated words
+    (``ids`` into ``words``, ``lens`` per text), applied to each distinct word: a match never spans
+    whitespace, and a word's ends see whitespace or the text's ends, non-word characters to ``\\b``
+    as the word's own edges are. A word of word characters only (``str.isalnum``: what ``\\w`` is,
+    less ``_``, which is punctuation and gone) goes when it is an article; another (with a symbol,
+    a curly quote, a combining mark, a control character) may split around an article inside it."""
+    words = list(words)
+    count = np.ones(len(words), dtype=np.int64)
+    first = np.arange(len(words), dtype=np.int64)  # where a word's replacement starts in ``flat``
+    flat = list(range(len(words)))  # a word's replacement, as ids into ``words`` (itself by default)
+    word = np.fromiter(map(str.isalnum, words), dtype=bool, count=len(words))
+    for k in np.flatnonzero(~word).tolist():
+        parts = _ARTICLES.sub(" ", words[k]).split()
+        if parts != [words[k]]:
+            first[k], count[k] = len(flat), len(parts)
+            flat.extend(range(len(words), len(words) + len(parts)))
+            words.extend(parts)  # a part may equal another word: ids are matched by their text
+    for article in ("a", "an", "the"):
+        if article in words[:len(word)]:
+            count[words.index(article)] = 0
+    per = count[ids]
+    table = np.array(flat, dtype=np.int64)
+    if (per == 1).all():
+        return Tokens(table[first[ids]], lens, words)
+    owner = np.repeat(np.arange(len(lens)), lens)
+    lens = np.bincount(owner, weights=per, minlength=len(lens)).astype(np.int64)
+    return Tokens(table[gather_index(first[ids], per)], lens, words)
 
 
 def tokens_13a(texts: Sequence[str]) -> Tokens:
     """sacrebleu's ``13a`` tokens of prepared lines (``<skipped>``, ``-\\n``, entities and newlines
-    already replaced, optionally lower-cased) that are ASCII without runs of ``.``/``,``: each pad
-    character is a token, a ``.`` or ``,`` is one unless it sits between two digits, a ``-`` right
-    after a digit is one; whitespace separates."""
-    return _13a_buf(*_join(texts))
+    already replaced, optionally lower-cased) without runs of ``.``/``,``: each pad character is a
+    token, a ``.`` or ``,`` is one unless it sits between two digits, a ``-`` right after a digit is
+    one; whitespace separates."""
+    return _13a_buf(*_join(texts, _spaces))
 
 
 def _13a_buf(buf: np.ndarray, text_starts: np.ndarray) -> Tokens:
@@ -213,10 +285,10 @@ def column_ids(texts: Sequence[str], fast_fn: Callable[[Sequence[str]], Tokens],
         return in_pieces(starts, lambda i, j: fast_fn(sub[i:j]))
 
     form = _BUFFER_FORMS.get(fast_fn)
-    whole = _column_buffer(texts) if form is not None and n else None
+    whole = _encode(texts, form[2]) if form is not None and n else None
     if whole is not None and not form[1](whole[0]).any():
-        # the usual column: every text plain ASCII, none of the rare cases: one join, then pieces
-        # of the buffer itself
+        # the usual column: every text encodable, none of the rare cases: one join, then pieces of
+        # the buffer itself
         buf, starts = whole
 
         def piece(i: int, j: int) -> Tokens:
@@ -262,7 +334,7 @@ def _joined_ids(joined: str, n: int, word_ids: Callable[[list[str]], np.ndarray]
     """``word_ids`` of the whitespace-separated words of ``n`` texts joined by newlines (one after the
     other) and words per text: one ``split()`` of the whole text, a NUL token marking where a text
     ends, interned by Arrow's hash dictionary (one id look-up per distinct word)."""
-    if "\x00" in joined:
+    if "\x00" in joined or not _encodable(joined):  # a NUL inside a text, or a lone surrogate (no Arrow)
         parts = [p.split() for p in joined.split("\n")]
         return (_intern_words([w for p in parts for w in p], word_ids),
                 np.fromiter(map(len, parts), dtype=np.int64, count=len(parts)))
@@ -290,31 +362,22 @@ def _intern_words(words: list[str], word_ids: Callable[[list[str]], np.ndarray])
         return np.zeros(0, dtype=np.int64)
     import pyarrow as pa
 
-    enc = pa.array(words, type=pa.large_string()).dictionary_encode()
+    try:
+        enc = pa.array(words, type=pa.large_string()).dictionary_encode()
+    except UnicodeEncodeError:  # a lone surrogate: a Python dictionary of the distinct words
+        distinct: dict[str, int] = {}
+        pos = np.fromiter(map(distinct.setdefault, words, range(len(words))), dtype=np.int64, count=len(words))
+        first = np.array(list(distinct.values()), dtype=np.int64)
+        rank = np.zeros(len(words), dtype=np.int64)
+        rank[first] = np.arange(len(first))
+        return word_ids(list(distinct))[rank[pos]]
     idx = enc.indices
     pos = np.frombuffer(idx.buffers()[1], dtype=np.int32, count=len(idx), offset=idx.offset * 4)
     return word_ids(enc.dictionary.to_pylist())[pos]
 
 
-def _column_buffer(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray] | None:
-    """The texts joined by newlines as ASCII bytes and where each starts, or None when a text is not
-    plain ASCII or holds a newline (checked on the joined text, no per-text pass)."""
-    joined = "\n".join(texts) + "\n"
-    if not joined.isascii() or joined.count("\n") != len(texts):
-        return None
-    lens = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)) + 1
-    starts = np.zeros(len(texts), dtype=np.int64)
-    np.cumsum(lens[:-1], out=starts[1:])
-    return np.frombuffer(joined.encode("ascii"), dtype=np.uint8), starts
-
-
 def _no_bad(buf: np.ndarray) -> np.ndarray:
     return np.zeros(len(buf), dtype=bool)
-
-
-def _bad_squad(buf: np.ndarray) -> np.ndarray:
-    """Control characters: ``\\b`` and ``\\w`` see them differently from the byte rules."""
-    return _CTRL[buf]
 
 
 def _bad_13a(buf: np.ndarray) -> np.ndarray:
@@ -325,9 +388,10 @@ def _bad_13a(buf: np.ndarray) -> np.ndarray:
     return hit
 
 
-#: tokenizer -> (the same on a buffer, the bytes that send a column to the per-text path)
+#: tokenizer -> (the same on a buffer, the bytes that send a column to the per-text path, the step
+#: on the joined text before it is encoded)
 _BUFFER_FORMS: dict[Callable[..., Tokens], tuple[Callable[[np.ndarray, np.ndarray], Tokens],
-                                                 Callable[[np.ndarray], np.ndarray]]] = {}
+                                                 Callable[[np.ndarray], np.ndarray], Callable[[str], str]]] = {}
 
 
 def gather_index(starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
@@ -355,19 +419,20 @@ def _dense(ids: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def covered_rouge(texts: Sequence[str]) -> np.ndarray:
-    """ASCII texts (Python's ``lower()`` may turn other characters into ASCII letters)."""
-    return np.fromiter(map(str.isascii, texts), dtype=bool, count=len(texts))
+    """Texts encodable as UTF-8 (all but those holding a lone surrogate)."""
+    return _fast(texts, _no_bad, str.lower)
 
 
 def covered_squad(texts: Sequence[str]) -> np.ndarray:
-    """ASCII texts without control characters (``\\b`` and ``\\w`` see those differently)."""
-    return _fast(texts, _bad_squad)
+    """Texts encodable as UTF-8 (all but those holding a lone surrogate)."""
+    return _fast(texts, _no_bad, _prep_lower)
 
 
 def covered_13a(texts: Sequence[str]) -> np.ndarray:
-    """ASCII lines without a run of ``.``/``,`` (sacrebleu's expressions treat runs specially)."""
-    return _fast(texts, _bad_13a)
+    """Lines encodable as UTF-8 without a run of ``.``/``,`` (sacrebleu's expressions treat runs
+    specially)."""
+    return _fast(texts, _bad_13a, _spaces)
 
 
-_BUFFER_FORMS.update({rouge_words: (_rouge_buf, _no_bad), squad_words: (_squad_buf, _bad_squad),
-                      tokens_13a: (_13a_buf, _bad_13a)})
+_BUFFER_FORMS.update({rouge_words: (_rouge_buf, _no_bad, str.lower), squad_words: (_squad_buf, _no_bad, _prep_lower),
+                      tokens_13a: (_13a_buf, _bad_13a, _spaces)})
