@@ -16,7 +16,8 @@ shares a word with the question, and so on (see :func:`verdict`). Tests steer it
   ``server.rejected`` counts them. A 200 reply carries the forced ``headers`` (e.g.
   ``x-ratelimit-remaining-requests``).
 
-Every request body is recorded in ``server.requests``. Run it standalone (the benchmark does, so
+Every request body is recorded in ``server.requests`` (with its arrival and reply times, ``at`` and
+``done``, as ``time.time()``: ``GET /timeline`` lists them). Run it standalone (the benchmark does, so
 its CPU is not counted as the client's)::
 
     python tests/judge_server.py --port 0 --delay 0.2      # prints "PORT <n>" when ready
@@ -561,6 +562,10 @@ class JudgeServer:
         if method == "GET" and path == "/stats":
             return 200, {}, {"requests": len(self.requests), "rejected": self.rejected,
                              "max_inflight": self.max_inflight}
+        if method == "GET" and path == "/timeline":  # when each request arrived and was answered
+            with self.lock:
+                return 200, {}, {"requests": [[r.get("at"), r.get("done")] for r in self.requests],
+                                 "pings": [p.get("at") for p in self.pings]}
         if method == "GET" and "/models/" in path:  # Gemini model look-up (pre-flight)
             model = path.rsplit("/", 1)[-1]
             return await self._ping("google", {"model": model}, {"name": f"models/{model}"})
@@ -611,7 +616,7 @@ class JudgeServer:
 
     async def _ping(self, wire: str, body: dict[str, Any], ok: Any) -> tuple[int, dict[str, str], Any]:
         with self.lock:
-            self.pings.append({"wire": wire, "body": body})
+            self.pings.append({"wire": wire, "body": body, "at": time.time()})
             f = self.ping_forced.popleft() if self.ping_forced else None
         if f is None:
             return 200, {}, ok
@@ -637,7 +642,8 @@ class JudgeServer:
             return await self._ping(wire, body, _render(wire, None, "ok", system, user, model))
         with self.lock:
             path, headers = _REQUEST.get()
-            self.requests.append({"wire": wire, "body": body, "path": path, "headers": headers})
+            entry = {"wire": wire, "body": body, "path": path, "headers": headers, "at": time.time()}
+            self.requests.append(entry)
             full = self.capacity is not None and self.inflight >= self.capacity
             if full:
                 self.rejected += 1
@@ -655,6 +661,7 @@ class JudgeServer:
         finally:
             with self.lock:
                 self.inflight -= 1
+                entry["done"] = time.time()
         if f.drop:
             raise _Drop
         if f.content_type is not None:
