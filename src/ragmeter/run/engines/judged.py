@@ -56,17 +56,26 @@ def calls_needed(requests: Sequence[MetricRequest], samples: Sequence[Sample],
     cached = getattr(service, "all_cached", None)
     if cached is None:
         return True
-    queued = []
+    todo: list[tuple[Any, MetricRequest, list[Sample]]] = []
     for r in judged:
         jm = _per_sample(r)
         if jm is None:
             return True
-        todo = [s for s in samples if (s.id, r.key) not in done and not missing_fields(s, r.spec.requires)]
-        try:
-            queued += [q for q in jm.requests(todo, r.params) if not isinstance(q, Score)]
-        except (ConfigError, MetricError):
-            return True  # invalid parameters: the run reports them
-    return not cached(queued)
+        todo.append((jm, r, [s for s in samples if (s.id, r.key) not in done
+                             and not missing_fields(s, r.spec.requires)]))
+    try:
+        # a first run misses at once: one sample's requests, one cache query, before building them all
+        first = next(((jm, r, rest[:1]) for jm, r, rest in todo if rest), None)
+        if first is not None and not cached(_queued(*first)):
+            return True
+        return not cached([q for jm, r, rest in todo for q in _queued(jm, r, rest)])
+    except (ConfigError, MetricError):
+        return True  # invalid parameters: the run reports them
+
+
+def _queued(jm: Any, req: MetricRequest, samples: list[Sample]) -> list[Any]:
+    """The judge requests ``jm`` would queue for ``samples`` (a sample it scores without one left out)."""
+    return [q for q in jm.requests(samples, req.params) if not isinstance(q, Score)]
 
 
 def stream_scores(plans: Sequence[MetricPlan], ctx: Any,
