@@ -4,8 +4,14 @@ The server (tests/judge_server.py, a scripted rule-based judge) runs in a subpro
 not counted as ours; ragmeter's client code (its judge transport, retries, cache, store) runs in this
 process exactly as in a real run.
 
+**The ideal** everywhere below is the shortest schedule: N calls of D seconds each, C in flight,
+take ceil(N / C) rounds of D at the very least (``ideal_s``; 50 calls at 16 in flight: 4 x 0.2 =
+0.8 s), since no call can start before a slot frees and each takes D. The throughput figure
+N x D / C (0.625 s for those 50 calls, reachable only when N is a multiple of C) is kept beside it
+as ``ideal_throughput_s`` (ratios ``*_over_throughput_ideal`` / ``ratio_to_throughput_ideal``).
+
 (a) 1,000 judge calls at concurrency 32 through ragmeter's judge service, against the ideal
-    1000 x 0.2 / 32 s, and against what a user would otherwise write: the raw ``openai.AsyncOpenAI``
+    ceil(1000 / 32) x 0.2 s, and against what a user would otherwise write: the raw ``openai.AsyncOpenAI``
     client under an ``asyncio.Semaphore(32)``, parsing replies with pydantic. Then the same 1,000
     requests again: served from the store's cache, zero calls.
 (b) The workload the incumbents were measured on: 50 samples with 2-3 contexts each,
@@ -20,7 +26,7 @@ process exactly as in a real run.
     the aggregate says.
 
 (e) The workload of (b) in a fresh process with default settings (the judge's default concurrency):
-    ``wall_over_ideal`` is the wall time of ``evaluate`` over calls x latency / concurrency. The
+    ``wall_over_ideal`` is the wall time of ``evaluate`` over the ideal (shortest schedule). The
     process loads ragmeter from bytecode as an installed copy does (see ``installed_env``).
 
 (f) The command a user types: ``ragmeter eval FILE --metrics faithfulness,context_recall,answer_relevancy
@@ -28,13 +34,19 @@ process exactly as in a real run.
     fresh process of the installed console script (bytecode as an installed copy has it:
     ``benchmarks/_fresh.py``), ``--reps`` times (default 5; medians, every figure and the load
     average kept). ``wall_over_ideal`` is the run's own wall time (``timings.total_s`` the run
-    stores: from the store being opened to the run being finished) over calls x latency /
-    concurrency; ``process_wall_over_ideal`` the whole process's, launch to exit (imports included);
-    ``mean_slots_busy`` = calls x latency / run wall. ``--fresh-only`` runs (f) alone.
+    stores: from the store being opened to the run being finished) over the ideal, the shortest
+    schedule; ``process_wall_over_ideal`` the whole process's, launch to exit (imports included);
+    ``mean_slots_busy`` = calls x latency / run wall. The server's timeline of each run gives
+    ``first_request_after_launch_s`` (its first judge request after the process's launch),
+    ``first_request_after_evaluate_s`` (after the run's start, the origin of ``total_s``: its stored
+    finish time minus ``total_s``), ``first_to_last_reply_s`` and ``server_mean_in_flight`` (requests
+    in flight between those two moments). The same is then measured with ``--option
+    judge_joint=false`` (three requests per sample, 150 calls: whether the slots stay full), reported
+    beside the headline as ``separate_requests``. ``--fresh-only`` runs (f) alone; with or without
+    it the last line carries ``fresh_process: true`` and (f)'s figures at its top level.
 
 (d) ``--sweep``: the workload of (b) at 4, 8, 16 and 32 requests in flight, each in a fresh
-    process, as ``ragmeter eval`` runs it: wall time against the ideal (calls x latency /
-    concurrency), and client CPU per call (``time.process_time``) three ways: the whole process
+    process, as ``ragmeter eval`` runs it: wall time against the ideal, and client CPU per call (``time.process_time``) three ways: the whole process
     (imports, store creation, client start and the run) / calls, the first run alone / calls, and
     a second run in the same process / calls. Then the same workload against a server that
     answers 429 beyond 8 requests in flight (``retry-after-ms: 100``), with 32 configured: the
@@ -49,7 +61,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import datetime as dt
 import json
+import math
 import os
 import subprocess
 import sys
@@ -112,7 +126,7 @@ def bench_service(url: str, n: int, conc: int, delay: float, tmp: Path) -> dict[
 
     reqs = faithfulness.requests(make_samples(n, "a"), {})
     store = open_store(f"sqlite:///{tmp / 'a.db'}")
-    ideal = n * delay / conc
+    ideal, through = rounds_ideal(n, delay, conc), throughput_ideal(n, delay, conc)
     judge = get_judge("openai:bench-model", store=store, base_url=url + "/v1", concurrency=conc)
     before = server_requests(url)
     t, c = time.perf_counter(), time.process_time()
@@ -132,7 +146,8 @@ def bench_service(url: str, n: int, conc: int, delay: float, tmp: Path) -> dict[
     rerun_calls = server_requests(url) - before
     store.close()
     return {"calls": made, "ok": ok, "wall_s": round(wall, 3), "ideal_s": round(ideal, 3),
-            "ratio_to_ideal": round(wall / ideal, 3), "cpu_ms_per_call": round(cpu / n * 1000, 3),
+            "ratio_to_ideal": round(wall / ideal, 3), "ideal_throughput_s": round(through, 3),
+            "ratio_to_throughput_ideal": round(wall / through, 3), "cpu_ms_per_call": round(cpu / n * 1000, 3),
             "rerun_calls": rerun_calls, "rerun_cached": stats2["cached"], "rerun_wall_s": round(wall2, 3),
             "rerun_same_verdicts": all(a.value == b.value for a, b in zip(res, res2, strict=True))}
 
@@ -168,7 +183,8 @@ def bench_raw_sdk(url: str, n: int, conc: int, delay: float) -> dict[str, Any]:
     t, c = time.perf_counter(), time.process_time()
     ok = asyncio.run(run())
     wall, cpu = time.perf_counter() - t, time.process_time() - c
-    return {"ok": ok, "wall_s": round(wall, 3), "ratio_to_ideal": round(wall / (n * delay / conc), 3),
+    return {"ok": ok, "wall_s": round(wall, 3), "ratio_to_ideal": round(wall / rounds_ideal(n, delay, conc), 3),
+            "ratio_to_throughput_ideal": round(wall / throughput_ideal(n, delay, conc), 3),
             "cpu_ms_per_call": round(cpu / n * 1000, 3)}
 
 
@@ -182,10 +198,12 @@ def bench_workload(url: str, conc: int, delay: float, tmp: Path, samples: list[A
     res = evaluate(samples, metrics, db=f"sqlite:///{tmp / (name + '.db')}", options=options)
     wall, cpu = time.perf_counter() - t, time.process_time() - c
     calls = server_requests(url) - before
-    ideal = calls * delay / conc
+    ideal, through = rounds_ideal(calls, delay, conc), throughput_ideal(calls, delay, conc)
     return {"samples": len(samples), "metrics": metrics, "calls": calls,
             "calls_per_sample": round(calls / len(samples), 3), "wall_s": round(wall, 3),
             "ideal_s": round(ideal, 3), "ratio_to_ideal": round(wall / ideal, 3) if ideal else None,
+            "ideal_throughput_s": round(through, 3),
+            "ratio_to_throughput_ideal": round(wall / through, 3) if through else None,
             "cpu_ms_per_call": round(cpu / calls * 1000, 3) if calls else None,
             "summary": {k: {x: v[x] for x in ("mean", "n", "n_missing", "missing_reasons")}
                         for k, v in res.summary.items()},
@@ -218,10 +236,13 @@ def child(url: str, conc: int, delay: float) -> dict[str, Any]:
             wall, cpu = time.perf_counter() - t, time.process_time() - c
             after = server_stats(url)
             calls = after["requests"] - before["requests"]
-            ideal = (calls - (after["rejected"] - before["rejected"])) * delay / conc
+            answered = calls - (after["rejected"] - before["rejected"])
+            ideal, through = rounds_ideal(answered, delay, conc), throughput_ideal(answered, delay, conc)
             out[run] = {"calls": calls, "rejected_429": after["rejected"] - before["rejected"],
                         "wall_s": round(wall, 3), "ideal_s": round(ideal, 3),
-                        "ratio_to_ideal": round(wall / ideal, 3) if ideal else None, "cpu_s": round(cpu, 3), "cpu_ms_per_call": round(cpu / calls * 1000, 2),
+                        "ratio_to_ideal": round(wall / ideal, 3) if ideal else None,
+                        "ideal_throughput_s": round(through, 3),
+                        "ratio_to_throughput_ideal": round(wall / through, 3) if through else None, "cpu_s": round(cpu, 3), "cpu_ms_per_call": round(cpu / calls * 1000, 2),
                         "n_values": {m: v["n"] for m, v in res.summary.items()},
                         "judge": {k: res.extra["judge"].get(k) for k in ("calls", "retries", "failed",
                                                                         "concurrency_adapted")}}
@@ -285,8 +306,37 @@ def sweep(delay: float, levels: tuple[int, ...] = (4, 8, 16, 32)) -> dict[str, A
     return out
 
 
-def fresh_cli(delay: float, reps: int, conc: int = 16) -> dict[str, Any]:
-    """(f): ``reps`` fresh ``ragmeter eval`` processes of the workload of (b) against one server."""
+def rounds_ideal(calls: int, delay: float, conc: int) -> float:
+    """The shortest schedule: ``calls`` requests of ``delay`` seconds each, ``conc`` at a time, take
+    ceil(calls / conc) rounds of ``delay`` (no client can do better: a request cannot start before
+    a slot frees, and every one takes ``delay``)."""
+    return math.ceil(calls / conc) * delay if calls else 0.0
+
+
+def throughput_ideal(calls: int, delay: float, conc: int) -> float:
+    """calls x delay / concurrency: the shortest schedule only when ``calls`` is a multiple of ``conc``."""
+    return calls * delay / conc
+
+
+def _timeline(url: str, launched: float, run_start: float, since: tuple[int, int]) -> dict[str, Any]:
+    """What the server saw of one run: when its first request (and pre-flight) arrived, after the
+    process's launch and after the run's start, and how many requests it had in flight on average."""
+    with urllib.request.urlopen(url + "/timeline") as r:
+        tl = json.load(r)
+    reqs = tl["requests"][since[0]:]
+    pings = tl["pings"][since[1]:]
+    first = min(a for a, _ in reqs)
+    last = max(d for _, d in reqs)
+    return {"first_request_after_launch_s": round(first - launched, 3),
+            "first_request_after_evaluate_s": round(first - run_start, 3),
+            "preflight_after_evaluate_s": round(pings[0] - run_start, 3) if pings else None,
+            "first_to_last_reply_s": round(last - first, 3),
+            "server_mean_in_flight": round(sum(d - a for a, d in reqs) / (last - first), 2)}
+
+
+def fresh_cli(delay: float, reps: int, conc: int = 16, extra: tuple[str, ...] = ()) -> dict[str, Any]:
+    """(f): ``reps`` fresh ``ragmeter eval`` processes of the workload of (b) against one server
+    (``extra``: more arguments, e.g. ``--option judge_joint=false``)."""
     from _fresh import installed_env as fresh_env
     from _fresh import load_avg, median, ragmeter_command, run_timed
 
@@ -306,30 +356,40 @@ def fresh_cli(delay: float, reps: int, conc: int = 16) -> dict[str, Any]:
                                          "contexts": [c.text for c in s.contexts]}) + "\n")
             env = fresh_env(tmp / "pycache", OPENAI_API_KEY="unused-by-the-local-server")
 
-            def one(db: str) -> tuple[float, dict[str, Any]]:
+            def one(db: str) -> tuple[float, float, tuple[int, int], dict[str, Any]]:
                 before = server_stats(url)
+                with urllib.request.urlopen(url + "/timeline") as r:
+                    tl = json.load(r)
+                launched = time.time()
                 wall, out = run_timed(["eval", str(data), "--metrics", ",".join(WORKLOAD), "--judge", "openai:bench-model",
                                        "--judge-base-url", url + "/v1", "--concurrency", str(conc),
-                                       "--db", db, "--json"], env)
+                                       "--db", db, "--json", *extra], env)
                 after = server_stats(url)
-                return wall, {"doc": json.loads(out), "requests": after["requests"] - before["requests"],
-                              "max_inflight": after["max_inflight"]}
+                return wall, launched, (len(tl["requests"]), len(tl["pings"])), {
+                    "doc": json.loads(out), "requests": after["requests"] - before["requests"],
+                    "max_inflight": after["max_inflight"]}
 
             one(f"sqlite:///{tmp / 'warm.db'}")  # warm-up, not measured: bytecode and file system cache
             for i in range(reps):
                 db = f"sqlite:///{tmp / f'run{i}.db'}"
-                wall, r = one(db)
+                wall, launched, since, r = one(db)
                 store = open_store(db)
                 run = store.get_run(r["doc"]["run_id"])
                 total_s = float(run.timings["total_s"])
+                # the run's start, the origin of its timings.total_s (its store just opened): the
+                # stored finish time (written right after total_s is measured) minus total_s
+                run_start = run.finished_at.replace(tzinfo=dt.UTC).timestamp() - total_s
                 store.close()
                 calls = r["doc"]["judge"]["calls"]
-                ideal = calls * delay / conc
+                ideal, through = rounds_ideal(calls, delay, conc), throughput_ideal(calls, delay, conc)
                 runs.append({"process_wall_s": round(wall, 3), "run_wall_s": round(total_s, 3),
                              "calls": calls, "server_requests": r["requests"], "ideal_s": round(ideal, 3),
                              "wall_over_ideal": round(total_s / ideal, 3),
                              "process_wall_over_ideal": round(wall / ideal, 3),
+                             "ideal_throughput_s": round(through, 3),
+                             "wall_over_throughput_ideal": round(total_s / through, 3),
                              "mean_slots_busy": round(calls * delay / total_s, 2),
+                             **_timeline(url, launched, run_start, since),
                              "n_values": {m: v["n"] for m, v in r["doc"]["metrics"].items()}})
                 loads.append(load_avg())
     finally:
@@ -337,22 +397,53 @@ def fresh_cli(delay: float, reps: int, conc: int = 16) -> dict[str, Any]:
         proc.wait(timeout=10)
     out: dict[str, Any] = {"command": " ".join([*ragmeter_command(), "eval", "FILE", "--metrics", ",".join(WORKLOAD),
                                                 "--judge", "openai:bench-model", "--judge-base-url", "URL",
-                                                "--concurrency", str(conc)]),
+                                                "--concurrency", str(conc), *extra]),
                            "concurrency": conc, "delay_s": delay, "reps": reps, "runs": runs,
+                           "ideal": "ceil(calls / concurrency) x delay: the shortest schedule",
                            "load_avg_1_5_15": loads,
                            "bytecode": "compiled by an unmeasured warm-up run, as pip does at install"}
     for k in ("process_wall_s", "run_wall_s", "ideal_s", "wall_over_ideal", "process_wall_over_ideal",
-              "mean_slots_busy"):
+              "ideal_throughput_s", "wall_over_throughput_ideal", "mean_slots_busy",
+              "first_request_after_launch_s", "first_request_after_evaluate_s", "first_to_last_reply_s",
+              "server_mean_in_flight"):
         out[k] = median([r[k] for r in runs])
+    out["calls"] = runs[0]["calls"]
     return out
 
 
-def report_fresh(f: dict[str, Any]) -> None:
-    print(f"(f) fresh `ragmeter eval` processes, {f['reps']} runs, {f['concurrency']} in flight (medians): "
-          f"run {f['run_wall_s']:.2f} s for {f['runs'][0]['calls']} calls, ideal {f['ideal_s']:.2f} s -> "
-          f"{f['wall_over_ideal']:.2f}x; process launch to exit {f['process_wall_s']:.2f} s -> "
-          f"{f['process_wall_over_ideal']:.2f}x; {f['mean_slots_busy']:.1f} of {f['concurrency']} slots busy "
-          f"on average; load average {f['load_avg_1_5_15'][-1]}")
+def fresh_both(delay: float, reps: int) -> dict[str, Any]:
+    """(f) with joint requests (the headline), then with ``judge_joint=false`` (three requests per
+    sample: whether the slots stay full), reported beside it."""
+    f = fresh_cli(delay, reps)
+    report_fresh(f)
+    f["separate_requests"] = sep = fresh_cli(delay, reps, extra=("--option", "judge_joint=false"))
+    report_fresh(sep, "    with --option judge_joint=false")
+    return f
+
+
+def report_fresh(f: dict[str, Any], title: str | None = None) -> None:
+    print(f"{title or '(f) fresh `ragmeter eval` processes'}, {f['reps']} runs, {f['concurrency']} in flight "
+          f"(medians): run {f['run_wall_s']:.2f} s for {f['calls']} calls, shortest schedule "
+          f"{f['ideal_s']:.2f} s (ceil(calls / concurrency) x delay) -> {f['wall_over_ideal']:.2f}x "
+          f"(calls x delay / concurrency {f['ideal_throughput_s']:.3f} s -> {f['wall_over_throughput_ideal']:.2f}x); "
+          f"process launch to exit {f['process_wall_s']:.2f} s -> {f['process_wall_over_ideal']:.2f}x; "
+          f"first request {f['first_request_after_launch_s']:.3f} s after launch, "
+          f"{f['first_request_after_evaluate_s']:.3f} s after the run's start; {f['mean_slots_busy']:.1f} of "
+          f"{f['concurrency']} slots busy over the run ({f['server_mean_in_flight']:.1f} from the first request "
+          f"to the last reply); load average {f['load_avg_1_5_15'][-1]}")
+
+
+def headline(f: dict[str, Any]) -> dict[str, Any]:
+    """The fresh-process figures the last line carries at its top level."""
+    sep = f["separate_requests"]
+    return {"fresh_process": True, "wall_over_ideal": f["wall_over_ideal"],
+            "process_wall_over_ideal": f["process_wall_over_ideal"], "run_wall_s": f["run_wall_s"],
+            "ideal_s": f["ideal_s"], "ideal": f["ideal"], "ideal_throughput_s": f["ideal_throughput_s"],
+            "wall_over_throughput_ideal": f["wall_over_throughput_ideal"],
+            "first_request_after_launch_s": f["first_request_after_launch_s"],
+            "first_request_after_evaluate_s": f["first_request_after_evaluate_s"],
+            "separate_requests_wall_over_ideal": sep["wall_over_ideal"],
+            "load_avg_1_5_15": f["load_avg_1_5_15"][-1]}
 
 
 def main() -> None:
@@ -370,10 +461,9 @@ def main() -> None:
         print(json.dumps(child(args.child, conc, delay)))
         return
     if args.fresh_only:
-        f = fresh_cli(delay, args.reps)
-        report_fresh(f)
+        f = fresh_both(delay, args.reps)
         f["targets"] = {"fresh_within_1.3x_ideal": f["wall_over_ideal"] <= 1.3}
-        print(json.dumps({"fresh_process": True, "fresh_cli": f, "wall_over_ideal": f["wall_over_ideal"]}))
+        print(json.dumps({**headline(f), "fresh_cli": f}))
         return
     if args.sweep:
         print(f"(d) 50 samples x {' + '.join(WORKLOAD)}, server replies in {delay * 1000:.0f} ms")
@@ -476,12 +566,9 @@ def main() -> None:
           f"{fresh['first']['ideal_s']:.2f} s -> {out['wall_over_ideal']:.2f}x "
           f"(second run in the same process {fresh['second']['ratio_to_ideal']:.2f}x)")
 
-    out["fresh_cli"] = f = fresh_cli(delay, args.reps)
-    report_fresh(f)
-    out["fresh_process"] = True
+    out["fresh_cli"] = f = fresh_both(delay, args.reps)
     out["wall_over_ideal_in_process_child"] = out["wall_over_ideal"]
-    out["wall_over_ideal"] = f["wall_over_ideal"]
-    out["process_wall_over_ideal"] = f["process_wall_over_ideal"]
+    out.update(headline(f))
 
     out["targets"] = {"a_within_1.3x_ideal": out["a"]["met_1_3x"],
                       "a_rerun_zero_calls": out["a"]["met_rerun_zero_calls"],
