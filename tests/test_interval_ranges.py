@@ -266,5 +266,6 @@ def test_issue_examples_through_eval_and_show(values, tmp_path):
     s = json.loads(out)["metrics"]["token_f1"]
     assert s["mean"] == pytest.approx(expected) and s["ci_method"] == "quasi_score"
     assert 0 <= s["ci_low"] < s["mean"] < s["ci_high"] <= 1
+    # 5/6 as token F1 computes it, 2PR / (P + R) with P = 1, R = 5/7: one bit below the double 5/6
     assert (s["ci_low"], s["ci_high"]) == ragmeter.stats.mean_ci(
-        [5 / 6 if v == 0.833 else v for v in values], bounds=(0, 1))
+        [2 * (5 / 7) / (1 + 5 / 7) if v == 0.833 else v for v in values], bounds=(0, 1))

@@ -151,3 +151,92 @@ def test_a_streamed_run_stopped_part_way_resumes_to_the_same_rows(tmp_path, smal
     done = ragmeter.evaluate(str(data), db=db, resume=run_id, progress=False)
     assert done.status == "completed" and done.summary.to_dict() == expected.summary.to_dict()
     assert _stored(db, run_id) == _stored(db_a, expected.run_id)
+
+
+def test_the_streamed_summary_equals_the_in_memory_one_across_chunk_boundaries(tmp_path, small_chunks, monkeypatch):
+    """Chunks of 40 rows: the first 45 rows all score 1 (every value at a bound, and no deviation
+    from the first value until the second chunk), then varying rows with a missing answer every
+    sixth; exact_match stays 0/1 (Clopper-Pearson), token_f1 varies (quasi-score)."""
+    rnd = random.Random(11)
+    data = tmp_path / "rows.jsonl"
+    with data.open("w") as fh:
+        for i in range(210):
+            ref = " ".join(rnd.choices(WORDS, k=rnd.randint(1, 9)))
+            row = {"id": f"q{i}", "question": "why?", "reference": ref}
+            if i < 45:
+                row["answer"] = ref
+            elif i % 6:
+                row["answer"] = ref if i % 5 == 0 else " ".join(rnd.choices(WORDS, k=rnd.randint(1, 9)))
+            fh.write(json.dumps(row) + "\n")
+    expected, _ = _in_memory(tmp_path, data, monkeypatch)
+    got = ragmeter.evaluate(str(data), METRICS, db=f"sqlite:///{tmp_path / 'stream.db'}", progress=False)
+    assert small_chunks["chunks"] == 6
+    assert got.summary.to_dict() == expected.summary.to_dict()
+    em, f1 = got.summary["exact_match"], got.summary["token_f1"]
+    assert em.ci_method == "clopper_pearson" and f1.ci_method == "quasi_score"
+    assert em.n_missing == f1.n_missing == 27 and f1.n == 183
+    assert f1.ci_low < f1.mean < f1.ci_high <= 1.0
+    assert got.scores.column("token_f1").reason_list() == expected.scores.column("token_f1").reason_list()
+
+
+def test_exact_sum_is_the_exact_sum_in_any_grouping():
+    from fractions import Fraction
+
+    from ragmeter.stats.intervals import exact_sum
+
+    rnd = random.Random(5)
+    xs = [rnd.choice([1e16, -1e16, 1.0, 0.1, 1e-300, 3.5e-17]) * rnd.random() for _ in range(500)]
+    whole = exact_sum([], xs)
+    assert sum(map(Fraction, whole)) == sum(map(Fraction, xs))
+    parts: list[float] = []
+    for a in range(0, 500, 37):
+        parts = exact_sum(parts, xs[a:a + 37])
+    assert sum(map(Fraction, parts)) == sum(map(Fraction, xs))
+
+
+def _moments_cases():
+    rnd = random.Random(7)
+    yield [1.0] * 30 + [0.0] * 5, (0.0, 1.0)  # all at the bounds
+    yield [0.25] * 40, (0.0, 1.0)  # constant
+    yield [0.5] * 25 + [0.5 + 2.0**-40, 0.5 - 2.0**-41] + [0.5] * 10, (0.0, 1.0)  # tiny spread after a run of one value
+    yield [rnd.random() for _ in range(300)], (0.0, 1.0)
+    yield [rnd.choice([0.0, 1.0, rnd.random()]) for _ in range(200)], None
+    yield [rnd.uniform(-3, 40) for _ in range(150)], (0.0, float("inf"))  # a metric below its declared range
+    yield [float(rnd.randint(0, 1)) for _ in range(77)], None
+
+
+@pytest.mark.parametrize("case", list(_moments_cases()))
+def test_moments_summary_does_not_depend_on_the_chunks(case):
+    """What a streamed run relies on: the summary of values fed in chunks (with missing values
+    between them) is the summary of the whole column, bit for bit, and keeps the interval's
+    guarantees (in the range, around the mean, strictly when the values vary)."""
+    import numpy as np
+
+    from ragmeter.stats import aggregate_many, mean_ci
+    from ragmeter.stats.intervals import Moments
+
+    values, bounds = case
+    rnd = random.Random(len(values))
+    col = np.array(values)
+    col[rnd.sample(range(len(values)), len(values) // 7)] = np.nan
+    reasons = [("error: x" if i % 2 else None) if np.isnan(v) else None for i, v in enumerate(col)]
+    whole = aggregate_many({"m": (col, reasons)}, bounds={"m": bounds})["m"]
+    for size in (1, 3, 16, 40, len(col)):
+        acc = Moments()
+        for a in range(0, len(col), size):
+            acc.add(col[a:a + size], reasons[a:a + size])
+        assert acc.summary(bounds=bounds) == whole
+    present = col[~np.isnan(col)]
+    assert whole["n"] == present.size and whole["n_missing"] == len(col) - present.size
+    assert whole["missing_reasons"] == aggregate_many({"m": (col, reasons)})["m"]["missing_reasons"]
+    assert (whole["ci_low"], whole["ci_high"]) == mean_ci(present, bounds=bounds)
+    assert whole["mean"] == pytest.approx(float(np.mean(present)), rel=1e-12)
+    assert whole["std"] == pytest.approx(float(np.std(present, ddof=1)), rel=1e-9, abs=1e-300)
+    assert (whole["min"], whole["max"]) == (present.min(), present.max())
+    lo_b = min(bounds[0], present.min()) if bounds else present.min()
+    hi_b = max(bounds[1], present.max()) if bounds and np.isfinite(bounds[1]) else present.max()
+    if bounds is None and set(present.tolist()) <= {0.0, 1.0}:
+        lo_b, hi_b = 0.0, 1.0
+    assert lo_b <= whole["ci_low"] <= whole["mean"] <= whole["ci_high"] <= hi_b
+    if present.min() < present.max():
+        assert whole["ci_low"] < whole["mean"] < whole["ci_high"]

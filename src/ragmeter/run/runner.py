@@ -511,6 +511,7 @@ def _streamed(data: str | Path, c: EvalConfig, s: _Settings, requests: list[Metr
               ) -> EvaluationResult | None:
     """Evaluate a large file of plain rows a chunk at a time (:mod:`ragmeter.run.stream`); ``None``
     when it turns out to have no samples (the in-memory run then records that)."""
+    from ragmeter.stats.intervals import Moments
     from ragmeter.store.columns import DATASET_NAMESPACE
 
     t0 = time.perf_counter()
@@ -533,20 +534,20 @@ def _streamed(data: str | Path, c: EvalConfig, s: _Settings, requests: list[Metr
         version=__version__, name=c.name or s.file.get("name"))
     if scan.n > 20_000:  # what a large run's report shows of its data (as Store.create_run keeps it)
         store.kv_put(DATASET_NAMESPACE, run_id, scan.fields.result())
-    columns = {r.key: stream.ValueColumn(scan.n) for r in requests}
+    moments = {r.key: Moments() for r in requests}  # each metric's running summary: no column of values
     extra: dict[str, Any] = {}
     with _rich_progress(c.progress) as prog:
         try:
             with _heartbeat(store, run_id):
-                timings = stream.score_chunks(path, scan, requests, columns, store, run_id, lambda: ScoringContext(
+                timings = stream.score_chunks(path, scan, requests, moments, store, run_id, lambda: ScoringContext(
                     opts, store=store, run_id=run_id, progress=prog), extra)
         except BaseException as exc:
             if store.owns_lease(run_id):
                 store.update_run(run_id, status=getattr(exc, "run_status", "failed"), heartbeat_at=None)
             raise
     samples = stream.StoredSamples(store, run_id, scan.n)
-    scores = stream.WholeColumns(samples, {k: col.column() for k, col in columns.items()})
-    summary = summarise(scores.for_aggregate(), requests, None, opts)
+    scores = stream.StoredColumns(store, run_id, samples, list(moments))
+    summary = summarise(moments, requests, None, opts)
     if dataset.skipped:
         extra["skipped_rows"] = dataset.skipped_summary()
     timings.total_s = round(time.perf_counter() - t0, 4)

@@ -1,13 +1,14 @@
 """Streaming evaluation: a large file of plain rows read, scored and stored a chunk at a time.
 
-A run holds in memory one chunk of samples (:data:`CHUNK_ROWS`), each metric's value column (a float64
-array of one value per sample, 8 bytes a row), the no-value reasons and details of the samples that
-have them (the ids seen, to refuse a duplicate as :func:`ragmeter.load` does, wait on disk); never every
-sample, nor a score object or reason per sample. The file is read twice: once for what the run
-record needs before any work (the dataset's fingerprint and size, the field check of every metric,
-the report's dataset fields), once to store each chunk's samples and scores. The summary is the
-in-memory run's (:func:`ragmeter.run.runner.summarise` over the same value columns), so values,
-intervals and stored rows are the same.
+A run holds in memory one chunk of samples (:data:`CHUNK_ROWS`) with their scores, and per metric
+a running summary (:class:`~ragmeter.stats.intervals.Moments`: counts, the no-value reasons counted,
+the smallest and largest value, exact running sums); never a value, sample, score object or reason
+per row of the whole run. The ids seen, to refuse a duplicate as :func:`ragmeter.load` does, wait on
+disk. The file is read twice: once for what the run record needs before any work (the dataset's
+fingerprint and size, the field check of every metric, the report's dataset fields), once to store
+each chunk's samples and scores. The summary is the in-memory run's: both feed the same
+accumulator the same values in the same order, and its figures do not depend on how the values are
+cut into chunks, so values, intervals and stored rows are the same.
 
 Used by :func:`ragmeter.run.runner.run` for a new local run of a JSON Lines file of at least
 :data:`MIN_BYTES`, one plain row a sample (no conversations, spans or agent traces to expand), whose
@@ -16,8 +17,9 @@ with no corpus score, ``prepare`` hook or scope other than the sample, each avai
 with no ``where``, ``--per-span``, thresholds or judge panel. Anything else needs every sample at
 once (a metric fitted on its whole batch, corpus BLEU, a conversation's clustered interval, the
 threshold check's verdicts) and runs in memory as before. A streamed run uses this process only (no
-second process: it would need every sample too). Its result reads its samples back from the store
-when asked (:meth:`~ragmeter.run.runner.EvaluationResult.rows`, ``--out``): that step holds them all.
+second process: it would need every sample too). Its result reads its samples and scores back from
+the store when asked (:meth:`~ragmeter.run.runner.EvaluationResult.rows`, ``--out``): that step
+holds them all.
 
 A streamed run stopped part-way (killed, an error) is resumed like any other (``--resume RUN``, with
 the dataset given again): the samples it had not stored yet are stored first.
@@ -38,6 +40,7 @@ from ragmeter.core.schema import Sample, Score, ScoreColumn, ScoreColumns
 if TYPE_CHECKING:
     from ragmeter.metrics.registry import MetricRequest
     from ragmeter.run.eval_config import EvalConfig
+    from ragmeter.stats.intervals import Moments
     from ragmeter.store import Store
 
 #: samples read, stored and scored at a time
@@ -79,36 +82,6 @@ def streamable(data: Any, c: EvalConfig, s: Any) -> list[MetricRequest] | None:
     return requests
 
 
-class ValueColumn:
-    """One metric's values for the whole run, filled chunk by chunk at the samples' positions: a
-    float64 array, and the reasons and details of the samples that have them."""
-
-    def __init__(self, n: int) -> None:
-        self.values = np.full(n, np.nan)
-        self.reasons: dict[int, str | None] = {}
-        self.details: dict[int, dict[str, Any]] = {}
-
-    def put(self, positions: Sequence[int], col: ScoreColumn) -> None:
-        self.values[np.asarray(positions, dtype=np.int64)] = col.values
-        if col.reasons is not None:
-            self.reasons.update((p, r) for p, r in zip(positions, col.reasons, strict=True) if r is not None)
-        if col.details is not None:
-            self.details.update((p, d) for p, d in zip(positions, col.details, strict=True) if d)
-
-    def column(self) -> ScoreColumn:
-        n = len(self.values)
-        reasons = details = None
-        if self.reasons:
-            reasons = [None] * n
-            for p, r in self.reasons.items():
-                reasons[p] = r
-        if self.details:
-            details = [None] * n
-            for p, d in self.details.items():
-                details[p] = d
-        return ScoreColumn(self.values, reasons, details)
-
-
 class StoredSamples(Sequence[Sample]):
     """A streamed run's samples: their number at once, the samples themselves read back from the
     store the first time they are asked for (all of them then)."""
@@ -135,12 +108,30 @@ class StoredSamples(Sequence[Sample]):
         return iter(self._all())
 
 
-class WholeColumns(ScoreColumns):
-    """:class:`~ragmeter.core.schema.ScoreColumns` of whole-run columns (no per-batch ids kept)."""
+class StoredColumns(ScoreColumns):
+    """A streamed run's :class:`~ragmeter.core.schema.ScoreColumns`: each metric's column read back
+    from the store the first time it is asked for (nothing is kept while the run scores)."""
 
-    def __init__(self, samples: Sequence[Sample], columns: dict[str, ScoreColumn]) -> None:
-        super().__init__(samples, {k: [] for k in columns})
-        self._columns.update(columns)
+    def __init__(self, store: Store, run_id: str, samples: Sequence[Sample], keys: Sequence[str]) -> None:
+        super().__init__(samples, {k: [] for k in keys})
+        self._store, self._run_id = store, run_id
+
+    def column(self, key: str) -> ScoreColumn:
+        col = self._columns.get(key)
+        if col is None:
+            if key not in self._chunks:
+                raise KeyError(key)
+            rows = self._store.scores(self._run_id, key)  # by sample position
+            if len(rows) != len(self._samples) or any(
+                    r.sample_id != s.id for r, s in zip(rows, self._samples, strict=True)):
+                by_id = {r.sample_id: r for r in rows}
+                rows = [by_id.get(s.id) for s in self._samples]
+            values = np.array([np.nan if r is None or r.value is None else r.value for r in rows], dtype=np.float64)
+            reasons = [("not scored" if r is None else r.reason) for r in rows]
+            details = [None if r is None else (r.details or None) for r in rows]
+            col = self._columns[key] = ScoreColumn(values, reasons if any(reasons) else None,
+                                                   details if any(details) else None)
+        return col
 
 
 class Scan:
@@ -183,13 +174,15 @@ def _add_stats(total: dict[str, Any], stats: dict[str, Any]) -> None:
             mine[k] = mine[k] + v if both else v
 
 
-def score_chunks(path: Path, scan: Scan, requests: list[MetricRequest], columns: dict[str, ValueColumn],
-                  store: Store, run_id: str, new_context: Any, stats: dict[str, Any]) -> Any:
+def score_chunks(path: Path, scan: Scan, requests: list[MetricRequest], moments: dict[str, Moments],
+                 store: Store, run_id: str, new_context: Any, stats: dict[str, Any]) -> Any:
     """The second pass: each chunk's samples stored, then scored metric by metric in the metric's
-    batches and stored (a batch's scores are in the store before the next batch is scored). Each
-    chunk has its own scoring context (``new_context()``), closed after it, so what a service
-    remembers for the run (the ROUGE rows shared by the ROUGE keys of a sample) is one chunk's;
-    its figures are added up in ``stats`` (a count of distinct texts is then summed over chunks)."""
+    batches and stored (a batch's scores are in the store before the next batch is scored), then
+    each metric's values and reasons of the chunk added to its running summary (``moments``, in
+    sample order) and let go. Each chunk has its own scoring context (``new_context()``), closed
+    after it, so what a service remembers for the run (the ROUGE rows shared by the ROUGE keys of a
+    sample) is one chunk's; its figures are added up in ``stats`` (a count of distinct texts is then
+    summed over chunks)."""
     from ragmeter.io.chunks import sample_chunks
     from ragmeter.llm.span_prices import price_samples
     from ragmeter.run.scoring import RunTimings
@@ -205,21 +198,41 @@ def score_chunks(path: Path, scan: Scan, requests: list[MetricRequest], columns:
     for samples, _lines in chunks:
         price_samples(samples)
         store.add_samples(run_id, samples, start)
-        at = {id(x): start + i for i, x in enumerate(samples)}
+        at = {id(x): i for i, x in enumerate(samples)}
+        columns = {r.key: ChunkColumn(len(samples)) for r in requests}
         ctx = new_context()
         try:
-            _score_chunk(samples, at, requests, columns, ctx, store, run_id, advance, seconds)
+            _score_chunk(samples, start, at, requests, columns, ctx, store, run_id, advance, seconds)
             _add_stats(stats, ctx.stats())
         finally:
             ctx.close()
+        for key, col in columns.items():
+            moments[key].add(col.values, col.reasons)
         start += len(samples)
     timings.metrics.update({k: round(v, 4) for k, v in seconds.items()})
     return timings
 
 
-def _score_chunk(samples: list[Sample], at: dict[int, int], requests: list[MetricRequest],
-                 columns: dict[str, ValueColumn], ctx: Any, store: Store, run_id: str, advance: dict[str, Any],
+class ChunkColumn:
+    """One metric's values and no-value reasons for the samples of one chunk, by their place in it."""
+
+    def __init__(self, n: int) -> None:
+        self.values = np.full(n, np.nan)
+        self.reasons: list[str | None] | None = None
+
+    def put(self, places: Sequence[int], col: ScoreColumn) -> None:
+        self.values[np.asarray(places, dtype=np.int64)] = col.values
+        if col.reasons is not None:
+            if self.reasons is None:
+                self.reasons = [None] * len(self.values)
+            for p, r in zip(places, col.reasons, strict=True):
+                self.reasons[p] = r
+
+
+def _score_chunk(samples: list[Sample], start: int, at: dict[int, int], requests: list[MetricRequest],
+                 columns: dict[str, ChunkColumn], ctx: Any, store: Store, run_id: str, advance: dict[str, Any],
                  seconds: dict[str, float]) -> None:
+    """Score one chunk (``at``: a sample's place in it, ``start``: the chunk's first position in the run)."""
     from ragmeter.run.engines.checks import run_metric
     from ragmeter.run.plan import make_plans
 
@@ -227,17 +240,17 @@ def _score_chunk(samples: list[Sample], at: dict[int, int], requests: list[Metri
         t = time.perf_counter()
         col = columns[p.key]
         if p.lacking:
-            positions = [at[id(x)] for x, _ in p.lacking]
+            places = [at[id(x)] for x, _ in p.lacking]
             missing = ScoreColumn.of([Score.missing(r) for _, r in p.lacking])
-            store.add_scores_at(run_id, p.key, positions, missing)
-            col.put(positions, missing)
+            store.add_scores_at(run_id, p.key, [start + i for i in places], missing)
+            col.put(places, missing)
         bs = max(1, p.request.spec.batch_size)
         for i in range(0, len(p.eligible), bs):
             batch = p.eligible[i:i + bs]
-            positions = [at[id(x)] for x in batch]
+            places = [at[id(x)] for x in batch]
             scored = run_metric(p.request, batch, ctx)
-            store.add_scores_at(run_id, p.key, positions, scored)
-            col.put(positions, scored)
+            store.add_scores_at(run_id, p.key, [start + i for i in places], scored)
+            col.put(places, scored)
             advance[p.key](len(batch))
         if p.lacking:
             advance[p.key](len(p.lacking))

@@ -271,6 +271,14 @@ def _quasi_score(y: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:
     m2 = z.mean(axis=1)  # >= 1/n where scale > 0
     z *= z
     kurt = np.where(scale > 0, z.mean(axis=1) / np.where(scale > 0, m2 * m2, 1.0), 3.0)
+    return quasi_score_from_moments(n, m, scale, m2, kurt, level)
+
+
+def quasi_score_from_moments(n: int, m: np.ndarray, scale: np.ndarray, m2: np.ndarray, kurt: np.ndarray,
+                             level: float) -> tuple[np.ndarray, np.ndarray]:
+    """The quasi-binomial score interval (module docstring) from the moments of values on the 0-1
+    scale: per row the mean ``m``, the second central moment ``scale^2 * m2`` (``scale`` keeps
+    ``m2`` away from underflow) and the kurtosis ``kurt``; ``n`` values a row."""
     nu = np.floor(np.clip(2.0 * n * (n - 1) / ((kurt - 1.0) * (n - 1) + 2.0), 1.0, n - 1.0))
     p = 1 - (1 - level) / 2
     uniq, inv = np.unique(nu, return_inverse=True)
@@ -291,26 +299,41 @@ def _quasi_score(y: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:
 
 def mean_ci_rows(x: np.ndarray, *, level: float = 0.95, bounds: Bounds = None) -> Intervals:
     """:func:`mean_ci` of every row of a 2-D array at once (vectorised: the coverage study calls it
-    on thousands of simulated data sets; a run's summary on one row per metric)."""
+    on thousands of simulated data sets)."""
     x = np.asarray(x, dtype=np.float64)
     if x.ndim != 2:
         raise ValueError(f"mean_ci_rows needs a 2-D array, got {x.ndim} dimension(s)")
     if not 0 < level < 1:
         raise ValueError(f"level must be in (0, 1), got {level}")
     rows, n = x.shape
-    lo, hi = np.full(rows, np.nan), np.full(rows, np.nan)
-    method = np.full(rows, "", dtype=object)
     if n == 0:
-        return Intervals(lo, hi, np.full(rows, np.nan), method)
+        return Intervals(np.full(rows, np.nan), np.full(rows, np.nan), np.full(rows, np.nan),
+                         np.full(rows, "", dtype=object))
     if not np.all(np.isfinite(x)):
         raise ValueError("mean_ci needs finite values (leave the values without a result out)")
-    mean = x.mean(axis=1)
     low_b, high_b = _effective_bounds(x, bounds)
     span = high_b - low_b
     at_bounds = (span > 0) & np.all((x == low_b[:, None]) | (x == high_b[:, None]), axis=1)
     vary = x.min(axis=1) < x.max(axis=1)
+    return interval_rows(n, x.mean(axis=1), low_b, high_b, at_bounds, vary, level,
+                         lambda i: int(np.count_nonzero(x[i] == high_b[i])),
+                         lambda rest: _quasi_score((x[rest] - low_b[rest, None]) / span[rest, None], level))
+
+
+def interval_rows(n: int, mean: np.ndarray, low_b: np.ndarray, high_b: np.ndarray, at_bounds: np.ndarray,
+                  vary: np.ndarray, level: float, count_high: Any, quasi: Any) -> Intervals:
+    """The intervals (module docstring) of rows of ``n`` values from what they need: each row's
+    mean, effective range ``[low_b, high_b]`` (:func:`_effective_bounds`), whether every value is at
+    a bound of it (``at_bounds``), whether the values vary; ``count_high(i)``, the number of values
+    of row ``i`` at ``high_b``; ``quasi(rows)``, the quasi-score interval on the 0-1 scale of the rows
+    of a mask. :func:`mean_ci_rows` gives them from the values, :class:`Moments`
+    from running sums."""
+    rows = len(mean)
+    lo, hi = np.full(rows, np.nan), np.full(rows, np.nan)
+    method = np.full(rows, "", dtype=object)
+    span = high_b - low_b
     for i in np.flatnonzero(at_bounds):
-        k = int(np.count_nonzero(x[i] == high_b[i]))
+        k = count_high(i)
         cp_lo, cp_hi = _clopper_pearson_cached(k, n, level)
         lo[i] = low_b[i] + span[i] * cp_lo if k > 0 else low_b[i]
         hi[i] = low_b[i] + span[i] * cp_hi if k < n else high_b[i]
@@ -326,8 +349,7 @@ def mean_ci_rows(x: np.ndarray, *, level: float = 0.95, bounds: Bounds = None) -
         method[constant] = "constant"
         rest = ~at_bounds & vary
         if rest.any():
-            y = (x[rest] - low_b[rest, None]) / span[rest, None]
-            ylo, yhi = _quasi_score(y, level)
+            ylo, yhi = quasi(rest)
             lo[rest] = low_b[rest] + span[rest] * ylo
             hi[rest] = low_b[rest] + span[rest] * yhi
             method[rest] = "quasi_score"
@@ -345,7 +367,8 @@ def mean_ci_rows(x: np.ndarray, *, level: float = 0.95, bounds: Bounds = None) -
 
 def mean_ci(values: Sequence[float] | np.ndarray, *, level: float = 0.95,
             bounds: Bounds = None) -> tuple[float, float] | None:
-    """Confidence interval of the mean of ``values`` (method: :func:`choose_method`).
+    """Confidence interval of the mean of ``values`` (method: :func:`choose_method`): the interval a
+    run's summary gives them (:func:`aggregate_many`, from :class:`~Moments`).
 
     Args:
         values: finite numbers (leave the values without a result out).
@@ -362,20 +385,204 @@ def mean_ci(values: Sequence[float] | np.ndarray, *, level: float = 0.95,
     >>> [round(v, 3) for v in mean_ci([1.0] * 20, bounds=(0, 1))]
     [0.832, 1.0]
     >>> [round(v, 3) for v in mean_ci([0.2, 0.4, 0.9, 0.95, 1, 1, 1, 1, 1, 1], bounds=(0, 1))]
-    [0.544, 0.962]
+    [0.544, 0.961]
     """
-    x = np.asarray(values, dtype=np.float64).ravel()
-    res = mean_ci_rows(x[None, :], level=level, bounds=bounds)
-    if not res.method[0]:
+    agg = _moments_of(values).summary(level=level, bounds=bounds)
+    if agg["ci_method"] is None:
         return None
-    return float(res.low[0]), float(res.high[0])
+    return agg["ci_low"], agg["ci_high"]
 
 
 def choose_method(values: Sequence[float] | np.ndarray, *, bounds: Bounds = None) -> Method | None:
     """The interval method :func:`mean_ci` uses for these values (module docstring): one of
     ``clopper_pearson``, ``constant``, ``quasi_score``; ``None`` when no interval is defined."""
+    return _moments_of(values).summary(bounds=bounds)["ci_method"]
+
+
+def _moments_of(values: Sequence[float] | np.ndarray) -> Any:
+    """A :class:`Moments` fed ``values``, which must all be finite."""
     x = np.asarray(values, dtype=np.float64).ravel()
-    return mean_ci_rows(x[None, :], bounds=bounds).method[0] or None
+    if not np.all(np.isfinite(x)):
+        raise ValueError("mean_ci needs finite values (leave the values without a result out)")
+    acc = Moments()
+    acc.add(x)
+    return acc
+
+
+# ---- a run's summary from running sums ------------------------------------------------------------
+# Moments is the one accumulator of a run's summary, whether the run holds its values (aggregate_many
+# feeds it the whole column) or streams them (ragmeter.run.stream feeds it each chunk): its state after
+# the values does not depend on how they were cut into chunks, so both give the same summary, bit for
+# bit. Every sum is exact (exact_sum); counts, the smallest and largest value and the counts at them are
+# exact too. The interval is the closed form above (interval_rows) from these figures.
+
+
+def exact_sum(partials: list[float], values: list[float]) -> list[float]:
+    """The exact sum of ``partials`` and ``values`` as a short list of floats (largest first): the
+    correctly rounded sum ``s1 = fsum(...)``, then the correctly rounded rest ``r1 = fsum(... - s1)``
+    and so on until nothing is left. ``math.fsum`` rounds once, so each term is the exact remainder
+    rounded and the terms add up to the exact sum; ``math.fsum`` of the list is the correctly
+    rounded total, whatever order and grouping the values came in.
+
+    >>> exact_sum([], [0.1] * 10)
+    [1.0, 5.551115123125783e-17]
+    """
+    terms = partials + values
+    out: list[float] = []
+    while True:
+        s = math.fsum(terms)
+        if s == 0.0:
+            return out
+        out.append(s)
+        terms.append(-s)
+
+
+class Moments:
+    """Running sufficient statistics of one metric's values (missing ones as NaN, with their reasons).
+
+    Kept: the counts with and without a value, the reasons of the missing ones, the smallest and
+    largest value with how many values equal each, the count of 0s and 1s (a 0/1 metric's
+    interval), and exact sums of the values and of the powers 1 to 4 of their deviations from
+    the first value (``d = (x - x0) * 2^-e``, ``2^e`` the size of the first deviation that is not 0:
+    shifted and scaled so squares neither cancel nor underflow). Each value goes through the same
+    elementwise operations whichever chunk it arrives in.
+    """
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.reasons: Counter[str] = Counter()
+        self.min = self.max = math.nan
+        self.n_min = self.n_max = self.n_zero = self.n_one = 0
+        self.finite = True
+        self._shift: float | None = None
+        self._scale: float | None = None  # 2^-e
+        self._scale_exp = 0
+        # exact sums (as in exact_sum) of x, d, d^2, d^3, d^4
+        self._sums: list[list[float]] = [[], [], [], [], []]
+
+    def add(self, values: np.ndarray, reasons: Sequence[str | None] | None = None) -> None:
+        """Add a chunk: ``values`` (NaN: no value) and, aligned with them, the no-value reasons
+        (``None`` or a ``None`` entry: "no value")."""
+        values = np.asarray(values, dtype=np.float64)
+        present = ~np.isnan(values)
+        n_present = int(np.count_nonzero(present))
+        if n_present < len(values):
+            missing = np.flatnonzero(~present).tolist()
+            if reasons is None:
+                self.reasons["no value"] += len(missing)
+            else:
+                self.reasons.update(reasons[i] or "no value" for i in missing)
+        if not n_present:
+            return
+        x = values if n_present == len(values) else values[present]
+        if not np.all(np.isfinite(x)):
+            self.finite = False
+            return
+        self.n += n_present
+        lo, hi = float(x.min()), float(x.max())
+        if self.n == n_present or lo < self.min:
+            self.min, self.n_min = lo, 0
+        if lo == self.min:
+            self.n_min += int(np.count_nonzero(x == lo))
+        if self.n == n_present or hi > self.max:
+            self.max, self.n_max = hi, 0
+        if hi == self.max:
+            self.n_max += int(np.count_nonzero(x == hi))
+        self.n_zero += int(np.count_nonzero(x == 0.0))
+        self.n_one += int(np.count_nonzero(x == 1.0))
+        if self._shift is None:
+            self._shift = float(x[0])
+        d = x - self._shift
+        if self._scale is None:
+            nonzero = np.flatnonzero(d)
+            if not nonzero.size:  # every value so far equals the first: every power sums to 0
+                self._add_sum(0, x)
+                return
+            self._scale_exp = min(max(math.frexp(abs(float(d[nonzero[0]])))[1], -1000), 1000)
+            self._scale = math.ldexp(1.0, -self._scale_exp)
+        d *= self._scale
+        d2 = d * d
+        self._add_sum(0, x)
+        self._add_sum(1, d)
+        self._add_sum(2, d2)
+        self._add_sum(3, d2 * d)
+        self._add_sum(4, d2 * d2)
+
+    def _add_sum(self, k: int, xs: np.ndarray) -> None:
+        if math.isnan(self._sums[k][0] if self._sums[k] else 0.0):
+            return
+        try:
+            self._sums[k] = exact_sum(self._sums[k], xs.tolist())
+        except OverflowError:  # a sum past the largest double: no figure from it
+            self._sums[k] = [math.nan]
+
+    def _sum(self, k: int) -> float:
+        return math.fsum(self._sums[k])
+
+    def _central(self) -> tuple[float, float]:
+        """The second and fourth central moments of the deviations ``d`` (0 and NaN when they are all 0)."""
+        n = self.n
+        t1, t2, t3, t4 = (self._sum(k) for k in (1, 2, 3, 4))
+        mu = t1 / n
+        m2 = max((t2 - t1 * mu) / n, 0.0)
+        m4 = math.fsum((t4, -4.0 * mu * t3, 6.0 * mu * mu * t2, -3.0 * mu * mu * mu * t1)) / n
+        return m2, m4
+
+    def mean(self) -> float:
+        """The mean: the exact sum rounded once, divided by the count, within the values."""
+        if self.min == self.max:
+            return self.min + 0.0
+        return min(max(self._sum(0) / self.n, self.min), self.max)
+
+    def summary(self, *, level: float = 0.95, bounds: Bounds = None) -> dict[str, Any]:
+        """What :func:`~ragmeter.stats.intervals.aggregate` reports: ``n``, ``n_missing``,
+        ``missing_reasons``, ``mean``, ``std``, ``min``, ``max``, ``ci_low``, ``ci_high``, ``ci_method``."""
+        if not 0 < level < 1:
+            raise ValueError(f"level must be in (0, 1), got {level}")
+        if not self.finite:
+            raise ValueError("mean_ci needs finite values (leave the values without a result out)")
+        n = self.n
+        agg: dict[str, Any] = {"n": n, "n_missing": int(sum(self.reasons.values())),
+                               "missing_reasons": summarise_reasons(self.reasons)}
+        if not n:
+            agg.update(mean=None, std=None, min=None, max=None, ci_low=None, ci_high=None, ci_method=None)
+            return agg
+        lo_v, hi_v = self.min + 0.0, self.max + 0.0  # + 0.0: a -0.0 reads as 0.0 whichever came first
+        mean = self.mean()
+        m2, m4 = self._central() if lo_v < hi_v else (0.0, math.nan)
+        std = math.ldexp(math.sqrt(m2 * n / (n - 1)), self._scale_exp) if n > 1 and lo_v < hi_v else 0.0
+        low_b, high_b = self._effective_bounds(bounds)
+        span = high_b - low_b
+        k_low = self.n_min if lo_v == low_b else 0
+        k_high = self.n_max if hi_v == high_b else 0
+        at_bounds = span > 0 and k_low + k_high == n
+        vary = lo_v < hi_v
+
+        def quasi(_rest: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            m = (mean - low_b) / span
+            # the deviations' second moment on the 0-1 scale is (2^e / span)^2 * m2
+            kurt = m4 / (m2 * m2) if m2 > 0 and math.isfinite(m4) else 3.0
+            return quasi_score_from_moments(n, np.array([m]), np.array([math.ldexp(1.0, self._scale_exp) / span]),
+                                            np.array([m2]), np.array([max(kurt, 1.0)]), level)
+
+        res = interval_rows(n, np.array([mean]), np.array([low_b]), np.array([high_b]), np.array([at_bounds]),
+                            np.array([vary]), level, lambda _i: k_high, quasi)
+        method = res.method[0] or None
+        agg.update(mean=mean, std=std, min=lo_v, max=hi_v,
+                   ci_low=min(float(res.low[0]), mean) if method else None,
+                   ci_high=max(float(res.high[0]), mean) if method else None, ci_method=method)
+        return agg
+
+    def _effective_bounds(self, bounds: Bounds) -> tuple[float, float]:
+        """:func:`_effective_bounds` from the running figures."""
+        low, high = _check_bounds(bounds) if bounds is not None else (-math.inf, math.inf)
+        if math.isinf(low) and math.isinf(high):
+            if self.n_zero + self.n_one == self.n:
+                return 0.0, 1.0
+            return self.min + 0.0, self.max + 0.0
+        lo = min(self.min, low) if math.isfinite(low) else self.min
+        hi = max(self.max, high) if math.isfinite(high) else self.max
+        return lo + 0.0, hi + 0.0
 
 
 def aggregate(scores: Sequence[Score], *, level: float = 0.95, bounds: Bounds = None) -> dict[str, Any]:
@@ -385,41 +592,27 @@ def aggregate(scores: Sequence[Score], *, level: float = 0.95, bounds: Bounds = 
     return aggregate_many({"_": scores}, level=level, bounds={"_": bounds})["_"]
 
 
-def aggregate_many(columns: Mapping[str, Sequence[Score] | tuple[np.ndarray, Sequence[str | None]]],
-                   *, level: float = 0.95, bounds: Mapping[str, Bounds] | None = None
+def aggregate_many(columns: Mapping[str, Any], *, level: float = 0.95, bounds: Mapping[str, Bounds] | None = None
                    ) -> dict[str, dict[str, Any]]:
     """:func:`aggregate` of several metrics.
 
-    A column is a list of :class:`Score`, or ``(values, reasons)``: a float array with NaN where
-    there is no value, and the reasons of the missing ones. ``bounds`` maps a column to its
-    metric's range (the registry's ``range``); a column without one gets :func:`mean_ci`'s rule for
-    no bounds. ``missing_reasons`` counts the reasons (:func:`ragmeter.core.reasons.summarise`: the
-    rarer precise texts of one category counted on one line)."""
+    A column is a list of :class:`Score`; or ``(values, reasons)``: a float array with NaN where
+    there is no value, and the reasons of the missing ones; or a :class:`~Moments`
+    already fed the values (a streamed run's). Every column is summarised by a ``Moments`` (the
+    same figures whatever the column's form). ``bounds`` maps a column to its metric's range (the
+    registry's ``range``); a column without one gets :func:`mean_ci`'s rule for no bounds.
+    ``missing_reasons`` counts the reasons (:func:`ragmeter.core.reasons.summarise`: the rarer
+    precise texts of one category counted on one line)."""
     out: dict[str, dict[str, Any]] = {}
     for key, col in columns.items():
-        if isinstance(col, tuple):
-            vals_all, why = col
-            vals_all = np.asarray(vals_all, dtype=np.float64)
-            present = ~np.isnan(vals_all)
-            vals = vals_all[present]
-            reasons = Counter(r or "no value" for r, p in zip(why, present.tolist(), strict=True) if not p)
+        if isinstance(col, Moments):
+            acc = col
         else:
-            vals = np.array([s.value for s in col if s.value is not None], dtype=np.float64)
-            reasons = Counter(s.reason or "no value" for s in col if s.value is None)
-        agg: dict[str, Any] = {"n": int(vals.size), "n_missing": int(sum(reasons.values())),
-                               "missing_reasons": summarise_reasons(reasons)}
-        out[key] = agg
-        if not vals.size:
-            agg.update(mean=None, std=None, min=None, max=None, ci_low=None, ci_high=None, ci_method=None)
-            continue
-        res = mean_ci_rows(vals[None, :], level=level, bounds=(bounds or {}).get(key))
-        method = res.method[0] or None
-        # the mean the interval is built around, within the values: a float sum can leave them by
-        # the last bit (six values of 1/7 average to one bit below 1/7, outside a range [1/7, 1])
-        lo_v, hi_v = float(vals.min()), float(vals.max())
-        mean = min(max(float(res.mean[0]), lo_v), hi_v)
-        agg.update(mean=mean, std=float(vals.std(ddof=1)) if vals.size > 1 else 0.0,
-                   min=lo_v, max=hi_v,
-                   ci_low=min(float(res.low[0]), mean) if method else None,
-                   ci_high=max(float(res.high[0]), mean) if method else None, ci_method=method)
+            acc = Moments()
+            if isinstance(col, tuple):
+                acc.add(np.asarray(col[0], dtype=np.float64), col[1])
+            else:
+                acc.add(np.array([np.nan if s.value is None else s.value for s in col], dtype=np.float64),
+                        [s.reason for s in col])
+        out[key] = acc.summary(level=level, bounds=(bounds or {}).get(key))
     return out
