@@ -82,7 +82,6 @@ def eval_cmd(
     stored with status 'incomplete' and the reasons.
     """
     from ragmeter.run.eval_config import EvalConfig
-    from ragmeter.run.runner import run
 
     if on_error not in {"raise", "skip"}:
         raise typer.BadParameter(f"use 'raise' or 'skip', got {on_error!r}",
@@ -151,7 +150,12 @@ def eval_cmd(
 
         dry_run_report(data, run_config, as_json=as_json)
         return
+    if opts.get("judge") and config is None:  # its client opens while the runner is imported
+        from ragmeter.llm.runtime import warm_judge
+
+        warm_judge(opts)
     from ragmeter.llm.batch import BatchPending
+    from ragmeter.run.runner import run
 
     try:
         result = run(data, run_config)
