@@ -74,15 +74,11 @@ def _check(fast, covered, reference, texts: list[str]) -> None:
 
 @settings(max_examples=400, deadline=None)
 @given(st.text(max_size=60) | st.text(alphabet=ALPHABET + "İKﬀẞÅ’“”—–°€ção", max_size=60))
-def test_rouge_texts_made_ascii_keep_rouge_scores_words(text: str) -> None:
-    """Non-ASCII texts take the byte path as their ASCII form: the same rouge-score words, for any
-    Unicode text (characters whose lower case is ASCII, such as KELVIN SIGN, included)."""
-    from ragmeter.metrics.lexical.rouge_metrics import _ascii_rouge_text
-
-    made = _ascii_rouge_text(text)
-    assert made.isascii()
-    assert rouge_tokenize.tokenize(made, None) == rouge_tokenize.tokenize(text, None)
-    _check(B.rouge_words, B.covered_rouge, lambda t: rouge_tokenize.tokenize(t, None), [made])
+def test_rouge_words_of_any_text_are_rouge_scores(text: str) -> None:
+    """Any Unicode text takes the byte path with rouge-score's words (characters whose lower case is
+    ASCII, such as KELVIN SIGN, included: the column is lower-cased before its bytes are read)."""
+    assert B.covered_rouge([text]).all()
+    _check(B.rouge_words, B.covered_rouge, lambda t: rouge_tokenize.tokenize(t, None), [text])
 
 
 @settings(max_examples=400, deadline=None)
@@ -108,6 +104,27 @@ def test_unicode_whitespace_list_is_pythons() -> None:
     """The characters beyond ASCII that the byte rules turn into spaces are exactly those
     ``str.split()`` separates on."""
     assert set(B.UNICODE_SPACES) == {chr(c) for c in range(0x80, sys.maxunicode + 1) if chr(c).isspace()}
+
+
+def test_every_unicode_space_and_its_neighbours_in_utf8() -> None:
+    """Each whitespace character beyond ASCII separates words as in the references; characters whose
+    UTF-8 starts as theirs does (ZERO WIDTH SPACE, HYPHEN, curly quotes, NARROW NO-BREAK SPACE's
+    neighbours) stay inside their word."""
+    near = "\u200b\u2010\u2019\u201c\u2027\u202a\u2060\u205e\u1681\u3001\xa1\x84"
+    texts = [f"a{c}b the{c}cat 1{c}.5 3,{c}x{c}" for c in B.UNICODE_SPACES + near]
+    texts.append("".join(B.UNICODE_SPACES + near) + " end")
+    _check(B.rouge_words, B.covered_rouge, lambda t: rouge_tokenize.tokenize(t, None), texts)
+    _check(B.squad_words, B.covered_squad, lambda t: squad_normalize(t).split(), texts)
+    lines = [_prepare_13a(t.rstrip()) for t in texts]
+    _check(B.tokens_13a, B.covered_13a, lambda t: T13A(t).split(), lines)
+
+
+def test_byte_masks_are_the_character_classes() -> None:
+    """The comparisons that classify bytes give exactly the classes they stand for."""
+    every = np.arange(256, dtype=np.uint8)
+    assert [chr(b) for b in every[B._ws_mask(every)].tolist()] == [c for c in map(chr, range(128)) if c.isspace()]
+    assert set(every[B._alnum_mask(every)].tolist()) == set((string.ascii_letters + string.digits).encode())
+    assert set(every[B._punct_mask(every)].tolist()) == set(string.punctuation.encode())
 
 
 @pytest.mark.parametrize("text", ["prose-en", "prose-pt"])

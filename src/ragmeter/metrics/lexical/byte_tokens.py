@@ -22,48 +22,51 @@ tests compare both paths with rouge-score, sacrebleu and the SQuAD script token 
 from __future__ import annotations
 
 import re
-import string
 from collections.abc import Callable, Sequence
 
 import numpy as np
 
-# ASCII whitespace as Python's str.split() sees it (\x1c-\x1f included)
-_WS = np.zeros(256, dtype=bool)
-_WS[[9, 10, 11, 12, 13, 28, 29, 30, 31, 32]] = True
-_LOWER = np.arange(256, dtype=np.uint8)
-_LOWER[65:91] += 32
-_ALNUM = np.zeros(256, dtype=bool)
-for _c in string.ascii_lowercase + string.digits:
-    _ALNUM[ord(_c)] = True
-_PUNCT = np.zeros(256, dtype=bool)
-_PUNCT[[ord(c) for c in string.punctuation]] = True
-_DIGIT = np.zeros(256, dtype=bool)
-_DIGIT[48:58] = True
 # sacrebleu 13a: the characters padded with spaces by its first expression
 _PAD13A = np.zeros(256, dtype=bool)
 for _lo, _hi in ((0x7B, 0x7E), (0x5B, 0x60), (0x21, 0x26), (0x28, 0x2B), (0x3A, 0x40), (0x2F, 0x2F)):
     _PAD13A[_lo:_hi + 1] = True
-_MARK = np.zeros(256, dtype=bool)
-_MARK[[ord("."), ord(",")]] = True
 _DASH = ord("-")
+_MARK_OR_DASH = np.zeros(256, dtype=bool)  # the bytes 13a's later expressions look around
+_MARK_OR_DASH[[ord("."), ord(","), _DASH]] = True
 _PIECE = 1 << 19  # bytes of text tokenised at once
 # the characters beyond ASCII that str.split() separates on (str.isspace; the tests check the list)
 UNICODE_SPACES = "\x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a" \
                  "\u2028\u2029\u202f\u205f\u3000"
-_UNICODE_SPACE = re.compile(f"[{UNICODE_SPACES}]")
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)  # the SQuAD script's
 
 
-def _spaces(joined: str) -> str:
-    """``joined`` with the whitespace beyond ASCII as spaces: every rule here treats any whitespace
-    as a space (it separates tokens, is neither a digit, a mark nor a word character)."""
-    return joined if joined.isascii() or not _UNICODE_SPACE.search(joined) else _UNICODE_SPACE.sub(" ", joined)
+def _as_is(joined: str) -> str:
+    return joined
 
 
-def _prep_lower(joined: str) -> str:
-    """Unicode lower case (rouge-score and SQuAD lower-case before their ASCII rules; a non-ASCII
-    character may become ASCII letters: KELVIN SIGN becomes ``k``), whitespace as spaces."""
-    return _spaces(joined.lower())
+def _unicode_spaces(buf: np.ndarray) -> np.ndarray:
+    """``buf`` (UTF-8 ending with a newline) with the whitespace beyond ASCII (:data:`UNICODE_SPACES`)
+    turned into as many ASCII spaces as it has bytes: every rule here treats any whitespace as a
+    space (it separates tokens, is neither a digit, a mark nor a word character), and the texts keep
+    their byte offsets. Their UTF-8 forms start with 0xC2, 0xE1, 0xE2 or 0xE3 and the buffer's last
+    byte is a newline, so the two bytes after a lead byte exist."""
+    lead = np.flatnonzero((buf == 0xC2) | ((buf - np.uint8(0xE1)) <= np.uint8(2)))
+    if not lead.size:
+        return buf
+    b0, b1, b2 = buf[lead], buf[lead + 1], buf[lead + 2]
+    two = (b0 == 0xC2) & ((b1 == 0x85) | (b1 == 0xA0))
+    three = (((b0 == 0xE1) & (b1 == 0x9A) & (b2 == 0x80))
+             | ((b0 == 0xE2) & (b1 == 0x80) & (((b2 - np.uint8(0x80)) <= np.uint8(0x0A)) | (b2 == 0xA8)
+                                               | (b2 == 0xA9) | (b2 == 0xAF)))
+             | ((b0 == 0xE2) & (b1 == 0x81) & (b2 == 0x9F))
+             | ((b0 == 0xE3) & (b1 == 0x80) & (b2 == 0x80)))
+    if not (two.any() or three.any()):
+        return buf
+    buf = buf.copy()
+    for at, width in ((lead[two], 2), (lead[three], 3)):
+        for k in range(width):
+            buf[at + k] = 32
+    return buf
 
 
 class Tokens:
@@ -78,20 +81,22 @@ class Tokens:
 
 def _encode(texts: Sequence[str], prep: Callable[[str], str]) -> tuple[np.ndarray, np.ndarray] | None:
     """The texts joined by newlines (a newline inside a text is a space: whitespace to every rule
-    here) after ``prep``, as UTF-8 bytes, and the byte offset where each text starts; None when a
-    text cannot be encoded (a lone surrogate)."""
-    joined = "\n".join(texts) + "\n"
-    if joined.count("\n") != len(texts):
-        joined = "\n".join([t.replace("\n", " ") for t in texts]) + "\n"
-    try:
-        data = prep(joined).encode("utf-8")
-    except UnicodeEncodeError:
-        return None
-    buf = np.frombuffer(data, dtype=np.uint8)
-    ends = np.flatnonzero(buf == 10)  # 0x0A is a newline and nothing else in UTF-8
+    here) after ``prep``, as UTF-8 bytes with the whitespace beyond ASCII as spaces, and the byte
+    offset where each text starts; None when a text cannot be encoded (a lone surrogate)."""
+    joined = prep("\n".join(texts) + "\n")
+    for _ in range(2):
+        try:
+            data = joined.encode("utf-8")
+        except UnicodeEncodeError:
+            return None
+        buf = np.frombuffer(data, dtype=np.uint8)
+        ends = np.flatnonzero(buf == 10)  # 0x0A is a newline and nothing else in UTF-8
+        if len(ends) == len(texts):
+            break
+        joined = prep("\n".join([t.replace("\n", " ") for t in texts]) + "\n")
     starts = np.zeros(len(texts), dtype=np.int64)
     starts[1:] = ends[:-1] + 1
-    return buf, starts
+    return (buf if joined.isascii() else _unicode_spaces(buf)), starts
 
 
 def _join(texts: Sequence[str], prep: Callable[[str], str]) -> tuple[np.ndarray, np.ndarray]:
@@ -117,21 +122,40 @@ def _intern(data: np.ndarray, token_start: np.ndarray) -> tuple[np.ndarray, list
     return ids.astype(np.int64), enc.dictionary.to_pylist()
 
 
-def _per_text(token_pos: np.ndarray, text_starts: np.ndarray) -> np.ndarray:
-    """Tokens per text, from each token's first byte position in the joined buffer."""
-    owner = np.searchsorted(text_starts, token_pos, side="right") - 1
-    return np.bincount(owner, minlength=len(text_starts)).astype(np.int64)
+def _ws_mask(buf: np.ndarray) -> np.ndarray:
+    """ASCII whitespace as ``str.split()`` sees it: 0x09-0x0D and 0x1C-0x20 (comparisons on
+    wrapped-around bytes: a table look-up per byte costs several times more)."""
+    ws = (buf - np.uint8(9)) <= np.uint8(4)
+    ws |= (buf - np.uint8(28)) <= np.uint8(4)
+    return ws
 
 
-def _split(buf: np.ndarray, text_starts: np.ndarray, keep: np.ndarray, start: np.ndarray,
-           lower: bool = False) -> Tokens:
+def _alnum_mask(buf: np.ndarray) -> np.ndarray:
+    """ASCII letters and digits (``b | 0x20`` folds the upper-case letters onto the lower-case)."""
+    m = (buf - np.uint8(48)) <= np.uint8(9)
+    m |= ((buf | np.uint8(32)) - np.uint8(97)) <= np.uint8(25)
+    return m
+
+
+def _punct_mask(buf: np.ndarray) -> np.ndarray:
+    """``string.punctuation``: the printable ASCII bytes 0x21-0x7E that are not letters or digits."""
+    m = (buf - np.uint8(33)) <= np.uint8(93)
+    m &= ~_alnum_mask(buf)
+    return m
+
+
+def _split(buf: np.ndarray, text_starts: np.ndarray, keep: np.ndarray, start: np.ndarray) -> Tokens:
     """Tokens from per-byte flags: ``keep`` (the byte belongs to a token) and ``start`` (a kept
-    byte begins a token); ``lower``: the token bytes lower-cased."""
-    pos = np.flatnonzero(keep)
-    first = start[pos]
-    data = buf[pos]
-    ids, words = _intern(_LOWER[data] if lower else data, first)
-    return Tokens(ids, _per_text(pos[first], text_starts), words)
+    byte begins a token; ``start`` implies ``keep``). ``text_starts`` are strictly increasing
+    (every text ends with its newline)."""
+    ids, words = _intern(buf[keep], start[keep])
+    first = np.flatnonzero(start)
+    before = np.searchsorted(first, text_starts)  # tokens before each text
+    lens = np.empty(len(text_starts), dtype=np.int64)
+    lens[:-1] = before[1:] - before[:-1]
+    if len(lens):
+        lens[-1] = len(first) - before[-1]
+    return Tokens(ids, lens, words)
 
 
 def _encodable(text: str) -> bool:
@@ -143,8 +167,8 @@ def _encodable(text: str) -> bool:
 
 
 def _fast(texts: Sequence[str], bad: Callable[[np.ndarray], np.ndarray], prep: Callable[[str], str]) -> np.ndarray:
-    """Which texts the byte rules cover: encodable as UTF-8, and none of their bytes flagged by
-    ``bad``."""
+    """Which texts the byte rules cover: encodable as UTF-8, and none of their bytes at the
+    positions ``bad`` finds."""
     ok = np.ones(len(texts), dtype=bool)
     if not len(texts):
         return ok
@@ -158,8 +182,8 @@ def _fast(texts: Sequence[str], bad: Callable[[np.ndarray], np.ndarray], prep: C
         got = _join([texts[i] for i in idx.tolist()], prep)
     buf, starts = got
     hit = bad(buf)
-    if hit.any():
-        owner = np.searchsorted(starts, np.flatnonzero(hit), side="right") - 1
+    if hit.size:
+        owner = np.searchsorted(starts, hit, side="right") - 1
         ok[idx[np.unique(owner)]] = False
     return ok
 
@@ -171,28 +195,37 @@ def rouge_words(texts: Sequence[str]) -> Tokens:
 
 
 def _rouge_buf(buf: np.ndarray, text_starts: np.ndarray) -> Tokens:
-    keep = _ALNUM[_LOWER[buf]]
-    start = keep.copy()
-    start[1:] &= ~keep[:-1]
-    return _split(buf, text_starts, keep, start, lower=True)
+    # the column was lower-cased as text: its token bytes are lower-case already
+    keep = _alnum_mask(buf)
+    start = np.empty(len(buf), dtype=bool)
+    start[0] = True
+    np.logical_not(keep[:-1], out=start[1:])
+    start &= keep
+    return _split(buf, text_starts, keep, start)
 
 
 def squad_words(texts: Sequence[str]) -> Tokens:
     """SQuAD ``normalize_answer(text).split()`` of texts: lower case, ASCII punctuation deleted,
     whitespace separates, the articles a/an/the removed where the script's expression finds them."""
-    return _squad_buf(*_join(texts, _prep_lower))
+    return _squad_buf(*_join(texts, str.lower))
 
 
 def _squad_buf(buf: np.ndarray, text_starts: np.ndarray) -> Tokens:
-    ws = _WS[buf]
-    keep = ~ws & ~_PUNCT[buf]
-    run = np.cumsum(ws, dtype=np.int32)  # which whitespace-separated run a byte is in
-    pos = np.flatnonzero(keep)
-    r = run[pos]
-    first = np.ones(len(pos), dtype=bool)
-    first[1:] = r[1:] != r[:-1]
-    ids, words = _intern(_LOWER[buf[pos]], first)
-    return _remove_articles(ids, _per_text(pos[first], text_starts), words)
+    # punctuation deleted first (it joins what it separated), then whitespace separates; every
+    # text still ends with its newline, so the texts' starts are found again after the deletion.
+    # The column was lower-cased as text.
+    sub = buf[~_punct_mask(buf)]
+    ends = np.flatnonzero(sub == 10)
+    starts = np.zeros(len(ends), dtype=np.int64)
+    starts[1:] = ends[:-1] + 1
+    ws = _ws_mask(sub)
+    keep = ~ws
+    start = np.empty(len(sub), dtype=bool)
+    start[0] = True
+    start[1:] = ws[:-1]
+    start &= keep
+    tok = _split(sub, starts, keep, start)
+    return _remove_articles(tok.ids, tok.lens, tok.words)
 
 
 def _remove_articles(ids: np.ndarray, lens: np.ndarray, words: list[str]) -> Tokens:
@@ -230,20 +263,31 @@ def tokens_13a(texts: Sequence[str]) -> Tokens:
     already replaced, optionally lower-cased) without runs of ``.``/``,``: each pad character is a
     token, a ``.`` or ``,`` is one unless it sits between two digits, a ``-`` right after a digit is
     one; whitespace separates."""
-    return _13a_buf(*_join(texts, _spaces))
+    return _13a_buf(*_join(texts, _as_is))
 
 
 def _13a_buf(buf: np.ndarray, text_starts: np.ndarray) -> Tokens:
-    ws = _WS[buf]
-    digit = _DIGIT[buf]
-    prev_digit = np.zeros(len(buf), dtype=bool)
-    prev_digit[1:] = digit[:-1]
-    next_digit = np.zeros(len(buf), dtype=bool)
-    next_digit[:-1] = digit[1:]
-    iso = _PAD13A[buf] | (_MARK[buf] & ~(prev_digit & next_digit)) | ((buf == _DASH) & prev_digit)
+    ws = _ws_mask(buf)
+    # the punctuation bytes are few: which of them is a token of its own is decided on them alone
+    # (pad characters always; a period, comma or hyphen by its neighbours: the buffer ends with a
+    # newline, so ``m + 1`` exists, and at ``m == 0``, ``m - 1`` reads that final newline: no digit)
+    p = np.flatnonzero(_punct_mask(buf))
+    c = buf[p]
+    alone = _PAD13A[c]
+    md = np.flatnonzero(_MARK_OR_DASH[c])
+    if md.size:
+        m = p[md]
+        prev_digit = (buf[m - 1] - np.uint8(48)) <= np.uint8(9)
+        next_digit = (buf[m + 1] - np.uint8(48)) <= np.uint8(9)
+        alone[md] = np.where(c[md] == _DASH, prev_digit, ~(prev_digit & next_digit))
+    iso = np.zeros(len(buf), dtype=bool)
+    iso[p[alone]] = True
     keep = ~ws
-    start = keep.copy()
-    start[1:] &= ~keep[:-1] | iso[1:] | iso[:-1]
+    start = np.empty(len(buf), dtype=bool)  # a token starts after whitespace or a lone byte, or is one
+    start[0] = True
+    np.logical_or(ws[:-1], iso[:-1], out=start[1:])
+    start |= iso
+    start &= keep
     return _split(buf, text_starts, keep, start)
 
 
@@ -286,7 +330,7 @@ def column_ids(texts: Sequence[str], fast_fn: Callable[[Sequence[str]], Tokens],
 
     form = _BUFFER_FORMS.get(fast_fn)
     whole = _encode(texts, form[2]) if form is not None and n else None
-    if whole is not None and not form[1](whole[0]).any():
+    if whole is not None and not form[1](whole[0]).size:
         # the usual column: every text encodable, none of the rare cases: one join, then pieces of
         # the buffer itself
         buf, starts = whole
@@ -377,19 +421,17 @@ def _intern_words(words: list[str], word_ids: Callable[[list[str]], np.ndarray])
 
 
 def _no_bad(buf: np.ndarray) -> np.ndarray:
-    return np.zeros(len(buf), dtype=bool)
+    return np.zeros(0, dtype=np.int64)
 
 
 def _bad_13a(buf: np.ndarray) -> np.ndarray:
-    """The second byte of a run of ``.``/``,`` (sacrebleu's expressions treat runs specially)."""
-    mark = _MARK[buf]
-    hit = np.zeros(len(buf), dtype=bool)
-    hit[1:] = mark[1:] & mark[:-1]
-    return hit
+    """Where a run of ``.``/``,`` continues (sacrebleu's expressions treat runs specially)."""
+    m = np.flatnonzero((buf == 46) | (buf == 44))
+    return m[1:][m[1:] - m[:-1] == 1]
 
 
-#: tokenizer -> (the same on a buffer, the bytes that send a column to the per-text path, the step
-#: on the joined text before it is encoded)
+#: tokenizer -> (the same on a buffer, the positions of the bytes that send a column to the per-text
+#: path, the step on the joined text before it is encoded)
 _BUFFER_FORMS: dict[Callable[..., Tokens], tuple[Callable[[np.ndarray, np.ndarray], Tokens],
                                                  Callable[[np.ndarray], np.ndarray], Callable[[str], str]]] = {}
 
@@ -425,14 +467,14 @@ def covered_rouge(texts: Sequence[str]) -> np.ndarray:
 
 def covered_squad(texts: Sequence[str]) -> np.ndarray:
     """Texts encodable as UTF-8 (all but those holding a lone surrogate)."""
-    return _fast(texts, _no_bad, _prep_lower)
+    return _fast(texts, _no_bad, str.lower)
 
 
 def covered_13a(texts: Sequence[str]) -> np.ndarray:
     """Lines encodable as UTF-8 without a run of ``.``/``,`` (sacrebleu's expressions treat runs
     specially)."""
-    return _fast(texts, _bad_13a, _spaces)
+    return _fast(texts, _bad_13a, _as_is)
 
 
-_BUFFER_FORMS.update({rouge_words: (_rouge_buf, _no_bad, str.lower), squad_words: (_squad_buf, _no_bad, _prep_lower),
-                      tokens_13a: (_13a_buf, _bad_13a, _spaces)})
+_BUFFER_FORMS.update({rouge_words: (_rouge_buf, _no_bad, str.lower), squad_words: (_squad_buf, _no_bad, str.lower),
+                      tokens_13a: (_13a_buf, _bad_13a, _as_is)})

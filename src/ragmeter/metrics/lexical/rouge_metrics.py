@@ -131,15 +131,6 @@ class RougeTokenizer:
         return [self._word_list_ids(w) for w in words_many(texts)]
 
 
-def _ascii_rouge_text(text: str) -> str:
-    """``text`` with the same rouge-score words, in plain ASCII (so the byte path takes it).
-
-    rouge-score lower-cases a text, then every character outside ``[a-z0-9]`` separates words.
-    After ``lower()`` (which may turn a non-ASCII character into ASCII letters: KELVIN SIGN into
-    ``k``), every non-ASCII character is such a separator, as the ``?`` that replaces it is."""
-    return text if text.isascii() else text.lower().encode("ascii", "replace").decode("ascii")
-
-
 def words_many(texts: Sequence[str]) -> list[list[str]]:
     """rouge-score's words (before stemming) of many texts; lower-casing and the character filter
     run once over the texts joined by newlines (kept by the filter, so each text comes out as on its
@@ -210,7 +201,7 @@ def _overlap_counts(pred: list[list[int]], target: list[list[int]], bigrams: boo
 def _overlap_counts_en(tok: RougeTokenizer, uniq: list[str], predictions: Sequence[str], targets: Sequence[str],
                        bigrams: bool) -> np.ndarray:
     """:func:`_overlap_counts` of English pairs from token ids of the distinct texts: rouge-score's
-    tokenizer runs on bytes for the plain-ASCII texts (:mod:`.byte_tokens`), each distinct word
+    tokenizer runs on the column's UTF-8 bytes (:mod:`.byte_tokens`), each distinct word
     is stemmed once (the tokenizer's cache)."""
     from ragmeter.metrics.lexical import byte_tokens as B
     from ragmeter.metrics.lexical.ngrams import NgramColumns, clipped_matches
@@ -219,7 +210,7 @@ def _overlap_counts_en(tok: RougeTokenizer, uniq: list[str], predictions: Sequen
     out = np.zeros((n, 5), dtype=np.float64)
     if n == 0:
         return out
-    ids, lens = B.column_ids(list(map(_ascii_rouge_text, uniq)), B.rouge_words, B.covered_rouge, words_many,
+    ids, lens = B.column_ids(uniq, B.rouge_words, B.covered_rouge, words_many,
                              tok._id)
     index = {t: i for i, t in enumerate(uniq)}
     pt = np.fromiter(map(index.__getitem__, predictions), dtype=np.int64, count=n)
