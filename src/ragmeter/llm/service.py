@@ -16,6 +16,7 @@ busy as the concurrency limit allows instead of draining and refilling per metri
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 import random
@@ -49,6 +50,20 @@ PREFLIGHT_TIMEOUT = 10.0
 _PREFLIGHT_FAILURE_TTL = 30.0
 _PREFLIGHT: dict[tuple[Any, ...], tuple[str | None, float]] = {}
 _PREFLIGHT_LOCK = threading.Lock()
+
+
+@functools.cache
+def _cache_query() -> Any:
+    """The judge cache's replies for a list of keys (``:keys``): the two columns a hit needs, as
+    plain SQL with typed result columns (the ORM's entity query costs about 15 ms to compile in a
+    fresh process and 5 ms per lookup after; this 5 ms, then 0.4 ms)."""
+    from sqlalchemy import bindparam, text
+
+    from ragmeter.store.models import JudgeCacheRow
+
+    return (text(f'SELECT "key", response FROM {JudgeCacheRow.__tablename__} WHERE "key" IN :keys')
+            .bindparams(bindparam("keys", expanding=True))
+            .columns(JudgeCacheRow.key, JudgeCacheRow.response))
 
 
 async def _sleep(seconds: float) -> None:
@@ -497,23 +512,19 @@ class JudgeService:
     def _store_lookup(self, wanted: dict[str, JudgeRequest]) -> dict[str, JudgeResult]:
         if self.store is None or not wanted:
             return {}
-        from sqlalchemy import select
-
-        from ragmeter.store.models import JudgeCacheRow
-
         out: dict[str, JudgeResult] = {}
         keys = list(wanted)
         with self.store.session() as s:
             for i in range(0, len(keys), 500):
-                for row in s.scalars(select(JudgeCacheRow).where(JudgeCacheRow.key.in_(keys[i:i + 500]))):
-                    req = wanted[row.key]
+                for key, response in s.execute(_cache_query(), {"keys": keys[i:i + 500]}):
+                    req = wanted[key]
+                    response = response or {}
                     try:
-                        value = parse_reply(None, req.schema, (row.response or {}).get("data"))
+                        value = parse_reply(None, req.schema, response.get("data"))
                     except ReplyParseError:
                         continue  # a reply the current schema rejects is not a hit
-                    out[row.key] = JudgeResult(OK, row.key, value=value, raw=(row.response or {}).get("raw"),
-                                               cached=True, cost_usd=0.0 if self.price else None,
-                                               logprobs=(row.response or {}).get("logprobs"))
+                    out[key] = JudgeResult(OK, key, value=value, raw=response.get("raw"), cached=True,
+                                           cost_usd=0.0 if self.price else None, logprobs=response.get("logprobs"))
         return out
 
     def _plan_call(self, req: JudgeRequest, key: str) -> JudgeResult:
