@@ -182,16 +182,18 @@ def test_the_streamed_summary_equals_the_in_memory_one_across_chunk_boundaries(t
 def test_exact_sum_is_the_exact_sum_in_any_grouping():
     from fractions import Fraction
 
+    import numpy as np
+
     from ragmeter.stats.intervals import exact_sum
 
     rnd = random.Random(5)
-    xs = [rnd.choice([1e16, -1e16, 1.0, 0.1, 1e-300, 3.5e-17]) * rnd.random() for _ in range(500)]
-    whole = exact_sum([], xs)
-    assert sum(map(Fraction, whole)) == sum(map(Fraction, xs))
-    parts: list[float] = []
-    for a in range(0, 500, 37):
-        parts = exact_sum(parts, xs[a:a + 37])
-    assert sum(map(Fraction, parts)) == sum(map(Fraction, xs))
+    xs = [rnd.choice([1e16, -1e16, 1.0, 0.1, -3.5e-17, 1e-300, 5e-324, 1e300]) * rnd.random() for _ in range(500)]
+    xs += [0.0, -0.0, 2.0**-1074, -(2.0**-1074), 1.7e308]
+    exact = sum(map(Fraction, xs))
+    assert Fraction(exact_sum(np.array(xs)), 2**1126) == exact
+    parts = sum(exact_sum(np.array(xs[a:a + 37])) for a in range(0, len(xs), 37))
+    assert Fraction(parts, 2**1126) == exact
+    assert exact_sum(np.array([])) == 0
 
 
 def _moments_cases():

@@ -35,6 +35,7 @@ import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from functools import lru_cache
 from typing import Any, Literal
 
@@ -417,24 +418,39 @@ def _moments_of(values: Sequence[float] | np.ndarray) -> Any:
 # exact too. The interval is the closed form above (interval_rows) from these figures.
 
 
-def exact_sum(partials: list[float], values: list[float]) -> list[float]:
-    """The exact sum of ``partials`` and ``values`` as a short list of floats (largest first): the
-    correctly rounded sum ``s1 = fsum(...)``, then the correctly rounded rest ``r1 = fsum(... - s1)``
-    and so on until nothing is left. ``math.fsum`` rounds once, so each term is the exact remainder
-    rounded and the terms add up to the exact sum; ``math.fsum`` of the list is the correctly
-    rounded total, whatever order and grouping the values came in.
+#: every double is an integer times 2^-1126 (the smallest subnormal, 2^-1074, is 2^52 of them): an
+#: exact sum of doubles is kept as that integer
+_SUM_EXP = 1126
+_TWO53, _TWO27 = 2.0**53, 2.0**27
 
-    >>> exact_sum([], [0.1] * 10)
-    [1.0, 5.551115123125783e-17]
+
+def exact_sum(values: np.ndarray) -> int:
+    """The exact sum of float64 ``values``, times 2^1126: an integer, so adding the sums of two
+    chunks gives the sum of both exactly, whatever the chunks.
+
+    Each value ``x = m * 2^e`` (``np.frexp``) has an integer mantissa ``M = m * 2^53`` (``|M| < 2^53``),
+    split into ``hi * 2^27 + lo``; the halves are summed per exponent by ``np.bincount`` in float64,
+    exact because every partial sum is an integer below 2^53 (at most 2^24 values at a time), and
+    the few sums per exponent are then shifted and added as Python integers.
+
+    >>> exact_sum(np.full(10, 0.1)) / 2**1126 == 1.0, exact_sum(np.full(10, 0.1)) > 2**1126
+    (True, True)
     """
-    terms = partials + values
-    out: list[float] = []
-    while True:
-        s = math.fsum(terms)
-        if s == 0.0:
-            return out
-        out.append(s)
-        terms.append(-s)
+    total = 0
+    for a in range(0, len(values), 1 << 24):
+        m, e = np.frexp(values[a:a + (1 << 24)])
+        if not len(e):
+            continue
+        big = m * _TWO53
+        hi = np.floor(big / _TWO27)
+        lo = big - hi * _TWO27
+        e_min = int(e.min())
+        at = e - e_min
+        his, los = np.bincount(at, weights=hi), np.bincount(at, weights=lo)
+        for j in np.flatnonzero((his != 0) | (los != 0)).tolist():
+            shift = e_min + j - 53 + _SUM_EXP
+            total += (int(his[j]) << (shift + 27)) + (int(los[j]) << shift)
+    return total
 
 
 class Moments:
@@ -457,8 +473,8 @@ class Moments:
         self._shift: float | None = None
         self._scale: float | None = None  # 2^-e
         self._scale_exp = 0
-        # exact sums (as in exact_sum) of x, d, d^2, d^3, d^4
-        self._sums: list[list[float]] = [[], [], [], [], []]
+        # exact sums (exact_sum: integers, times 2^1126) of x, d, d^2, d^3, d^4
+        self._sums = [0, 0, 0, 0, 0]
 
     def add(self, values: np.ndarray, reasons: Sequence[str | None] | None = None) -> None:
         """Add a chunk: ``values`` (NaN: no value) and, aligned with them, the no-value reasons
@@ -509,30 +525,26 @@ class Moments:
         self._add_sum(4, d2 * d2)
 
     def _add_sum(self, k: int, xs: np.ndarray) -> None:
-        if math.isnan(self._sums[k][0] if self._sums[k] else 0.0):
-            return
-        try:
-            self._sums[k] = exact_sum(self._sums[k], xs.tolist())
-        except OverflowError:  # a sum past the largest double: no figure from it
-            self._sums[k] = [math.nan]
+        self._sums[k] += exact_sum(xs)
 
-    def _sum(self, k: int) -> float:
-        return math.fsum(self._sums[k])
+    def _exact(self, k: int) -> Fraction:
+        return Fraction(self._sums[k], 1 << _SUM_EXP)
 
     def _central(self) -> tuple[float, float]:
-        """The second and fourth central moments of the deviations ``d`` (0 and NaN when they are all 0)."""
+        """The second and fourth central moments of the deviations ``d``, computed exactly from
+        the exact sums and rounded once."""
         n = self.n
-        t1, t2, t3, t4 = (self._sum(k) for k in (1, 2, 3, 4))
+        t1, t2, t3, t4 = (self._exact(k) for k in (1, 2, 3, 4))
         mu = t1 / n
-        m2 = max((t2 - t1 * mu) / n, 0.0)
-        m4 = math.fsum((t4, -4.0 * mu * t3, 6.0 * mu * mu * t2, -3.0 * mu * mu * mu * t1)) / n
-        return m2, m4
+        m2 = _to_float((t2 - t1 * mu) / n)
+        m4 = _to_float((t4 - 4 * mu * t3 + 6 * mu * mu * t2 - 3 * mu * mu * mu * t1) / n)
+        return max(m2, 0.0), m4
 
     def mean(self) -> float:
-        """The mean: the exact sum rounded once, divided by the count, within the values."""
+        """The mean: the exact sum over the count, rounded once."""
         if self.min == self.max:
             return self.min + 0.0
-        return min(max(self._sum(0) / self.n, self.min), self.max)
+        return min(max(_to_float(self._exact(0) / self.n), self.min), self.max)
 
     def summary(self, *, level: float = 0.95, bounds: Bounds = None) -> dict[str, Any]:
         """What :func:`~ragmeter.stats.intervals.aggregate` reports: ``n``, ``n_missing``,
@@ -583,6 +595,14 @@ class Moments:
         lo = min(self.min, low) if math.isfinite(low) else self.min
         hi = max(self.max, high) if math.isfinite(high) else self.max
         return lo + 0.0, hi + 0.0
+
+
+def _to_float(q: Fraction) -> float:
+    """``q`` rounded to the nearest double (NaN past the largest one)."""
+    try:
+        return float(q)
+    except OverflowError:
+        return math.nan
 
 
 def aggregate(scores: Sequence[Score], *, level: float = 0.95, bounds: Bounds = None) -> dict[str, Any]:
