@@ -9,8 +9,9 @@ forked (its second scoring process) is read from ``/proc/PID/smaps_rollup`` ever
 the largest sum is the run's peak. The main process's own peak is reported beside it.
 
 Run: ``python benchmarks/memory.py [--rows 1000000,4000000]``. The last line printed is one JSON
-object: per size, ``peak_tree_mb`` (MiB), ``peak_main_mb``, ``wall_s`` and the run's means; and
-``growth`` = the largest size's peak over the smallest's.
+object: per size, ``peak_tree_mb`` (MiB), ``peak_main_mb``, ``wall_s``, the run's means and the
+machine's 1-minute load average before and after (``load_avg``); and ``growth`` = the largest
+size's peak over the smallest's.
 """
 
 from __future__ import annotations
@@ -120,7 +121,9 @@ def main() -> None:
                 write_dataset(data, n)
             db = work / f"memory-{n}.db"
             db.unlink(missing_ok=True)
+            load_before = os.getloadavg()[0]
             res = run_eval(data, db)
+            res["load_avg"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]  # 1-minute, before / after
             res["data_mb"] = round(data.stat().st_size / 2**20, 1)
             print(f"{n:>10,} rows: peak {res['peak_tree_mb']:,.0f} MiB over the process tree "
                   f"(main {res['peak_main_mb']:,.0f} MiB), {res['wall_s']:.1f} s", flush=True)
