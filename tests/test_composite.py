@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -257,3 +258,46 @@ def test_run_config_can_define_named_composites(db_url):
                    options={"composite": {"only_good": {"components": {"tcomp_good": 1}}}})
     out = K.composite_scores(open_store(db_url), res.run_id, "only_good")
     assert out["mean"] == pytest.approx((0.9 + 0.5 + 0.7) / 3) and out["band"] == "Good"
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_runs_composites_equal_the_per_sample_formula_exactly(db_url, seed):
+    """composite_scores computes every sample at once on the score columns: each sample's value is
+    composite_from_values of its scores, to the last bit, with missing values, a lower-is-better
+    component, renormalisation, the 'none' policy and min_coverage; the summary is the aggregate of
+    those values with their reasons."""
+    import random
+
+    from ragmeter.metrics.registry import _REGISTRY
+    from ragmeter.stats import aggregate_many
+
+    rnd = random.Random(seed)
+    ids = [f"s{i}" for i in range(300)]
+    names = [f"tcol{seed}_{k}" for k in range(4)]
+    values = {m: {i: (None if rnd.random() < 0.15 else rnd.choice([0.0, 1.0, rnd.random()])) for i in ids}
+              for m in names}
+
+    def const(vals):
+        def fn(samples, ctx, **_):
+            return [Score(vals[s.id]) if vals[s.id] is not None else Score.missing("judge failure")
+                    for s in samples]
+        return fn
+
+    for k, m in enumerate(names):
+        if m not in _REGISTRY:
+            register_metric(MetricSpec(name=m, family="test", fn=const(values[m]), higher_is_better=k != 2))
+    res = evaluate([{"id": i, "question": "q"} for i in ids], names, db=db_url)
+    store = open_store(db_url)
+    weights = {m: rnd.choice([0.1, 0.25, 0.3, 1.0, 2.0]) for m in names}
+    for missing, cover in (("renormalise", 0.0), ("none", 0.0), ("renormalise", 0.6)):
+        preset = {"name": "mix", "components": weights, "missing": missing, "min_coverage": cover}
+        out = K.composite_scores(store, res.run_id, preset, per_sample=True)
+        expect, reasons = [], []
+        for i in ids:
+            one = K.composite_from_values({m: values[m][i] for m in names}, preset)
+            assert out["per_sample"][i]["value"] == one["value"]  # exactly, not approximately
+            assert out["per_sample"][i]["missing"] == one["missing"]
+            expect.append(np.nan if one["value"] is None else one["value"])
+            reasons.append(one.get("reason"))
+        agg = aggregate_many({"c": (np.array(expect), reasons)}, bounds={"c": (0.0, 1.0)})["c"]
+        assert {k: out[k] for k in agg} == agg

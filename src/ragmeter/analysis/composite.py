@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ragmeter.core.errors import ConfigError
-from ragmeter.core.schema import Score
 
 # =============================================================================================
 # Presets (data)
@@ -386,31 +387,69 @@ def _to_unit(v: float, rng: tuple[float, float] | None) -> float:
     return (v - low) / (high - low)
 
 
-def _sample_value(comp: Composite, plan: Mapping[str, Any], sid: str, table: Mapping[str, Mapping[str, Score]],
-                  consistency: Mapping[str, float], directions: Mapping[str, str],
-                  ranges: Mapping[str, tuple[float, float] | None]) -> tuple[float | None, dict[str, Any]]:
-    oriented: dict[str, float | None] = {}
+def _combine_columns(comp: Composite, oriented: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_combine` of every sample at once: ``(values, pattern)``, NaN where the composite has
+    no value; ``pattern`` numbers each sample's set of missing components (the same number, the same
+    ``_combine`` info). The sums run in component order with 0 for a missing component (adding 0.0
+    changes no float), and each value is rounded by :func:`_clean` itself: the floats of a sample
+    are those of :func:`_combine`."""
+    n = len(next(iter(oriented.values()))) if oriented else 0
+    weighted, w_present = np.zeros(n), np.zeros(n)
+    pattern = np.zeros(n, dtype=np.int64)
+    for bit, c in enumerate(comp.components):
+        v = oriented[c.name]
+        present = ~np.isnan(v)
+        pattern |= (~present).astype(np.int64) << bit
+        weighted = weighted + np.where(present, c.weight * np.where(present, v, 0.0), 0.0)
+        w_present = w_present + np.where(present, c.weight, 0.0)
+    out = np.full(n, np.nan)
+    for code in np.unique(pattern).tolist():
+        at = pattern == code
+        probe = {c.name: (None if code >> bit & 1 else 0.5) for bit, c in enumerate(comp.components)}
+        value, _ = _combine(comp, probe)
+        if value is not None:  # the same rule decides: the policy and the present weight
+            with np.errstate(invalid="ignore", divide="ignore"):
+                raw = weighted[at] / w_present[at]
+            out[at] = [_clean(x) for x in raw.tolist()]
+    return out, pattern
+
+
+def _oriented_columns(comp: Composite, plan: Mapping[str, Any], cols: Any, rows: np.ndarray,
+                      consistency: Mapping[str, float], directions: Mapping[str, str],
+                      ranges: Mapping[str, tuple[float, float] | None]) -> dict[str, np.ndarray]:
+    """Each component's values (oriented, on [0, 1]) at the samples ``rows`` of the run's columns."""
+    n = len(rows)
+    oriented: dict[str, np.ndarray] = {}
     for c in comp.components:
         kind, ref, sub = plan[c.name]
         if kind == "preset":
-            oriented[c.name], _ = _sample_value(ref, sub, sid, table, consistency, directions, ranges)
+            oriented[c.name] = _combine_columns(
+                ref, _oriented_columns(ref, sub, cols, rows, consistency, directions, ranges))[0]
         elif kind == "consistency":
-            oriented[c.name] = consistency.get(sid)
-        elif ref is None:
-            oriented[c.name] = None
+            ids = cols.sample_ids
+            oriented[c.name] = np.array([consistency.get(ids[i], np.nan) for i in rows.tolist()], dtype=np.float64)
+        elif ref is None or ref not in cols.values:
+            oriented[c.name] = np.full(n, np.nan)
         else:
-            sc = table.get(ref, {}).get(sid)
-            v = None if sc is None or sc.value is None else _check_unit(_to_unit(float(sc.value), ranges.get(ref)), ref)
-            if v is not None and _inverted(c, ref, directions):
-                v = 1.0 - v
-            oriented[c.name] = v
-    return _combine(comp, oriented)
+            rng = ranges.get(ref)
+            v = cols.values[ref][rows]
+            if rng is not None and rng != (0.0, 1.0):
+                v = (v - rng[0]) / (rng[1] - rng[0])
+            bad = ~np.isnan(v) & ((v < -1e-9) | (v > 1 + 1e-9))
+            if bad.any():
+                _check_unit(float(v[np.flatnonzero(bad)[0]]), ref)
+            oriented[c.name] = 1.0 - v if _inverted(c, ref, directions) else v
+    return oriented
 
 
 def composite_scores(store: Any, run_id: str, preset: str | Mapping[str, Any] | Composite, *,
                      missing: str | None = None, min_coverage: float | None = None,
-                     per_sample: bool = False) -> dict[str, Any] | None:
+                     per_sample: bool = False, columns: Any = None) -> dict[str, Any] | None:
     """A composite over a stored run: one value per sample, then their mean with a 95% CI.
+
+    Computed on the run's score columns (:func:`ragmeter.store.columns.run_columns`; ``columns``:
+    already read, or a function that reads them — the report reads them once for every preset
+    that applies), every sample at once.
 
     Each sample's composite is :func:`composite_from_values` of its stored scores (components
     matched to the run's metric keys: an exact key, else a key with that base name, e.g.
@@ -430,7 +469,7 @@ def composite_scores(store: Any, run_id: str, preset: str | Mapping[str, Any] | 
     Raises:
         ConfigError: unknown preset; StoreError: unknown run.
     """
-    from ragmeter.stats.intervals import aggregate
+    from ragmeter.stats.intervals import aggregate_many
 
     rid = store.resolve_run(run_id)
     run = store.get_run(rid)
@@ -442,25 +481,36 @@ def composite_scores(store: Any, run_id: str, preset: str | Mapping[str, Any] | 
     plan, absent = _run_inputs(comp, keys, bool(consistency))
     if len(absent) == len(comp.components):
         return None
-    table = store.score_table(rid)
+    from ragmeter.store.columns import run_columns
+
+    cols = columns() if callable(columns) else columns if columns is not None else run_columns(store, rid)[0]
     summary = run.summary or {}
     from ragmeter.metrics.registry import recorded_range
 
     ranges = {m["key"]: recorded_range(m["key"], m, (summary.get(m["key"]) or {}).get("range"))
               for m in run.metrics or []}
     directions = {k: v.get("direction") for k, v in summary.items() if isinstance(v, Mapping) and v.get("direction")}
-    # every (sample, metric) pair is stored, with or without a value: the table knows every sample
-    ids = list(dict.fromkeys(sid for per in table.values() for sid in per))
-    scores: list[Score] = []
-    renorm = 0
-    rows = {}
-    for sid in ids:
-        v, info = _sample_value(comp, plan, sid, table, consistency, directions, ranges)
-        renorm += bool(info.get("renormalised"))
-        scores.append(Score(v, info.get("reason")))
-        if per_sample:
-            rows[sid] = {"value": v, "missing": info["missing"]}
-    agg = aggregate(scores, bounds=COMPOSITE_RANGE)
+    # every (sample, metric) pair is stored, with or without a value: a sample any metric scored
+    scored = [a for a in cols.scored.values()]
+    rows = (np.flatnonzero(np.logical_or.reduce(scored)) if scored else np.zeros(0, dtype=np.int64))
+    values, pattern = _combine_columns(comp, _oriented_columns(comp, plan, cols, rows, consistency, directions,
+                                                              ranges))
+    infos = {code: _combine(comp, {c.name: (None if code >> bit & 1 else 0.5)
+                                   for bit, c in enumerate(comp.components)})[1]
+             for code in np.unique(pattern).tolist()}
+    renorm = sum(int(np.count_nonzero(pattern == code)) for code, info in infos.items()
+                 if info.get("renormalised"))
+    reasons = [None] * len(rows)
+    for code, info in infos.items():
+        if info.get("reason"):
+            for i in np.flatnonzero(pattern == code).tolist():
+                reasons[i] = info["reason"]
+    out_rows = {}
+    if per_sample:
+        ids = cols.sample_ids
+        out_rows = {ids[p]: {"value": None if v != v else v, "missing": infos[code]["missing"]}
+                    for p, v, code in zip(rows.tolist(), values.tolist(), pattern.tolist(), strict=True)}
+    agg = aggregate_many({comp.name: (values, reasons)}, bounds={comp.name: COMPOSITE_RANGE})[comp.name]
     means = {k: None if v.get("mean") is None else _to_unit(float(v["mean"]), ranges.get(k))
              for k, v in summary.items() if isinstance(v, Mapping)}
     if consistency_overall is not None:
@@ -471,7 +521,7 @@ def composite_scores(store: Any, run_id: str, preset: str | Mapping[str, Any] | 
            "min_coverage": comp.min_coverage, **agg, "n_renormalised": renorm,
            "band": band(agg["mean"]), "of_means": of_means["value"]}
     if per_sample:
-        out["per_sample"] = rows
+        out["per_sample"] = out_rows
     return out
 
 

@@ -58,9 +58,18 @@ def composites_for(store: Store, run: Run) -> list[dict[str, Any]]:
     custom = ((run.config or {}).get("options") or {}).get("composite")
     names = list(getattr(mod, "PRESETS", {}) or {}) + (list(custom) if isinstance(custom, Mapping) else [])
     out = []
+    columns: list[Any] = []  # the run's score columns, read once for every preset that applies
+
+    def cols() -> Any:
+        if not columns:
+            from ragmeter.store.columns import run_columns
+
+            columns.append(run_columns(store, run.id)[0])
+        return columns[0]
+
     for preset in dict.fromkeys(names):
         try:
-            res = fn(store, run.id, preset)
+            res = fn(store, run.id, preset, columns=cols)
         except Exception as exc:  # noqa: BLE001 - one bad composite must not take the report down
             out.append({"composite": str(preset), "error": str(exc)})
             continue
