@@ -16,7 +16,9 @@ shares a word with the question, and so on (see :func:`verdict`). Tests steer it
   ``server.rejected`` counts them. A 200 reply carries the forced ``headers`` (e.g.
   ``x-ratelimit-remaining-requests``).
 
-Every request body is recorded in ``server.requests`` (with its arrival and reply times, ``at`` and
+A verdict reply leaves ``delay`` seconds after its request arrived (the verdict is made while the
+delay passes, so the server's own work does not lengthen it). Every request body is recorded in
+``server.requests`` (with its arrival and reply times, ``at`` and
 ``done``, as ``time.time()``: ``GET /timeline`` lists them). Run it standalone (the benchmark does, so
 its CPU is not counted as the client's)::
 
@@ -654,14 +656,27 @@ class JudgeServer:
             extra = {"retry-after-ms": f"{self.capacity_retry_ms:g}"} if self.capacity_retry_ms is not None else {}
             return 429, extra, {"error": {"message": "scripted: too many requests in flight",
                                           "type": "rate_limit", "code": 429}}
+        arrived = time.monotonic()
+        ready: dict[str, Any] | None = None
         try:
             f = self._next(user)
+            if f.status == 200 and f.text is None and f.content_type is None and not f.drop:
+                # the verdict is made while the delay passes: a reply leaves ``delay`` seconds after its
+                # request arrived, not ``delay`` plus the time this process takes to write it
+                data = verdict(_schema_name(system, named), system, user)
+                ready = _render(wire, data, json.dumps(data), system, user, model, body)
+                if f.usage and isinstance(ready.get("usage"), dict):
+                    ready["usage"].update(f.usage)
             if f.delay:
-                await asyncio.sleep(f.delay)
+                await asyncio.sleep(max(0.0, f.delay - (time.monotonic() - arrived)))
         finally:
             with self.lock:
                 self.inflight -= 1
                 entry["done"] = time.time()
+        if ready is not None:
+            with self.lock:
+                self.answered.append({"wire": wire, "body": body})
+            return 200, dict(f.headers), ready
         if f.drop:
             raise _Drop
         if f.content_type is not None:
@@ -669,15 +684,7 @@ class JudgeServer:
         if f.status != 200:
             msg = f.message or f"scripted {f.status}"
             return f.status, f.headers, {"error": {"message": msg, "type": "scripted", "code": f.status}}
-        if f.text is not None:
-            return 200, dict(f.headers), _render(wire, None, f.text, system, user, model, body)
-        data = verdict(_schema_name(system, named), system, user)
-        with self.lock:
-            self.answered.append({"wire": wire, "body": body})
-        reply = _render(wire, data, json.dumps(data), system, user, model, body)
-        if f.usage and isinstance(reply.get("usage"), dict):
-            reply["usage"].update(f.usage)
-        return 200, dict(f.headers), reply
+        return 200, dict(f.headers), _render(wire, None, f.text or "", system, user, model, body)
 
 
 def token_logprobs(text: str, top: int) -> list[dict[str, Any]]:
