@@ -298,31 +298,44 @@ def _count_bleu(answers: Sequence[str], references: Sequence[Sequence[str]], ord
     uniq = list(dict.fromkeys([*answers, *(r for rs in references for r in rs)]))
     ids, lens = _bleu_token_ids(uniq, tokenize, lowercase)
     index = {t: i for i, t in enumerate(uniq)}
-    # segments [hyp 0, refs of 0 ..., hyp 1, refs of 1 ...] as indices into the unique texts
-    seg_text: list[int] = []
-    hyp_segment = np.empty(n, dtype=np.int64)
-    ref_pair: list[int] = []
-    for p, (a, rs) in enumerate(zip(answers, references, strict=True)):
-        hyp_segment[p] = len(seg_text)
-        seg_text.append(index[a])
-        ref_pair.append(-1)
-        seg_text.extend(index[r] for r in rs)
-        ref_pair.extend([p] * len(rs))
-    seg = np.asarray(seg_text, dtype=np.int64)
+    single = all(len(rs) == 1 for rs in references)
+    if single:  # the usual column, one reference a pair: segments [hyp 0, ref 0, hyp 1, ref 1 ...]
+        hyp_text = np.fromiter(map(index.__getitem__, answers), dtype=np.int64, count=n)
+        ref_text = np.fromiter((index[rs[0]] for rs in references), dtype=np.int64, count=n)
+        seg = np.empty(2 * n, dtype=np.int64)
+        seg[0::2], seg[1::2] = hyp_text, ref_text
+        hyp_segment = np.arange(0, 2 * n, 2, dtype=np.int64)
+        refp = np.full(2 * n, -1, dtype=np.int64)
+        refp[1::2] = np.arange(n, dtype=np.int64)
+    else:  # segments [hyp 0, refs of 0 ..., hyp 1, refs of 1 ...] as indices into the unique texts
+        seg_text: list[int] = []
+        hyp_segment = np.empty(n, dtype=np.int64)
+        ref_pair: list[int] = []
+        for p, (a, rs) in enumerate(zip(answers, references, strict=True)):
+            hyp_segment[p] = len(seg_text)
+            seg_text.append(index[a])
+            ref_pair.append(-1)
+            seg_text.extend(index[r] for r in rs)
+            ref_pair.extend([p] * len(rs))
+        seg = np.asarray(seg_text, dtype=np.int64)
+        refp = np.asarray(ref_pair, dtype=np.int64)
     starts = np.zeros(len(uniq), dtype=np.int64)
     np.cumsum(lens[:-1], out=starts[1:])
     seg_lens = lens[seg]
     grams = NgramColumns.from_ids(ids[gather_index(starts[seg], seg_lens)], seg_lens, order)
-    refp = np.asarray(ref_pair, dtype=np.int64)
     out = np.zeros((n, 2 * order + 2), dtype=np.int64)
     for k in range(1, order + 1):
         out[:, k - 1] = clipped_matches(grams, hyp_segment, refp, k)
     hyp_len = grams.lens[hyp_segment]
     out[:, order:2 * order] = np.maximum(hyp_len[:, None] - np.arange(order)[None, :], 0)
     out[:, -2] = hyp_len
-    text_len = lens.tolist()
-    out[:, -1] = np.fromiter((_closest_ref_len(h, [text_len[index[r]] for r in rs])
-                              for h, rs in zip(hyp_len.tolist(), references, strict=True)), dtype=np.int64, count=n)
+    if single:  # the closest reference length of one reference is its length
+        out[:, -1] = lens[ref_text]
+    else:
+        text_len = lens.tolist()
+        out[:, -1] = np.fromiter((_closest_ref_len(h, [text_len[index[r]] for r in rs])
+                                  for h, rs in zip(hyp_len.tolist(), references, strict=True)),
+                                 dtype=np.int64, count=n)
     return list(map(tuple, out.tolist()))
 
 
@@ -375,9 +388,36 @@ def bleu_batch(answers: Sequence[str], references: Sequence[Sequence[str]], *,
                     tokenize=tokenize)
     rows = zip(st["correct"].tolist(), st["total"].tolist(), st["hyp_len"].tolist(), st["ref_len"].tolist(),
                strict=True)
+    if smooth_method == "exp" and effective_order:  # sentence BLEU's defaults
+        return np.fromiter((_bleu_exp_effective(c, t, h, r) for c, t, h, r in rows), dtype=np.float64,
+                           count=len(answers))
     return np.fromiter((bleu_from_stats(c, t, h, r, smooth_method, smooth_value, effective_order,
                                         max_ngram_order) for c, t, h, r in rows),
                        dtype=np.float64, count=len(answers))
+
+
+def _bleu_exp_effective(correct: list[int], total: list[int], sys_len: int, ref_len: int) -> float:
+    """:func:`bleu_from_stats` with ``exp`` smoothing and effective order (sentence BLEU's defaults):
+    the same float operations in the same order, without the other methods' branches."""
+    bp = 1.0
+    if sys_len < ref_len:
+        bp = math.exp(1 - ref_len / sys_len) if sys_len > 0 else 0.0
+    if not any(correct):
+        return 0.0
+    precisions = [0.0] * len(total)
+    smooth_mteval = 1.
+    eff_order = len(total)
+    for n, (c, t) in enumerate(zip(correct, total, strict=True)):
+        if t == 0:
+            break
+        eff_order = n + 1
+        if c == 0:
+            smooth_mteval *= 2
+            precisions[n] = 100. / (smooth_mteval * t)
+        else:
+            precisions[n] = 100. * c / t
+    return bp * math.exp(sum([(-9999999999 if p == 0 else math.log(p)) for p in precisions[:eff_order]])
+                         / eff_order)
 
 
 # --- chrF --------------------------------------------------------------------------------------
