@@ -39,7 +39,7 @@ from ragmeter.llm.replies import capped_wait
 from ragmeter.llm.request import BUDGET, DRY_RUN, FAILED, OK, JudgeRequest, JudgeResult
 from ragmeter.llm.runtime import _Runtime
 from ragmeter.llm.structured import ReplyParseError, parse_reply, refusal, schema_json
-from ragmeter.llm.tokens import TOKEN_CALIBRATION, _tiktoken_encoding, estimate_tokens
+from ragmeter.llm.tokens import TOKEN_CALIBRATION, _tiktoken_encoding, estimate_tokens, script_estimate
 from ragmeter.llm.transport import CONNECT, INVALID_REPLY, TIMEOUT, Problem, classify
 
 _MEMORY_LIMIT = 20_000
@@ -587,11 +587,10 @@ class JudgeService:
             while received < len(todo):
                 wake.wait(0.1)
                 if self._price is _UNPRICED:
-                    # without a budget the price and the token estimate are first needed when a
-                    # reply is accounted: genai-prices' table and tiktoken (0.1 s of CPU in a fresh
-                    # process) are read once the first requests are out and wait, not before
+                    # without a budget the price is first needed when a reply is accounted:
+                    # genai-prices' table (0.1 s of CPU in a fresh process) is read once the first
+                    # requests are out and wait, not before
                     _ = self.price
-                    _tiktoken_encoding()
                 if fut.done() and fut.exception() is not None:
                     raise fut.exception()  # type: ignore[misc]
                 new = done[received:]
@@ -626,7 +625,9 @@ class JudgeService:
         self._counts["cache_write_tokens"] += res.cache_write_tokens
         self._counts["retries"] += max(0, res.attempts - 1)
         if res.ok and res.attempts == 1 and res.input_tokens > 0 and not res.cached:
-            self._calibration[0] += estimate_tokens(req.system) + estimate_tokens(req.user)
+            # the estimate the calibration scales (tiktoken's count is exact and never scaled):
+            # no tokenizer is loaded while the judge answers
+            self._calibration[0] += script_estimate(req.system) + script_estimate(req.user)
             self._calibration[1] += res.input_tokens
             self._calibration[2] += 1
         if res.ok:

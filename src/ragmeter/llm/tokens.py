@@ -37,6 +37,12 @@ def estimate_tokens(text: str) -> int:
     enc = _tiktoken_encoding()
     if enc is not None:
         return max(1, len(enc.encode(text, disallowed_special=())))
+    return script_estimate(text)
+
+
+def script_estimate(text: str) -> int:
+    """The script-aware estimate of :func:`estimate_tokens` (at least 1), whether tiktoken is at hand
+    or not: what the token calibration measures and scales."""
     if text.isascii():
         return max(1, (len(text) + 3) // 4)
     wide = other = rest = 0
