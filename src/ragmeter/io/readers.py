@@ -387,22 +387,30 @@ class _RowReader:
         self.columns: dict[str, None] = {}
         self.used: set[str] = set()
         self.n = 0
+        # JSON rows of one shape whose values are all text: the fields each column gives, worked
+        # out once per shape (see _text_row_plan); None for a shape that needs sample_from_dict
+        self._plans: dict[tuple[str, ...], tuple[tuple[tuple[str, str], ...], tuple[str, ...]] | None] = {}
 
     def samples(self, rows: Iterable[tuple[int, Any]]) -> Iterator[tuple[Sample, int]]:
         """``(sample, line)`` of every good row (a bad one raises, or is recorded under ``skipped``)."""
         file, mapping, mode, used, seen, columns = self.source, self.mapping, self.mode, self.used, self.seen, self.columns
+        plans = self._plans if mode == "json" and not mapping else None
         for lineno, row in rows:
             self.n += 1
             try:
+                sample = None
                 if type(row) is dict:  # a JSON object (the common row): skip the ABC checks
                     if len(row) != len(columns) or not columns.keys() >= row.keys():
                         columns.update(dict.fromkeys(map(str, row)))
+                    if plans is not None:
+                        sample = self._text_row(row, plans)
                 elif isinstance(row, DatasetError):
                     raise row
                 elif isinstance(row, Mapping):
                     columns.update(dict.fromkeys(map(str, row)))
-                sample = sample_from_dict(row, mapping=mapping, default_id=f"row-{self.n}", file=file,
-                                          line=lineno, cells=mode, _used=used)
+                if sample is None:
+                    sample = sample_from_dict(row, mapping=mapping, default_id=f"row-{self.n}", file=file,
+                                              line=lineno, cells=mode, _used=used)
                 if sample.id in seen:
                     raise DatasetError(f"duplicate id {sample.id!r} (first seen on line {seen[sample.id]})",
                                        file=file, line=lineno, field="id")
@@ -412,6 +420,35 @@ class _RowReader:
                 if self.on_error == "raise":
                     raise
                 self.skipped.append(exc)
+
+    def _text_row(self, row: dict[str, Any], plans: dict[Any, Any]) -> Sample | None:
+        """:func:`sample_from_dict` of a JSON row whose values are all text, for a shape it reads as
+        its common row (id, question, answer, reference), without its per-row steps; ``None``
+        for any other row (it then goes through :func:`sample_from_dict`, which also names the
+        field of a text that cannot be encoded)."""
+        if set(map(type, row.values())) != _JUST_STR:
+            return None
+        keys = tuple(row)
+        plan = plans.get(keys, False)
+        if plan is False:
+            plan = plans[keys] = _text_row_plan(keys)
+            if plan is not None:
+                self.used.update(k for k in keys if k not in plan[1])
+        if plan is None:
+            return None
+        texts = "".join(row.values())
+        if not texts.isascii():
+            try:
+                texts.encode("utf-8")
+            except UnicodeEncodeError:
+                return None
+        fields, extra = plan
+        fast: dict[str, Any] = {f: row[c] for f, c in fields}
+        if "references" in fast:
+            fast["references"] = [fast["references"]]
+        fast.setdefault("id", f"row-{self.n}")
+        fast["metadata"] = {k: row[k] for k in extra}
+        return Sample.model_validate(fast)
 
     def dataset(self, samples: list[Sample], lines: list[int], any_samples: bool) -> Dataset:
         """The :class:`Dataset` of ``samples`` (a warning names the columns no field reads)."""
@@ -432,6 +469,20 @@ def _build(rows: Iterable[tuple[int, Any]], source: str, mapping: Mapping[str, s
 
 #: fields whose plain-text value needs no parsing (see the fast path in :func:`sample_from_dict`)
 _SIMPLE_TARGETS = frozenset({"id", "question", "answer", "references"})
+_JUST_STR = {str}
+
+
+def _text_row_plan(keys: tuple[Any, ...]) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]] | None:
+    """For JSON rows with columns ``keys`` and text in every one (no ``--map``): the (field,
+    column) pairs and the columns kept in metadata, when :func:`sample_from_dict` takes its common
+    row's path for such a row; ``None`` when it does more (a result row, a pandas index column, a
+    DeepEval tool call, a field that parses its text, no known field)."""
+    if not _plain_keys(keys) or (_RESULT_MARKERS[0] in keys and _RESULT_MARKERS[1] in keys) or "tools_called" in keys:
+        return None
+    names_of, used = _resolve_columns(keys, (False,) * len(keys), ())
+    if not names_of or not _SIMPLE_TARGETS.issuperset(names_of):
+        return None
+    return tuple(names_of.items()), tuple(k for k in keys if k not in used)
 
 
 @functools.lru_cache(maxsize=1024)
