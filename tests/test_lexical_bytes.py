@@ -299,3 +299,21 @@ def test_mixed_columns_score_as_the_references() -> None:
         return (2 * pr * rc) / (pr + rc)
 
     assert token_f1_kernel(a, b).tolist() == [squad_f1(x, y) for x, y in zip(a, b, strict=True)]
+
+
+def test_sample_texts_normalises_each_call_whatever_it_saw_before() -> None:
+    """The lexical metrics see NFC text: a decomposed accent is composed in every call, also after
+    the composed text (equal once normalised, another string) went through and was remembered."""
+    import unicodedata
+
+    from ragmeter.core.schema import Sample
+    from ragmeter.metrics.lexical.texts import sample_texts
+
+    composed, decomposed = "caf\u00e9 the", "cafe\u0301 the"
+    for _ in range(2):
+        for batch in ([composed], [decomposed], [composed, decomposed]):
+            samples = [Sample(id=str(i), answer=t, references=[t, "x"]) for i, t in enumerate(batch)]
+            answers, refs = sample_texts(samples, None)
+            assert answers == [composed] * len(batch)
+            assert refs == [[composed, "x"]] * len(batch)
+            assert all(unicodedata.is_normalized("NFC", t) for t in answers)

@@ -53,12 +53,24 @@ def sample_texts(samples: Sequence[Sample], ctx: ScoringContext | None) -> tuple
         return answers, refs
     import unicodedata
 
-    # most text is already NFC: one check over the whole column, per-text work only otherwise
-    if unicodedata.is_normalized("NFC", "\n".join([*answers, *(r for rs in refs for r in rs)])):
+    # most text is already NFC: one check over the texts not seen yet (the run's other metrics see
+    # the same text objects: a set look-up each), per-text work only otherwise
+    known = _NFC_TEXTS
+    todo = [t for t in (*answers, *(r for rs in refs for r in rs)) if t not in known]
+    if not todo or unicodedata.is_normalized("NFC", "\n".join(todo)):
+        if len(known) + len(todo) > _NFC_TEXTS_MAX:
+            known.clear()
+        known.update(dict.fromkeys(todo))
         return answers, refs
 
     def nfc(t: str) -> str:
         return t if t.isascii() else unicodedata.normalize("NFC", t)
 
     return [nfc(a) for a in answers], [[nfc(r) for r in rs] for rs in refs]
+
+
+#: texts found to be NFC already (bounded, emptied when full; shared by the threads of a process, which only add
+#: texts that are NFC, so a text in it is NFC whatever another thread does meanwhile)
+_NFC_TEXTS: dict[str, None] = {}
+_NFC_TEXTS_MAX = 1 << 16  # a 30,000-pair run's texts; at most some tens of MB held
 
