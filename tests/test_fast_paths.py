@@ -108,6 +108,22 @@ def test_squad_column_kernels_equal_the_per_pair_script() -> None:
     assert K.normalize_answers(a) == [K.normalize_answer(x) for x in a]
 
 
+def test_exact_match_after_token_f1_of_many_batches() -> None:
+    """Token F1 leaves each batch's exact match behind (keyed by the texts' digest): a run's
+    exact_match batches, more than the token-id memo keeps, get the values computed afresh, and a
+    batch that differs in one text (or only in where its texts split) does not take another's."""
+    rnd = random.Random(4)
+    batches = [(_texts(rnd, 300, WORDS, [" ", ""], 8), _texts(rnd, 300, WORDS, [" ", ""], 8)) for _ in range(9)]
+    batches.append((batches[0][0], batches[0][0][:-1] + ["x"]))
+    batches.append((batches[1][0][:-1] + [batches[1][0][-1] + batches[1][1][0]], batches[1][1][1:] + [""]))
+    want = [[float(K.normalize_answer(x) == K.normalize_answer(y)) for x, y in zip(a, b, strict=True)]
+            for a, b in batches]
+    for a, b in batches[:9]:
+        K.token_f1_kernel(a, b)
+    assert [K.exact_match_kernel(a, b).tolist() for a, b in batches] == want
+    assert [K.exact_match_kernel(a, b).tolist() for a, b in batches] == want  # nothing left behind now
+
+
 @pytest.mark.contract
 def test_rouge_column_equals_rouge_score() -> None:
     rouge_scorer = require_reference("rouge_score.rouge_scorer")

@@ -258,14 +258,10 @@ def _pair_ids(a: Sequence[str], b: Sequence[str]) -> tuple[np.ndarray, np.ndarra
     return ids, lens, starts
 
 
-def exact_match_kernel(a: Sequence[str], b: Sequence[str]) -> np.ndarray:
-    """1.0 where the SQuAD-normalised texts are equal (the same tokens in the same order)."""
+def _exact_from_ids(ids: np.ndarray, lens: np.ndarray, starts: np.ndarray, n: int) -> np.ndarray:
+    """1.0 where text ``i`` and text ``n + i`` have the same tokens in the same order."""
     from ragmeter.metrics.lexical.byte_tokens import gather_index
 
-    n = len(a)
-    if n == 0:
-        return np.zeros(0, dtype=np.float64)
-    ids, lens, starts = _pair_ids(a, b)
     la, lb = lens[:n], lens[n:]
     same = la == lb
     cand = np.flatnonzero(same & (la > 0))
@@ -278,6 +274,38 @@ def exact_match_kernel(a: Sequence[str], b: Sequence[str]) -> np.ndarray:
     return same.astype(np.float64)
 
 
+def _pairs_digest(a: Sequence[str], b: Sequence[str]) -> bytes:
+    """A digest of the column pair (BLAKE2b of the texts and their lengths): the key under which
+    token F1 leaves its by-product, exact match, without holding the texts."""
+    import hashlib
+
+    h = hashlib.blake2b(digest_size=32)
+    texts = [*a, *b]
+    h.update(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)).tobytes())
+    h.update("".join(texts).encode("utf-8", "surrogatepass"))
+    return h.digest()
+
+
+#: exact match of the column pairs whose token F1 was just computed (its token ids give it for a few
+#: milliseconds): a run scores token_f1 and then exact_match batch by batch, more batches than the
+#: token-id memo keeps. Bounded; an entry is a byte per pair.
+_EXACT_BY_F1: dict[bytes, np.ndarray] = {}
+_EXACT_BY_F1_MAX = 256
+
+
+def exact_match_kernel(a: Sequence[str], b: Sequence[str]) -> np.ndarray:
+    """1.0 where the SQuAD-normalised texts are equal (the same tokens in the same order)."""
+    n = len(a)
+    if n == 0:
+        return np.zeros(0, dtype=np.float64)
+    if _EXACT_BY_F1:
+        got = _EXACT_BY_F1.pop(_pairs_digest(a, b), None)
+        if got is not None:
+            return got.astype(np.float64)
+    ids, lens, starts = _pair_ids(a, b)
+    return _exact_from_ids(ids, lens, starts, n)
+
+
 def token_f1_kernel(a: Sequence[str], b: Sequence[str]) -> np.ndarray:
     """SQuAD token F1 of each pair: ``2PR / (P + R)`` over the shared normalised tokens (multiset
     intersection), 1 when both sides are empty, 0 when one is."""
@@ -288,6 +316,9 @@ def token_f1_kernel(a: Sequence[str], b: Sequence[str]) -> np.ndarray:
     if n == 0:
         return np.zeros(0, dtype=np.float64)
     ids, lens, starts = _pair_ids(a, b)
+    if len(_EXACT_BY_F1) >= _EXACT_BY_F1_MAX:  # another thread may drop the same entry: tolerate it
+        _EXACT_BY_F1.pop(next(iter(_EXACT_BY_F1.copy()), b""), None)
+    _EXACT_BY_F1[_pairs_digest(a, b)] = _exact_from_ids(ids, lens, starts, n).astype(bool)
     seg = np.empty(2 * n, dtype=np.int64)  # segments [a0, b0, a1, b1 ...]
     seg[0::2] = np.arange(n)
     seg[1::2] = np.arange(n, 2 * n)
