@@ -120,7 +120,8 @@ def test_exact_match_after_token_f1_of_many_batches() -> None:
             for a, b in batches]
     for a, b in batches[:9]:
         K.token_f1_kernel(a, b)
-    assert [K.exact_match_kernel(a, b).tolist() for a, b in batches] == want
+    order = [9, 10, *range(9)]  # the near-copies first, while the originals' entries are there
+    assert [K.exact_match_kernel(*batches[i]).tolist() for i in order] == [want[i] for i in order]
     assert [K.exact_match_kernel(a, b).tolist() for a, b in batches] == want  # nothing left behind now
 
 
