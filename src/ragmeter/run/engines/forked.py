@@ -42,9 +42,9 @@ from typing import Any
 #: below this many samples a second process costs more than it saves
 MIN_SAMPLES = 4000
 #: share of each pure metric's samples this process scores when a second process takes the rest: this
-#: process also stores the run's samples and every score, so it takes less (30,000 RAG pairs x 5 lexical
-#: metrics: both processes finish together at 0.38)
-MAIN_SHARE = 0.38
+#: process also stores the run's samples and every score, so it takes less (30,000 pairs x 5 lexical
+#: metrics, RAG-like prose or random words: both processes finish together at 0.28-0.30)
+MAIN_SHARE = 0.30
 
 #: one forked worker per process at a time: runs in several threads of one process share the CPUs
 #: already, and the worker reads its jobs from the module state below, copied at the fork
