@@ -91,19 +91,28 @@ def _bleu_corpus_stats(hyps: list[str], refs: list[list[str]], params: Mapping[s
 
 def _resampled_sums(stats: np.ndarray, n_resamples: int, seed: int) -> np.ndarray:
     """Column sums of ``n_resamples`` bootstrap resamples of the rows of ``stats``: each resample's
-    multiplicities are the counts of ``n`` uniform draws (a bincount), applied by a matrix product."""
+    multiplicities are the counts of ``n`` uniform draws (a bincount), applied by a matrix product.
+    The draws come in small blocks (no page-fault churn); the products take several blocks at once
+    (a product of a few rows is slow), which leaves every sum as it was: the counts and ``stats``
+    hold integers, so each sum is exact whatever the order of its additions."""
     n = len(stats)
     rng = np.random.default_rng(seed)
     out = np.empty((n_resamples, stats.shape[1]))
-    block = max(1, min(n_resamples, (1 << 17) // n))  # small blocks: no page-fault churn
-    for i in range(0, n_resamples, block):
-        m = min(block, n_resamples - i)
-        # uniform draws on 0..n-1 from raw 32-bit halves (Lemire's multiply-shift), offset per resample
-        raw = rng.bit_generator.random_raw((m * n + 1) // 2).view(np.uint32)[:m * n]
-        draws = (np.multiply(raw, np.uint64(n), dtype=np.uint64) >> np.uint64(32)).view(np.int64)
-        draws += np.repeat(np.arange(m, dtype=np.int64) * n, n)
-        counts = np.bincount(draws, minlength=m * n).reshape(m, n).astype(np.float64)
-        out[i:i + m] = counts @ stats
+    block = max(1, min(n_resamples, (1 << 17) // n))
+    group = block * max(1, (1 << 19) // (block * n))  # resamples per product: about 4 MiB of counts
+    counts = np.empty((min(group, n_resamples), n))
+    for g in range(0, n_resamples, group):
+        rows = min(group, n_resamples - g)
+        for i in range(g, g + rows, block):
+            m = min(block, g + rows - i)
+            # uniform draws on 0..n-1 from raw 32-bit halves (Lemire's multiply-shift), offset per resample
+            raw = rng.bit_generator.random_raw((m * n + 1) // 2).view(np.uint32)[:m * n]
+            draws = np.multiply(raw, np.uint64(n), dtype=np.uint64)
+            np.right_shift(draws, np.uint64(32), out=draws)
+            draws = draws.view(np.int64).reshape(m, n)
+            draws += (np.arange(m, dtype=np.int64) * n)[:, None]
+            counts[i - g:i - g + m] = np.bincount(draws.ravel(), minlength=m * n).reshape(m, n)
+        np.matmul(counts[:rows], stats, out=out[g:g + rows])
     return out
 
 
