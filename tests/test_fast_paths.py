@@ -194,3 +194,22 @@ def test_forked_worker_gives_the_one_process_values(tmp_path, monkeypatch) -> No
     assert open_store(f"sqlite:///{tmp_path / 'a.db'}").score_table(two.run_id) == \
         open_store(f"sqlite:///{tmp_path / 'b.db'}").score_table(one.run_id)
     assert two.summary == one.summary
+
+
+@pytest.mark.parametrize("n", [1, 7, 30001, 140000])
+def test_bootstrap_sums_are_those_of_one_product_per_block(n: int) -> None:
+    """The corpus bootstrap's products over several blocks of resamples give the sums of one
+    product per block of draws, exactly (integer counts times integer statistics)."""
+    from ragmeter.metrics.lexical.corpus import _resampled_sums
+
+    stats = np.random.default_rng(n).integers(0, 90, (n, 10)).astype(np.float64)
+    rng = np.random.default_rng(3)
+    want = np.empty((40, 10))
+    block = max(1, min(40, (1 << 17) // n))
+    for i in range(0, 40, block):
+        m = min(block, 40 - i)
+        raw = rng.bit_generator.random_raw((m * n + 1) // 2).view(np.uint32)[:m * n]
+        draws = (np.multiply(raw, np.uint64(n), dtype=np.uint64) >> np.uint64(32)).view(np.int64)
+        draws += np.repeat(np.arange(m, dtype=np.int64) * n, n)
+        want[i:i + m] = np.bincount(draws, minlength=m * n).reshape(m, n).astype(np.float64) @ stats
+    assert (_resampled_sums(stats, 40, 3) == want).all()
