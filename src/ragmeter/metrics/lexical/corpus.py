@@ -43,11 +43,13 @@ def corpus_score(name: str, answers: Sequence[str], references: Sequence[Sequenc
     Equal to ``sacrebleu.BLEU(...).corpus_score(answers, refs).score / 100`` (``CHRF`` for chrf),
     references padded with ``None`` where a segment has fewer. ``None`` without segments.
     """
-    pairs = [(a, list(r)) for a, r in zip(answers, references, strict=True) if r]
-    if not pairs:
+    hyps: Sequence[str] = answers
+    refs: Sequence[Sequence[str]] = references
+    if not all(references):  # segments without a reference are left out
+        pairs = [(a, list(r)) for a, r in zip(answers, references, strict=True) if r]
+        hyps, refs = [a for a, _ in pairs], [r for _, r in pairs]
+    if not hyps:
         return None
-    hyps = [a for a, _ in pairs]
-    refs = [r for _, r in pairs]
     if CORPUS_METRICS[name] == "BLEU":
         stats, from_stats = _bleu_corpus_stats(hyps, refs, params or {})
     else:
@@ -60,8 +62,8 @@ def corpus_score(name: str, answers: Sequence[str], references: Sequence[Sequenc
             return float(sc._compute_score_from_stats(list(row)).score)
     score = from_stats(stats.sum(axis=0)) / 100
     out: dict[str, Any] = {"corpus_score": score, "corpus_ci_low": None, "corpus_ci_high": None,
-                           "corpus_n": len(pairs)}
-    n = len(pairs)
+                           "corpus_n": len(hyps)}
+    n = len(hyps)
     if n >= 2:
         boot = np.array([from_stats(row) for row in _resampled_sums(stats, n_resamples, seed)]) / 100
         a = (1 - level) / 2
@@ -70,7 +72,8 @@ def corpus_score(name: str, answers: Sequence[str], references: Sequence[Sequenc
     return out
 
 
-def _bleu_corpus_stats(hyps: list[str], refs: list[list[str]], params: Mapping[str, Any]) -> tuple[np.ndarray, Any]:
+def _bleu_corpus_stats(hyps: Sequence[str], refs: Sequence[Sequence[str]], params: Mapping[str, Any]
+                       ) -> tuple[np.ndarray, Any]:
     """Per-segment BLEU statistics in sacrebleu's order (hyp length, closest reference length,
     then matches and totals per order), from the same counter sentence BLEU uses (and remembers),
     and the corpus score of a row of summed statistics (``BLEU.compute_bleu``, no effective order)."""

@@ -256,17 +256,17 @@ def bleu_stats(answers: Sequence[str], references: Sequence[Sequence[str]], *, m
     order = max_ngram_order
     memo = _BLEU_MEMO.setdefault((order, lowercase, tokenize), {})
     keys = [(a, tuple(rs)) for a, rs in zip(answers, references, strict=True)]
-    # a local mapping: another thread (a second run) may clear the shared memo meanwhile
-    found = {k: memo.get(k) for k in dict.fromkeys(keys)}
-    todo = [k for k, v in found.items() if v is None]
-    if todo:
+    # looked up once into a local list: another thread (a second run) may clear the shared memo meanwhile
+    found = list(map(memo.get, keys))
+    if None in found:
+        todo = list(dict.fromkeys(k for k, v in zip(keys, found, strict=True) if v is None))
         new = dict(zip(todo, _count_bleu([k[0] for k in todo], [k[1] for k in todo], order, lowercase,
                                          tokenize), strict=True))
         if len(memo) + len(todo) > _BLEU_MEMO_MAX:
             memo.clear()
         memo.update(new)
-        found.update(new)
-    rows = np.array([found[k] for k in keys], dtype=np.int64).reshape(len(keys), 2 * order + 2)
+        found = [v if v is not None else new[k] for k, v in zip(keys, found, strict=True)]
+    rows = np.array(found, dtype=np.int64).reshape(len(keys), 2 * order + 2)
     return {"correct": rows[:, :order], "total": rows[:, order:2 * order], "hyp_len": rows[:, -2],
             "ref_len": rows[:, -1]}
 
