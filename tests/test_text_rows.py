@@ -56,3 +56,16 @@ def test_text_rows_of_one_shape(tmp_path, monkeypatch) -> None:
     fast = _load(path, monkeypatch, True)
     assert fast == _load(path, monkeypatch, False)
     assert fast[0][7]["id"] == "row-8" and fast[0][7]["metadata"] == {"source": "s"}
+
+
+def test_fingerprint_is_the_sha256_of_each_samples_json_and_a_newline(tmp_path) -> None:
+    import hashlib
+
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in ROWS[:9]), encoding="utf-8")
+    ds = R.load(str(path), on_error="skip")
+    h = hashlib.sha256()
+    for s in ds.samples:
+        h.update(s.model_dump_json(exclude_none=True).encode())
+        h.update(b"\n")
+    assert ds.fingerprint == h.hexdigest()

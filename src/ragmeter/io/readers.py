@@ -131,11 +131,12 @@ class Dataset:
 
     @property
     def fingerprint(self) -> str:
-        """sha256 of the samples' canonical JSON (order matters)."""
+        """sha256 of the samples' canonical JSON (order matters): each sample's
+        ``model_dump_json(exclude_none=True)`` and a newline, written by pydantic-core's serializer
+        straight to bytes (the same bytes, without the text round trip)."""
         h = hashlib.sha256()
-        for s in self.samples:
-            h.update(s.model_dump_json(exclude_none=True).encode())
-            h.update(b"\n")
+        h.update(b"".join([type(s).__pydantic_serializer__.to_json(s, exclude_none=True) + b"\n"
+                           for s in self.samples]))
         return h.hexdigest()
 
     def skipped_summary(self) -> dict[str, Any]:
