@@ -31,6 +31,7 @@ from ragmeter.io.formats import (  # noqa: F401
     json_cells,
 )
 from ragmeter.io.ragas_fields import RAGAS_METADATA
+from ragmeter.io.text_rows import _SIMPLE_TARGETS, Plan, _is_index, _plain_keys, text_row
 
 #: canonical field -> accepted column names (first match wins, in this order).
 #: ``retrieved_ids`` / ``relevant_ids`` are id-valued forms of ``contexts`` / ``relevant``.
@@ -131,13 +132,10 @@ class Dataset:
 
     @property
     def fingerprint(self) -> str:
-        """sha256 of the samples' canonical JSON (order matters): each sample's
-        ``model_dump_json(exclude_none=True)`` and a newline, written by pydantic-core's serializer
-        straight to bytes (the same bytes, without the text round trip)."""
-        h = hashlib.sha256()
-        h.update(b"".join([type(s).__pydantic_serializer__.to_json(s, exclude_none=True) + b"\n"
-                           for s in self.samples]))
-        return h.hexdigest()
+        """sha256 of each sample's ``model_dump_json(exclude_none=True)`` and a newline, in order
+        (pydantic-core's serializer writes the same bytes directly)."""
+        return hashlib.sha256(b"".join([type(s).__pydantic_serializer__.to_json(s, exclude_none=True) + b"\n"
+                                        for s in self.samples])).hexdigest()
 
     def skipped_summary(self) -> dict[str, Any]:
         return {"count": len(self.skipped), "errors": [str(e) for e in self.skipped]}
@@ -388,9 +386,7 @@ class _RowReader:
         self.columns: dict[str, None] = {}
         self.used: set[str] = set()
         self.n = 0
-        # JSON rows of one shape whose values are all text: the fields each column gives, worked
-        # out once per shape (see _text_row_plan); None for a shape that needs sample_from_dict
-        self._plans: dict[tuple[str, ...], tuple[tuple[tuple[str, str], ...], tuple[str, ...]] | None] = {}
+        self._plans: dict[tuple[Any, ...], Plan | None] = {}  # per row shape: io/text_rows.py
 
     def samples(self, rows: Iterable[tuple[int, Any]]) -> Iterator[tuple[Sample, int]]:
         """``(sample, line)`` of every good row (a bad one raises, or is recorded under ``skipped``)."""
@@ -403,8 +399,8 @@ class _RowReader:
                 if type(row) is dict:  # a JSON object (the common row): skip the ABC checks
                     if len(row) != len(columns) or not columns.keys() >= row.keys():
                         columns.update(dict.fromkeys(map(str, row)))
-                    if plans is not None:
-                        sample = self._text_row(row, plans)
+                    if plans is not None:  # text in every column: the shape's plan (io/text_rows.py)
+                        sample = text_row(row, plans, f"row-{self.n}", used, _resolve_columns)
                 elif isinstance(row, DatasetError):
                     raise row
                 elif isinstance(row, Mapping):
@@ -422,35 +418,6 @@ class _RowReader:
                     raise
                 self.skipped.append(exc)
 
-    def _text_row(self, row: dict[str, Any], plans: dict[Any, Any]) -> Sample | None:
-        """:func:`sample_from_dict` of a JSON row whose values are all text, for a shape it reads as
-        its common row (id, question, answer, reference), without its per-row steps; ``None``
-        for any other row (it then goes through :func:`sample_from_dict`, which also names the
-        field of a text that cannot be encoded)."""
-        if set(map(type, row.values())) != _JUST_STR:
-            return None
-        keys = tuple(row)
-        plan = plans.get(keys, False)
-        if plan is False:
-            plan = plans[keys] = _text_row_plan(keys)
-            if plan is not None:
-                self.used.update(k for k in keys if k not in plan[1])
-        if plan is None:
-            return None
-        texts = "".join(row.values())
-        if not texts.isascii():
-            try:
-                texts.encode("utf-8")
-            except UnicodeEncodeError:
-                return None
-        fields, extra = plan
-        fast: dict[str, Any] = {f: row[c] for f, c in fields}
-        if "references" in fast:
-            fast["references"] = [fast["references"]]
-        fast.setdefault("id", f"row-{self.n}")
-        fast["metadata"] = {k: row[k] for k in extra}
-        return Sample.model_validate(fast)
-
     def dataset(self, samples: list[Sample], lines: list[int], any_samples: bool) -> Dataset:
         """The :class:`Dataset` of ``samples`` (a warning names the columns no field reads)."""
         unused = [c for c in self.columns if c not in self.used and c not in _KNOWN_METADATA and not _is_index(c)]
@@ -466,35 +433,6 @@ def _build(rows: Iterable[tuple[int, Any]], source: str, mapping: Mapping[str, s
     reader = _RowReader(source, mapping, on_error, mode)
     pairs = list(reader.samples(rows))
     return reader.dataset([s for s, _ in pairs], [n for _, n in pairs], bool(pairs))
-
-
-#: fields whose plain-text value needs no parsing (see the fast path in :func:`sample_from_dict`)
-_SIMPLE_TARGETS = frozenset({"id", "question", "answer", "references"})
-_JUST_STR = {str}
-
-
-def _text_row_plan(keys: tuple[Any, ...]) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]] | None:
-    """For JSON rows with columns ``keys`` and text in every one (no ``--map``): the (field,
-    column) pairs and the columns kept in metadata, when :func:`sample_from_dict` takes its common
-    row's path for such a row; ``None`` when it does more (a result row, a pandas index column, a
-    DeepEval tool call, a field that parses its text, no known field)."""
-    if not _plain_keys(keys) or (_RESULT_MARKERS[0] in keys and _RESULT_MARKERS[1] in keys) or "tools_called" in keys:
-        return None
-    names_of, used = _resolve_columns(keys, (False,) * len(keys), ())
-    if not names_of or not _SIMPLE_TARGETS.issuperset(names_of):
-        return None
-    return tuple(names_of.items()), tuple(k for k in keys if k not in used)
-
-
-@functools.lru_cache(maxsize=1024)
-def _plain_keys(keys: tuple[Any, ...]) -> bool:
-    """Whether every key of a row shape is text and none is a pandas index column."""
-    return all(type(k) is str and not _is_index(k) for k in keys)
-
-
-def _is_index(col: str) -> bool:
-    # the index column pandas writes with to_csv(index=True): "" or "Unnamed: 0"
-    return col == "" or col.startswith("Unnamed: ")
 
 
 _LIST_TARGETS = {"references", "negative_references", "contexts", "retrieved_ids", "relevant",
