@@ -170,10 +170,7 @@ class OnnxEncoder:
 
     @staticmethod
     def _export(ref: ModelRef, folder: Path, transformer_dir: Path) -> Path:
-        weights = sorted(p for p in transformer_dir.iterdir() if p.suffix in {".safetensors", ".bin"})
-        stamp = "|".join(f"{p.name}:{p.stat().st_size}:{int(p.stat().st_mtime)}" for p in weights)
-        key = hashlib.sha256(f"{ref.model_id.split(':', 1)[-1]}|{folder.resolve()}|{stamp}|v{_EXPORT_VERSION}"
-                             .encode()).hexdigest()[:20]
+        key = _export_key(folder, transformer_dir)
         path = cache_dir() / key / "model.onnx"
         if path.is_file():
             return path
@@ -268,6 +265,26 @@ class OnnxEncoder:
 
     def __repr__(self) -> str:
         return f"OnnxEncoder({self.model_id!r}, path={str(self.path)!r})"
+
+
+def _export_key(folder: Path, transformer_dir: Path) -> str:
+    """The export's cache key: what the export and its agreement check depend on, not where the
+    folder is (a copy of a model folder shares its export). The weights by name, size and
+    modification time (a copy that keeps the times: ``shutil.copytree``); every other file of the
+    folder (configurations, pooling, tokenizer: small) by its content."""
+    h = hashlib.sha256(f"v{_EXPORT_VERSION}".encode())
+    weights = sorted(p for p in transformer_dir.iterdir() if p.suffix in {".safetensors", ".bin"})
+    for p in weights:
+        st = p.stat()
+        h.update(f"|{p.name}:{st.st_size}:{st.st_mtime_ns}".encode())
+    for p in sorted(folder.rglob("*")):
+        if p.is_file() and p.suffix not in {".safetensors", ".bin", ".onnx", ".pt", ".h5", ".msgpack"}:
+            if p.stat().st_size > 32 * 2**20:  # not a configuration: its name and size
+                h.update(f"|{p.relative_to(folder)}:{p.stat().st_size}".encode())
+                continue
+            h.update(f"|{p.relative_to(folder)}|".encode())
+            h.update(p.read_bytes())
+    return h.hexdigest()[:20]
 
 
 def usable_cores() -> int:
