@@ -1,13 +1,15 @@
 """Plotly figures of the report: distributions, runs compared with error bars, paired
 differences, the threshold calibration curve and the grid-search heat map.
 
-Each function returns a figure as a plain dict (``{"data": [...], "layout": {...}}``) validated by
-plotly's figure classes; the page draws it with the embedded plotly.js. Plotly is imported inside
-the functions, so importing this module stays cheap.
+Each function returns a figure as a plain dict (``{"data": [...], "layout": {...}}``), the JSON
+plotly's figure classes write for it (a test validates every builder through them); the page draws
+it with the embedded plotly.js. Plotly is imported only for figures that need its encoders.
 """
 
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -47,10 +49,55 @@ def _layout(**kw: Any) -> dict[str, Any]:
     return base
 
 
-def _figure(data: list[dict[str, Any]], layout: dict[str, Any]) -> dict[str, Any]:
-    """Validate with plotly's classes, return the plain JSON-able dict plotly.js takes."""
-    import json
+#: what plotly writes for ``layout.template = "none"`` (its figure classes resolve the name)
+_NONE_TEMPLATE = {"data": {"scatter": [{"type": "scatter"}]}}
+#: layout lists of objects, which plotly leaves out of its JSON when empty
+_LAYOUT_ARRAYS = frozenset({"shapes", "annotations", "images", "selections", "sliders", "updatemenus"})
 
+
+class _NotPlain(Exception):
+    """A figure holds something other than JSON's own types (a numpy array, a date)."""
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as plotly's JSON writes plain Python data: tuples as lists, NaN and infinities as
+    null; raises :class:`_NotPlain` on any other type (plotly has its own encodings for those)."""
+    if value is None or isinstance(value, str | bool | int):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        if not all(isinstance(k, str) for k in value):
+            raise _NotPlain
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    raise _NotPlain
+
+
+def _figure(data: list[dict[str, Any]], layout: dict[str, Any]) -> dict[str, Any]:
+    """The plain JSON-able dict plotly.js takes, as plotly's figure classes write it.
+
+    Figures of plain data with ``template="none"`` (every figure here) are written without
+    loading plotly: importing and validating through its classes cost 0.1-0.2 s of a fresh
+    process's first page. ``tests/test_figures_plain.py`` checks each builder's output against
+    :func:`validated` (plotly's classes, which validate every property); anything else goes
+    through :func:`validated` itself.
+    """
+    if layout.get("template") == "none":
+        try:
+            fig = {"data": [{**_plain(t), "type": t.get("type", "scatter")} for t in data],
+                   "layout": {**{k: v for k, v in _plain(layout).items()
+                                 if not (k in _LAYOUT_ARRAYS and v == [])}, "template": _NONE_TEMPLATE}}
+        except _NotPlain:
+            pass
+        else:
+            return {**json.loads(json.dumps(fig)), "config": CONFIG}
+    return validated(data, layout)
+
+
+def validated(data: list[dict[str, Any]], layout: dict[str, Any]) -> dict[str, Any]:
+    """Validate with plotly's classes, return the plain JSON-able dict plotly.js takes."""
     import plotly.graph_objects as go
     import plotly.io as pio
 
