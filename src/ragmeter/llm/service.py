@@ -585,11 +585,14 @@ class JudgeService:
         # fight the event loop thread for the GIL
         try:
             while received < len(todo):
-                wake.wait(0.1)
+                wake.wait(0.1 if self._price is not _UNPRICED else 0.03)
                 if self._price is _UNPRICED:
                     # without a budget the price is first needed when a reply is accounted:
-                    # genai-prices' table (0.1 s of CPU in a fresh process) is read once the first
-                    # requests are out and wait, not before
+                    # genai-prices' table (0.1 s of CPU in a fresh process, 0.3 s on a loaded
+                    # machine, holding the GIL) is read once the first requests are out, 30 ms
+                    # after they are queued: early in their wait, so it is done before their
+                    # replies come (read 0.1 s in, it met a 200 ms judge's first replies, and the
+                    # event loop waited for the GIL and the price lock to take them)
                     _ = self.price
                 if fut.done() and fut.exception() is not None:
                     raise fut.exception()  # type: ignore[misc]
