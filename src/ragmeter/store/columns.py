@@ -52,9 +52,9 @@ def _sqlite_dense(store: Any, run_id: str, reasons: bool) -> tuple[RunColumns, d
     with store.engine.connect() as conn:
         cur = conn.connection.driver_connection.cursor()
         try:
-            pos_ids = _sqlite_ids(cur, run_id)
-            n = len(pos_ids)
-            if not n or pos_ids[0][0] != 0 or pos_ids[-1][0] != n - 1:
+            positions, ids = _sqlite_ids(cur, run_id)
+            n = len(ids)
+            if not n or positions[0] != 0 or positions[-1] != n - 1:
                 return None
             values: dict[str, np.ndarray] = {}
             why: dict[str, list[str | None]] = {}
@@ -72,7 +72,7 @@ def _sqlite_dense(store: Any, run_id: str, reasons: bool) -> tuple[RunColumns, d
         finally:
             cur.close()
     scored = {m: np.ones(n, dtype=bool) for m in values}
-    return RunColumns([sid for _, sid in pos_ids], values, scored), why
+    return RunColumns(ids, values, scored), why
 
 
 def _from_rows(store: Any, run_id: str, reasons: bool) -> tuple[RunColumns, dict[str, list[str | None]]]:
@@ -118,7 +118,8 @@ def _read(store: Any, run_id: str, reasons: bool) -> tuple[list[Any], dict[int, 
     with store.engine.connect() as conn:
         if store.dialect == "sqlite":
             cur = conn.connection.driver_connection.cursor()
-            pos_ids = _sqlite_ids(cur, run_id)
+            positions, ids = _sqlite_ids(cur, run_id)
+            pos_ids = list(zip(positions.tolist(), ids, strict=True))
             names = dict(cur.execute("SELECT id, name FROM metric_names").fetchall())
             rows = cur.execute(f"SELECT {cols} FROM scores WHERE run_id = ? "  # noqa: S608 - fixed columns
                                "ORDER BY metric_id, position", (run_id,)).fetchall()
@@ -182,17 +183,22 @@ class FieldCounts:
 _SEP = "\x1f"
 
 
-def _sqlite_ids(cur: Any, run_id: str) -> list[tuple[int, str]]:
-    """``(position, sample_id)`` of a SQLite run in position order. When the positions are
-    ``0..n-1`` (always, for runs ragmeter wrote), the ids come back as one string joined in SQLite
-    (no row per sample); otherwise, or when an id holds the separator, row by row."""
-    n, lo, hi = cur.execute("SELECT count(*), min(position), max(position) FROM run_samples WHERE run_id = ?",
-                            (run_id,)).fetchone()
-    if n and lo == 0 and hi == n - 1:
-        joined = cur.execute("SELECT group_concat(sample_id, char(31)) FROM (SELECT sample_id FROM run_samples "
-                             "WHERE run_id = ? ORDER BY position)", (run_id,)).fetchone()[0]
-        ids = joined.split(_SEP)
-        if len(ids) == n:
-            return list(enumerate(ids))
-    return cur.execute("SELECT position, sample_id FROM run_samples WHERE run_id = ? ORDER BY position",
+def _sqlite_ids(cur: Any, run_id: str) -> tuple[np.ndarray, list[str]]:
+    """The positions (int64, ascending) and sample ids of a SQLite run, in position order.
+
+    Read as two strings joined in SQLite in the table's own order (no row per sample, no sort in
+    SQLite: ordering by position there costs a temporary B-tree of the run's rows), then put in
+    position order by numpy; both aggregates walk the same rows, so their items pair up. Row by
+    row when an id holds the separator."""
+    joined, pos_text = cur.execute("SELECT group_concat(sample_id, char(31)), group_concat(position) "
+                                   "FROM run_samples WHERE run_id = ?", (run_id,)).fetchone()
+    if joined is None:
+        return np.zeros(0, dtype=np.int64), []
+    ids = joined.split(_SEP)
+    positions = np.array(pos_text.split(","), dtype=np.int64)
+    if len(ids) == len(positions):
+        order = np.argsort(positions, kind="stable")
+        return positions[order], [ids[i] for i in order.tolist()]
+    rows = cur.execute("SELECT position, sample_id FROM run_samples WHERE run_id = ? ORDER BY position",
                        (run_id,)).fetchall()
+    return np.array([p for p, _ in rows], dtype=np.int64), [sid for _, sid in rows]

@@ -44,16 +44,23 @@ def _pks(store: Any, run_id: str) -> tuple[np.ndarray, np.ndarray]:
     from ragmeter.store.models import RunSample
 
     t = RunSample.__table__
-    if store.dialect == "sqlite":  # plain driver tuples
+    if store.dialect == "sqlite":
+        # two integer lists joined in SQLite in the table's order, sorted by position in numpy
+        # (ordering there costs a temporary B-tree of the run's rows)
         with store.engine.connect() as conn:
             cur = conn.connection.driver_connection.cursor()
-            rows = cur.execute("SELECT pk, position FROM run_samples WHERE run_id = ? ORDER BY position",
-                               (run_id,)).fetchall()
+            pks, positions = cur.execute("SELECT group_concat(pk), group_concat(position) FROM run_samples "
+                                         "WHERE run_id = ?", (run_id,)).fetchone()
             cur.close()
-    else:
-        with store.session() as s:
-            rows = [tuple(r) for r in s.execute(select(t.c.pk, t.c.position).where(t.c.run_id == run_id)
-                                                .order_by(t.c.position))]
+        if pks is None:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        pk_arr = np.array(pks.split(","), dtype=np.int64)
+        pos_arr = np.array(positions.split(","), dtype=np.int64)
+        order = np.argsort(pos_arr, kind="stable")
+        return pk_arr[order], pos_arr[order]
+    with store.session() as s:
+        rows = [tuple(r) for r in s.execute(select(t.c.pk, t.c.position).where(t.c.run_id == run_id)
+                                            .order_by(t.c.position))]
     table = np.array(rows, dtype=np.int64).reshape(len(rows), 2)
     return table[:, 0], table[:, 1]
 
