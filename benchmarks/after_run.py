@@ -23,7 +23,9 @@ indistinguishable on exact_match). Then, in this process:
    script, loading from bytecode as an installed copy does: ``benchmarks/_fresh.py``), timed from
    launch to exit: ``ragmeter compare A B`` with no comparison cached, and again cached;
    ``ragmeter report A B -o FILE`` with no view cached; ``ragmeter serve``: launch to the first
-   byte of ``GET /runs/A`` (asked as soon as the port accepts), no view cached. ``--reps`` rounds
+   byte of ``GET /runs/A`` (asked as soon as the port accepts), no view cached. The server listens
+   before it builds its app (``ragmeter.apps.server.listen``), so ``dashboard_listening_s`` times
+   the socket's opening; the request then waits for the app and the view. ``--reps`` rounds
    (default 5; the order of the commands alternates A/B/B/A between rounds), medians reported with
    every time and the load average; the in-process figures of 1-4 beside them. The targets are
    checked on the fresh-process medians (``fresh_process: true``).

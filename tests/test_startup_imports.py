@@ -15,12 +15,12 @@ HEAVY = ("torch", "sentence_transformers", "transformers", "plotly", "fastapi", 
          "sklearn", "openai", "tiktoken", "genai_prices", "ragmeter.apps.server")
 
 
-def _modules_after(code: str) -> set[str]:
-    """The heavy modules (of :data:`HEAVY` and the metric families) loaded once ``code`` has run in a
-    fresh interpreter."""
+def _modules_after(code: str, also: tuple[str, ...] = ()) -> set[str]:
+    """The heavy modules (of :data:`HEAVY`, the metric families and ``also``) loaded once ``code``
+    has run in a fresh interpreter."""
     script = textwrap.dedent(code) + textwrap.dedent(f"""
         import json, sys
-        names = {list(HEAVY)!r} + ["ragmeter.metrics.judge", "ragmeter.metrics.agent", "ragmeter.metrics.semantic"]
+        names = {list(HEAVY) + list(also)!r} + ["ragmeter.metrics.judge", "ragmeter.metrics.agent", "ragmeter.metrics.semantic"]
         print(json.dumps([m for m in names if m in sys.modules]))
     """)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
@@ -105,3 +105,31 @@ def test_banded_of_a_judge_metric_by_its_family_module():
         assert banded("no_such_metric", "lexical") is False
     """)
     assert "ragmeter.metrics.judge" in loaded
+
+
+def test_report_and_dashboard_views_build_figures_without_plotlys_classes(two_runs, tmp_path):
+    """The report's and the dashboard's figures are written as plain JSON (tests/test_figures_plain.py
+    checks them against plotly's validated output): plotly's figure classes are never loaded."""
+    url, (a, b) = two_runs
+    out = tmp_path / "r.html"
+    assert "plotly.graph_objs" not in _modules_after(_cli(["report", a, b, "-o", str(out), "--db", url]),
+                                                     also=("plotly.graph_objs",))
+    assert out.stat().st_size > 0
+    loaded = _modules_after(f"""
+        from starlette.testclient import TestClient
+        from ragmeter.apps.server import create_app
+        client = TestClient(create_app({url!r}), base_url="http://127.0.0.1")
+        assert client.get("/runs/{a}").status_code == 200
+    """, also=("plotly.graph_objs",))
+    assert "fastapi" in loaded and "plotly.graph_objs" not in loaded
+
+
+def test_serve_listens_before_importing_the_app():
+    """``ragmeter serve`` opens its sockets (ragmeter.apps.server.listen) before FastAPI is imported."""
+    loaded = _modules_after("""
+        from ragmeter.apps.server.listen import listen
+        for sock in listen("127.0.0.1", 0):
+            assert sock.getsockname()[1] > 0
+            sock.close()
+    """, also=("ragmeter.apps.server.app",))
+    assert not loaded & {"fastapi", "uvicorn", "ragmeter.apps.server.app"}

@@ -78,17 +78,21 @@ def serve_cmd(
     """Serve the dashboard: runs, a run's report (live), comparisons, samples, and a JSON API
     (schema at /openapi.json). Read-only."""
     _require(("fastapi", "uvicorn", "jinja2", "plotly"), "server")
-    import uvicorn
-
-    from ragmeter.apps.server import create_app
-
     if host not in {"127.0.0.1", "localhost", "::1"}:
         err_console.print(f"[yellow]warning:[/yellow] listening on {host}: anyone who can reach "
                           "this address can read every run in the store (no login). Requests must "
                           f"name {host}, localhost or a --allow-host name in their Host header.")
+    from ragmeter.apps.server.listen import listen
+
+    # listen before the imports and the app (half a second): a browser opened with the command is
+    # connected at once and answered when the app is ready, not refused
+    sockets = listen(host, port)
     import threading
 
+    import uvicorn
+
     from ragmeter.apps.report.paged import warm
+    from ragmeter.apps.server import create_app
 
     store = get_store(db)
     app = create_app(store, allowed_hosts=[host, *(allow_host or [])])
@@ -96,11 +100,13 @@ def serve_cmd(
     # request in the first second (a browser opened with the command) is answered before that
     threading.Thread(target=warm, args=(store,), kwargs={"wait_s": 1.0}, daemon=True,
                      name="ragmeter-warm").start()
-    console.print(f"ragmeter dashboard on http://{host}:{port}/ (Ctrl+C to stop)")
+    bound = sockets[0].getsockname()[1]  # the port the system chose for --port 0
+    shown = f"[{host}]" if ":" in host else host
+    console.print(f"ragmeter dashboard on http://{shown}:{bound}/ (Ctrl+C to stop)")
     try:
-        uvicorn.run(app, host=host, port=port, log_level="warning")
+        uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).run(sockets=sockets)
     except SystemExit as exc:
-        if exc.code != 3:  # uvicorn's "startup failed": the host does not resolve, the port is taken
+        if exc.code != 3:  # uvicorn's "startup failed"
             raise
         from ragmeter.core.errors import ConfigError
 
