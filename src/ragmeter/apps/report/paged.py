@@ -15,7 +15,8 @@ from __future__ import annotations
 import base64
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -116,11 +117,20 @@ def cached_run(store: Store, ref: str) -> CachedRun:
     Raises:
         StoreError: no such run.
     """
+    with answering():
+        return _cached_run(store, ref)
+
+
+@contextmanager
+def answering() -> Iterator[None]:
+    """Hold back the warm-up (:func:`warm`) while a request is answered: a page's view, and the
+    rest of the page after it (its rows, rendering), never share the CPU with the build of a run
+    nobody asked for yet."""
     global _asking
     with _asking_cond:
         _asking += 1
     try:
-        return _cached_run(store, ref)
+        yield
     finally:
         with _asking_cond:
             _asking -= 1

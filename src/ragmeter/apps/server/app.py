@@ -150,21 +150,22 @@ def create_app(db: str | Store | None = None, *, allowed_hosts: Iterable[str] = 
             return page("error.html.j2", status_code=400, title="ragmeter — bad request",
                         message=f"limit is at most {paged.MAX_PAGE} samples per page; "
                                 "use offset to see the next ones")
-        try:
-            view = paged.run_page(store, run_id, offset=offset, limit=limit)
-        except StoreError as exc:
-            return error_page(exc)
-        view["prefix"] = "r0"
-        from ragmeter.apps.report.conversations import conversations_for
+        with paged.answering():  # the warm-up waits for the whole page, not only its view
+            try:
+                view = paged.run_page(store, run_id, offset=offset, limit=limit)
+            except StoreError as exc:
+                return error_page(exc)
+            view["prefix"] = "r0"
+            from ragmeter.apps.report.conversations import conversations_for
 
-        view["conversations"] = conversations_for(store, view["run"]["id"], limit=0)
-        from ragmeter.apps.report.traces import traces_for
+            view["conversations"] = conversations_for(store, view["run"]["id"], limit=0)
+            from ragmeter.apps.report.traces import traces_for
 
-        view["traces"] = traces_for(store, view["run"]["id"], limit=0)
-        refresh = 5 if view["run"]["status"] == "running" else None
-        return page("run.html.j2", title=f"ragmeter — {view['run']['label']}", view=view,
-                    figures=figures.run_figures(view, "r0"), refresh=refresh, limit=limit,
-                    offset=offset, max_page=paged.MAX_PAGE)
+            view["traces"] = traces_for(store, view["run"]["id"], limit=0)
+            refresh = 5 if view["run"]["status"] == "running" else None
+            return page("run.html.j2", title=f"ragmeter — {view['run']['label']}", view=view,
+                        figures=figures.run_figures(view, "r0"), refresh=refresh, limit=limit,
+                        offset=offset, max_page=paged.MAX_PAGE)
 
     @app.get("/runs/{run_id}/samples/{sample_id:path}", response_class=HTMLResponse,
              include_in_schema=False)
@@ -252,8 +253,9 @@ def create_app(db: str | Store | None = None, *, allowed_hosts: Iterable[str] = 
                                        "answer or reference contains this (case-insensitive).")] = None,
     ) -> Any:
         try:
-            return paged.samples_page(store, run_id, offset=offset, limit=limit, sort=sort,
-                                      metric=metric, q=q)
+            with paged.answering():
+                return paged.samples_page(store, run_id, offset=offset, limit=limit, sort=sort,
+                                          metric=metric, q=q)
         except StoreError as exc:
             return JSONResponse({"detail": str(exc)}, status_code=404)
 
