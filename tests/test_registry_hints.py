@@ -28,10 +28,24 @@ def test_each_hinted_module_registers_its_names():
 def test_a_judge_metric_resolves_without_the_other_families():
     code = ("import sys\n"
             "from ragmeter.metrics.registry import resolve_all\n"
-            "reqs = resolve_all(['faithfulness', 'context_recall', 'answer_relevancy', 'ragas:faithfulness'])\n"
+            "reqs = resolve_all(['faithfulness', 'context_recall', 'answer_relevancy'])\n"
             "print(sorted(r.spec.family for r in reqs), 'ragmeter.metrics.lexical' in sys.modules,\n"
-            "      'ragmeter.metrics.claims' in sys.modules)")
-    assert _fresh(code) == "['judge', 'judge', 'judge', 'judge'] False False"
+            "      'ragmeter.metrics.claims' in sys.modules, 'ragmeter.metrics.judge.ragas_more' in sys.modules)\n"
+            "reqs = resolve_all(['ragas:faithfulness', 'token_f1'])\n"
+            "print(sorted(r.spec.family for r in reqs), 'ragmeter.metrics.judge.ragas_more' in sys.modules)")
+    assert _fresh(code).splitlines() == ["['judge', 'judge', 'judge'] False False False", "['judge', 'lexical'] True"]
+
+
+def test_the_judge_package_gives_its_names_and_modules_on_first_use():
+    code = ("import ragmeter.metrics.judge as j\n"
+            "print(callable(j.fence_blocks), bool(j.PRESETS), j.geval.__name__)\n"
+            "try:\n"
+            "    j.no_such_thing\n"
+            "except AttributeError as exc:\n"
+            "    print('AttributeError', exc)")
+    assert _fresh(code).splitlines() == [
+        "True True ragmeter.metrics.judge.geval",
+        "AttributeError module 'ragmeter.metrics.judge' has no attribute 'no_such_thing'"]
 
 
 def test_a_hint_never_changes_what_a_name_resolves_to():

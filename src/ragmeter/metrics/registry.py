@@ -573,7 +573,7 @@ _FAMILY_MODULES = (
     "ragmeter.metrics.bertscore",
     "ragmeter.metrics.claims",
     "ragmeter.metrics.quality_model",
-    "ragmeter.metrics.judge",
+    "ragmeter.metrics.judge.registered",
     "ragmeter.metrics.agent",
     "ragmeter.metrics.conversation",
     "ragmeter.metrics.correctness.correct",
@@ -582,14 +582,15 @@ _FAMILY_MODULES = (
 )
 #: names (and the ``ragas:`` / ``deepeval:`` prefixes) whose module :func:`get_spec` imports first;
 #: a hint only (tests/test_registry_hints.py checks each module registers its names)
-_NAME_HOME = dict.fromkeys(
-    ("answer_correctness", "answer_relevancy", "bias", "context_precision", "context_recall",
-     "context_relevance_labels", "contextual_relevancy", "faithfulness", "graded_correctness",
-     "hallucination", "pairwise", "rubric", "toxicity", "ragas", "deepeval"), "ragmeter.metrics.judge")
+_JUDGE = "ragmeter.metrics.judge."
+_NAME_HOME = {**dict.fromkeys(("faithfulness", "hallucination", "answer_relevancy"), _JUDGE + "generation"),
+              **dict.fromkeys(("context_precision", "context_recall", "contextual_relevancy"), _JUDGE + "contexts"),
+              **dict.fromkeys(("answer_correctness", "bias", "context_relevance_labels", "graded_correctness",
+                               "pairwise", "rubric", "toxicity", "ragas", "deepeval"), _JUDGE + "registered")}
 _loaded = False
 #: the module that registers most of a family's metrics (:func:`banded` tries it first)
 _FAMILY_HOME = {"lexical": "ragmeter.metrics.lexical", "retrieval": "ragmeter.metrics.retrieval.ranking",
-                "judge": "ragmeter.metrics.judge", "agent": "ragmeter.metrics.agent",
+                "judge": "ragmeter.metrics.judge.registered", "agent": "ragmeter.metrics.agent",
                 "correctness": "ragmeter.metrics.correctness.correct"}
 
 
