@@ -40,7 +40,6 @@ def listen(host: str, port: int) -> list[socket.socket]:
             except OSError as exc:
                 raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
             sock.listen(BACKLOG)
-            sock.set_inheritable(True)
     except BaseException:
         for sock in socks:
             sock.close()
