@@ -43,6 +43,8 @@ from ragmeter.llm.tokens import TOKEN_CALIBRATION, _tiktoken_encoding, estimate_
 from ragmeter.llm.transport import CONNECT, INVALID_REPLY, TIMEOUT, Problem, classify
 
 _MEMORY_LIMIT = 20_000
+#: seconds after the first reply of a burst that the scoring thread takes the replies received
+_NUDGE = 0.015
 _UNPRICED = object()  # JudgeService.price not looked up yet
 #: seconds a pre-flight request may take (capped by the judge's own timeout)
 PREFLIGHT_TIMEOUT = 10.0
@@ -560,12 +562,25 @@ class JudgeService:
         loop = self._ensure_loop()
         done: list[tuple[int, JudgeResult]] = []
         wake = threading.Event()
+        nudging = [False]  # a wake-up of this thread is scheduled (read and written on the loop only)
+
+        def nudge() -> None:
+            nudging[0] = False
+            wake.set()
 
         async def run_all() -> None:
             async def one(i: int) -> None:
                 done.append((i, await self._call(requests[i], keys[i])))
                 if len(done) == len(todo):
                     wake.set()
+                elif not nudging[0]:
+                    # replies come in bursts (a round of calls sent together): this thread scores
+                    # and stores them _NUDGE s after the burst's first, once the loop has read the
+                    # rest and sent the next requests, so its work falls in the wait for the next
+                    # replies instead of at a fixed tick that may meet them (the GIL it holds
+                    # would delay the loop's reads and sends)
+                    nudging[0] = True
+                    loop.call_later(_NUDGE, nudge)
 
             tasks = [asyncio.ensure_future(one(i)) for i in todo]
             try:
@@ -586,6 +601,7 @@ class JudgeService:
         try:
             while received < len(todo):
                 wake.wait(0.1 if self._price is not _UNPRICED else 0.03)
+                wake.clear()  # set again by the next burst (or the last reply) after what is read below
                 if self._price is _UNPRICED:
                     # without a budget the price is first needed when a reply is accounted:
                     # genai-prices' table (0.1 s of CPU in a fresh process, 0.3 s on a loaded
