@@ -214,7 +214,7 @@ def compare_view(store: Any, runs: list[Any], max_samples: int | None) -> dict[s
             out: dict[str, Any] = {"n_pairs": int(xa.size), "mean_a": None, "mean_b": None, "diff": None,
                                  "ci_low": None, "ci_high": None, "p_value": None, "wins": 0, "ties": 0,
                                  "losses": 0, "significant": False, "verdict": "no paired samples",
-                                 "p_adjusted": None, "n_clusters": None}
+                                 "p_adjusted": None, "n_clusters": None, "cluster_unit": None}
             if xa.size:
                 labels = (cluster_labels(clusters, [base_ids[i] for i in np.flatnonzero(both).tolist()])
                           if clusters else None)

@@ -50,7 +50,7 @@ def paired_difference(a: Mapping[str, float | None], b: Mapping[str, float | Non
     out: dict[str, Any] = {"n_pairs": len(ids), "mean_a": None, "mean_b": None, "diff": None,
                            "ci_low": None, "ci_high": None, "p_value": None, "wins": 0, "ties": 0,
                            "losses": 0, "significant": False, "verdict": "no paired samples",
-                           "p_adjusted": None, "n_clusters": None}
+                           "p_adjusted": None, "n_clusters": None, "cluster_unit": None}
     if not ids:
         return out
     xa = np.array([a[k] for k in ids], dtype=np.float64)
