@@ -3,11 +3,9 @@ write, with every property validated by them (figures.validated)."""
 
 from __future__ import annotations
 
-import pytest
-
 from ragmeter.apps.report import figures, metric_views, monitor_figures
 
-pytest.importorskip("plotly")
+# plotly is installed with .[dev] (the report extra): figures.validated imports it
 
 
 def _figures() -> list[dict]:
@@ -70,7 +68,7 @@ def test_plain_figure_without_plotly_and_fallback(monkeypatch):
     assert fig["data"] == [{"x": [1, 2], "y": [None, 1.5], "type": "scatter"}]
     assert fig["layout"]["template"] == {"data": {"scatter": [{"type": "scatter"}]}}
     monkeypatch.delitem(sys.modules, "plotly")
-    np = pytest.importorskip("numpy")
+    import numpy as np
     # a numpy array is plotly's to encode (a typed array): such a figure goes through plotly
     data, layout = [{"x": np.array([1.0, 2.0])}], figures._layout()
     fig = figures._figure(data, layout)
