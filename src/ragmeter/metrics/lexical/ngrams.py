@@ -107,6 +107,8 @@ def clipped_matches(grams: NgramColumns, hyp_segment: np.ndarray, ref_pair: np.n
         keys = np.unique(keys, return_inverse=True)[1].astype(np.int64).ravel()
         grams.keys[order - 1] = keys
         width = int(keys.max()) + 1
+    if _one_reference_each(hyp_segment, ref_pair, n_pairs):
+        return _clipped_one_reference(grams, hyp_pair, ref_pair, keys, width, order, n_pairs)
     seg, key = grams.grams(order, is_hyp)
     hyp_keys, hyp_counts = _counts(hyp_pair[seg], key, width)
     seg, key = grams.grams(order, ref_pair >= 0)
@@ -130,6 +132,46 @@ def clipped_matches(grams: NgramColumns, hyp_segment: np.ndarray, ref_pair: np.n
     hit = ref_keys[at] == hyp_keys
     return np.bincount(hyp_keys[hit] // width, weights=np.minimum(hyp_counts[hit], ref_counts[at[hit]]),
                        minlength=n_pairs).astype(np.int64)
+
+
+def _one_reference_each(hyp_segment: np.ndarray, ref_pair: np.ndarray, n_pairs: int) -> bool:
+    """Whether every pair has at most one reference segment and no segment is both a pair's
+    hypothesis and a reference (the layouts of sentence BLEU, ROUGE and token F1 with one reference)."""
+    refs = ref_pair[ref_pair >= 0]
+    if refs.size and np.bincount(refs, minlength=n_pairs).max() > 1:
+        return False
+    return not (ref_pair[hyp_segment] >= 0).any()
+
+
+def _clipped_one_reference(grams: NgramColumns, hyp_pair: np.ndarray, ref_pair: np.ndarray, keys: np.ndarray,
+                           width: int, order: int, n_pairs: int) -> np.ndarray:
+    """:func:`clipped_matches` when each pair has at most one reference: every n-gram of a pair's
+    hypothesis and reference becomes one integer ``((pair * width + key) << 1) | side`` (side 1: the
+    reference), all of them sorted at once; each run of one ``(pair, key)`` then holds the
+    hypothesis' count of that n-gram and, after it, the reference's, and their minimum is the
+    clipped match. One sort instead of two plus a binary search; the same integers. The values fit:
+    ``width * n_segments < 2**62`` (checked by the caller) and ``pair < n_segments``."""
+    side = (ref_pair >= 0).astype(np.int64)
+    owner = np.where(hyp_pair >= 0, hyp_pair, ref_pair)  # the pair of each segment (-1: neither)
+    m = len(keys)
+    seg = grams.seg[:m]
+    pair = owner[seg]
+    ok = grams.left[:m] >= order
+    ok &= pair >= 0
+    v = pair[ok]
+    v *= 2 * width
+    v += keys[ok] << 1
+    v += side[seg[ok]]
+    if not v.size:
+        return np.zeros(n_pairs, dtype=np.int64)
+    v.sort()
+    k = v >> 1
+    starts = np.flatnonzero(np.concatenate(([True], k[1:] != k[:-1])))
+    n_ref = np.add.reduceat(v & 1, starts)
+    n_all = np.diff(np.append(starts, v.size))
+    both = np.minimum(n_all - n_ref, n_ref)
+    hit = both > 0
+    return np.bincount(k[starts[hit]] // width, weights=both[hit], minlength=n_pairs).astype(np.int64)
 
 
 def pair_layout(hyps: Sequence[Sequence[str]], refs: Sequence[Sequence[Sequence[str]]]
