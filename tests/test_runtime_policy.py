@@ -53,9 +53,23 @@ def _child(code: str) -> subprocess.CompletedProcess[str]:
 
 def test_batch_commands_run_without_the_collector_and_servers_with_it():
     proc = _child("import gc\nfrom ragmeter.apps.cli import runtime\n"
-                  "runtime.apply(['serve']); assert gc.isenabled()\n"
+                  "runtime.server_started(); assert gc.isenabled()\n"  # nothing paused: nothing to do
+                  "runtime.apply(['serve']); assert not gc.isenabled()\n"  # paused while it starts
+                  "runtime.server_started(); assert gc.isenabled()\n"
+                  "runtime.server_started(); assert gc.isenabled()\n"
                   "runtime.apply([]); assert gc.isenabled()\n"
-                  "runtime.apply(['eval']); assert not gc.isenabled()\n"
+                  "runtime.apply(['compare']); assert not gc.isenabled()\n"
+                  "gc.enable(); runtime.apply(['report']); assert not gc.isenabled()\n"
+                  "gc.enable(); runtime.apply(['eval']); assert not gc.isenabled()\n"
+                  "print('ok')")
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr
+
+
+def test_a_server_collects_again_after_its_start_even_without_a_first_page():
+    proc = _child("import gc, time\nfrom ragmeter.apps.cli import runtime\n"
+                  "runtime.pause_collector_while_starting(limit_s=0.2); assert not gc.isenabled()\n"
+                  "time.sleep(1.0); assert gc.isenabled()\n"
+                  "runtime.server_started(); assert gc.isenabled()\n"
                   "print('ok')")
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr
 

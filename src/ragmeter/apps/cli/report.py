@@ -91,11 +91,16 @@ def serve_cmd(
 
     import uvicorn
 
-    from ragmeter.apps.report.paged import warm
+    from ragmeter.apps.cli import runtime
+    from ragmeter.apps.report.paged import first_page_answered, warm
     from ragmeter.apps.server import create_app
 
     store = get_store(db)
     app = create_app(store, allowed_hosts=[host, *(allow_host or [])])
+    # the collector paused for the start (`ragmeter serve`: apps/cli/runtime.py) runs again once
+    # the first page is answered
+    threading.Thread(target=lambda: (first_page_answered(runtime.START_PAUSE_S), runtime.server_started()),
+                     daemon=True, name="ragmeter-collector").start()
     # build the newest runs' cached views in the background, so their first page is fast; a first
     # request in the first second (a browser opened with the command) is answered before that
     threading.Thread(target=warm, args=(store,), kwargs={"wait_s": 1.0}, daemon=True,

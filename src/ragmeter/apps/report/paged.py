@@ -138,6 +138,12 @@ def answering() -> Iterator[None]:
         _answered.set()
 
 
+def first_page_answered(timeout: float | None = None) -> bool:
+    """Wait until a request has been given its run's view (:func:`answering` ended), at most
+    ``timeout`` seconds; whether one has."""
+    return _answered.wait(timeout)
+
+
 def _cached_run(store: Store, ref: str) -> CachedRun:
     run = store.find_run(ref)
     version = f"{VIEW_FORMAT}|{store.run_version(run)}"
