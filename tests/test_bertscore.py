@@ -82,3 +82,76 @@ def test_metric_in_a_run_has_details_and_checks_its_layer():
     assert "num_layers" in bad.spec.check(ctx, **bad.params)
     with pytest.raises(Exception, match="between 1 and 6"):
         bertscore(["a"], ["b"], num_layers=9)
+
+
+def _model_calls(monkeypatch, svc):
+    """Count the encoder's forward calls (the model run once per padded batch)."""
+    enc = svc.encoder(None)
+    calls = []
+    forward = enc.model.forward
+
+    def counted(*args, **kwargs):
+        calls.append(kwargs["input_ids"].shape)
+        return forward(*args, **kwargs)
+
+    monkeypatch.setattr(enc.model, "forward", counted)
+    return calls
+
+
+def test_texts_are_encoded_in_padded_batches_sorted_by_length(monkeypatch):
+    from ragmeter.embed.contextual import TokenEmbeddingService
+    from ragmeter.metrics.bertscore import BATCH_TOKENS, encode, padded_length
+
+    svc = TokenEmbeddingService({})
+    calls = _model_calls(monkeypatch, svc)
+    short = [f"answer number {i}" for i in range(40)]
+    long_ = [" ".join(["word"] * 30 + [str(i)]) for i in range(5)]
+    encode(svc, [*long_, *short, *short[:3], ""], num_layers=3)  # duplicates and a blank text among them
+    widths = [padded_length(n) for n in (len(svc.encoder(None).ids(t)) for t in (short[0], long_[0]))]
+    assert widths[0] == 16 and widths[1] > 16
+    # one call per padded length here (41 short texts and 5 long ones, each under BATCH_TOKENS)
+    assert [tuple(c) for c in calls] == [(41, 16), (5, widths[1])]  # shortest first
+    assert 41 * 16 <= BATCH_TOKENS
+    encode(svc, short, num_layers=3)
+    assert len(calls) == 2  # encoded once per run, model and layer
+
+
+def test_a_texts_vectors_do_not_depend_on_its_batch():
+    """Alone, among others of its padded length or of other lengths: the same bits."""
+    from ragmeter.embed.contextual import TokenEmbeddingService
+    from ragmeter.metrics.bertscore import encode, tokens
+
+    text = "The cat sat on the mat."
+    alone = tokens(TokenEmbeddingService({}), text, num_layers=4)[1]
+    svc = TokenEmbeddingService({})
+    encode(svc, ["A much longer text " * 10, "Short.", text, "The cat sat on the rug."], num_layers=4)
+    assert np.array_equal(tokens(svc, text, num_layers=4)[1], alone)
+
+
+@pytest.mark.contract
+@pytest.mark.slow
+def test_equals_bert_score_on_mixed_batches():
+    """Batches of mixed lengths, duplicates, texts past the model's 512 word pieces (both truncate),
+    blank texts (bert-score 0.3.13 cannot encode them under transformers 5: scored 0 here, and the
+    other pairs of their batch unchanged)."""
+    from ragmeter.embed.contextual import TokenEmbeddingService
+
+    bert_score = require_reference("bert_score")
+    path = str(bundled_model_path())
+    cands, refs = _pairs(40)
+    long_text = " ".join(cands[:20])  # over 512 word pieces
+    assert len(TokenEmbeddingService({}).encoder(None).ids(long_text)) == 512
+    cands[1], refs[2] = long_text, long_text + " And more."
+    cands[3], refs[3] = "Yes.", long_text
+    cands[9], refs[9] = cands[8], refs[8]
+    cands[5] = "x"
+    for idf in (False, True):
+        p, r, f = bert_score.score(cands, refs, model_type=path, num_layers=5, idf=idf, batch_size=7)
+        with_blank = bertscore([*cands, "", "Some answer."], [*refs, "A reference.", "   "], num_layers=5,
+                               idf=idf)
+        mine = bertscore(cands, refs, num_layers=5, idf=idf)
+        for part, theirs in (("precision", p), ("recall", r), ("f1", f)):
+            assert np.abs(mine[part] - theirs.numpy()).max() < 1e-6
+            assert list(with_blank[part][-2:]) == [0.0, 0.0]
+        if not idf:  # (idf counts over the references given, so the two extra ones change it)
+            assert np.array_equal(with_blank["f1"][:-2], mine["f1"])

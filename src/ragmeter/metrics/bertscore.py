@@ -3,14 +3,16 @@ the answer matched to its most similar token of the reference by the cosine of t
 embeddings, and the other way round. Equal to the ``bert-score`` package (0.3.13) given the same
 model folder and layer (tests/test_bertscore.py).
 
-Tokens and vectors come from the run's ``token_embeddings`` service
-(:mod:`ragmeter.embed.contextual`), so each text is encoded once per run and layer.
+The encoder and the idf documents come from the run's ``token_embeddings`` service
+(:mod:`ragmeter.embed.contextual`); the texts are encoded here, once per run, model and layer, in
+padded batches sorted by length (:func:`encode`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+import weakref
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
 from typing import Any
 
@@ -75,6 +77,91 @@ def pair_score(cand: tuple[np.ndarray, np.ndarray], ref: tuple[np.ndarray, np.nd
     return p, r_, (0.0 if math.isnan(f) else f)
 
 
+#: tokens per padded batch (bert-score's default is 64 texts; this bounds the memory of long ones)
+BATCH_TOKENS = 4096
+#: the vectors encoded so far, per service (a run's context owns one service)
+_ENCODED: weakref.WeakKeyDictionary[Any, dict[tuple[str, int, str], tuple[np.ndarray, np.ndarray]]] = (
+    weakref.WeakKeyDictionary())
+
+
+def padded_length(n: int) -> int:
+    """The length a text of ``n`` word pieces is padded to: the next multiple of 8, at least 16.
+
+    A text's vectors depend only on this length, never on the other texts of its batch: on one
+    thread, a padded row's output is the same bit for bit whatever rows share the batch once the
+    batch has 16 rows of tokens or more (fewer take another matrix kernel: measured 2e-6 apart). So
+    a sample scores the same in any batch, run split or worker, as the common metric test checks.
+    """
+    return max(16, -(-n // 8) * 8)
+
+
+def encode(svc: Any, texts: Iterable[str], model: str | None = None, num_layers: int | None = None,
+           progress: Callable[[str, int], Callable[[int], None]] | None = None) -> None:
+    """Encode the ``texts`` not encoded yet for ``model`` and layer: token ids as bert-score makes
+    them, texts sorted by padded length, each length's texts in batches of at most
+    :data:`BATCH_TOKENS` tokens, the model run once per batch with an attention mask over the padding,
+    every vector of the layer scaled to unit length.
+
+    Raises:
+        ModelUnavailableError: the model cannot be loaded. ConfigError: ``num_layers`` is not a layer.
+    """
+    enc = svc.encoder(model)
+    layer = enc.layer(num_layers)
+    cache = _ENCODED.setdefault(svc, {})
+    mid = enc.ref.model_id
+    todo = list(dict.fromkeys(t for t in texts if (mid, layer, t) not in cache))
+    if not todo:
+        return
+    ids = {t: enc.ids(t) for t in todo}
+    todo.sort(key=lambda t: padded_length(len(ids[t])))
+    advance = (progress or (lambda d, n: (lambda k: None)))(
+        f"token embeddings ({mid.rsplit('/', 1)[-1]}, layer {layer})", len(todo))
+    import torch
+
+    pad = enc.tokenizer.pad_token_id or 0
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # more threads split the sums differently from one batch shape to another
+    try:
+        start = 0
+        while start < len(todo):
+            width = padded_length(len(ids[todo[start]]))
+            end = start + 1
+            while (end < len(todo) and end - start < max(1, BATCH_TOKENS // width)
+                   and padded_length(len(ids[todo[end]])) == width):
+                end += 1
+            batch = todo[start:end]
+            x = torch.full((len(batch), width), pad, dtype=torch.long)
+            mask = torch.zeros_like(x)
+            for k, t in enumerate(batch):
+                x[k, :len(ids[t])] = torch.tensor(ids[t], dtype=torch.long)
+                mask[k, :len(ids[t])] = 1
+            with torch.inference_mode():
+                out = enc.model(input_ids=x.to(enc.device) if enc.device else x,
+                                attention_mask=mask.to(enc.device) if enc.device else mask,
+                                output_hidden_states=True)
+                h = out.hidden_states[layer].float().cpu().numpy()
+            for k, t in enumerate(batch):
+                rows = np.array(h[k, :len(ids[t])], dtype=np.float32)
+                norms = np.linalg.norm(rows, axis=1, keepdims=True)
+                np.divide(rows, norms, out=rows, where=norms > 0)
+                cache[(mid, layer, t)] = (np.asarray(ids[t], dtype=np.int64), rows)
+            advance(len(batch))
+            start = end
+    finally:
+        torch.set_num_threads(threads)
+
+
+def tokens(svc: Any, text: str, model: str | None = None, num_layers: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``(ids, unit rows)`` of ``text`` (encoded by :func:`encode` if it was not yet)."""
+    enc = svc.encoder(model)
+    key = (enc.ref.model_id, enc.layer(num_layers), text)
+    cache = _ENCODED.get(svc)
+    if cache is None or key not in cache:
+        encode(svc, [text], model, num_layers)
+        cache = _ENCODED[svc]
+    return cache[key]
+
+
 def _weights(svc: Any, model: str | None, idf: bool, docs: Sequence[str]) -> Any:
     from ragmeter.embed.contextual import idf_weights
 
@@ -102,13 +189,14 @@ def score_pairs(svc: Any, answers: Sequence[str], references: Sequence[Sequence[
     base = parse_baseline(baseline)
     docs = list(idf_documents) if idf_documents is not None else [r for refs in references for r in refs]
     weight = _weights(svc, model, idf, docs)
+    encode(svc, [*answers, *(r for refs in references for r in refs)], model, num_layers)
     out = []
     for a, refs in zip(answers, references, strict=True):
-        ca = svc.tokens(a, model, num_layers)
+        ca = tokens(svc, a, model, num_layers)
         best: tuple[float, float, float] | None = None
         best_k = 0
         for k, ref in enumerate(refs):
-            s = pair_score(ca, svc.tokens(ref, model, num_layers), weight)
+            s = pair_score(ca, tokens(svc, ref, model, num_layers), weight)
             if best is None or s[2] > best[2]:
                 best, best_k = s, k
         assert best is not None
@@ -160,11 +248,20 @@ def _texts(samples: Sequence[Sample]) -> tuple[list[str], list[list[str]]]:
     return [s.answer or "" for s in samples], [list(s.references) for s in samples]
 
 
+def prepare_texts(ctx: Any, texts: Sequence[str], model: str | None = None, num_layers: int | None = None) -> None:
+    """Encode a run's texts before its batches are scored (a model that cannot load, or a wrong
+    layer, is left for the scoring, which gives each sample the reason)."""
+    try:
+        encode(ctx.service("token_embeddings"), texts, model, num_layers, ctx.progress)
+    except (ModelUnavailableError, EmbeddingError, ConfigError):
+        pass
+
+
 def _prepare(samples: Sequence[Sample], ctx: Any, model: str | None = None, num_layers: int | None = None,
              idf: bool = False, baseline: Any = None) -> None:
     svc = ctx.service("token_embeddings")
     answers, refs = _texts(samples)
-    svc.request([*answers, *(r for g in refs for r in g)], model, num_layers)
+    prepare_texts(ctx, [*answers, *(r for g in refs for r in g)], model, num_layers)
     if idf:  # idf over every reference of the run, whatever batch a sample is scored in
         svc.set_idf_documents([r for g in refs for r in g], model)
 

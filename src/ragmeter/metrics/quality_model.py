@@ -24,7 +24,7 @@ from ragmeter.core import language
 from ragmeter.core.errors import ConfigError
 from ragmeter.core.schema import Sample, Score
 from ragmeter.embed.models import EmbeddingError, ModelUnavailableError
-from ragmeter.metrics.bertscore import score_pairs
+from ragmeter.metrics.bertscore import prepare_texts, score_pairs
 from ragmeter.metrics.claims import claim_rows, prepare_claims
 from ragmeter.metrics.registry import MetricSpec, register_metric
 
@@ -89,7 +89,7 @@ def prepare_features(samples: Sequence[Sample], ctx: Any, **_: Any) -> None:
     """Ask the services for every text the features need."""
     texts = [t for s in samples for t in (s.answer or "", *s.references)]
     ctx.service("embeddings").request(texts)
-    ctx.service("token_embeddings").request(texts)
+    prepare_texts(ctx, texts)
     prepare_claims(samples, ctx)
 
 
