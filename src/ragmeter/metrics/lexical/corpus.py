@@ -119,11 +119,37 @@ def _resampled_sums(stats: np.ndarray, n_resamples: int, seed: int) -> np.ndarra
     return out
 
 
+#: corpus fields computed in this process or handed back by a worker process
+#: (:func:`export_corpus_memo`), keyed by :func:`_memo_key`; the last few only
+_CORPUS_MEMO: dict[tuple[Any, ...], dict[str, Any] | None] = {}
+_CORPUS_MEMO_MAX = 8
+
+
+def _memo_key(samples: Sequence[Any], options: Mapping[str, Any], params: Mapping[str, Any],
+              name: str) -> tuple[Any, ...]:
+    """What a corpus score depends on: the metric, its parameters, the resampling, whether texts are
+    NFC-normalised, and every sample's answer and references, the texts by a BLAKE2b digest of their
+    pickle (equal pickles are equal texts; texts equal but pickled differently only miss)."""
+    import hashlib
+    import pickle
+
+    texts = pickle.dumps([(s.answer, s.references) for s in samples], protocol=5)
+    return (name, repr(sorted(params.items())), options.get("unicode_normalize") is False, N_RESAMPLES, SEED,
+            len(samples), hashlib.blake2b(texts, digest_size=32).digest())
+
+
 def corpus_fields(samples: Sequence[Any], options: Mapping[str, Any], params: Mapping[str, Any],
                   name: str) -> dict[str, Any] | None:
     """The corpus score of metric ``name`` over a run's samples (as the metric sees their texts), with
-    ``mean_kind: "sentence mean"`` so the summary's mean and the corpus score are never confused."""
+    ``mean_kind: "sentence mean"`` so the summary's mean and the corpus score are never confused.
+    Remembered (a worker process that scored a whole column computes it there and hands it back:
+    :mod:`ragmeter.run.engines.forked`)."""
     from ragmeter.metrics.lexical.texts import sample_texts
+
+    key = _memo_key(samples, options, params, name)
+    if key in _CORPUS_MEMO:
+        got = _CORPUS_MEMO[key]
+        return None if got is None else dict(got)
 
     class _Ctx:
         def __init__(self, opts: Mapping[str, Any]) -> None:
@@ -131,7 +157,23 @@ def corpus_fields(samples: Sequence[Any], options: Mapping[str, Any], params: Ma
 
     answers, refs = sample_texts(samples, _Ctx(options))  # type: ignore[arg-type]
     res = corpus_score(name, answers, refs, params)
-    return None if res is None else {**res, "mean_kind": "sentence mean"}
+    out = None if res is None else {**res, "mean_kind": "sentence mean"}
+    if len(_CORPUS_MEMO) >= _CORPUS_MEMO_MAX:
+        _CORPUS_MEMO.clear()
+    _CORPUS_MEMO[key] = None if out is None else dict(out)
+    return out
+
+
+def export_corpus_memo() -> dict[tuple[Any, ...], dict[str, Any] | None]:
+    """The remembered corpus fields (a worker process hands them back with its scores)."""
+    return dict(_CORPUS_MEMO)
+
+
+def merge_corpus_memo(memo: Mapping[tuple[Any, ...], dict[str, Any] | None]) -> None:
+    """Remember corpus fields computed elsewhere (see :func:`export_corpus_memo`)."""
+    if len(_CORPUS_MEMO) + len(memo) > _CORPUS_MEMO_MAX:
+        _CORPUS_MEMO.clear()
+    _CORPUS_MEMO.update(memo)
 
 
 def corpus_hook(name: str) -> Callable[[Sequence[Any], Mapping[str, Any], Mapping[str, Any]], dict[str, Any] | None]:

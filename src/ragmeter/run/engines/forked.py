@@ -45,6 +45,12 @@ MIN_SAMPLES = 4000
 #: process also stores the run's samples and every score, so it takes less (30,000 pairs x 5 lexical
 #: metrics, RAG-like prose or random words: both processes finish together at 0.28-0.30)
 MAIN_SHARE = 0.30
+#: a metric with a corpus score (BLEU: ``MetricSpec.corpus``) is scored whole by the second process,
+#: which then computes its corpus score too (a bootstrap over every pair's statistics) and hands it
+#: back, instead of this process computing it after both are done; the other pure metrics are then
+#: split at this share (30,000 pairs x rouge1, rougeL, bleu, token_f1, exact_match: both finish
+#: together)
+MAIN_SHARE_BESIDE_CORPUS = 0.70
 
 #: one forked worker per process at a time: runs in several threads of one process share the CPUs
 #: already, and the worker reads its jobs from the module state below, copied at the fork
@@ -52,6 +58,7 @@ _SLOT = threading.Lock()
 _JOBS: list[tuple[Any, list[list[Any]]]] = []
 _OPTIONS: dict[str, Any] = {}
 _RUN: list[Callable[..., list[Any]]] = []
+_WHOLE: set[str] = set()  # keys of the metrics whose whole column the worker scores
 
 
 def is_pure(req: Any) -> bool:
@@ -177,11 +184,23 @@ def _work() -> tuple[dict[str, Any], dict[Any, Any]]:
             out[req.key] = ScoreColumn.concat([ScoreColumn.of(_RUN[0](req, chunk, ctx)) for chunk in chunks])
     finally:
         ctx.close()
+    _corpus_here()
     return out, export_worker_caches()
 
 
+def _corpus_here() -> None:
+    """The corpus score of every metric the worker scored whole (:data:`MAIN_SHARE_BESIDE_CORPUS`),
+    computed here from the statistics its scoring counted: the metric's hook remembers it, and its
+    worker cache hands it back with the scores (the parent's summary then finds it)."""
+    from ragmeter.metrics.registry import corpus_scores
+
+    for req, chunks in _JOBS:
+        if req.key in _WHOLE and getattr(req.spec, "corpus", None) is not None:
+            corpus_scores([req], [s for chunk in chunks for s in chunk], dict(_OPTIONS))
+
+
 def _work_spawned(jobs: Sequence[tuple[Any, list[list[Any]]]], options: dict[str, Any],
-                  run_metric: Callable[..., Any]) -> tuple[dict[str, Any], dict[Any, Any]]:
+                  run_metric: Callable[..., Any], whole: Sequence[str] = ()) -> tuple[dict[str, Any], dict[Any, Any]]:
     """The spawned worker's call: its jobs arrive pickled, each metric as its ``{name, params, key}``
     entry, resolved here again from the registry (a metric's function need not pickle)."""
     from ragmeter.metrics.registry import resolve
@@ -190,6 +209,8 @@ def _work_spawned(jobs: Sequence[tuple[Any, list[list[Any]]]], options: dict[str
     _OPTIONS.clear()
     _OPTIONS.update(options)
     _RUN[:] = [run_metric]
+    _WHOLE.clear()
+    _WHOLE.update(whole)
     return _work()
 
 
@@ -219,10 +240,12 @@ class SecondHalf:
         run_metric: the checked call of a metric on one batch
             (:func:`~ragmeter.run.engines.checks.run_metric`); importable by name when spawned.
         method: ``"fork"`` or ``"spawn"`` (default: :func:`start_method`).
+        whole: keys of the metrics whose whole column ``jobs`` hold: the worker also computes their
+            corpus scores (:data:`MAIN_SHARE_BESIDE_CORPUS`).
     """
 
     def __init__(self, jobs: Sequence[tuple[Any, list[list[Any]]]], options: dict[str, Any],
-                 run_metric: Callable[..., Any], method: str | None = None) -> None:
+                 run_metric: Callable[..., Any], method: str | None = None, whole: Sequence[str] = ()) -> None:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
@@ -241,7 +264,7 @@ class SecondHalf:
                                                  initargs=(os.getpid(), read_conn))
                 # starts the worker (a fresh interpreter): the jobs are pickled, each metric by name
                 self._future = self._pool.submit(_work_spawned, [(_entry(r), c) for r, c in jobs],
-                                                 dict(options), run_metric)
+                                                 dict(options), run_metric, list(whole))
             except BaseException:
                 self._release()
                 raise
@@ -252,6 +275,8 @@ class SecondHalf:
         _OPTIONS.clear()
         _OPTIONS.update(options)
         _RUN[:] = [run_metric]
+        _WHOLE.clear()
+        _WHOLE.update(whole)
         try:
             read_fd, self._alive_fd = os.pipe()
         except OSError:
@@ -290,6 +315,7 @@ class SecondHalf:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._release()
             _JOBS.clear()
+            _WHOLE.clear()
         merge_worker_caches(memo)
         return scores
 
@@ -298,13 +324,15 @@ class SecondHalf:
         self._pool.shutdown(wait=False, cancel_futures=True)
         self._release()  # a worker still scoring ends at once instead of finishing unwanted work
         _JOBS.clear()
+        _WHOLE.clear()
 
 
 def start(plans: list[Any], n_samples: int, options: dict[str, Any]) -> Any:
     """The run's plans (a :class:`~ragmeter.run.plan.Started`), with a second process started on the
     tail of each pure metric's samples when there is a second CPU and enough work (:func:`usable`).
     Values of pure metrics do not depend on how the samples are cut or batched, so the split is by
-    :data:`MAIN_SHARE`."""
+    :data:`MAIN_SHARE`; a metric with a corpus score goes whole to the worker, the others are then
+    split by :data:`MAIN_SHARE_BESIDE_CORPUS`."""
     import contextlib
 
     from ragmeter.core.context import ScoringContext
@@ -317,11 +345,13 @@ def start(plans: list[Any], n_samples: int, options: dict[str, Any]) -> Any:
         return started
     method = start_method()
     splits: dict[str, Split] = {}
-    for p in plans:
-        if (p.pure and not p.unavailable and len(p.eligible) >= MIN_SAMPLES
-                and (method != "spawn" or spawnable(p.request))):
-            cut = round(len(p.eligible) * MAIN_SHARE)
-            splits[p.key] = Split(p.eligible[:cut], p.eligible[cut:])
+    movable = [p for p in plans if p.pure and not p.unavailable and len(p.eligible) >= MIN_SAMPLES
+               and (method != "spawn" or spawnable(p.request))]
+    whole = [p.key for p in movable if p.request.spec.corpus is not None]
+    share = MAIN_SHARE_BESIDE_CORPUS if whole else MAIN_SHARE
+    for p in movable:
+        cut = 0 if p.key in whole else round(len(p.eligible) * share)
+        splits[p.key] = Split(p.eligible[:cut], p.eligible[cut:])
     if not splits or not claim():  # no work for it, or another run's worker is running
         return started
     if method == "fork":
@@ -330,7 +360,7 @@ def start(plans: list[Any], n_samples: int, options: dict[str, Any]) -> Any:
         warm = ScoringContext(dict(options))
         try:
             for p in plans:
-                if p.key in splits:
+                if p.key in splits and splits[p.key].here:  # (a metric the worker scores whole warms there)
                     with contextlib.suppress(ConfigError, MetricError):
                         run_metric(p.request, p.eligible[:1], warm)
         except BaseException:
@@ -344,7 +374,7 @@ def start(plans: list[Any], n_samples: int, options: dict[str, Any]) -> Any:
             rest, bs = splits[p.key].worker, max(1, p.request.spec.batch_size)
             jobs.append((p.request, [rest[i:i + bs] for i in range(0, len(rest), bs)]))
     started.splits = splits
-    started.worker = WorkerEngine(jobs, dict(options), run_metric)  # releases the slot on failure
+    started.worker = WorkerEngine(jobs, dict(options), run_metric, whole)  # releases the slot on failure
     return started
 
 
@@ -356,8 +386,8 @@ class WorkerEngine:
     name = "worker"
 
     def __init__(self, jobs: Sequence[tuple[Any, list[list[Any]]]], options: dict[str, Any],
-                 run_metric: Callable[..., Any]) -> None:
-        self._half: SecondHalf | None = SecondHalf(jobs, options, run_metric)
+                 run_metric: Callable[..., Any], whole: Sequence[str] = ()) -> None:
+        self._half: SecondHalf | None = SecondHalf(jobs, options, run_metric, whole=whole)
         self.method = self._half.method
         self._results: dict[str, Any] | None = None
         self._samples = {getattr(req, "key", None): [s for chunk in chunks for s in chunk] for req, chunks in jobs}
