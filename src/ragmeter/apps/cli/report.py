@@ -96,7 +96,7 @@ def serve_cmd(
     from ragmeter.apps.server import create_app
 
     store = get_store(db)
-    app = create_app(store, allowed_hosts=[host, *(allow_host or [])])
+    app = create_app(store, allowed_hosts=[host, *(allow_host or [])], defer_api=True)
     # the collector paused for the start (`ragmeter serve`: apps/cli/runtime.py) runs again once
     # the first page is answered
     threading.Thread(target=lambda: (first_page_answered(runtime.START_PAUSE_S), runtime.server_started()),

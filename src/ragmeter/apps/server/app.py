@@ -7,13 +7,16 @@ as JSON under ``/api`` and described by the app's OpenAPI schema (``/openapi.jso
 
 # no ``from __future__ import annotations``: FastAPI reads the route signatures at run time
 import functools
-from collections.abc import Iterable
+import threading
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import FastAPI, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from sqlalchemy.exc import OperationalError
+from starlette.concurrency import run_in_threadpool
+from starlette.routing import Match
 
 from ragmeter._version import __version__
 from ragmeter.apps.server.validate import MAX_OFFSET
@@ -26,6 +29,9 @@ PAGE_CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inl
             "img-src 'self' data: blob:; font-src 'self' data:; object-src 'none'; base-uri 'none'; "
             "frame-ancestors 'none'; form-action 'self'")
 DEFAULT_PAGE_SAMPLES = 100
+#: with ``create_app(defer_api=True)``: seconds after which the deferred routes are added even if
+#: nothing has been asked for
+DEFER_API_S = 5.0
 #: Host header values served whatever ``--host`` says (anything else answers 400, which stops a web
 #: page from reading the dashboard through DNS rebinding).
 LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
@@ -94,16 +100,70 @@ class GuardMiddleware:
         await resp(scope, receive, send)
 
 
-def create_app(db: str | Store | None = None, *, allowed_hosts: Iterable[str] = ()) -> FastAPI:
+class _Once:
+    """Calls ``fn`` the first time it is called, in one thread at a time; later calls return at
+    once (after the first one has finished)."""
+
+    def __init__(self, fn: Callable[[], None]) -> None:
+        self._fn = fn
+        self._lock = threading.Lock()
+        self.done = False
+
+    def __call__(self) -> None:
+        if self.done:
+            return
+        with self._lock:
+            if not self.done:
+                self._fn()
+                self.done = True
+
+
+class DeferredRoutes:
+    """Before a request that none of the ``early`` routes answers in full (a path none of them
+    matches, or another method), adds the app's deferred routes (``complete``, in a worker
+    thread). The deferred routes come after the early ones in the complete app, so a request an
+    early route answers meets the route it would have met there."""
+
+    def __init__(self, app: Any, early: list[Any], complete: _Once) -> None:
+        self.app = app
+        self.early = early
+        self.complete = complete
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if self.complete.done or scope["type"] not in {"http", "websocket"}:
+            await self.app(scope, receive, send)
+            return
+        if not any(r.matches(scope)[0] == Match.FULL for r in self.early):
+            await run_in_threadpool(self.complete)
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            # the first answer has been sent: the rest are added now, while the page loads in the
+            # browser, not in the middle of sending it
+            _start(self.complete)
+
+
+def _start(fn: Callable[[], None], after_s: float = 0.0) -> None:
+    timer = threading.Timer(after_s, fn)
+    timer.daemon = True
+    timer.start()
+
+
+def create_app(db: str | Store | None = None, *, allowed_hosts: Iterable[str] = (),
+               defer_api: bool = False) -> FastAPI:
     """Build the dashboard app over a store (a :class:`Store`, a SQLAlchemy URL or SQLite path;
     default ``$RAGMETER_DB`` or ``.ragmeter/ragmeter.db``).
 
     Requests are answered only when their ``Host`` header names 127.0.0.1, localhost, ::1 or one
     of ``allowed_hosts`` (e.g. the ``--host`` the server listens on); others get 400.
+
+    With ``defer_api`` (``ragmeter serve``) the app starts with its pages' routes; the JSON API,
+    monitoring, review and annotation routes are added once the first answer has been sent (or
+    after ``DEFER_API_S`` seconds), and before any request that the routes added so far do not
+    answer, so every request meets the same routes, in the same order, as without it.
     """
     from ragmeter.apps.report import figures, metric_views, paged
     from ragmeter.apps.report.render import environment, render_page
-    from ragmeter.apps.server import models
 
     store = db if isinstance(db, Store) else open_store(db)
     env = environment(str(TEMPLATES))
@@ -120,8 +180,6 @@ def create_app(db: str | Store | None = None, *, allowed_hosts: Iterable[str] = 
     hosts = LOCAL_HOSTS | {host_name(h) for h in allowed_hosts if h}
     # the annotation page's writes accept the same Host names (server/annotate.py)
     app.state.allowed_hosts = frozenset(hosts)
-    app.add_middleware(GuardMiddleware, allowed_hosts=frozenset(hosts))
-    not_found = {404: {"model": models.ErrorBody, "description": "No such run or sample."}}
 
     def page(template: str, status_code: int = 200, **ctx: Any) -> HTMLResponse:
         html = render_page(template, mode="server", env=env, **ctx)
@@ -223,77 +281,95 @@ def create_app(db: str | Store | None = None, *, allowed_hosts: Iterable[str] = 
                         headers={"Cache-Control": "public, max-age=3600",
                                  "X-Content-Type-Options": "nosniff"})
 
-    # ---- JSON API ------------------------------------------------------------------------
-    @app.get("/api/runs", response_model=list[models.RunListItem], tags=["runs"],
-             summary="List runs, newest first")
-    def api_runs(limit: Annotated[int | None, Query(ge=1, le=MAX_OFFSET, description="At most this many.")] = None
-                 ) -> list[dict[str, Any]]:
-        return metric_views.runs_list(store, limit)
+    def add_api() -> None:
+        from ragmeter.apps.server import models
 
-    @app.get("/api/runs/{run_id}", response_model=models.RunDetail, responses=not_found,
-             tags=["runs"], summary="A run's config, dataset summary, aggregates and plots' data")
-    def api_run(run_id: str) -> Any:
-        try:
-            return paged.run_summary(store, run_id)[1]
-        except StoreError as exc:
-            return JSONResponse({"detail": str(exc)}, status_code=404)
+        not_found = {404: {"model": models.ErrorBody, "description": "No such run or sample."}}
 
-    @app.get("/api/runs/{run_id}/samples", response_model=models.SamplePage, responses=not_found,
-             tags=["runs"], summary="A run's per-sample values, worst first")
-    def api_samples(
-        run_id: str,
-        offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
-        limit: Annotated[int, Query(ge=1, le=paged.MAX_PAGE, description="Rows per page (at most "
-                                                                   f"{paged.MAX_PAGE}).")] = 100,
-        sort: Annotated[str, Query(pattern="^(worst|position)$",
-                                   description="worst (lowest score first) or position")] = "worst",
-        metric: Annotated[str | None, Query(max_length=300, description="With sort=worst: lowest on "
-                                            "this metric (in its direction) first.")] = None,
-        q: Annotated[str | None, Query(max_length=1000, description="Keep samples whose id, question, "
-                                       "answer or reference contains this (case-insensitive).")] = None,
-    ) -> Any:
-        try:
-            with paged.answering():
-                return paged.samples_page(store, run_id, offset=offset, limit=limit, sort=sort,
-                                          metric=metric, q=q)
-        except StoreError as exc:
-            return JSONResponse({"detail": str(exc)}, status_code=404)
+        # ---- JSON API ------------------------------------------------------------------------
+        @app.get("/api/runs", response_model=list[models.RunListItem], tags=["runs"],
+                 summary="List runs, newest first")
+        def api_runs(limit: Annotated[int | None, Query(ge=1, le=MAX_OFFSET, description="At most this many.")] = None
+                     ) -> list[dict[str, Any]]:
+            return metric_views.runs_list(store, limit)
 
-    @app.get("/api/runs/{run_id}/samples/{sample_id:path}", response_model=models.SampleDetail,
-             responses=not_found, tags=["runs"],
-             summary="One sample with its contexts, verdicts and scores")
-    def api_sample(run_id: str, sample_id: str) -> Any:
-        try:
-            return paged.sample_view(store, run_id, sample_id)
-        except StoreError as exc:
-            return JSONResponse({"detail": str(exc)}, status_code=404)
+        @app.get("/api/runs/{run_id}", response_model=models.RunDetail, responses=not_found,
+                 tags=["runs"], summary="A run's config, dataset summary, aggregates and plots' data")
+        def api_run(run_id: str) -> Any:
+            try:
+                return paged.run_summary(store, run_id)[1]
+            except StoreError as exc:
+                return JSONResponse({"detail": str(exc)}, status_code=404)
 
-    @app.get("/api/compare", response_model=models.Comparison, tags=["compare"],
-             responses={**not_found, 400: {"model": models.ErrorBody,
-                                           "description": "Fewer than two runs."}},
-             summary="Compare runs: means with CIs and paired differences to the first run")
-    def api_compare(
-        runs: Annotated[list[str], Query(description="Run ids (or prefixes, names), comma-"
-                                                     "separated or repeated; the first is the baseline.")],
-        limit: Annotated[int, Query(ge=0, le=paged.MAX_PAGE, description="Rows of sample_changes.")] = 100,
-    ) -> Any:
-        refs = _split_refs(runs)
-        if len(set(refs)) < 2:
-            return JSONResponse({"detail": "give at least two runs, e.g. ?runs=A,B"}, status_code=400)
-        try:
-            return compare(refs, limit)
-        except StoreError as exc:
-            return JSONResponse({"detail": str(exc)}, status_code=404)
+        @app.get("/api/runs/{run_id}/samples", response_model=models.SamplePage, responses=not_found,
+                 tags=["runs"], summary="A run's per-sample values, worst first")
+        def api_samples(
+            run_id: str,
+            offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
+            limit: Annotated[int, Query(ge=1, le=paged.MAX_PAGE, description="Rows per page (at most "
+                                                                       f"{paged.MAX_PAGE}).")] = 100,
+            sort: Annotated[str, Query(pattern="^(worst|position)$",
+                                       description="worst (lowest score first) or position")] = "worst",
+            metric: Annotated[str | None, Query(max_length=300, description="With sort=worst: lowest on "
+                                                "this metric (in its direction) first.")] = None,
+            q: Annotated[str | None, Query(max_length=1000, description="Keep samples whose id, question, "
+                                           "answer or reference contains this (case-insensitive).")] = None,
+        ) -> Any:
+            try:
+                with paged.answering():
+                    return paged.samples_page(store, run_id, offset=offset, limit=limit, sort=sort,
+                                              metric=metric, q=q)
+            except StoreError as exc:
+                return JSONResponse({"detail": str(exc)}, status_code=404)
 
-    from ragmeter.apps.server.monitor import add_monitor_routes
+        @app.get("/api/runs/{run_id}/samples/{sample_id:path}", response_model=models.SampleDetail,
+                 responses=not_found, tags=["runs"],
+                 summary="One sample with its contexts, verdicts and scores")
+        def api_sample(run_id: str, sample_id: str) -> Any:
+            try:
+                return paged.sample_view(store, run_id, sample_id)
+            except StoreError as exc:
+                return JSONResponse({"detail": str(exc)}, status_code=404)
 
-    add_monitor_routes(app, store, page)
-    from ragmeter.apps.server.review import add_review_routes
+        @app.get("/api/compare", response_model=models.Comparison, tags=["compare"],
+                 responses={**not_found, 400: {"model": models.ErrorBody,
+                                               "description": "Fewer than two runs."}},
+                 summary="Compare runs: means with CIs and paired differences to the first run")
+        def api_compare(
+            runs: Annotated[list[str], Query(description="Run ids (or prefixes, names), comma-"
+                                                         "separated or repeated; the first is the baseline.")],
+            limit: Annotated[int, Query(ge=0, le=paged.MAX_PAGE, description="Rows of sample_changes.")] = 100,
+        ) -> Any:
+            refs = _split_refs(runs)
+            if len(set(refs)) < 2:
+                return JSONResponse({"detail": "give at least two runs, e.g. ?runs=A,B"}, status_code=400)
+            try:
+                return compare(refs, limit)
+            except StoreError as exc:
+                return JSONResponse({"detail": str(exc)}, status_code=404)
 
-    add_review_routes(app, store, page)
-    from ragmeter.apps.server.annotate import annotate_router
+        from ragmeter.apps.server.monitor import add_monitor_routes
 
-    app.include_router(annotate_router(store))
+        add_monitor_routes(app, store, page)
+        from ragmeter.apps.server.review import add_review_routes
+
+        add_review_routes(app, store, page)
+        from ragmeter.apps.server.annotate import annotate_router
+
+        app.include_router(annotate_router(store))
+
+    if defer_api:
+        # the JSON API, monitoring, review and annotation routes (most of the 60 parameter and
+        # reply fields pydantic builds validators for) are added after the first answer, or
+        # before any request that the pages' routes do not answer
+        complete = _Once(add_api)
+        # the OpenAPI schema describes every route: asked for, it waits for them all
+        early = [r for r in app.router.routes if getattr(r, "path", None) != app.openapi_url]
+        app.add_middleware(DeferredRoutes, early=early, complete=complete)
+        _start(complete, DEFER_API_S)  # no request yet
+    else:
+        add_api()
+    app.add_middleware(GuardMiddleware, allowed_hosts=frozenset(hosts))
 
     @app.exception_handler(StoreError)
     async def _store_error(request: Request, exc: StoreError) -> Response:
