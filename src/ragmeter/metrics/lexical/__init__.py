@@ -28,7 +28,7 @@ See ``docs/metrics/lexical.md``.
 from __future__ import annotations
 
 from ragmeter.metrics.lexical import deepeval_checks  # noqa: F401 - registers deepeval:exact_match ...
-from ragmeter.metrics.lexical.corpus import corpus_hook
+from ragmeter.metrics.lexical.corpus import BLEU_CACHE, corpus_hook
 from ragmeter.metrics.lexical.rouge_metrics import (
     ROUGE_KEYS,
     RougeScore,
@@ -62,7 +62,6 @@ from ragmeter.metrics.lexical.translation import (
     _BLEU2_DEFAULTS,
     _BLEU_DEFAULTS,
     _CHRF_DEFAULTS,
-    BLEU_CACHE,
     _mt_batch_fn,
     _mt_check,
     bleu,

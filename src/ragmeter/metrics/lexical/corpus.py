@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from ragmeter.metrics.registry import WorkerCache
+
 #: metric name -> sacrebleu class name; the corpus score is added for these
 CORPUS_METRICS = {"bleu": "BLEU", "bleu2": "BLEU", "chrf": "CHRF"}
 N_RESAMPLES = 1000
@@ -183,3 +185,25 @@ def corpus_hook(name: str) -> Callable[[Sequence[Any], Mapping[str, Any], Mappin
 
     hook.__name__ = f"{name}_corpus"
     return hook
+
+
+def _export_bleu() -> dict[str, Any]:
+    """What a worker process hands back: the corpus scores it computed (it scored a metric's whole
+    column: :mod:`ragmeter.run.engines.forked`), else the BLEU statistics it counted, which the
+    parent's corpus score then reuses."""
+    from ragmeter.metrics.lexical.translation import export_memo
+
+    corpus = export_corpus_memo()
+    return {"corpus": corpus, "stats": {} if corpus else export_memo()}
+
+
+def _merge_bleu(state: dict[str, Any]) -> None:
+    from ragmeter.metrics.lexical.translation import merge_memo
+
+    merge_corpus_memo(state.get("corpus") or {})
+    merge_memo(state.get("stats") or {})
+
+
+#: declared on the BLEU metrics: a worker process hands its corpus scores or its counted statistics
+#: back to the parent
+BLEU_CACHE = WorkerCache("bleu_stats", _export_bleu, _merge_bleu)

@@ -24,7 +24,6 @@ from ragmeter.core.context import ScoringContext
 from ragmeter.core.errors import MetricError
 from ragmeter.core.schema import Sample, ScoreColumn
 from ragmeter.metrics.lexical.texts import References, _as_answer, _as_columns, _as_refs, sample_texts
-from ragmeter.metrics.registry import WorkerCache
 
 # --- sacrebleu's 13a tokenizer -----------------------------------------------------------------
 # sacrebleu.tokenizers.tokenizer_re.TokenizerRegexp applies four substitutions. The first one pads
@@ -283,28 +282,6 @@ def merge_memo(memo: dict[tuple[Any, ...], dict[tuple[str, tuple[str, ...]], tup
         if len(mine) + len(rows) > _BLEU_MEMO_MAX:
             mine.clear()
         mine.update(rows)
-
-
-def _export_bleu() -> dict[str, Any]:
-    """What a worker process hands back: the corpus scores it computed (it scored a metric's whole
-    column: :mod:`ragmeter.run.engines.forked`), else the statistics it counted, which the parent's
-    corpus score then reuses."""
-    from ragmeter.metrics.lexical.corpus import export_corpus_memo
-
-    corpus = export_corpus_memo()
-    return {"corpus": corpus, "stats": {} if corpus else export_memo()}
-
-
-def _merge_bleu(state: dict[str, Any]) -> None:
-    from ragmeter.metrics.lexical.corpus import merge_corpus_memo
-
-    merge_corpus_memo(state.get("corpus") or {})
-    merge_memo(state.get("stats") or {})
-
-
-#: declared on the BLEU metrics: a worker process hands its corpus scores or its counted statistics
-#: back to the parent
-BLEU_CACHE = WorkerCache("bleu_stats", _export_bleu, _merge_bleu)
 
 
 def _count_bleu(answers: Sequence[str], references: Sequence[Sequence[str]], order: int, lowercase: bool,
