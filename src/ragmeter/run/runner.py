@@ -29,7 +29,6 @@ from ragmeter.core.errors import (
 from ragmeter.core.schema import Sample, Score, ScoreColumn, ScoreColumns
 from ragmeter.io.deepeval_files import FILE_OPTIONS, resolve_options
 from ragmeter.io.readers import REQUIREMENT_TARGET, Dataset, load
-from ragmeter.llm.span_prices import price_samples
 from ragmeter.metrics.registry import MetricRequest, declared_range, missing_fields, resolve_all
 from ragmeter.run import spans, stream
 from ragmeter.run.engines import open_engine
@@ -269,6 +268,16 @@ def evaluate(data: Any, metrics: Sequence[str | dict[str, Any]] | None = None, *
             unknown model); raised before any run is stored.
     """
     return run(data, EvalConfig.of(config, metrics, **options))
+
+
+def price_samples(samples: Sequence[Sample]) -> None:
+    """Price the LLM spans of the samples' agent traces that recorded no cost
+    (:func:`ragmeter.llm.span_prices.price_samples`); rows without a trace (a lexical run) do not
+    import the judge package."""
+    if any(s.trace is not None for s in samples):
+        from ragmeter.llm.span_prices import price_samples as price
+
+        price(samples)
 
 
 def run(data: Any, config: EvalConfig) -> EvaluationResult:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -154,12 +155,16 @@ def eval_cmd(
         from ragmeter.llm.runtime import warm_judge
 
         warm_judge(opts)
-    from ragmeter.llm.batch import BatchPending
     from ragmeter.run.runner import run
 
     try:
         result = run(data, run_config)
-    except BatchPending as exc:  # --batch --no-wait: submitted and stored, not a failure
+    except Exception as exc:
+        # --batch --no-wait: submitted and stored, not a failure (raised from ragmeter.llm.batch, so
+        # that module is loaded then; a run without a judge does not import the judge package)
+        batch = sys.modules.get("ragmeter.llm.batch")
+        if batch is None or not isinstance(exc, batch.BatchPending):
+            raise
         err_console.print(f"{exc} (exit 3)", style="yellow", markup=False, highlight=False)
         raise typer.Exit(3) from None
     if out:
