@@ -1,7 +1,8 @@
 """BERTScore on ~500 answer/reference pairs: ragmeter (texts in padded batches sorted by length)
-beside the ``bert-score`` package on the same pairs, model folder and layer, timed A/B/B/A in one
-process (the model loaded once before timing), with the largest difference of their F1 values.
-``--single`` also times the former way (each text through the model on its own, unpadded).
+beside the ``bert-score`` package on the same pairs, model folder and layer, with the largest
+difference of their F1 values. Each side runs in a fresh process (the model loaded before the
+clock starts: a run's first batches of each shape are part of its time), A/B/B/A.
+``--single`` also times the former way (each text through the model on its own, unpadded), B/A.
 
     python benchmarks/bertscore.py [--pairs 500] [--single]
 
@@ -15,6 +16,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -59,43 +62,51 @@ def single_f1(cands: list[str], refs: list[str], layer: int) -> np.ndarray:
 _SVC = None
 
 
-def main() -> None:
+def child(impl: str, n: int, layer: int) -> None:
+    """One side in this process: its seconds and F1 values as the last line."""
     global _SVC
+    from ragmeter.embed import bundled_model_path
+    from ragmeter.embed.contextual import TokenEmbeddingService
+
+    cands, refs = pairs(n)
+    path = str(bundled_model_path())
+    if impl == "bert_score":
+        from bert_score import BERTScorer
+
+        scorer = BERTScorer(model_type=path, num_layers=layer)  # the model loaded once, as ragmeter's
+        t0 = time.perf_counter()
+        f1 = scorer.score(cands, refs)[2].numpy()
+    else:
+        _SVC = TokenEmbeddingService({})
+        _SVC.encoder(None)
+        t0 = time.perf_counter()
+        f1 = (ragmeter_f1 if impl == "ragmeter" else single_f1)(cands, refs, layer)
+    print(json.dumps({"s": time.perf_counter() - t0, "f1": f1.tolist()}))
+
+
+def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--pairs", type=int, default=500)
     ap.add_argument("--layer", type=int, default=6)
     ap.add_argument("--single", action="store_true", help="also time each text through the model on its own")
+    ap.add_argument("--child", choices=("ragmeter", "bert_score", "single"), help=argparse.SUPPRESS)
     args = ap.parse_args()
-    import bert_score
-
-    from ragmeter.embed import bundled_model_path
-    from ragmeter.embed.contextual import TokenEmbeddingService
-
-    _SVC = TokenEmbeddingService({})
-    _SVC.encoder(None)
-    path = str(bundled_model_path())
-    cands, refs = pairs(args.pairs)
-    bert_score.score(cands[:4], refs[:4], model_type=path, num_layers=args.layer)  # load its model once
+    if args.child:
+        child(args.child, args.pairs, args.layer)
+        return
     load0 = os.getloadavg()[0]
-
-    def ours() -> np.ndarray:
-        return ragmeter_f1(cands, refs, args.layer)
-
-    def theirs() -> np.ndarray:
-        return bert_score.score(cands, refs, model_type=path, num_layers=args.layer)[2].numpy()
-
     times: dict[str, list[float]] = {"ragmeter": [], "bert_score": [], "single": []}
     values = {}
-    order = [("ragmeter", ours), ("bert_score", theirs), ("bert_score", theirs), ("ragmeter", ours)]
-    if args.single:
-        order += [("single", lambda: single_f1(cands, refs, args.layer))]
-    for name, fn in order:
-        t0 = time.perf_counter()
-        values[name] = fn()
-        times[name].append(time.perf_counter() - t0)
-        print(f"{name:<11} {times[name][-1]:7.2f} s  (load {os.getloadavg()[0]:.2f})", flush=True)
+    order = ["ragmeter", "bert_score", "bert_score", "ragmeter"] + (["single"] if args.single else [])
+    for name in order:
+        proc = subprocess.run([sys.executable, __file__, "--child", name, "--pairs", str(args.pairs),
+                               "--layer", str(args.layer)], capture_output=True, text=True, check=True)
+        got = json.loads(proc.stdout.strip().splitlines()[-1])
+        times[name].append(got["s"])
+        values[name] = np.array(got["f1"])
+        print(f"{name:<11} {got['s']:7.2f} s  (load {os.getloadavg()[0]:.2f})", flush=True)
     mean = {k: sum(v) / len(v) for k, v in times.items() if v}
-    out = {"pairs": len(cands), "layer": args.layer, "ragmeter_s": round(mean["ragmeter"], 3),
+    out = {"pairs": args.pairs, "layer": args.layer, "ragmeter_s": round(mean["ragmeter"], 3),
            "bert_score_s": round(mean["bert_score"], 3), "ratio": round(mean["bert_score"] / mean["ragmeter"], 2),
            "runs": {k: [round(t, 3) for t in v] for k, v in times.items() if v},
            "max_abs_f1_difference": float(np.abs(values["ragmeter"] - values["bert_score"]).max()),
