@@ -86,11 +86,17 @@ __all__ = [
 # ---- registry ---------------------------------------------------------------------------------
 
 _REQUIRES = ("answer", "reference")
+#: samples per batch: the n-gram kernels sort each batch's n-grams, and a smaller sort stays in the
+#: CPU's caches (30,000 RAG-like prose pairs, CPU seconds: BLEU 0.85 at 2,000 and 0.72 at 1,000;
+#: ROUGE and token F1 4-6% less at 2,000 than at 5,000); the values do not depend on it
+_TOKEN_BATCH = {"token_f1": 2000, "exact_match": 2000}
+_ROUGE_BATCH = 2000
+_BLEU_BATCH = 1000
 
 for _m in STRING_METRICS.values():
     register_metric(MetricSpec(
         name=_m.key, family="lexical", fn=_string_batch_fn(_m.key), requires=_REQUIRES,
-        defaults=dict(_m.defaults), check=_string_check(_m.key), batch_size=5000,
+        defaults=dict(_m.defaults), check=_string_check(_m.key), batch_size=_TOKEN_BATCH.get(_m.key, 5000),
         param="scorer" if _m.key == "fuzzy_score" else None,
         description=f"{_m.summary}\n\nReference: {_m.reference_impl}."))
 
@@ -98,7 +104,7 @@ for _key in ROUGE_KEYS:
     _type, _measure = _key.split("_")
     register_metric(MetricSpec(
         name=_key, family="lexical", fn=_rouge_batch_fn(_key), requires=_REQUIRES,
-        defaults={"use_stemmer": True}, check=_rouge_check, batch_size=5000,
+        defaults={"use_stemmer": True}, check=_rouge_check, batch_size=_ROUGE_BATCH,
         description=(
             f"{_type.upper().replace('ROUGE', 'ROUGE-')} {_measure}: "
             + {"rouge1": "unigram", "rouge2": "bigram", "rougeL": "longest-common-subsequence"}[_type]
@@ -112,14 +118,14 @@ register_metric(MetricSpec(
     name="bleu", family="lexical", fn=_mt_batch_fn("bleu", bleu_batch), requires=_REQUIRES,
     defaults=dict(_BLEU_DEFAULTS),
     check=_mt_check(check_bleu_params, ("max_ngram_order", "smooth_method", "tokenize")),
-    corpus=corpus_hook("bleu"), worker_cache=BLEU_CACHE,
+    corpus=corpus_hook("bleu"), worker_cache=BLEU_CACHE, batch_size=_BLEU_BATCH,
     description="Sentence BLEU / 100 (sacrebleu: 4-grams, exp smoothing, 13a tokens, effective "
                 "order, several references natively).\n\nReference: sacrebleu.sentence_bleu."))
 register_metric(MetricSpec(
     name="bleu2", family="lexical", fn=_mt_batch_fn("bleu2", bleu_batch), requires=_REQUIRES,
     defaults=dict(_BLEU2_DEFAULTS),
     check=_mt_check(check_bleu_params, ("max_ngram_order", "smooth_method", "tokenize")),
-    corpus=corpus_hook("bleu2"), worker_cache=BLEU_CACHE,
+    corpus=corpus_hook("bleu2"), worker_cache=BLEU_CACHE, batch_size=_BLEU_BATCH,
     description="BLEU up to bigrams, no smoothing / 100: rag-experiment-accelerator's BLEU (HF evaluate, "
                 "max_order=2).\n\nReference: sacrebleu.BLEU(max_ngram_order=2, "
                 "smooth_method='none').sentence_score."))
