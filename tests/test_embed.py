@@ -109,7 +109,9 @@ def test_resolve_model_forms(tmp_path):
     assert resolve_model("onnx-int8:/models/e5").model_id == f"onnx-int8:path:{Path('/models/e5').resolve()}"
     assert EmbeddingService(options={"embedding_backend": "onnx-int8"}).model_id() == f"onnx-int8:{DEFAULT_MODEL}"
     assert EmbeddingService(options={"embedding_backend": "onnx"}).model_id() == f"onnx:{DEFAULT_MODEL}"
-    with pytest.raises(ConfigError, match="onnx, onnx-int8, openai"):
+    assert resolve_model("openvino:all-MiniLM-L6-v2").model_id == f"openvino:{DEFAULT_MODEL}"
+    assert EmbeddingService(options={"embedding_backend": "openvino"}).model_id() == f"openvino:{DEFAULT_MODEL}"
+    with pytest.raises(ConfigError, match="onnx, onnx-int8, openvino, openai"):
         resolve_model("x", backend="onnx-int4")
     with pytest.raises(ConfigError, match="empty"):
         resolve_model("  ")
@@ -212,14 +214,18 @@ def test_encoders_are_loaded_once_per_process(encoder):
 
 
 def test_the_default_backend_gives_sentence_transformers_values_within_1e_6(encoder):
-    """With no backend asked for, the model runs on ONNX Runtime only when its float32 export was
-    measured equal to sentence-transformers within 1e-6; it keeps the model's id (one cache)."""
-    from ragmeter.embed.onnx import EQUAL_WITHIN, OnnxEncoder, agreement
+    """With no backend asked for, the model runs on its float32 ONNX export (with OpenVINO) only
+    when that was measured equal to sentence-transformers within 1e-6; it keeps the model's id
+    (one cache)."""
+    from ragmeter.embed.onnx import EQUAL_WITHIN, agreement
 
     assert resolve_model(None).explicit is False and resolve_model(None, backend="st").explicit
     assert resolve_model("st:all-MiniLM-L6-v2").explicit and resolve_model("onnx:default").explicit
+    from ragmeter.embed.openvino import OpenVinoEncoder
+
     default = get_encoder()
-    assert isinstance(default, OnnxEncoder) and not default.quantized
+    # OpenVINO comes with the onnx extra: the default runs the export with it (it is faster)
+    assert isinstance(default, OpenVinoEncoder) and not default.quantized
     assert default.model_id == DEFAULT_MODEL and encoder.model_id == DEFAULT_MODEL
     found = agreement(default)
     assert found["max_abs_diff"] <= EQUAL_WITHIN and found["max_cos_diff"] <= EQUAL_WITHIN
@@ -554,6 +560,72 @@ def test_onnx_backend_equals_sentence_transformers(encoder, tmp_path, monkeypatc
     assert svc.stats()["computed"] == 0
     np.testing.assert_allclose(svc.matrix(["Paris"])[0], got[1], atol=1e-6)
     assert svc.stats()["model"] == "onnx:sentence-transformers/all-MiniLM-L6-v2"
+
+
+def test_openvino_backend_gives_sentence_transformers_values_within_1e_6(encoder):
+    """The float32 export run with OpenVINO (float32 forced: on AMX/AVX-512 BF16 CPUs OpenVINO
+    would otherwise run in bfloat16) equals sentence-transformers within 1e-6, component by
+    component and as cosines; its compiled model is cached beside the export."""
+    from ragmeter.embed.onnx import EQUAL_WITHIN, agreement
+    from ragmeter.embed.openvino import OpenVinoEncoder
+
+    enc = get_encoder("openvino:all-MiniLM-L6-v2")
+    assert isinstance(enc, OpenVinoEncoder) and enc.model_id == f"openvino:{DEFAULT_MODEL}"
+    assert enc.session.compiled.get_property("INFERENCE_PRECISION_HINT").to_string() == "f32"
+    assert any((enc.path.parent / "openvino").iterdir())  # the compiled model, reused by the next process
+    texts = ["The capital of France is London", "Paris", "Ünïcödé — 東京は日本の首都です", "x", "word " * 300,
+             "Check-in closes 20 minutes before departure. Bicycles travel free on the lower deck.",
+             "O ferry para São Paulo sai às 8h15, e a bilheteira abre às 7h.", "Paris", "42", "a b c d e f g"]
+    got = enc.encode(texts, batch_size=3)
+    want = encoder.encode(texts)
+    assert got.dtype == np.float32 and got.shape == (len(texts), 384)
+    assert np.abs(got - want).max() <= EQUAL_WITHIN
+    iu = np.triu_indices(len(texts), k=1)
+    assert np.abs((got @ got.T)[iu] - (want @ want.T)[iu]).max() <= EQUAL_WITHIN
+    np.testing.assert_array_equal(got[1], got[7])
+    assert enc.encode([]).shape == (0, 384)
+    found = agreement(enc)
+    assert enc.fp32_path.with_name("agreement-openvino.json").is_file()
+    assert max(found["max_abs_diff"], found["max_cos_diff"]) <= EQUAL_WITHIN
+    # the same vectors from two threads at once (one infer request, used under a lock)
+    out: list[np.ndarray] = []
+    workers = [threading.Thread(target=lambda: out.append(enc.encode(texts))) for _ in range(2)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert len(out) == 2 and all(np.array_equal(o, enc.encode(texts)) for o in out)
+
+
+def test_without_openvino_the_default_falls_back_to_onnx_runtime(encoder, monkeypatch):
+    """No openvino package, or an export OpenVINO cannot compile: the default runs on ONNX Runtime
+    (same values, same model id); asking for ``openvino`` then says how to install it."""
+    import importlib.util
+
+    from ragmeter.embed import encoders as enc_mod
+    from ragmeter.embed.onnx import OnnxEncoder
+    from ragmeter.embed.openvino import OpenVinoEncoder
+
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name.split(".")[0] == "openvino" else real_find_spec(name, *a))
+    plain = enc_mod._same_values_on_onnx(resolve_model(None), None)
+    assert type(plain) is OnnxEncoder and plain.model_id == DEFAULT_MODEL
+    monkeypatch.undo()
+
+    def broken(self, path):
+        raise RuntimeError("cannot compile")
+
+    monkeypatch.setattr(OpenVinoEncoder, "_open", broken)
+    plain = enc_mod._same_values_on_onnx(resolve_model(None), None)
+    assert type(plain) is OnnxEncoder
+    texts = ["The capital of France is Paris", "Paris"]
+    assert np.abs(plain.encode(texts) - encoder.encode(texts)).max() <= 1e-6
+    monkeypatch.undo()
+
+    monkeypatch.setitem(sys.modules, "openvino", None)  # import openvino raises ImportError
+    with pytest.raises(ModelUnavailableError, match=r"pip install 'ragmeter-eval\[onnx\]'"):
+        OpenVinoEncoder(resolve_model("openvino:all-MiniLM-L6-v2"))
 
 
 #: largest |cosine difference| between onnx-int8 and sentence-transformers over every pair of texts

@@ -14,6 +14,7 @@ OPTIONAL_MODULES: dict[str, tuple[str, str]] = {
     "onnxruntime": ("onnx", "onnxruntime"),
     "onnx": ("onnx", "onnx"),
     "tokenizers": ("onnx", "tokenizers"),
+    "openvino": ("onnx", "openvino"),
     "openai": ("openai", "openai"),
     "aiohttp": ("openai", "openai"),  # openai[aiohttp], the transport of the judge client
     "anthropic": ("anthropic", "anthropic"),

@@ -1,11 +1,14 @@
-"""Encoders: turn texts into L2-normalised float32 rows. One small protocol, four backends.
+"""Encoders: turn texts into L2-normalised float32 rows. One small protocol, five backends.
 
 - ``st``: sentence-transformers, from a local folder or the local Hugging Face cache, always with
   ``HF_HUB_OFFLINE=1`` and ``local_files_only`` (ragmeter never downloads a model). When no backend
-  was asked for, the model runs on ONNX Runtime instead if its float32 export gives the same values
-  within 1e-6 (checked once per export; faster, and no torch to import once exported).
+  was asked for, the model runs on its float32 ONNX export instead (with OpenVINO when installed,
+  else ONNX Runtime) if that gives the same values within 1e-6 (checked once per export and
+  runtime; faster, and no torch to import once exported).
 - ``onnx`` / ``onnx-int8``: the same model exported once to ONNX and run with ONNX Runtime, with
   float32 or int8 weights (see :mod:`ragmeter.embed.onnx`).
+- ``openvino``: the float32 export run with OpenVINO (see :mod:`ragmeter.embed.openvino`); the
+  default's first choice when installed and equal within 1e-6.
 - ``openai``: any OpenAI-compatible ``/embeddings`` endpoint through the official SDK.
 
 Loaded encoders are kept for the life of the process, so a second run (or a second metric on
@@ -157,6 +160,10 @@ def load_encoder(ref: ModelRef, *, device: str | None = None,
                 from ragmeter.embed.onnx import OnnxEncoder
 
                 enc = OnnxEncoder(ref)
+            elif ref.backend == "openvino":
+                from ragmeter.embed.openvino import OpenVinoEncoder
+
+                enc = OpenVinoEncoder(ref)
             else:
                 enc = OpenAIEncoder(ref, api_key_env=api_key_env)
             _ENCODERS[key] = enc
@@ -164,9 +171,10 @@ def load_encoder(ref: ModelRef, *, device: str | None = None,
 
 
 def _same_values_on_onnx(ref: ModelRef, device: str | None) -> Encoder | None:
-    """The ONNX Runtime float32 encoder of ``ref`` when nobody asked for a backend, the run is on
-    the CPU, ONNX Runtime is installed and its export gives sentence-transformers' values within
-    1e-6 (:func:`ragmeter.embed.onnx.same_values`); ``None`` otherwise. It keeps ``ref``'s model
+    """The float32 ONNX export of ``ref`` when nobody asked for a backend, the run is on the CPU,
+    ONNX Runtime is installed and the export gives sentence-transformers' values within 1e-6
+    (:func:`ragmeter.embed.onnx.same_values`), run with OpenVINO when that is installed and also
+    gives them (it is faster), else with ONNX Runtime; ``None`` otherwise. It keeps ``ref``'s model
     id: its vectors are the sentence-transformers ones, so the embedding cache is shared."""
     if ref.explicit or device not in (None, "cpu"):
         return None
@@ -178,6 +186,15 @@ def _same_values_on_onnx(ref: ModelRef, device: str | None) -> Encoder | None:
 
     from ragmeter.embed.onnx import OnnxEncoder, same_values
 
+    if importlib.util.find_spec("openvino"):
+        from ragmeter.embed.openvino import OpenVinoEncoder
+
+        try:
+            enc: OnnxEncoder = OpenVinoEncoder(replace(ref, backend="onnx"))
+            if same_values(enc):
+                return enc
+        except Exception:  # noqa: BLE001 - OpenVINO cannot read or compile the export: ONNX Runtime serves
+            pass
     try:
         enc = OnnxEncoder(replace(ref, backend="onnx"))
         return enc if same_values(enc) else None
@@ -193,7 +210,7 @@ def get_encoder(model: str | None = None, *, paths: Mapping[str, Any] | None = N
     Args:
         model: a name :func:`ragmeter.embed.resolve_model` understands (``None`` = default model,
             a Hugging Face repo id in the local cache, a local folder, ``openai:<model>``, ``onnx:<model>``,
-            ``onnx-int8:<model>``).
+            ``onnx-int8:<model>``, ``openvino:<model>``).
         paths: ``{model name or bert_* key: local folder}`` overrides.
         backend: backend for names without a prefix (default ``st``).
         base_url: endpoint of the ``openai`` backend.

@@ -30,8 +30,9 @@ BERT_MODELS: dict[str, str] = {
 }
 
 #: Backends a name can select with a ``backend:`` prefix (``openai:text-embedding-3-small``).
-#: ``onnx-int8`` is the ``onnx`` export with int8 weights (faster, approximate: see docs/metrics/semantic.md).
-BACKENDS = ("st", "onnx", "onnx-int8", "openai")
+#: ``onnx-int8`` is the ``onnx`` export with int8 weights (faster, approximate: see docs/metrics/semantic.md);
+#: ``openvino`` is the float32 ``onnx`` export run with OpenVINO.
+BACKENDS = ("st", "onnx", "onnx-int8", "openvino", "openai")
 
 
 class ModelUnavailableError(ConfigError):
@@ -53,8 +54,8 @@ class ModelRef:
     Attributes:
         model_id: stable id the embedding cache is keyed by (e.g. ``sentence-transformers/all-MiniLM-L6-v2``).
         backend: ``st`` (sentence-transformers), ``onnx`` (ONNX Runtime export of an ``st`` model),
-            ``onnx-int8`` (the same export with int8 weights) or ``openai`` (an OpenAI-compatible
-            embeddings endpoint).
+            ``onnx-int8`` (the same export with int8 weights), ``openvino`` (the float32 export run
+            with OpenVINO) or ``openai`` (an OpenAI-compatible embeddings endpoint).
         location: a local folder (``st``/``onnx`` from disk), a Hugging Face repo id (``st`` from the
             local HF cache), or the endpoint's model name (``openai``).
         local: ``location`` is a folder on disk.
@@ -120,7 +121,8 @@ def resolve_model(name: str | None = None, *, paths: Mapping[str, Any] | None = 
         name: ``None`` / ``"default"`` / ``"all-MiniLM-L6-v2"`` (the bundled model), a Hugging Face
             repo id (``"sentence-transformers/bert-base-nli-mean-tokens"``; a bare name gets the
             ``sentence-transformers/`` organisation, as sentence-transformers does), a local
-            folder, or ``"<backend>:<name>"`` with backend ``st``, ``onnx``, ``onnx-int8`` or ``openai``.
+            folder, or ``"<backend>:<name>"`` with backend ``st``, ``onnx``, ``onnx-int8``, ``openvino`` or
+            ``openai``.
         paths: ``{model name or bert_* key: local folder}`` (the ``embedding_model_paths`` option).
         backend: backend to use when ``name`` has no prefix (default ``st``).
         base_url: endpoint of the ``openai`` backend.

@@ -107,7 +107,7 @@ class OnnxEncoder:
     def __init__(self, ref: ModelRef, *, batch_size: int = DEFAULT_BATCH_SIZE, threads: int | None = None,
                  max_batch_tokens: int = MAX_BATCH_TOKENS) -> None:
         try:
-            import onnxruntime as ort
+            import onnxruntime  # noqa: F401 - the export's fusion and the default runtime
             from tokenizers import Tokenizer
         except ImportError as exc:
             raise ModelUnavailableError(f"the {ref.backend} embedding backend needs onnxruntime and tokenizers: "
@@ -153,16 +153,23 @@ class OnnxEncoder:
         self.fp32_path = path
         if self.quantized:
             path = _quantize(path)
+        # one thread per core this process may run on (the runtimes' own defaults count the
+        # machine's physical cores, which a container or a CPU affinity mask may not grant)
+        self.threads = int(threads) if threads else usable_cores()
+        self.session, self._inputs, self._dim = self._open(path)
+        self.path = path
+
+    def _open(self, path: Path) -> tuple[Any, list[str], int]:
+        """The inference session of the file at ``path``: ``(session, input names, width or 0)``;
+        the session has ONNX Runtime's ``run(None, feed) -> [last hidden state]``."""
+        import onnxruntime as ort
+
         opts = ort.SessionOptions()
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        # one thread per core this process may run on (ONNX Runtime's own default counts the
-        # machine's physical cores, which a container or a CPU affinity mask may not grant)
-        opts.intra_op_num_threads = int(threads) if threads else usable_cores()
-        self.session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
-        self._inputs = [i.name for i in self.session.get_inputs()]
-        self._dim = int(self.session.get_outputs()[0].shape[-1]) if isinstance(
-            self.session.get_outputs()[0].shape[-1], int) else 0
-        self.path = path
+        opts.intra_op_num_threads = self.threads
+        session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+        width = session.get_outputs()[0].shape[-1]
+        return session, [i.name for i in session.get_inputs()], int(width) if isinstance(width, int) else 0
 
     @property
     def dim(self) -> int:
@@ -315,9 +322,10 @@ PROBE_TEXTS = (
 def agreement(enc: OnnxEncoder) -> dict[str, Any]:
     """How far ``enc``'s float32 export is from sentence-transformers on :data:`PROBE_TEXTS`:
     ``{"max_abs_diff": largest |component difference|, "max_cos_diff": largest |difference| of a
-    cosine similarity over every pair, "texts": n}``. Measured once per export (it loads the model
-    with sentence-transformers) and kept as ``agreement.json`` beside it."""
-    path = enc.fp32_path.with_name("agreement.json")
+    cosine similarity over every pair, "texts": n}``. Measured once per export and runtime (it loads
+    the model with sentence-transformers) and kept as ``agreement.json`` (ONNX Runtime) or
+    ``agreement-<runtime>.json`` beside it."""
+    path = enc.fp32_path.with_name(getattr(enc, "AGREEMENT_FILE", "agreement.json"))
     found = _read_json(path)
     if {"max_abs_diff", "max_cos_diff"} <= found.keys() and found.get("texts") == len(PROBE_TEXTS):
         return found

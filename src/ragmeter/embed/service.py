@@ -42,7 +42,7 @@ class EmbeddingService:
 
     Options (run options, ``--option key=value``): ``embedding_model`` (default model for requests
     with ``model=None``), ``embedding_model_paths`` (``{name or bert_* key: folder}``),
-    ``embedding_backend`` (``st``, ``onnx``, ``onnx-int8``, ``openai``), ``embedding_base_url``,
+    ``embedding_backend`` (``st``, ``onnx``, ``onnx-int8``, ``openvino``, ``openai``), ``embedding_base_url``,
     ``embedding_api_key_env``, ``embedding_device``, ``embedding_batch_size``.
 
     Args:
