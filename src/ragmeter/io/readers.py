@@ -435,6 +435,8 @@ def _build(rows: Iterable[tuple[int, Any]], source: str, mapping: Mapping[str, s
     return reader.dataset([s for s, _ in pairs], [n for _, n in pairs], bool(pairs))
 
 
+#: the list columns DeepEval's CSV export joins with "|" (a row with ``retrieval_context``)
+_DEEPEVAL_CSV_LISTS = ("retrieval_context", "context")
 _LIST_TARGETS = {"references", "negative_references", "contexts", "retrieved_ids", "relevant",
                  "relevant_ids", "metadata", "trace"}
 
@@ -542,6 +544,8 @@ def sample_from_dict(row: Any, *, mapping: Mapping[str, str] | None = None, defa
         name, v = canon[target]
         if isinstance(v, str) and target in _LIST_TARGETS:
             v = _list_cell(v, cells, lambda m, name=name: err(name, m))
+            if isinstance(v, str) and cells == "csv" and name in _DEEPEVAL_CSV_LISTS and "retrieval_context" in row:
+                v = v.split("|")  # DeepEval's save_as(file_type="csv") joins these lists with "|"
         return name, v
 
     out: dict[str, Any] = {}

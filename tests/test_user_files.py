@@ -1,0 +1,28 @@
+"""Files other tools write, read as their own readers read them (defects found trying ragmeter
+as a new user would)."""
+
+from __future__ import annotations
+
+import ragmeter
+
+
+def test_deepeval_csv_contexts_split_on_its_delimiter(tmp_path):
+    """DeepEval's ``EvaluationDataset.save_as(file_type="csv")`` joins ``retrieval_context`` and
+    ``context`` with ``|`` (its ``add_goldens_from_csv_file`` splits them again)."""
+    path = tmp_path / "deepeval.csv"
+    path.write_text(
+        "input,actual_output,expected_output,retrieval_context,context,name\n"
+        "Who pays the rent?,The holding company.,The holding company pays.,"
+        "Rent is paid by the holding company.|The lease is 12% cheaper.,The holding company pays rent.|Lease.,\n"
+        "Other?,Yes.,Yes.,\"[\"\"a\"\", \"\"b|c\"\"]\",one chunk,\n", encoding="utf-8")
+    a, b = ragmeter.load(str(path)).samples
+    assert [c.text for c in a.contexts] == ["Rent is paid by the holding company.", "The lease is 12% cheaper."]
+    assert [c.text for c in a.relevant] == ["The holding company pays rent.", "Lease."]
+    assert [c.text for c in b.contexts] == ["a", "b|c"] and [c.text for c in b.relevant] == ["one chunk"]
+
+
+def test_a_pipe_in_other_csv_files_is_text(tmp_path):
+    path = tmp_path / "plain.csv"
+    path.write_text("question,answer,contexts\nq,a,x|y\n", encoding="utf-8")
+    (s,) = ragmeter.load(str(path)).samples
+    assert [c.text for c in s.contexts] == ["x|y"]
