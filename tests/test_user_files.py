@@ -26,3 +26,14 @@ def test_a_pipe_in_other_csv_files_is_text(tmp_path):
     path.write_text("question,answer,contexts\nq,a,x|y\n", encoding="utf-8")
     (s,) = ragmeter.load(str(path)).samples
     assert [c.text for c in s.contexts] == ["x|y"]
+
+
+def test_trec_files_given_in_the_wrong_order_say_so(tmp_path):
+    from cli_runner import run_main
+
+    (tmp_path / "run.trec").write_text("q1 Q0 d1 1 12.5 sys\nq1 Q0 d2 2 11.0 sys\n", encoding="utf-8")
+    (tmp_path / "qrels.txt").write_text("q1 0 d1 1\n", encoding="utf-8")
+    code, out, err = run_main("trec", str(tmp_path / "run.trec"), str(tmp_path / "qrels.txt"))
+    assert code == 2 and "run.trec, line 1" in err and "qrels come first, then the run" in err
+    code, out, _ = run_main("trec", str(tmp_path / "qrels.txt"), str(tmp_path / "run.trec"))
+    assert code == 0 and "num_rel_ret" in out

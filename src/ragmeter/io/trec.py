@@ -190,6 +190,10 @@ def _last_run_id(data: bytes, end: int | None = None) -> str | None:
     return None
 
 
+#: what a run line where qrels are expected (or the reverse) most likely means
+_SWAPPED = "; the files look swapped: qrels come first, then the run (as trec_eval takes them)"
+
+
 def _read_slow(data: bytes, path: Path, kind: str) -> Columns:
     """Line-by-line reader: used for files pyarrow refuses, to name the bad line."""
     qids: list[str] = []
@@ -202,8 +206,8 @@ def _read_slow(data: bytes, path: Path, kind: str) -> Columns:
             continue
         if kind == "run":
             if len(parts) < 6:
-                raise DatasetError(f"malformed run line (expected 'qid Q0 docid rank score tag'): {raw!r}",
-                                   file=str(path), line=lineno)
+                raise DatasetError(f"malformed run line (expected 'qid Q0 docid rank score tag'): {raw!r}"
+                                   + (_SWAPPED if len(parts) == 4 else ""), file=str(path), line=lineno)
             try:
                 vals.append(float(parts[4]))
             except ValueError:
@@ -212,8 +216,8 @@ def _read_slow(data: bytes, path: Path, kind: str) -> Columns:
             run_id = parts[5]
         else:
             if len(parts) != 4:
-                raise DatasetError(f"malformed qrels line (expected 'qid iter docid rel'): {raw!r}",
-                                   file=str(path), line=lineno)
+                raise DatasetError(f"malformed qrels line (expected 'qid iter docid rel'): {raw!r}"
+                                   + (_SWAPPED if len(parts) == 6 else ""), file=str(path), line=lineno)
             try:
                 vals.append(float(parts[3]))
             except ValueError:
