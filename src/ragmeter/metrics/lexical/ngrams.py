@@ -107,7 +107,7 @@ def clipped_matches(grams: NgramColumns, hyp_segment: np.ndarray, ref_pair: np.n
         keys = np.unique(keys, return_inverse=True)[1].astype(np.int64).ravel()
         grams.keys[order - 1] = keys
         width = int(keys.max()) + 1
-    if _one_reference_each(hyp_segment, ref_pair, n_pairs):
+    if width * (n_pairs + 2) < 1 << 62 and _one_reference_each(hyp_segment, ref_pair, n_pairs):
         return _clipped_one_reference(grams, hyp_pair, ref_pair, keys, width, order, n_pairs)
     seg, key = grams.grams(order, is_hyp)
     hyp_keys, hyp_counts = _counts(hyp_pair[seg], key, width)
@@ -147,31 +147,33 @@ def _clipped_one_reference(grams: NgramColumns, hyp_pair: np.ndarray, ref_pair: 
                            width: int, order: int, n_pairs: int) -> np.ndarray:
     """:func:`clipped_matches` when each pair has at most one reference: every n-gram of a pair's
     hypothesis and reference becomes one integer ``((pair * width + key) << 1) | side`` (side 1: the
-    reference), all of them sorted at once; each run of one ``(pair, key)`` then holds the
-    hypothesis' count of that n-gram and, after it, the reference's, and their minimum is the
-    clipped match. One sort instead of two plus a binary search; the same integers. The values fit:
-    ``width * n_segments < 2**62`` (checked by the caller) and ``pair < n_segments``."""
-    side = (ref_pair >= 0).astype(np.int64)
-    owner = np.where(hyp_pair >= 0, hyp_pair, ref_pair)  # the pair of each segment (-1: neither)
+    reference), all of them sorted at once. An n-gram of both sides then shows as a hypothesis
+    value followed by its reference value (they differ in the last bit only); the run of that
+    n-gram's hypothesis values starts at ``value - 1`` and its reference values end before
+    ``value + 1``, so both counts come from two binary searches, and their minimum is the clipped
+    match. Positions that are no n-gram of this order (past their segment's end) or belong to no
+    pair go to an extra pair, whose figure is dropped. One sort instead of two plus a binary search
+    of every hypothesis n-gram; the same integers."""
     m = len(keys)
-    seg = grams.seg[:m]
-    pair = owner[seg]
-    ok = grams.left[:m] >= order
-    ok &= pair >= 0
-    v = pair[ok]
-    v *= 2 * width
-    v += keys[ok] << 1
-    v += side[seg[ok]]
-    if not v.size:
+    if m == 0:
         return np.zeros(n_pairs, dtype=np.int64)
+    owner = np.where(hyp_pair >= 0, hyp_pair, ref_pair)  # the pair of each segment (-1: neither)
+    seg = grams.seg[:m]
+    v = owner[seg]
+    v[(grams.left[:m] < order) | (v < 0)] = n_pairs
+    v *= 2 * width
+    v += keys << 1
+    v += (ref_pair >= 0)[seg]
     v.sort()
-    k = v >> 1
-    starts = np.flatnonzero(np.concatenate(([True], k[1:] != k[:-1])))
-    n_ref = np.add.reduceat(v & 1, starts)
-    n_all = np.diff(np.append(starts, v.size))
-    both = np.minimum(n_all - n_ref, n_ref)
-    hit = both > 0
-    return np.bincount(k[starts[hit]] // width, weights=both[hit], minlength=n_pairs).astype(np.int64)
+    at = np.flatnonzero((v[:-1] ^ v[1:]) == 1)  # a hypothesis value, then the same n-gram's reference value
+    if not at.size:
+        return np.zeros(n_pairs, dtype=np.int64)
+    at += 1
+    ref = v[at]
+    hyps = at - np.searchsorted(v, ref - 1)
+    refs = np.searchsorted(v, ref + 1) - at
+    return np.bincount(ref // (2 * width), weights=np.minimum(hyps, refs),
+                       minlength=n_pairs + 1)[:n_pairs].astype(np.int64)
 
 
 def pair_layout(hyps: Sequence[Sequence[str]], refs: Sequence[Sequence[Sequence[str]]]
