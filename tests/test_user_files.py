@@ -37,3 +37,21 @@ def test_trec_files_given_in_the_wrong_order_say_so(tmp_path):
     assert code == 2 and "run.trec, line 1" in err and "qrels come first, then the run" in err
     code, out, _ = run_main("trec", str(tmp_path / "qrels.txt"), str(tmp_path / "run.trec"))
     assert code == 0 and "num_rel_ret" in out
+
+
+def test_a_misspelt_config_key_is_an_error_not_ignored(tmp_path):
+    """``threshhold:`` was kept aside silently: the run checked no threshold and exited 0."""
+    from cli_runner import run_main
+
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"question": "q", "answer": "a b", "reference": "c d"}\n', encoding="utf-8")
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("metrics: [token_f1]\nthreshhold: {token_f1: 0.5}\n", encoding="utf-8")
+    code, _, err = run_main("eval", str(data), "--config", str(cfg), "--db", str(tmp_path / "r.db"))
+    assert code == 2 and "unknown key 'threshhold': did you mean 'thresholds'?" in err and "c.yaml" in err
+    # rag-experiment-accelerator's other keys are still kept aside
+    from ragmeter.core.config import load_config
+
+    got = load_config({"metric_types": ["token_f1"], "chunking": {"size": 512}, "embedding_models": [{"x": 1}],
+                       "experiment_name": "e"})
+    assert set(got["extra"]) == {"chunking", "embedding_models", "experiment_name"}

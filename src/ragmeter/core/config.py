@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import json
 from pathlib import Path
 from typing import Any
@@ -16,12 +17,17 @@ PYTHON_GRADERS_OPTION = "python_graders"
 #: so ``eval --resume`` needs them given again
 GRANT_OPTIONS = frozenset({PYTHON_GRADERS_OPTION})
 
-#: keys a config file may hold; anything else is an error naming the closest key.
+#: keys a config file may hold; a key close to one of them (a misspelling) is an error naming it,
+#: any other is kept under ``extra`` (rag-experiment-accelerator's search config works as is).
 KNOWN_KEYS = {
     "metrics", "metric_types", "options", "dataset", "map", "on_error", "name", "judge",
     "embedding_model", "method", "grid", "pipeline", "experiment", "composite", "agent",
     "thresholds", "pass_rule", "baseline", "gate",
 }
+
+#: keys of rag-experiment-accelerator's search config that are close to one of ours, kept aside as
+#: its other keys are (not taken for a misspelling)
+_ACCELERATOR_KEYS = frozenset({"embedding_models"})
 
 #: what each top-level key means (docs/config-keys.md is generated from this and the metric registry).
 KEY_HELP: dict[str, str] = {
@@ -102,6 +108,12 @@ def load_config(source: str | Path | dict[str, Any] | None) -> dict[str, Any]:
     for k in ("judge", "embedding_model", "agent", "composite"):
         if k in raw:
             options.setdefault(k, raw[k])
+    for k in raw:
+        near = [] if k in KNOWN_KEYS or k in _ACCELERATOR_KEYS else difflib.get_close_matches(
+            str(k), sorted(KNOWN_KEYS), n=1, cutoff=0.85)
+        if near:  # a misspelt key would be kept aside silently, its thresholds or options never applied
+            raise ConfigError(f"{where}: unknown key {k!r}: did you mean {near[0]!r}? "
+                              f"(keys: {', '.join(sorted(KNOWN_KEYS))})")
     out = {k: v for k, v in raw.items() if k in KNOWN_KEYS and k not in {"metric_types"}}
     out["metrics"] = metrics
     out["options"] = options
