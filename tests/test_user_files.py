@@ -3,6 +3,8 @@ as a new user would)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import ragmeter
 
 
@@ -55,3 +57,22 @@ def test_a_misspelt_config_key_is_an_error_not_ignored(tmp_path):
     got = load_config({"metric_types": ["token_f1"], "chunking": {"size": 512}, "embedding_models": [{"x": 1}],
                        "experiment_name": "e"})
     assert set(got["extra"]) == {"chunking", "embedding_models", "experiment_name"}
+
+
+def test_phoenix_span_dataframe_as_json_lines_reads_as_its_csv(tmp_path):
+    """``get_spans_dataframe().to_json(orient="records", lines=True)`` (and without ``lines``: one
+    list) is the same export as its ``to_csv``: the same agent trace and values."""
+    import pandas as pd
+
+    from ragmeter.core.schema import AgentTrace
+
+    csv = Path(ragmeter.__file__).parent / "data" / "agent_example" / "weather_phoenix.csv"
+    frame = pd.read_csv(csv)
+    frame.to_json(tmp_path / "spans.jsonl", orient="records", lines=True)
+    frame.to_json(tmp_path / "spans.json", orient="records")
+    want = ragmeter.load(str(csv)).samples
+    for name in ("spans.jsonl", "spans.json"):
+        got = ragmeter.load(str(tmp_path / name)).samples
+        assert len(got) == len(want) == 1 and isinstance(got[0].trace, AgentTrace)
+        assert got[0].trace.model_dump() == want[0].trace.model_dump()
+        assert (got[0].question, got[0].answer) == (want[0].question, want[0].answer)

@@ -28,7 +28,7 @@ SPAN_FORMATS = {
     "otlp": "OTLP/JSON ExportTraceServiceRequest (resourceSpans), one per file or per line; "
             "ConsoleSpanExporter output",
     "otlp-proto": "OTLP protobuf ExportTraceServiceRequest bytes (.pb)",
-    "phoenix": "Phoenix's get_spans_dataframe() saved as Parquet or CSV (OpenInference attributes.* columns)",
+    "phoenix": "Phoenix's get_spans_dataframe() saved as Parquet, CSV or JSON records (OpenInference attributes.* columns)",
     "agents-sdk": "OpenAI Agents SDK trace export (trace and trace.span objects, one per line or in a list)",
     "langsmith": "LangChain / LangGraph runs as LangSmith keeps them (run JSON with child_runs, or a flat list)",
     "mlflow": "MLflow traces (Trace.to_json(): info + data.spans)",

@@ -16,6 +16,8 @@ def kind_of_object(obj: Any) -> str | None:
     item = obj[0] if isinstance(obj, list) and obj else obj
     if not isinstance(item, Mapping):
         return None
+    if "context.trace_id" in item and "context.span_id" in item:  # Phoenix's span dataframe as JSON
+        return "phoenix"
     if "resourceSpans" in item or "resource_spans" in item or ("context" in item and "start_time" in item):
         return "otlp"
     from ragmeter.io.spans import agents_sdk

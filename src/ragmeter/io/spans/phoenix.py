@@ -1,5 +1,5 @@
-"""Phoenix's span export: ``px.Client().get_spans_dataframe()`` saved with ``to_parquet`` or
-``to_csv``. One row per span: ``context.trace_id``, ``context.span_id``, ``parent_id``, ``name``,
+"""Phoenix's span export: ``px.Client().get_spans_dataframe()`` saved with ``to_parquet``,
+``to_csv`` or ``to_json(orient="records")`` (JSON lines or one list). One row per span: ``context.trace_id``, ``context.span_id``, ``parent_id``, ``name``,
 ``span_kind``, ``start_time``, ``end_time``, ``status_code``, ``status_message``, ``events`` and the
 OpenInference attributes as ``attributes.*`` columns (``attributes.llm.input_messages`` a list of
 ``{"message.role", "message.content", ...}``, ``attributes.retrieval.documents`` a list of
@@ -20,6 +20,8 @@ from ragmeter.core.schema import AgentTrace
 from ragmeter.io.spans.messages import loads_maybe
 from ragmeter.io.spans.otlp import SpanRecord
 
+#: the suffixes of ``to_json(orient="records")``, with or without ``lines=True``
+_JSON = (".json", ".jsonl", ".ndjson")
 #: the columns that make a table a Phoenix span dataframe
 KEY_COLUMNS = ("context.trace_id", "context.span_id")
 
@@ -37,6 +39,8 @@ def columns(path: Path) -> list[str]:
 
             with path.open(encoding="utf-8-sig", newline="") as fh:
                 return next(csv.reader(fh, delimiter="\t" if suffix == ".tsv" else ","), [])
+        if suffix in _JSON:
+            return list(next((row for _, row in _rows(path)), {}))
     except Exception:  # noqa: BLE001 - not a readable table: not a span file; the dataset reader says why
         return []
     return []
@@ -57,6 +61,15 @@ def _rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
         except Exception as exc:  # noqa: BLE001 - pyarrow's errors for a bad file
             raise DatasetError(f"{path}: not a readable Parquet file ({type(exc).__name__}: {str(exc)[:120]})") from None
         yield from enumerate(table.to_pylist(), start=1)
+        return
+    if suffix in _JSON:
+        from ragmeter.io.spans.otlp import objects_in_text, read_text
+
+        for line, obj in objects_in_text(read_text(path), str(path)):
+            for row in obj if isinstance(obj, list) else [obj]:
+                if not isinstance(row, dict):
+                    raise DatasetError(f"expected a span object, got {type(row).__name__}", file=str(path), line=line)
+                yield line, row
         return
     import csv
 
