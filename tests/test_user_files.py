@@ -76,3 +76,24 @@ def test_phoenix_span_dataframe_as_json_lines_reads_as_its_csv(tmp_path):
         assert len(got) == len(want) == 1 and isinstance(got[0].trace, AgentTrace)
         assert got[0].trace.model_dump() == want[0].trace.model_dump()
         assert (got[0].question, got[0].answer) == (want[0].question, want[0].answer)
+
+
+def test_the_incomplete_runs_reason_is_cut_between_words(tmp_path, monkeypatch):
+    """``(e.g. ... item has no field 'answer' (f…)``: the example reason was cut mid-word."""
+    import json
+    import re
+
+    from cli_runner import run_main
+
+    monkeypatch.setenv("COLUMNS", "200")
+    items = tmp_path / "items.jsonl"
+    items.write_text('{"input": [{"role": "user", "content": "2+2?"}], "ideal": "4"}\n', encoding="utf-8")
+    ev = tmp_path / "eval.json"
+    ev.write_text(json.dumps({"data_source_config": {"type": "custom", "item_schema": {"type": "object"}},
+                              "testing_criteria": [{"type": "string_check", "name": "sim", "operation": "eq",
+                                                    "input": "{{ item.answer }}", "reference": "{{ item.expected }}"}]}),
+                  encoding="utf-8")
+    code, _, err = run_main("eval", str(items), "--openai-eval", str(ev), "--db", str(tmp_path / "r.db"))
+    assert code == 3
+    line = next(x for x in err.splitlines() if "no value on 1 of 1 samples (e.g." in x)
+    assert line.endswith(" …)") and not re.search(r"\w…", line), line

@@ -121,6 +121,7 @@ def exit_if_incomplete(result: Any) -> None:
     err_console.print(f"[yellow]run {result.run_id} is incomplete (exit 3):[/yellow]")
     for reason in getattr(result, "incomplete", []):
         # the full no-value reason is in the summary ("why no value", or the JSON): once is enough
-        reason = re.sub(r" \(e\.g\. (.{60}).+\)$", r" (e.g. \1…)", reason)
+        # a long example is cut between words ("(f…" reads as a typo)
+        reason = re.sub(r" \(e\.g\. (.{61,})\)$", lambda m: f" (e.g. {m.group(1)[:61].rsplit(None, 1)[0]} …)", reason)
         err_console.print(f"  {reason}", markup=False, highlight=False)
     raise typer.Exit(3)
