@@ -97,3 +97,24 @@ def test_the_incomplete_runs_reason_is_cut_between_words(tmp_path, monkeypatch):
     assert code == 3
     line = next(x for x in err.splitlines() if "no value on 1 of 1 samples (e.g." in x)
     assert line.endswith(" …)") and not re.search(r"\w…", line), line
+
+
+def test_compare_in_an_80_column_terminal_cuts_no_figure(tmp_path, monkeypatch):
+    """In a terminal of 80 columns the table was cut with ellipses (``0.6…``, ``0.84…]``, no winner)."""
+    from cli_runner import run_main
+    from ragmeter.apps.cli import experiments
+    from ragmeter.core.terminal import console
+
+    db = str(tmp_path / "r.db")
+    rows = [{"id": f"s{i}", "answer": f"the ferry leaves at {i}", "reference": f"the ferry leaves at {i % 3}"}
+            for i in range(8)]
+    a = ragmeter.evaluate(rows, ["token_f1"], db=db, progress=False).run_id
+    b = ragmeter.evaluate([{**r, "answer": r["answer"] + " pm"} for r in rows], ["token_f1"], db=db,
+                          progress=False).run_id
+    monkeypatch.setattr(experiments, "_out", lambda: console(width=80))  # what a terminal of 80 columns gets
+    code, out, _ = run_main("compare", a, b, "--db", db)
+    assert code == 0
+    table = out.split("p: paired")[0]
+    assert "…" not in table and max(len(line) for line in table.splitlines()) <= 80
+    for cell in ("token_f1", "wilcoxon", "W/T/L", "winner"):
+        assert cell in table

@@ -293,8 +293,9 @@ def compare_cmd(
         t = Table(title=f"{a} vs {b}: paired by sample id (alpha {alpha:g}, {correction} correction)",
                   box=box.SIMPLE_HEAD, pad_edge=False)
         for col in ("metric", f"{a} → {b}", f"{b}-{a} [95% CI]", "p (adj)", "wilcoxon", "W/T/L", "winner"):
-            t.add_column(col, justify="left" if col in ("metric", "winner") else "right",
-                         no_wrap=col != "winner")
+            # at 80 columns a cell wraps between words (the CI under the difference) or folds; never
+            # an ellipsis in a figure
+            t.add_column(col, justify="left" if col in ("metric", "winner") else "right", overflow="fold")
         for row in (x for x in res.rows if (x.a, x.b) == (a_label, b_label)):
             ci = f" [{fmt(row.ci_low, 3)}, {fmt(row.ci_high, 3)}]" if row.ci_low is not None else ""
             win = {"a": a, "b": b}.get(row.winner or "", "—")
