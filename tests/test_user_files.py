@@ -118,3 +118,28 @@ def test_compare_in_an_80_column_terminal_cuts_no_figure(tmp_path, monkeypatch):
     assert "…" not in table and max(len(line) for line in table.splitlines()) <= 80
     for cell in ("token_f1", "wilcoxon", "W/T/L", "winner"):
         assert cell in table
+
+
+def test_promptfoo_results_file_reads_one_row_per_result(tmp_path):
+    """``promptfoo eval -o results.json`` was one row of unknown columns (evalId, results, config ...)."""
+    import json
+
+    doc = {"evalId": "eval-1", "results": {"version": 3, "timestamp": "2026-11-28T10:00:00Z", "results": [
+        {"id": "r1", "promptIdx": 0, "testIdx": 0, "prompt": {"raw": "Q: {{question}}", "label": "p1"},
+         "vars": {"question": "Who pays the rent?", "context": "Rent is paid by the holding company.",
+                  "expected": "The holding company."},
+         "response": {"output": "The holding company."}, "provider": {"id": "openai:gpt-4o-mini"},
+         "success": True, "score": 1, "latencyMs": 412, "gradingResult": {"pass": True, "reason": "All assertions passed"}},
+        {"promptIdx": 1, "testIdx": 0, "vars": {"question": "Who pays the rent?", "expected": "The holding company."},
+         "response": {"output": {"text": "Nobody."}}, "provider": {"id": "ollama:llama3"}, "success": False, "score": 0}]},
+        "config": {}, "shareableUrl": None}
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    a, b = ragmeter.load(str(path)).samples
+    assert (a.id, a.question, a.answer, a.references) == ("r1", "Who pays the rent?", "The holding company.",
+                                                          ["The holding company."])
+    assert [c.text for c in a.contexts] == ["Rent is paid by the holding company."]
+    assert a.metadata["promptfoo"]["provider"] == "openai:gpt-4o-mini" and a.metadata["promptfoo"]["success"] is True
+    assert b.id == "test0-prompt1" and b.answer == '{"text": "Nobody."}'
+    res = ragmeter.evaluate(str(path), ["exact_match"], db=str(tmp_path / "r.db"), progress=False)
+    assert [s.value for s in res.scores["exact_match"]] == [1.0, 0.0]

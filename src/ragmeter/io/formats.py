@@ -103,7 +103,12 @@ def _jsonl_rows(path: Path) -> Iterator[tuple[int, Any]]:
 
 def _json_rows(path: Path) -> Iterator[tuple[int, Any]]:
     obj = _json_loads(_decode(_read_bytes(path), path), path, None)
-    if isinstance(obj, dict):
+    from ragmeter.io import promptfoo
+
+    found = promptfoo.results(obj)
+    if found is not None:
+        obj = [promptfoo.row(r) for r in found]
+    elif isinstance(obj, dict):
         for key in ("samples", "data", "test_cases", "examples", "records", "results"):
             if isinstance(obj.get(key), list):
                 obj = obj[key]
