@@ -70,3 +70,18 @@ def test_corpus_score_from_the_worker_equals_one_process(tmp_path, monkeypatch, 
     one = _run(tmp_path, monkeypatch, data, "single", "single.db")
     assert two == one
     assert one[1]["bleu"].get("corpus_score") is not None and one[1]["bleu"].get("corpus_ci_low") is not None
+
+
+def test_the_memo_key_depends_on_the_texts_only():
+    from ragmeter.core.schema import Sample
+
+    text = "the refund policy"
+    shared = [Sample(id="a", answer=text, references=[text]), Sample(id="b", answer=text, references=[text])]
+    copies = [Sample(id="x", answer="".join(text), references=[text[:3] + text[3:]]),
+              Sample(id="y", answer=text[:4] + text[4:], references=["".join([text])])]
+    other = [Sample(id="a", answer=text, references=[text]), Sample(id="b", answer=text, references=[text + "."])]
+    key = corpus._memo_key(shared, {}, {}, "bleu")
+    assert corpus._memo_key(copies, {}, {}, "bleu") == key
+    assert corpus._memo_key(other, {}, {}, "bleu") != key
+    assert corpus._memo_key(shared, {"unicode_normalize": False}, {}, "bleu") != key
+    assert corpus._memo_key(shared, {}, {"max_ngram_order": 2}, "bleu") != key
