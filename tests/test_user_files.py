@@ -143,3 +143,15 @@ def test_promptfoo_results_file_reads_one_row_per_result(tmp_path):
     assert b.id == "test0-prompt1" and b.answer == '{"text": "Nobody."}'
     res = ragmeter.evaluate(str(path), ["exact_match"], db=str(tmp_path / "r.db"), progress=False)
     assert [s.value for s in res.scores["exact_match"]] == [1.0, 0.0]
+
+
+def test_a_misspelt_latest_is_pointed_at(tmp_path):
+    from cli_runner import run_main
+
+    db = str(tmp_path / "r.db")
+    ragmeter.evaluate([{"answer": "a", "reference": "a"}], ["exact_match"], db=db, progress=False)
+    for command in (("show", "lastest"), ("export", "lates", "-o", str(tmp_path / "x.csv"))):
+        code, _, err = run_main(*command, "--db", db)
+        assert code == 2 and "did you mean 'latest'?" in err, err
+    code, _, err = run_main("show", "abc123", "--db", db)
+    assert code == 2 and "no run 'abc123'" in err and "did you mean" not in err

@@ -29,7 +29,7 @@ from ragmeter.store.models import (
     ScoreRow,
     utcnow,
 )
-from ragmeter.store.views import RunViewsMixin
+from ragmeter.store.views import RunViewsMixin, no_run
 
 DEFAULT_PATH = Path(".ragmeter") / "ragmeter.db"
 BASELINE_REVISION = "0001_baseline"
@@ -355,7 +355,7 @@ class Store(RunViewsMixin):
                     return ids[0]
                 if len(ids) > 1:
                     raise StoreError(f"run id prefix {ref!r} is ambiguous: {', '.join(ids[:5])}")
-        raise StoreError(f"no run {ref!r} in {self.url} (see `ragmeter runs`)")
+        raise no_run(ref, self.url)
 
     def get_run(self, ref: str) -> Run:
         rid = self.resolve_run(ref)

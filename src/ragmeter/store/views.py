@@ -23,6 +23,14 @@ if TYPE_CHECKING:
 
 #: a run reference longer than this cannot name a run (ids are 12 characters, names are short).
 MAX_REF_LENGTH = 300
+
+
+def no_run(ref: str, url: str) -> StoreError:
+    """No run is ``ref``: the error, with ``latest`` suggested for a misspelling of it."""
+    import difflib
+
+    hint = "; did you mean 'latest'?" if difflib.get_close_matches(ref.lower(), ["latest"], cutoff=0.7) else ""
+    return StoreError(f"no run {ref[:80]!r} in {url} (see `ragmeter runs`){hint}")
 _CHUNK = 500
 
 
@@ -45,7 +53,7 @@ class RunViewsMixin:
         Raises:
             StoreError: no run matches, or an id prefix matches several runs.
         """
-        missing = StoreError(f"no run {ref[:80]!r} in {self.url} (see `ragmeter runs`)")
+        missing = no_run(ref, self.url)
         if not ref or len(ref) > MAX_REF_LENGTH:
             raise missing
         with self.session() as s:
