@@ -31,6 +31,7 @@ def render() -> str:
     from ragmeter.llm.config import config_from_options
     from ragmeter.metrics.judge.geval import OPTION as geval_options
     from ragmeter.metrics.registry import GROUPS, all_metrics
+    from ragmeter.run.option_keys import RUN_OPTIONS
 
     lines = [
         "# Accepted config keys",
@@ -103,7 +104,23 @@ def render() -> str:
         "",
         ", ".join(f"`{k}`" for k in geval_options.values()),
         "",
+        "## Run options",
+        "",
+        "Under `options` (or `--option key=value`), besides the judge options above: the run-wide ones,",
+        "each metric's parameter names (an unset parameter of a `deepeval:*` metric is read from the",
+        "option of its name: `--option pattern=...`) and the options a metric declares. A key close to",
+        "one of them (`patern`) is an error naming it (exit 2); another unknown key is passed on.",
+        "",
+        "| key | read by |",
+        "|---|---|",
     ]
+    lines += [f"| `{k}` | {_cell(v)} |" for k, v in sorted(RUN_OPTIONS.items())]
+    declared: dict[str, list[str]] = {}
+    for m in [m for m in all_metrics() if builtin(m)]:
+        for k in m.options:
+            declared.setdefault(k, []).append(f"`{m.name}`")
+    lines += [f"| `{k}` | {', '.join(names)} |" for k, names in sorted(declared.items())]
+    lines.append("")
     return "\n".join(lines)
 
 

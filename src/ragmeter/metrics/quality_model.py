@@ -164,7 +164,7 @@ def _check(ctx: Any) -> str | None:
 
 register_metric(MetricSpec(
     name="quality_offline", family="semantic", fn=_score, requires=("answer", "reference"), range=(0.0, 1.0),
-    needs_embeddings=True, prepare=prepare_features, check=_check,
+    needs_embeddings=True, prepare=prepare_features, check=_check, options=(OPTION,),
     description=(
         "Learned offline answer quality: ridge regression over standardised offline features (token_f1, "
         "semantic_similarity, bertscore_precision/recall/f1, claim_recall/precision/f1, the claims' mean best "

@@ -77,6 +77,9 @@ class MetricSpec:
             which the differential tests check. ``None`` for ragmeter's own definitions.
         parity: for a judge metric, which tool's number it equals and where it differs (one
             paragraph; ``ragmeter metrics --long`` and ``--json`` show it).
+        options: run options (``--option KEY=VALUE``) the metric reads besides its parameters'
+            names (``g_eval_criteria``); with them a misspelt option key is refused naming the
+            known one (:mod:`ragmeter.run.option_keys`).
         per_sample: each sample's value depends on that sample alone (and the run's options), so
             splitting the samples into batches or reordering them changes no value: what the
             runner's batches, the judge stream and the forked and Ray engines rely on, and what
@@ -134,6 +137,7 @@ class MetricSpec:
     aliases: tuple[str, ...] = ()
     equals: dict[str, str] | None = None
     parity: str = ""
+    options: tuple[str, ...] = ()
     per_sample: bool = True
     corpus: CorpusFn | None = None
     worker_cache: WorkerCache | None = None

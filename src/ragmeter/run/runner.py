@@ -37,6 +37,7 @@ from ragmeter.run.engines.lifecycle import heartbeat as _heartbeat
 from ragmeter.run.engines.lifecycle import in_background as _in_background
 from ragmeter.run.engines.lifecycle import join_writer as _join_writer
 from ragmeter.run.eval_config import EvalConfig
+from ragmeter.run.option_keys import check_option_keys
 from ragmeter.run.plan import Started, make_plans
 from ragmeter.run.provenance import provenance
 from ragmeter.run.scoring import RunTimings, score_all
@@ -323,6 +324,8 @@ class _Settings:
     @classmethod
     def of(cls, c: EvalConfig) -> _Settings:
         cfg = load_config(c.file)
+        check_option_keys(cfg.get("options", {}), f"{cfg.get('source') or 'config'}: options")
+        check_option_keys(c.options, "run options")  # a misspelt key would be ignored, the run done without it
         opts = {**cfg.get("options", {}), **c.options}
         if any(isinstance(opts.get(k), str) for k in FILE_OPTIONS):
             opts = resolve_options(opts)  # --option dag=FILE: the metric gets the parsed document

@@ -96,6 +96,9 @@ def grid_cmd(
     if judge_base_url:
         cfg.options["judge_base_url"] = judge_base_url
     cfg.options.update(_kv(option, "--option"))
+    from ragmeter.run.option_keys import check_option_keys
+
+    check_option_keys(cfg.options, "run options")  # before any pipeline call: a misspelt key would be ignored
     if method:
         from ragmeter.metrics.correctness import metric_for_method
 

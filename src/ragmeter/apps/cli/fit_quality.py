@@ -57,6 +57,13 @@ def fit_quality_cmd(
         if not sep or not k.strip():
             raise fail(f"--option: expected key=value, got {kv!r}")
         opts[k.strip()] = _parse_value(v)
+    from ragmeter.core.errors import ConfigError
+    from ragmeter.run.option_keys import check_option_keys
+
+    try:
+        check_option_keys(opts, "--option")  # a misspelt embedding option would be ignored
+    except ConfigError as exc:
+        raise fail(str(exc)) from None
     if not out.parent.is_dir():
         raise fail(f"--out: folder {out.parent} does not exist")
     try:

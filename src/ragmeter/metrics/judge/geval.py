@@ -339,6 +339,7 @@ _metric = GEvalMetric()
 register_metric(MetricSpec(
     name=NAME, family="judge", fn=_metric, requires=(), needs_llm=True, defaults=dict(DEFAULTS),
     prepare=_metric.prepare, check=_check, batch_size=64, equals=tool_equals("deepeval", "GEval"),
+    options=tuple(OPTION.values()),
     aliases=("g_eval", "GEval", "deepeval.metrics.GEval"), description="""
 DeepEval's G-Eval: an LLM scores the sample on a rubric's range by evaluation steps generated from
 your criteria, the score weighted by the judge's token probabilities (DeepEval 4.3.1 ``GEval``,

@@ -33,6 +33,8 @@ from ragmeter.metrics.registry import MetricSpec, register_metric
 
 #: the key of a pair sample's metadata holding the second system's answer
 META = "arena"
+#: run options read when the metric's own parameters are not set (``--option arena_criteria=...``)
+ARENA_OPTIONS = ("arena_criteria", "arena_evaluation_steps")
 #: what the pair is judged on when no criteria are given
 DEFAULT_CRITERIA = ("The better answer responds to the question correctly and completely, states nothing the "
                     "question's facts do not support, and stays on point.")
@@ -358,7 +360,7 @@ _pairwise = PairwiseMetric()
 register_metric(MetricSpec(
     name="pairwise", family="judge", fn=_pairwise, requires=("answer",), needs_llm=True,
     defaults={"criteria": None}, param="criteria", prepare=_pairwise.prepare, check=_check_pairwise,
-    batch_size=64, banded=False, aliases=("pairwise_preference",), description=f"""
+    batch_size=64, banded=False, aliases=("pairwise_preference",), options=ARENA_OPTIONS, description=f"""
 Which of two answers to one question is better by the criteria (``criteria``, or ``--option
 arena_criteria=...``; default: correct, complete, supported, on point), asked twice: A's answer as
 ANSWER 1 and B's as ANSWER 2, then the other way round; the judge answers "1", "2" or "tie".
@@ -374,6 +376,7 @@ register_metric(MetricSpec(
     name=ARENA, family="judge", fn=_arena, requires=("answer",), needs_llm=True,
     defaults={"criteria": None, "evaluation_steps": None, "evaluation_params": None}, prepare=_arena.prepare,
     check=_check_arena, batch_size=64, banded=False, equals=tool_equals("deepeval", "ArenaGEval"),
+    options=ARENA_OPTIONS,
     aliases=("arena_g_eval", "ArenaGEval", "deepeval.metrics.ArenaGEval"), description=f"""
 DeepEval's ArenaGEval on two contestants: ``criteria`` (or ``evaluation_steps``) -> 3-4 evaluation
 steps by one judge call per run, then the judge names the contestant that best follows them (its
