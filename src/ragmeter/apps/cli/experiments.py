@@ -287,12 +287,16 @@ def compare_cmd(
     from rich import box
     from rich.table import Table
 
-    names = {r.label: chr(ord("A") + i) for i, r in enumerate(res.runs)}
-    for r in res.runs:
-        console.print(f"{names[r.label]} = {r.label}")
+    # a letter per position: a run given twice (compare X X) is A and B, not B twice
+    letters = {}
+    for i, r in enumerate(res.runs):
+        same = letters.get(r.label, [])
+        console.print(f"{chr(ord('A') + i)} = {r.label}" + (f" (the same run as {same[0]})" if same else ""))
+        letters.setdefault(r.label, []).append(chr(ord("A") + i))
     pairs = list(dict.fromkeys((row.a, row.b) for row in res.rows))
     for a_label, b_label in pairs:
-        a, b = names[a_label], names[b_label]
+        a = letters[a_label][0]
+        b = next((x for x in letters[b_label] if x != a), letters[b_label][0])
         t = Table(title=f"{a} vs {b}: paired by sample id (alpha {alpha:g}, {correction} correction)",
                   box=box.SIMPLE_HEAD, pad_edge=False)
         for col in ("metric", f"{a} → {b}", f"{b}-{a} [95% CI]", "p (adj)", "wilcoxon", "W/T/L", "winner"):
