@@ -62,8 +62,9 @@ class ModelRef:
         name: what the user wrote.
         base_url: the endpoint (``openai`` only; ``None`` means the SDK's default / ``OPENAI_BASE_URL``).
         explicit: the backend was asked for (a ``backend:`` prefix or the ``embedding_backend``
-            option). An ``st`` model whose backend was not asked for runs on ONNX Runtime when its
-            export gives the same values (see :func:`ragmeter.embed.encoders.load_encoder`).
+            option). An ``st`` model whose backend was not asked for runs on its ONNX export (with
+            OpenVINO or ONNX Runtime) when that gives the same values (see
+            :func:`ragmeter.embed.encoders.load_encoder`).
     """
 
     model_id: str
