@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from ragmeter.conversations.model import CONVERSATION_ID, CONVERSATION_KEY, TURN_KEY
+from ragmeter.core.counts import count
 from ragmeter.core.schema import Sample
 
 #: the scope (:attr:`ragmeter.metrics.registry.MetricSpec.scope`) of metrics that score whole conversations
@@ -50,12 +51,12 @@ def has_conversations(samples: Sequence[Sample]) -> bool:
 def describe(samples: Sequence[Sample]) -> str:
     """``"N samples"``, or for a conversation run ``"C conversations, T assistant turns"``."""
     if getattr(samples, "plain_rows", False):  # a streamed run's samples (run/stream.py): not read back
-        return f"{len(samples)} samples"
+        return count(len(samples), "sample")
     kinds = [_kind(s) for s in samples]
     n_conv = kinds.count("conversation")
     if not n_conv:
-        return f"{len(samples)} samples"
-    return f"{n_conv} conversations, {len(samples) - n_conv} assistant turns"
+        return count(len(samples), "sample")
+    return f"{count(n_conv, 'conversation')}, {count(len(samples) - n_conv, 'assistant turn')}"
 
 
 def for_scope(scope: str, samples: list[Sample]) -> list[Sample]:

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from ragmeter.core.counts import count
 from ragmeter.core.errors import StoreError
 from ragmeter.core.schema import Sample
 
@@ -218,7 +219,7 @@ def lines(record: PanelSummary) -> list[str]:
         out.append(f"  {j.label} (family {j.family or '?'}): {j.calls} calls, {j.cached} cached, "
                    f"{j.failed} failed; {cost}")
     for key, m in record.metrics.items():
-        out.append(f"{key}: Krippendorff's alpha ({m.level}) {_num(m.alpha)} over {m.n_items} samples")
+        out.append(f"{key}: Krippendorff's alpha ({m.level}) {_num(m.alpha)} over {count(m.n_items, 'sample')}")
         for label in m.values:
             a = m.agreement.get(label, {})
             line = (f"  {label}: mean {_num(m.means.get(label))}; vs the rest of the panel: mean |diff| "

@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from ragmeter.core.counts import count
 from ragmeter.core.errors import ConfigError
 from ragmeter.core.schema import AgentTrace, Chunk, Sample, ToolCall, TraceSpan
 from ragmeter.io.readers import Dataset
@@ -103,7 +104,7 @@ def trace_clusters(samples: Sequence[Sample]) -> TraceClusters | None:
 def describe_rows(samples: Sequence[Sample]) -> str:
     """``"T traces, N span rows"`` (``"N samples"`` when the samples are not per-span rows)."""
     if not is_span_run(samples):
-        return f"{len(samples)} samples"
+        return count(len(samples), "sample")
     kinds = [row_kind(s) for s in samples]
     n_traces, n_plain = kinds.count("trace"), kinds.count(SAMPLE_ROW)
     rows = len(samples) - n_traces - n_plain

@@ -11,6 +11,7 @@ import typer
 
 from ragmeter.apps.cli._common import DB_HELP, console, fmt, get_store
 from ragmeter.apps.cli._params import number
+from ragmeter.core.counts import count
 
 
 def register(app: typer.Typer) -> None:
@@ -175,7 +176,7 @@ def _print_consistency(r: dict[str, Any], per_sample: bool) -> None:
     same = r["kind"] == "same_model"
     who = f"{r['n_groups']} runs" if same else f"{r['n_models']} models ({', '.join(r['models'])})"
     t = Table(title=f"{'same-model consistency' if same else 'cross-model agreement'} — {who}, "
-                    f"{r['n_samples']} paired samples")
+                    f"{count(r['n_samples'], 'paired sample')}")
     t.add_column("figure", style="bold")
     t.add_column("value", justify="right")
     t.add_column("n", justify="right")

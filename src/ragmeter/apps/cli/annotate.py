@@ -11,6 +11,7 @@ import typer
 from ragmeter.apps.cli._common import DB_HELP, DEFAULT_PORT, console, fmt, get_store
 from ragmeter.apps.cli._common import fail as _fail
 from ragmeter.apps.cli._params import number
+from ragmeter.core.counts import count
 
 annotate_app = typer.Typer(no_args_is_help=True, help="Human annotation tasks: create, links, "
                            "status, CSV export/import, agreement, labels back into evaluation.")
@@ -264,7 +265,7 @@ def labels_cmd(
     if not samples:
         raise _fail(f"no labels on {scale!r} yet", 3)
     path = save(samples, output)
-    console.print(f"wrote {path}: {len(samples)} samples with label = {how} of the raters' {scale}",
+    console.print(f"wrote {path}: {count(len(samples), 'sample')} with label = {how} of the raters' {scale}",
                   highlight=False)
 
 
@@ -284,4 +285,4 @@ def apply_cmd(
     except RagmeterError as exc:
         raise _fail(str(exc)) from None
     for metric, n in done.items():
-        console.print(f"{metric}: {n} samples", highlight=False)
+        console.print(f"{metric}: {count(n, 'sample')}", highlight=False)

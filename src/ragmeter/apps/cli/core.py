@@ -13,6 +13,7 @@ import typer
 from ragmeter.apps.cli._common import DB_HELP, console, err_console, fmt, get_store, summary_table
 from ragmeter.apps.cli._panel import COMBINE_HELP, PANEL_HELP, panel_options
 from ragmeter.apps.cli._params import number
+from ragmeter.core.counts import count
 from ragmeter.core.redact import redact_obj
 
 
@@ -337,7 +338,7 @@ def show_cmd(
     if as_json:
         typer.echo(json.dumps(info, default=str))
         return
-    console.print(f"[bold]run {r.id}[/bold] {r.name or ''} — {r.status}, {r.n_samples} samples, "
+    console.print(f"[bold]run {r.id}[/bold] {r.name or ''} — {r.status}, {count(r.n_samples, 'sample')}, "
                   f"dataset {r.dataset_source}, ragmeter {r.ragmeter_version}")
     if summary:
         console.print(summary_table(summary))

@@ -11,6 +11,7 @@ import typer
 
 from ragmeter.apps.cli._common import DB_HELP, console, err_console, get_store
 from ragmeter.apps.cli._params import number
+from ragmeter.core.counts import count
 
 corpus_app = typer.Typer(name="corpus", no_args_is_help=True,
                          help="Documents for golden datasets: add txt/md/html/pdf files, list them.")
@@ -178,7 +179,7 @@ def dataset_list(db: Annotated[str | None, typer.Option(help=DB_HELP)] = None) -
     if not rows:
         console.print("no dataset yet: ragmeter golden generate ... or ragmeter dataset import")
     for v in rows:
-        console.print(f"{v.ref:<24} {v.n_samples:>5} samples  {v.status:<6} {v.tag or '':<12} "
+        console.print(f"{v.ref:<24} {v.n_samples:>5} {'sample ' if v.n_samples == 1 else 'samples'}  {v.status:<6} {v.tag or '':<12} "
                       f"{v.content_hash[:12]}  {v.created_at:%Y-%m-%d %H:%M}", highlight=False)
 
 
@@ -203,7 +204,7 @@ def dataset_import(
         d.setdefault("metadata", {}).setdefault("source", source)
         rows.append(d)
     v = save_dataset(get_store(db), name, rows, info={"imported_from": ds.source}, tag=tag)
-    console.print(f"stored {len(rows)} samples as {v.ref}")
+    console.print(f"stored {count(len(rows), 'sample')} as {v.ref}")
 
 
 @dataset_app.command("show")
@@ -220,7 +221,7 @@ def dataset_show(
     store = get_store(db, must_exist=True)
     v = resolve(store, ref)
     rows = samples_of(store, v.ref, include_rejected=True)
-    console.print(f"{v.ref} ({v.status}{', tag ' + v.tag if v.tag else ''}): {v.n_samples} samples, "
+    console.print(f"{v.ref} ({v.status}{', tag ' + v.tag if v.tag else ''}): {count(v.n_samples, 'sample')}, "
                   f"hash {v.content_hash[:16]}", highlight=False)
     gen = v.info.get("generator")
     if gen:
@@ -248,7 +249,7 @@ def dataset_export(
     from ragmeter.golden.datasets import export_jsonl
 
     n = export_jsonl(get_store(db, must_exist=True), ref, output)
-    console.print(f"wrote {n} samples to {output}")
+    console.print(f"wrote {count(n, 'sample')} to {output}")
 
 
 @dataset_app.command("diff")
@@ -302,7 +303,7 @@ def dataset_finalise(
     from ragmeter.golden.datasets import finalise
 
     v = finalise(get_store(db, must_exist=True), name, tag)
-    console.print(f"{v.ref} final ({v.n_samples} samples, hash {v.content_hash[:12]})")
+    console.print(f"{v.ref} final ({count(v.n_samples, 'sample')}, hash {v.content_hash[:12]})")
 
 
 @dataset_app.command("review-export")

@@ -9,6 +9,7 @@ import typer
 
 from ragmeter.apps.cli._common import DB_HELP, console, get_store
 from ragmeter.apps.cli._params import confirm, number
+from ragmeter.core.counts import count
 
 runs_app = typer.Typer(help="List stored runs (newest first); delete, rename or tag one.",
                        no_args_is_help=False)
@@ -79,7 +80,7 @@ def delete_cmd(
     """Delete a run with its samples and scores. The embedding and judge caches are kept."""
     store = get_store(_db(ctx, db), must_exist=True)
     r = store.get_run(run)
-    if not yes and not confirm(f"delete run {r.id} ({r.name or 'no name'}, {r.n_samples} samples)?"):
+    if not yes and not confirm(f"delete run {r.id} ({r.name or 'no name'}, {count(r.n_samples, 'sample')})?"):
         console.print("nothing deleted")
         raise typer.Exit(1)
     store.delete_run(r.id)

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ragmeter.core.counts import count
 from ragmeter.run.rows import PASS_SUFFIX, first_reference
 
 if TYPE_CHECKING:
@@ -82,7 +83,7 @@ def markdown(suite_name: str, run_id: str, rows: Sequence[Mapping[str, Any]],
     """A Markdown summary: one line per metric (mean and 95% CI, pass rate and Wilson CI, status),
     the regression gate, then the first failing samples with the judge's verdict summary."""
     out = [f"## ragmeter test: {suite_name}", "",
-           f"Run `{run_id}`, {len(rows)} samples. Run rule: {rule_text}.", "",
+           f"Run `{run_id}`, {count(len(rows), 'sample')}. Run rule: {rule_text}.", "",
            "| metric | mean [95% CI] | no value | threshold | pass rate [95% CI] | status |",
            "|---|---|---|---|---|---|"]
     for key, s in summary.items():
