@@ -381,7 +381,8 @@ _RATER_COLS = ("rater", "coder", "annotator", "judge", "observer")
 _LABEL_COLS = ("label", "value", "score", "rating")
 
 
-def read_ratings(path: str | Path, order: Sequence[str] | None = None) -> Ratings:
+def read_ratings(path: str | Path, order: Sequence[str] | None = None, *, item_column: str | None = None,
+                 rater_column: str | None = None, label_column: str | None = None) -> Ratings:
     """Read ratings from a CSV file in either layout (chosen by the header):
 
     - long: one row per rating, columns ``item,rater,label`` (also accepted: unit/sample_id/id for
@@ -390,16 +391,25 @@ def read_ratings(path: str | Path, order: Sequence[str] | None = None) -> Rating
       named item/unit/sample_id/id, else items are numbered by row. An empty cell is a missing
       rating.
 
+    A file with a rater column but no label column among the names above (a Label Studio CSV
+    export names it after the labelling control, e.g. ``sentiment``) is an error, not a wide
+    layout of every column: ``label_column`` names it.
+
     Args:
         path: the CSV file.
         order: the value domain: the categories in order, for text labels on an ordinal or interval
             scale (numbers need none); every label must be one of them.
+        item_column, rater_column, label_column: the long layout's columns by name, when they are
+            not among the names above (case-insensitive).
 
     Raises:
-        DatasetError: the file cannot be read (missing, a folder, not UTF-8, not CSV), or a label
-            is not in ``order`` (naming the file, line and column).
+        DatasetError: the file cannot be read (missing, a folder, not UTF-8, not CSV), a label
+            is not in ``order``, a row has more fields than the header, a rater rated an item
+            twice, a named column is not in the header, or a rater column has no label column
+            (naming the file, line and column).
         ValueError: with the file and line, when the file cannot be read as ratings.
     """
+    from ragmeter.core.errors import DatasetError
     from ragmeter.core.files import csv_rows, read_text
 
     p = Path(path)
@@ -410,20 +420,50 @@ def read_ratings(path: str | Path, order: Sequence[str] | None = None) -> Rating
         raise ValueError(f"{p}: empty file") from None
     lower = [h.lower() for h in header]
 
-    def col(names: tuple[str, ...]) -> int | None:
-        return next((lower.index(n) for n in names if n in lower), None)
+    def col(names: tuple[str, ...], given: str | None, option: str) -> int | None:
+        if given is None:
+            return next((lower.index(n) for n in names if n in lower), None)
+        if given.strip().lower() not in lower:
+            raise DatasetError(f"no column {given!r} ({option}); the header is {','.join(header)}",
+                               file=str(p), line=1)
+        return lower.index(given.strip().lower())
 
-    ci, cr, cl = col(_ITEM_COLS), col(_RATER_COLS), col(_LABEL_COLS)
+    ci = col(_ITEM_COLS, item_column, "--item-column")
+    cr = col(_RATER_COLS, rater_column, "--rater-column")
+    cl = col(_LABEL_COLS, label_column, "--label-column")
+    if cr is not None and cl is None:
+        # read as wide, every other column (text, dates, annotation ids) would count as a rater
+        raise DatasetError(f"a rater column ({header[cr]!r}) but no label column ({', '.join(_LABEL_COLS)}); "
+                           f"name it with --label-column (the header is {','.join(header)})",
+                           file=str(p), line=1)
     triples: list[tuple[str, str, str]] = []
     where: list[tuple[int, str]] = []  # each rating's line and column, for errors
     rater_names: list[str] = []
+    seen: dict[tuple[str, str | None], int] = {}
+
+    def once(item: str, rater: str | None, line: int) -> None:
+        first = seen.setdefault((item, rater), line)
+        if first == line:
+            return
+        what = f"rater {rater!r} rated item {item!r}" if rater is not None else f"item {item!r} appears"
+        raise DatasetError(f"{what} twice (lines {first} and {line}); keep one rating per rater and item",
+                           file=str(p), line=line)
+
+    def fits(row: list[str], line: int) -> None:
+        if len(row) > len(header):
+            raise DatasetError(f"{len(row)} fields but the header has {len(header)} (a comma inside an "
+                               "unquoted value, such as a decimal comma?)", file=str(p), line=line)
+
     if ci is not None and cr is not None and cl is not None:
         for line, row in enumerate(reader, start=2):
             if not any(c.strip() for c in row):
                 continue
+            fits(row, line)
             if len(row) <= max(ci, cr, cl):
                 raise ValueError(f"{p}, line {line}: expected columns {header[ci]},{header[cr]},"
                                  f"{header[cl]}, got {len(row)} fields")
+            if row[cl].strip():
+                once(row[ci].strip(), row[cr].strip(), line)
             triples.append((row[ci].strip(), row[cr].strip(), row[cl]))
             where.append((line, header[cl]))
     else:
@@ -435,7 +475,10 @@ def read_ratings(path: str | Path, order: Sequence[str] | None = None) -> Rating
         for line, row in enumerate(reader, start=2):
             if not any(c.strip() for c in row):
                 continue
+            fits(row, line)
             item = row[ci].strip() if ci is not None and ci < len(row) else str(line - 1)
+            if any(j < len(row) and row[j].strip() for j in rater_cols):
+                once(item, None, line)
             for j in rater_cols:
                 if j < len(row):
                     triples.append((item, header[j], row[j]))
@@ -579,6 +622,9 @@ def agreement(ratings: Ratings, method: str = "alpha", *, level: str = "nominal"
         if (~both).any():
             notes.append(f"{int((~both).sum())} items without both ratings left out")
         data = data[:, both]
+    elif method == "fleiss" and len(r.raters) < 2:
+        # as alpha and percent: a file of one rater holds no agreement (undefined), not a usage error
+        data = data[:, :0]
     elif method == "fleiss":
         n_per = (~np.isnan(data)).sum(axis=0)
         full = n_per == len(r.raters)
@@ -596,7 +642,8 @@ def agreement(ratings: Ratings, method: str = "alpha", *, level: str = "nominal"
                           level=level if method == "alpha" else None,
                           weights=weights if method == "kappa" else None, notes=notes)
     if n_items == 0:
-        res.undefined = "no item has ratings from enough raters"
+        res.undefined = ("one rater: agreement needs at least two" if len(r.raters) < 2
+                         else "no item has ratings from enough raters")
         return res
     if method == "kappa" and len(r.raters) == 2 and n_items < 2:
         res.undefined = "fewer than two items rated by both raters"

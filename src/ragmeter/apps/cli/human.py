@@ -53,6 +53,14 @@ def agreement_cmd(
     seed: Annotated[int, typer.Option("--seed", help="Seed of the resampling.", parser=number(0, integer=True))] = 0,
     minimum: Annotated[float | None, typer.Option("--min", help="Exit 1 when the coefficient is "
                                                   "below this.", parser=number(-1, 1))] = None,
+    item_column: Annotated[str | None, typer.Option("--item-column", help="Long layout: the item "
+                                                    "column, when not item/unit/sample_id/id.")] = None,
+    rater_column: Annotated[str | None, typer.Option("--rater-column", help="Long layout: the rater "
+                                                     "column, when not rater/coder/annotator/judge.")] = None,
+    label_column: Annotated[str | None, typer.Option("--label-column", help="Long layout: the label "
+                                                     "column, when not label/value/score/rating (a "
+                                                     "Label Studio CSV names it after the control, "
+                                                     "e.g. sentiment).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object (a list for --method all).")] = False,
 ) -> None:
     """Inter-rater agreement of a CSV of ratings, with a bootstrap interval over items.
@@ -62,6 +70,7 @@ def agreement_cmd(
     many raters who each rated every item. An undefined coefficient (one category only) is said
     so (exit 3), never printed as 0.
     """
+    from ragmeter.core.counts import count
     from ragmeter.core.errors import RagmeterError
     from ragmeter.stats.agreement import agreement, interpret, read_ratings
 
@@ -70,7 +79,8 @@ def agreement_cmd(
         raise _fail(f"unknown --method {method!r}: alpha, kappa, fleiss, percent or all")
     w = None if weights in ("none", "", "unweighted") else weights
     try:
-        ratings = read_ratings(file, order=[c.strip() for c in categories.split(",")] if categories else None)
+        ratings = read_ratings(file, order=[c.strip() for c in categories.split(",")] if categories else None,
+                               item_column=item_column, rater_column=rater_column, label_column=label_column)
         sel = [x.strip() for x in raters.split(",")] if raters else None
         if method == "all" and sel is None and len(ratings.raters) != 2:
             methods.remove("kappa")
@@ -82,7 +92,7 @@ def agreement_cmd(
         out = [r.to_dict() for r in results]
         typer.echo(json.dumps(out if method == "all" else out[0]))
     else:
-        console.print(f"{file}: {len(ratings.items)} items, {len(ratings.raters)} raters "
+        console.print(f"{file}: {count(len(ratings.items), 'item')}, {count(len(ratings.raters), 'rater')} "
                       f"({', '.join(ratings.raters)}), categories {', '.join(f'{c:g}' if isinstance(c, float) else str(c) for c in ratings.categories[:12])}",
                       highlight=False)
         pct = int(round(confidence * 100))
@@ -92,8 +102,8 @@ def agreement_cmd(
             else:
                 ci = (f"{pct}% CI [{fmt(r.ci_low, 3)}, {fmt(r.ci_high, 3)}]" if r.ci_low is not None
                       else "no interval")
-                console.print(f"{r.label}: {r.value:.3f}  {ci}  ({r.n_items} items, "
-                              f"{r.n_bootstrap} bootstrap resamples over items) — "
+                console.print(f"{r.label}: {r.value:.3f}  {ci}  ({count(r.n_items, 'item')}, "
+                              f"{count(r.n_bootstrap, 'bootstrap resample')} over items) — "
                               f"{interpret(r.value, r.method)}", highlight=False)
             for note in r.notes:
                 console.print(f"  note: {note}", highlight=False)

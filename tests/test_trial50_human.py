@@ -1,0 +1,115 @@
+"""`ragmeter agreement` on the label files people really bring: a Label Studio CSV export (the label
+column is named after the labelling control), spreadsheet rows with a decimal comma, a rating given
+twice, a file of one rater; numbers checked against the krippendorff package and statsmodels."""
+
+from __future__ import annotations
+
+import json
+
+import krippendorff  # the reference for alpha (an extra of ragmeter's): missing, this module fails, never skips
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from ragmeter.apps.cli import app
+from ragmeter.stats.agreement import Ratings, agreement
+from references import require_reference
+
+runner = CliRunner()
+
+# Label Studio's CSV export: one row per annotation; the task's data, its id, one column per control
+# (here `sentiment`), the annotator's e-mail and bookkeeping columns
+LABEL_STUDIO = """text,id,sentiment,annotator,annotation_id,created_at,updated_at,lead_time
+"Great product, works",1,Positive,alice@x.org,11,2024-05-01T10:00:00Z,2024-05-01T10:00:00Z,3.2
+"Great product, works",1,Positive,bob@x.org,12,2024-05-01T10:01:00Z,2024-05-01T10:01:00Z,4.0
+Terrible,2,Negative,alice@x.org,13,2024-05-01T10:02:00Z,2024-05-01T10:02:00Z,2.1
+Terrible,2,Negative,bob@x.org,14,2024-05-01T10:03:00Z,2024-05-01T10:03:00Z,1.9
+Meh,3,Neutral,alice@x.org,15,2024-05-01T10:04:00Z,2024-05-01T10:04:00Z,5.5
+Meh,3,Negative,bob@x.org,16,2024-05-01T10:05:00Z,2024-05-01T10:05:00Z,6.0
+"""
+
+
+def _file(tmp_path, name, text):
+    p = tmp_path / name
+    p.write_text(text, encoding="utf-8")
+    return str(p)
+
+
+def test_label_studio_export_without_label_column_is_an_error_not_a_wide_table(tmp_path):
+    # before: every other column (text, dates, annotation ids) was read as a rater: alpha 0.015, exit 0
+    f = _file(tmp_path, "project-1.csv", LABEL_STUDIO)
+    res = runner.invoke(app, ["agreement", f, "--bootstrap", "0"])
+    assert res.exit_code == 2, res.output
+    assert "line 1" in res.output and "'annotator'" in res.output and "--label-column" in res.output
+
+
+@pytest.mark.contract
+def test_label_studio_export_with_label_column_equals_krippendorff(tmp_path):
+    f = _file(tmp_path, "project-1.csv", LABEL_STUDIO)
+    res = runner.invoke(app, ["agreement", f, "--label-column", "sentiment", "--bootstrap", "0", "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    ref = krippendorff.alpha(reliability_data=[["Positive", "Negative", "Neutral"],  # alice
+                                               ["Positive", "Negative", "Negative"]],  # bob
+                             level_of_measurement="nominal")
+    assert out["n_raters"] == 2 and out["n_items"] == 3
+    assert out["value"] == pytest.approx(ref)
+
+
+def test_a_named_column_that_is_not_in_the_header(tmp_path):
+    f = _file(tmp_path, "project-1.csv", LABEL_STUDIO)
+    res = runner.invoke(app, ["agreement", f, "--label-column", "sentimnt"])
+    assert res.exit_code == 2
+    assert "no column 'sentimnt'" in res.output and "--label-column" in res.output
+
+
+def test_a_row_longer_than_the_header_names_its_line(tmp_path):
+    # a spreadsheet saved with a decimal comma: "3,5" split the row; before, "3" was read silently
+    f = _file(tmp_path, "sheet.csv", "item,rater,label\n1,a,4.0\n1,b,4\n2,a,3,5\n2,b,3\n")
+    res = runner.invoke(app, ["agreement", f])
+    assert res.exit_code == 2
+    assert "sheet.csv, line 4" in res.output and "4 fields but the header has 3" in res.output
+    wide = _file(tmp_path, "wide.csv", "item,a,b\n1,yes,yes\n2,no,no,extra\n")
+    res = runner.invoke(app, ["agreement", wide])
+    assert res.exit_code == 2 and "wide.csv, line 3" in res.output
+
+
+def test_a_rating_given_twice_is_an_error_naming_both_lines(tmp_path):
+    # before: the last rating silently replaced the first
+    f = _file(tmp_path, "long.csv", "item,rater,label\n1,a,1\n1,a,2\n1,b,2\n2,a,1\n2,b,1\n")
+    res = runner.invoke(app, ["agreement", f])
+    assert res.exit_code == 2
+    assert "rater 'a' rated item '1' twice (lines 2 and 3)" in res.output
+    wide = _file(tmp_path, "wide.csv", "item,a,b\n1,1,1\n2,2,2\n1,2,2\n")
+    res = runner.invoke(app, ["agreement", wide])
+    assert res.exit_code == 2 and "item '1' appears twice (lines 2 and 4)" in res.output
+
+
+def test_an_empty_label_cell_is_not_a_second_rating(tmp_path):
+    f = _file(tmp_path, "long.csv", "item,rater,label\n1,a,\n1,a,yes\n1,b,yes\n2,a,no\n2,b,yes\n")
+    res = runner.invoke(app, ["agreement", f, "--method", "percent", "--bootstrap", "0", "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)["value"] == pytest.approx(0.5)
+
+
+@pytest.mark.contract
+def test_one_rater_is_undefined_for_every_method_as_statsmodels_says(tmp_path):
+    inter_rater = require_reference("statsmodels.stats.inter_rater")
+    # statsmodels: one rating per item gives nan (0/0), not an error
+    with np.errstate(all="ignore"):
+        assert np.isnan(inter_rater.fleiss_kappa(np.array([[1, 0], [0, 1], [1, 0]])))
+    f = _file(tmp_path, "one.csv", "item,rater,label\n1,a,yes\n2,a,no\n3,a,yes\n")
+    # before: fleiss (and so --method all) stopped with exit 2 while alpha said undefined (exit 3)
+    res = runner.invoke(app, ["agreement", f, "--method", "all", "--bootstrap", "0", "--json"])
+    assert res.exit_code == 3, res.output
+    out = json.loads(res.output)
+    assert [r["method"] for r in out] == ["alpha", "fleiss", "percent"]
+    assert all(r["value"] is None and "one rater" in r["undefined"] for r in out)
+    r = Ratings.from_long([(1, "a", "yes"), (2, "a", "no")])
+    assert agreement(r, "fleiss").undefined == "one rater: agreement needs at least two"
+
+
+def test_counts_agree_with_their_nouns(tmp_path):
+    f = _file(tmp_path, "one.csv", "item,rater,label\n1,a,yes\n")
+    res = runner.invoke(app, ["agreement", f, "--bootstrap", "0"], env={"COLUMNS": "200"})
+    assert "1 item, 1 rater (a)" in res.output
