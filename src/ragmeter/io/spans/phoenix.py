@@ -74,9 +74,28 @@ def _rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     import csv
 
     with path.open(encoding="utf-8-sig", newline="") as fh:
-        reader = csv.DictReader(fh, delimiter="\t" if suffix == ".tsv" else ",")
-        for i, row in enumerate(reader, start=2):
-            yield i, {k: (None if v == "" else v) for k, v in row.items()}
+        # strict: a quoted cell left open at the end (a file cut while it was written) is an error,
+        # not a cell that swallows the rest of the file
+        reader = csv.DictReader(fh, delimiter="\t" if suffix == ".tsv" else ",", strict=True)
+        line = 1
+        while True:
+            start = line + 1
+            try:
+                row = next(reader)
+            except StopIteration:
+                return
+            except csv.Error as exc:
+                raise DatasetError(f"not a readable CSV row ({exc}; is the file cut short?)",
+                                   file=str(path), line=start) from None
+            line = reader.line_num
+            fields = reader.fieldnames or []
+            extra, short = row.pop(None, None) or [], sum(v is None for v in row.values())  # type: ignore[call-overload]
+            if extra or short:
+                n = len(fields) + len(extra) - short
+                hint = " (is the file cut short?)" if short else ""
+                raise DatasetError(f"a row of {n} cells under a header of {len(fields)} columns{hint}",
+                                   file=str(path), line=start)
+            yield start, {k: (None if v == "" else v) for k, v in row.items()}
 
 
 def _cell(v: Any) -> Any:
@@ -115,14 +134,11 @@ def nest(value: Any) -> Any:
 
 
 def _ns(value: Any, where: str) -> int:
-    if value is None:
-        return 0
-    if hasattr(value, "timestamp"):
-        return int(value.timestamp() * 1e9)
-    from ragmeter.io.spans.tree import iso_ms
+    from ragmeter.io.spans.tree import iso_ns
 
-    ms = iso_ms(value, where)
-    return 0 if ms is None else int(ms * 1e6)
+    if hasattr(value, "isoformat"):  # a datetime from Parquet (naive: UTC, as an ISO time is)
+        value = value.isoformat()
+    return iso_ns(value, where) or 0
 
 
 def _record(row: dict[str, Any], where: str) -> SpanRecord:
