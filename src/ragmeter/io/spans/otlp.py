@@ -22,7 +22,6 @@ import json
 import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -316,10 +315,9 @@ def spans_from_protobuf(body: bytes) -> list[SpanRecord]:
 
 
 def _iso_ns(text: Any) -> int:
-    dt = datetime.fromisoformat(str(text).replace("Z", "+00:00"))
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=UTC)
-    return int(dt.timestamp() * 1e9)
+    from ragmeter.io.spans.tree import iso_ns
+
+    return iso_ns(str(text), "a span's time") or 0
 
 
 def _console_status(status: Any) -> str | None:

@@ -321,36 +321,50 @@ def finish_spans(spans: list[TraceSpan]) -> list[TraceSpan]:
 
     for s in spans:
         if s.start_ms is not None:
-            s.start_ms = max(0.0, s.start_ms - t0)
+            # to the microsecond, the precision of the ISO times these formats write: a difference of
+            # two epoch-ms floats is off by ~0.2 µs (9.999755859375 for a span 10 ms after the root)
+            s.start_ms = max(0.0, round(s.start_ms - t0, 3))
     return sorted(spans, key=lambda s: (s.start_ms if s.start_ms is not None else float("inf"), depth(s), s.span_id))
 
 
-def iso_ms(value: Any, what: str) -> float | None:
-    """An ISO 8601 time (or epoch seconds / ms / ns as a number) as epoch milliseconds."""
-    from datetime import UTC, datetime
+def iso_ns(value: Any, what: str) -> int | None:
+    """An ISO 8601 time (or epoch seconds / ms / ns as a number) as epoch nanoseconds, exactly.
+
+    An ISO time is counted in whole microseconds from the epoch (its precision), not through
+    ``datetime.timestamp()``: a float of seconds since 1970 keeps ~0.2 µs, so a span's duration
+    taken from two of them came out as 0.920166015625 ms instead of 0.92."""
+    from datetime import UTC, datetime, timedelta
 
     from ragmeter.core.errors import DatasetError
 
     if value is None or value == "":
         return None
     if isinstance(value, int | float) and not isinstance(value, bool):
+        if isinstance(value, int) and value > 1e14:
+            return value  # already nanoseconds
         v = float(value)
-        return v / 1e6 if v > 1e14 else v if v > 1e11 else v * 1000.0
+        return round(v if v > 1e14 else v * 1e6 if v > 1e11 else v * 1e9)
     try:
         dt = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
     except ValueError:
         raise DatasetError(f"{what} must be an ISO 8601 time, got {str(value)[:40]!r}") from None
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=UTC)
-    return dt.timestamp() * 1000.0
+    return (dt - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1) * 1000
+
+
+def iso_ms(value: Any, what: str) -> float | None:
+    """An ISO 8601 time (or epoch seconds / ms / ns as a number) as epoch milliseconds."""
+    ns = iso_ns(value, what)
+    return None if ns is None else ns / 1e6
 
 
 def timed(fields: dict[str, Any], start: Any, end: Any) -> dict[str, Any]:
     """``start_ms`` (absolute), ``latency_ms`` and the status of a span that never ended."""
-    s, e = iso_ms(start, "the start time"), iso_ms(end, "the end time")
-    fields["start_ms"] = s
+    s, e = iso_ns(start, "the start time"), iso_ns(end, "the end time")
+    fields["start_ms"] = None if s is None else s / 1e6
     if e is None:
         fields["status"] = "unfinished"
     elif s is not None and e >= s:
-        fields["latency_ms"] = e - s
+        fields["latency_ms"] = (e - s) / 1e6  # the difference of exact integers
     return fields

@@ -1,0 +1,102 @@
+"""Agent-trace files as tracers really leave them: a Phoenix CSV cut while it was written, span
+times in ISO 8601 read to the microsecond, and counts with their nouns in agent-stats and
+monitor import."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from cli_runner import run_main
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "src" / "ragmeter" / "data" / "agent_example"
+
+
+def _phoenix_cut(tmp_path: Path, keep: float) -> Path:
+    raw = (EXAMPLE / "weather_phoenix.csv").read_bytes()
+    p = tmp_path / "spans.csv"
+    p.write_bytes(raw[: int(len(raw) * keep)])
+    return p
+
+
+@pytest.mark.parametrize("keep", [0.5, 0.9, 0.999])
+def test_a_phoenix_csv_cut_short_is_exit_2_naming_file_and_line(keep, tmp_path):
+    """A cut file was read as a whole one: an open quoted cell swallowed the rest, a short last row
+    filled with nothing, and the trace scored as if complete."""
+    from ragmeter.core.errors import DatasetError
+    from ragmeter.io.spans import read_span_file
+
+    p = _phoenix_cut(tmp_path, keep)
+    with pytest.raises(DatasetError) as exc:
+        read_span_file(p)
+    assert exc.value.file == str(p) and exc.value.line is not None and exc.value.line >= 2
+    assert "cut short" in str(exc.value)
+    code, _, err = run_main("eval", str(p), "--metrics", "tool_choice_correctness", "--db",
+                            str(tmp_path / "r.db"), "--option", 'agent={"expected_tools": ["get_weather"]}')
+    assert code == 2, err
+    assert f"{p}, line {exc.value.line}" in err and "Traceback" not in err
+
+
+def test_a_phoenix_row_with_more_cells_than_its_header_is_named(tmp_path):
+    from ragmeter.core.errors import DatasetError
+    from ragmeter.io.spans import read_span_file
+
+    lines = (EXAMPLE / "weather_phoenix.csv").read_text(encoding="utf-8").splitlines(keepends=True)
+    p = tmp_path / "spans.csv"
+    p.write_text(lines[0] + lines[1].rstrip("\r\n") + ",surplus\n" + "".join(lines[2:]), encoding="utf-8")
+    with pytest.raises(DatasetError, match=r"line 2: a row of \d+ cells under a header of \d+ columns$"):
+        read_span_file(p)
+    # the whole file still reads
+    assert len(read_span_file(EXAMPLE / "weather_phoenix.csv")) == 1
+
+
+def test_iso_times_give_exact_latencies_and_offsets(tmp_path):
+    """Durations were differences of epoch floats: 0.920166015625 ms for a tool call of 920 µs,
+    a span 10 ms after the root at 9.999755859375 ms."""
+    from ragmeter.io.spans import read_span_file
+
+    spans = [
+        {"object": "trace.span", "id": "span_root", "trace_id": "trace_1", "parent_id": None,
+         "started_at": "2026-11-28T12:48:37.185854+00:00", "ended_at": "2026-11-28T12:48:37.328978+00:00",
+         "span_data": {"type": "agent", "name": "weather_agent", "tools": ["get_weather"]}, "error": None},
+        {"object": "trace.span", "id": "span_tool", "trace_id": "trace_1", "parent_id": "span_root",
+         "started_at": "2026-11-28T12:48:37.195854+00:00", "ended_at": "2026-11-28T12:48:37.196774+00:00",
+         "span_data": {"type": "function", "name": "get_weather", "input": '{"city": "Paris"}',
+                       "output": "Sunny"}, "error": None},
+    ]
+    p = tmp_path / "sdk.jsonl"
+    p.write_text("".join(json.dumps(s) + "\n" for s in spans), encoding="utf-8")
+    t = read_span_file(p)[0]
+    tool = next(s for s in t.spans if s.kind == "tool")
+    assert tool.latency_ms == 0.92 and tool.start_ms == 10.0
+    assert t.latency_ms == 143.124
+    assert t.tool_calls[0].latency_ms == 0.92
+
+
+def test_iso_ns_is_exact_for_every_time_shape():
+    from ragmeter.io.spans.tree import iso_ms, iso_ns
+
+    assert iso_ns("1970-01-01T00:00:00.000001Z", "t") == 1000
+    assert iso_ns("2026-11-28T12:48:37.185854", "t") == 1_795_870_117_185_854_000  # naive: UTC
+    assert iso_ns(1_795_870_117_185_854_123, "t") == 1_795_870_117_185_854_123  # ns kept whole
+    assert iso_ns(1_795_870_117.5, "t") == 1_795_870_117_500_000_000  # seconds
+    assert iso_ns(1_795_870_117_500, "t") == 1_795_870_117_500_000_000  # ms
+    assert iso_ns(None, "t") is None and iso_ms("", "t") is None
+    assert iso_ms("1970-01-01T00:00:01Z", "t") == 1000.0
+
+
+def test_agent_stats_and_monitor_import_count_with_their_nouns(tmp_path):
+    db = str(tmp_path / "r.db")
+    code, _, err = run_main("eval", str(EXAMPLE / "weather_agents_sdk.jsonl"), "--db", db, "--no-progress",
+                            "--config", str(EXAMPLE / "weather_expectations.yaml"))
+    assert code == 0, err
+    code, out, err = run_main("agent-stats", "latest", "--db", db)
+    assert code == 0, err
+    assert out.splitlines()[0].rstrip().endswith("— 1 agent trace")
+    code, out, err = run_main("monitor", "import", str(EXAMPLE / "weather_otel_genai.json"), "--db", db)
+    assert code == 0, err
+    n = len(json.loads((EXAMPLE / "weather_otel_genai.json").read_text())["resourceSpans"][0]["scopeSpans"][0]["spans"])
+    assert f"weather_otel_genai.json: {n} spans → 1 call" in " ".join(out.split())  # wrapped at 80
+    assert " calls" not in out
