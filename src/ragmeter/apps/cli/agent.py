@@ -317,7 +317,7 @@ def agent_stats_cmd(
 
     # no borders, and figures with as many decimals as they need: every name and number reads whole
     # at 80 columns (latencies in ms are large numbers)
-    t = Table(title=f"run {rid} — {stats['n_traces']} agent traces", box=box.SIMPLE_HEAD, show_edge=False,
+    t = Table(title=f"run {rid} — {count(stats['n_traces'], 'agent trace')}", box=box.SIMPLE_HEAD, show_edge=False,
               pad_edge=False, title_justify="left")
     for c in ("figure", "n", "mean", "p50", "p95", "p99", "min", "max"):
         t.add_column(c, justify="left" if c == "figure" else "right", no_wrap=True)

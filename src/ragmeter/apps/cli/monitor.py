@@ -11,6 +11,7 @@ import typer
 
 from ragmeter.apps.cli._common import DB_HELP, console, err_console, fmt, get_store
 from ragmeter.apps.cli._params import confirm, number
+from ragmeter.core.counts import count
 
 monitor_app = typer.Typer(name="monitor", no_args_is_help=True,
                           help="Production calls: aggregates (p50/p95/p99, cost, errors, feedback), "
@@ -251,8 +252,8 @@ def import_cmd(
     if rows:
         agents.insert_calls(get_store(db), rows, kept)  # one transaction for every file
     for f, n_spans, file_rows, skipped in read:
-        note = f" ({skipped} traces without a root span skipped)" if skipped else ""
-        console.print(f"{f}: {n_spans} spans → {len(file_rows)} calls{note}")
+        note = f" ({count(skipped, 'trace')} without a root span skipped)" if skipped else ""
+        console.print(f"{f}: {count(n_spans, 'span')} → {count(len(file_rows), 'call')}{note}")
     if not rows:
         err_console.print("no complete trace found: nothing imported")
         raise typer.Exit(3)
