@@ -113,3 +113,53 @@ def test_counts_agree_with_their_nouns(tmp_path):
     f = _file(tmp_path, "one.csv", "item,rater,label\n1,a,yes\n")
     res = runner.invoke(app, ["agreement", f, "--bootstrap", "0"], env={"COLUMNS": "200"})
     assert "1 item, 1 rater (a)" in res.output
+
+
+# `ragmeter annotate export TASK --labels`: one row per (item, rater, scale)
+LABELS = """item,rater,scale,label,question,answer
+q1,ana,overall,4,Q1,A1
+q1,ana,topic,billing,Q1,A1
+q2,ana,topic,login,Q2,A2
+q3,ana,topic,login,Q3,A3
+q4,ana,topic,other,Q4,A4
+q1,bruno,topic,billing,Q1,A1
+q2,bruno,topic,billing,Q2,A2
+q3,bruno,topic,login,Q3,A3
+q4,bruno,topic,other,Q4,A4
+q1,bruno,overall,4,Q1,A1
+"""
+
+
+def test_a_labels_export_with_several_scales_needs_scale(tmp_path):
+    # before: the scales were mixed into one table, a rater's later scale replacing the earlier one
+    f = _file(tmp_path, "labels.csv", LABELS)
+    res = runner.invoke(app, ["agreement", f])
+    assert res.exit_code == 2
+    assert "labels.csv, line 3, field 'scale'" in res.output and "--scale" in res.output
+    res = runner.invoke(app, ["agreement", f, "--scale", "topc"])
+    assert res.exit_code == 2 and "no ratings on scale 'topc' (scales: overall, topic)" in res.output
+
+
+@pytest.mark.contract
+def test_one_scale_of_a_labels_export_equals_the_references(tmp_path):
+    sklearn_metrics = require_reference("sklearn.metrics")
+    inter_rater = require_reference("statsmodels.stats.inter_rater")
+    f = _file(tmp_path, "labels.csv", LABELS)
+    res = runner.invoke(app, ["agreement", f, "--scale", "topic", "--method", "all", "--bootstrap", "0",
+                              "--json"])
+    assert res.exit_code == 0, res.output
+    got = {r["method"]: r["value"] for r in json.loads(res.output)}
+    ana, bruno = ["billing", "login", "login", "other"], ["billing", "billing", "login", "other"]
+    assert got["alpha"] == pytest.approx(krippendorff.alpha(reliability_data=[ana, bruno],
+                                                            level_of_measurement="nominal"))
+    assert got["kappa"] == pytest.approx(sklearn_metrics.cohen_kappa_score(ana, bruno))
+    table = inter_rater.aggregate_raters(np.array([ana, bruno]).T)[0]
+    assert got["fleiss"] == pytest.approx(inter_rater.fleiss_kappa(table))
+    assert got["percent"] == pytest.approx(0.75)
+    res = runner.invoke(app, ["agreement", f, "--scale", "overall", "--bootstrap", "0"], env={"COLUMNS": "200"})
+    assert res.exit_code == 3 and "1 item, 2 raters" in res.output
+
+
+def test_notes_count_with_their_noun():
+    r = Ratings.from_long([(1, "a", "yes"), (1, "b", "no"), (2, "a", "yes"), (3, "a", "no"), (3, "b", "no")])
+    assert "1 item with fewer than two ratings left out (no pair to compare)" in agreement(r, "alpha").notes

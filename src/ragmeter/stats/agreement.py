@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from ragmeter.core.counts import count
+
 __all__ = [
     "AgreementResult", "Ratings", "agreement", "code_labels", "cohen_kappa", "fleiss_kappa", "interpret",
     "krippendorff_alpha", "percent_agreement", "read_ratings",
@@ -379,10 +381,12 @@ def _encode(labels: Sequence[Any], order: Sequence[str] | None) -> tuple[list[fl
 _ITEM_COLS = ("item", "unit", "sample_id", "sample", "id", "task")
 _RATER_COLS = ("rater", "coder", "annotator", "judge", "observer")
 _LABEL_COLS = ("label", "value", "score", "rating")
+_SCALE_COLS = ("scale", "criterion")
 
 
 def read_ratings(path: str | Path, order: Sequence[str] | None = None, *, item_column: str | None = None,
-                 rater_column: str | None = None, label_column: str | None = None) -> Ratings:
+                 rater_column: str | None = None, label_column: str | None = None,
+                 scale: str | None = None) -> Ratings:
     """Read ratings from a CSV file in either layout (chosen by the header):
 
     - long: one row per rating, columns ``item,rater,label`` (also accepted: unit/sample_id/id for
@@ -401,6 +405,8 @@ def read_ratings(path: str | Path, order: Sequence[str] | None = None, *, item_c
             scale (numbers need none); every label must be one of them.
         item_column, rater_column, label_column: the long layout's columns by name, when they are
             not among the names above (case-insensitive).
+        scale: with a ``scale`` (or ``criterion``) column, as in ``ragmeter annotate export
+            --labels``: the scale whose ratings are read. Needed when the file holds more than one.
 
     Raises:
         DatasetError: the file cannot be read (missing, a folder, not UTF-8, not CSV), a label
@@ -454,11 +460,24 @@ def read_ratings(path: str | Path, order: Sequence[str] | None = None, *, item_c
             raise DatasetError(f"{len(row)} fields but the header has {len(header)} (a comma inside an "
                                "unquoted value, such as a decimal comma?)", file=str(p), line=line)
 
+    cs = col(_SCALE_COLS, None, "")
+    if scale is not None and (cs is None or cl is None):
+        raise DatasetError(f"--scale {scale}: the file has no scale column (long layout with a 'scale' "
+                           f"column); the header is {','.join(header)}", file=str(p), line=1)
+    scales: dict[str, int] = {}  # each scale of the file: its first line
     if ci is not None and cr is not None and cl is not None:
         for line, row in enumerate(reader, start=2):
             if not any(c.strip() for c in row):
                 continue
             fits(row, line)
+            if cs is not None and cs < len(row):
+                name = row[cs].strip()
+                scales.setdefault(name, line)
+                if scale is not None and name != scale:
+                    continue
+                if scale is None and len(scales) > 1:
+                    raise DatasetError(f"ratings on more than one scale ({', '.join(map(repr, scales))} ...): "
+                                       "pick one with --scale", file=str(p), line=line, field=header[cs])
             if len(row) <= max(ci, cr, cl):
                 raise ValueError(f"{p}, line {line}: expected columns {header[ci]},{header[cr]},"
                                  f"{header[cl]}, got {len(row)} fields")
@@ -483,6 +502,9 @@ def read_ratings(path: str | Path, order: Sequence[str] | None = None, *, item_c
                 if j < len(row):
                     triples.append((item, header[j], row[j]))
                     where.append((line, header[j]))
+    if not triples and scale is not None:
+        raise DatasetError(f"no ratings on scale {scale!r} (scales: {', '.join(scales) or 'none'})",
+                           file=str(p), field=header[cs] if cs is not None else None)
     if not triples:
         raise ValueError(f"{p}: no ratings")
     if order:
@@ -620,7 +642,7 @@ def agreement(ratings: Ratings, method: str = "alpha", *, level: str = "nominal"
                              f"({', '.join(r.raters)}): pick two with --raters A,B, or use fleiss or alpha")
         both = ~np.isnan(data).any(axis=0)
         if (~both).any():
-            notes.append(f"{int((~both).sum())} items without both ratings left out")
+            notes.append(f"{count(int((~both).sum()), 'item')} without both ratings left out")
         data = data[:, both]
     elif method == "fleiss" and len(r.raters) < 2:
         # as alpha and percent: a file of one rater holds no agreement (undefined), not a usage error
@@ -629,13 +651,13 @@ def agreement(ratings: Ratings, method: str = "alpha", *, level: str = "nominal"
         n_per = (~np.isnan(data)).sum(axis=0)
         full = n_per == len(r.raters)
         if (~full).any():
-            notes.append(f"{int((~full).sum())} items not rated by all {len(r.raters)} raters left out "
+            notes.append(f"{count(int((~full).sum()), 'item')} not rated by all {len(r.raters)} raters left out "
                          "(Fleiss' kappa needs the same number of ratings per item; alpha handles missing ones)")
         data = data[:, full]
     else:
         pairable = (~np.isnan(data)).sum(axis=0) >= 2
         if (~pairable).any():
-            notes.append(f"{int((~pairable).sum())} items with fewer than two ratings carry no information")
+            notes.append(f"{count(int((~pairable).sum()), 'item')} with fewer than two ratings left out (no pair to compare)")
         data = data[:, pairable]
     n_items = data.shape[1]
     res = AgreementResult(method, None, None, None, n_items, len(r.raters),

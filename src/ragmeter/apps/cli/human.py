@@ -61,6 +61,8 @@ def agreement_cmd(
                                                      "column, when not label/value/score/rating (a "
                                                      "Label Studio CSV names it after the control, "
                                                      "e.g. sentiment).")] = None,
+    scale: Annotated[str | None, typer.Option("--scale", help="With a scale column (`annotate export "
+                                              "--labels`): the scale to read.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object (a list for --method all).")] = False,
 ) -> None:
     """Inter-rater agreement of a CSV of ratings, with a bootstrap interval over items.
@@ -80,7 +82,8 @@ def agreement_cmd(
     w = None if weights in ("none", "", "unweighted") else weights
     try:
         ratings = read_ratings(file, order=[c.strip() for c in categories.split(",")] if categories else None,
-                               item_column=item_column, rater_column=rater_column, label_column=label_column)
+                               item_column=item_column, rater_column=rater_column, label_column=label_column,
+                               scale=scale)
         sel = [x.strip() for x in raters.split(",")] if raters else None
         if method == "all" and sel is None and len(ratings.raters) != 2:
             methods.remove("kappa")
