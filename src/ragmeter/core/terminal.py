@@ -65,3 +65,54 @@ def _console_class() -> type:
 
         _CLASS = EscapingConsole
     return _CLASS
+
+
+def shorten_path(path: str, width: int) -> str:
+    """``path`` in at most ``width`` characters, shortened from the left: whole directories go first
+    (``…/rows-200000.jsonl``), and a file name longer than the width keeps its end (``…0000.jsonl``),
+    where the extension and the distinguishing digits are.
+
+    >>> shorten_path("very/long/directory/rows-200000.jsonl", 20)
+    '…/rows-200000.jsonl'
+    >>> shorten_path("rows-200000.jsonl", 10)
+    '…000.jsonl'
+    """
+    if len(path) <= width:
+        return path
+    if width <= 1:
+        return "…"[:max(width, 0)]
+    for i, ch in enumerate(path):
+        if ch in "/\\" and len(path) - i + 1 <= width:
+            return "…" + path[i:]
+    return "…" + path[len(path) - width + 1:]
+
+
+class PathCell:
+    """A table cell holding a file path: whole when the column is wide enough, else shortened from
+    the left by :func:`shorten_path` on one line, never wrapped mid-name ("rows-20" / "0000.jsonl").
+    Its minimum width is ``min_width`` (or the path's length when shorter), so a table squeezes the
+    path before it squeezes figures."""
+
+    def __init__(self, path: str, min_width: int = 16) -> None:
+        self.path = path
+        self.min_width = min(len(path), min_width)
+
+    def __str__(self) -> str:
+        return self.path
+
+    def __rich_measure__(self, console: Any, options: Any) -> Any:
+        from rich.measure import Measurement
+
+        return Measurement(self.min_width, max(len(self.path), self.min_width)).with_maximum(options.max_width)
+
+    def __rich_console__(self, console: Any, options: Any) -> Any:
+        from rich.text import Text
+
+        yield Text(shorten_path(self.path, options.max_width), no_wrap=True, overflow="crop", end="")
+
+
+def path_width(paths: list[str], cap: int) -> int:
+    """The width of a table column of paths: the longest path's length, at most ``cap`` (the room
+    the caller leaves it). A column given this fixed width is not squeezed by wrapping columns
+    beside it; :class:`PathCell` shortens longer paths from the left to fit it."""
+    return max(1, min(max((len(p) for p in paths), default=1), cap))

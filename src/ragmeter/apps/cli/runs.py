@@ -10,6 +10,7 @@ import typer
 from ragmeter.apps.cli._common import DB_HELP, console, get_store
 from ragmeter.apps.cli._params import confirm, number
 from ragmeter.core.counts import count
+from ragmeter.core.terminal import PathCell, path_width
 
 runs_app = typer.Typer(help="List stored runs (newest first); delete, rename or tag one.",
                        no_args_is_help=False)
@@ -54,15 +55,25 @@ def runs_cmd(
     t.add_column("n", justify="right", no_wrap=True)
     if tagged:
         t.add_column("tags", overflow="fold")
-    t.add_column("metrics", overflow="fold", min_width=12)
-    t.add_column("dataset", overflow="fold")
-    shown = 3 if console.size.width >= 110 else 1  # narrow terminals: the first metric and a count
+    t.add_column("metrics", no_wrap=True)  # one key and a count below 110 columns
+    width = console.size.width
+    shown = 3 if width >= 110 else 1  # narrow terminals: the first metric and a count
+    rows = []
     for r in runs:
         keys = [m["key"] for m in r.metrics]
         more = f" +{len(keys) - shown}" if len(keys) > shown else ""
-        t.add_row(r.id, *([r.name or ""] if named else []), r.status, r.created_at.strftime("%m-%d %H:%M"),
-                  str(r.n_samples), *([", ".join(r.tags or [])] if tagged else []),
-                  ", ".join(keys[:shown]) + more, r.dataset_source or "")
+        rows.append((r.id, *([r.name or ""] if named else []), r.status, r.created_at.strftime("%m-%d %H:%M"),
+                     str(r.n_samples), *([", ".join(r.tags or [])] if tagged else []),
+                     ", ".join(keys[:shown]) + more))
+    # a path: shortened from the left, never wrapped mid-name ("rows-20" / "0000.jsonl"); it takes
+    # the room the one-line columns leave, half of it when a name or tags column wraps beside it
+    paths = [r.dataset_source for r in runs if r.dataset_source]
+    fixed = sum(max((len(row[i]) for row in rows), default=0) for i, c in enumerate(t.columns)
+                if c.no_wrap) + 2 * len(t.columns)
+    room = max(12, (width - fixed) // (2 if named or tagged else 1))
+    t.add_column("dataset", width=path_width(paths, cap=room) if paths else None)
+    for row, r in zip(rows, runs, strict=True):
+        t.add_row(*row, PathCell(r.dataset_source) if r.dataset_source else "")
     console.print(t)
 
 
