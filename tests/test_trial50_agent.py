@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from cli_runner import run_main
+from judge_server import server_fixtures
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "src" / "ragmeter" / "data" / "agent_example"
 
@@ -100,3 +101,20 @@ def test_agent_stats_and_monitor_import_count_with_their_nouns(tmp_path):
     n = len(json.loads((EXAMPLE / "weather_otel_genai.json").read_text())["resourceSpans"][0]["scopeSpans"][0]["spans"])
     assert f"weather_otel_genai.json: {n} spans → 1 call" in " ".join(out.split())  # wrapped at 80
     assert " calls" not in out
+
+
+judge_server_module, server = server_fixtures()
+
+
+def test_simulate_counts_with_their_nouns(server, tmp_path):
+    """'stored 1 conversation(s), 2 turns': one conversation is one, and the turns say whose."""
+    p = tmp_path / "scenarios.yaml"
+    p.write_text("scenarios:\n  - persona: Traveller from Zürich 🌧️\n    goal: Know the weather in Paris.\n"
+                 "    expected_outcome: The weather is given.\n", encoding="utf-8")
+    code, out, err = run_main("simulate", "--target", f"{server.url}/v1", "--target-model", "M", "--scenarios",
+                              str(p), "--name", "sim", "--judge", "openai:sim-user", "--judge-base-url",
+                              f"{server.url}/v1", "--turns", "1", "--db", str(tmp_path / "r.db"))
+    assert code == 0, err
+    text = " ".join(out.split())
+    assert "stored 1 conversation, 2 turns (user and assistant), as dataset:sim@1" in text, out
+    assert "(s)" not in text

@@ -11,6 +11,7 @@ import typer
 
 from ragmeter.apps.cli._common import DB_HELP, console, err_console, get_store
 from ragmeter.apps.cli._params import number
+from ragmeter.core.counts import count
 
 
 def register(app: typer.Typer) -> None:
@@ -109,7 +110,8 @@ def simulate_cmd(
     if as_json:
         typer.echo(json.dumps(summary, default=str))
     else:
-        console.print(f"stored {len(done)} conversation(s), {summary['turns']} turns, as dataset:{version.ref}; "
+        console.print(f"stored {count(len(done), 'conversation')}, {count(summary['turns'], 'turn')} "
+                      f"(user and assistant), as dataset:{version.ref}; "
                       f"score them with `ragmeter eval dataset:{name} --metrics role_adherence,...`",
                       markup=False, highlight=False)
         for sid, err in [*failed, *partial]:
