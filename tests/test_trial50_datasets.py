@@ -1,7 +1,9 @@
-"""The dataset-to-decision workflow as a new user meets it at 80 columns: a long dataset path in
-``runs`` is shortened from the left, never wrapped or cut mid-name."""
+"""The dataset-to-decision workflow (eval, runs, export, gate, test, dataset) as a new user meets it:
+at 80 columns, with typos, truncated and mislabelled files."""
 
 from __future__ import annotations
+
+import pytest
 
 import ragmeter
 from cli_runner import run_main
@@ -43,3 +45,24 @@ def test_runs_shortens_a_long_dataset_path_from_the_left_at_80_columns(db_url, t
     monkeypatch.setenv("COLUMNS", "200")
     _, wide, _ = run_main("runs", "--db", db_url)
     assert "…/very/long/directory/name/for/datasets/rows-200000.jsonl" in wide  # more when there is room
+
+
+def test_export_writes_the_format_the_output_file_names(db_url, tmp_path):
+    """``export RUN -o rows.parquet`` wrote CSV text into rows.parquet (the format defaulted to csv);
+    the suffix now chooses it, and a --format that contradicts the suffix is an error (exit 2)."""
+    import pandas as pd
+
+    rid = ragmeter.evaluate([{"id": "a", "answer": "x y", "reference": "x"},
+                             {"id": "b", "answer": "z", "reference": "z"}], ["token_f1"], db=db_url,
+                            progress=False).run_id
+    for name, read in (("rows.parquet", pd.read_parquet), ("rows.jsonl", lambda p: pd.read_json(p, lines=True)),
+                       ("rows.xlsx", pd.read_excel), ("rows.csv", pd.read_csv)):
+        out = tmp_path / name
+        code, _, err = run_main("export", rid, "-o", str(out), "--db", db_url)
+        assert code == 0, err
+        assert list(read(out)["token_f1"]) == pytest.approx([2 / 3, 1.0]), name
+    code, _, err = run_main("export", rid, "-f", "csv", "-o", str(tmp_path / "x.parquet"), "--db", db_url)
+    assert code == 2 and "--format csv does not match the output file" in err and "x.parquet" in err
+    assert not (tmp_path / "x.parquet").exists()
+    code, _, _ = run_main("export", rid, "-o", str(tmp_path / "rows.txt"), "--db", db_url)  # no known suffix: csv
+    assert code == 0 and pd.read_csv(tmp_path / "rows.txt")["id"].tolist() == ["a", "b"]

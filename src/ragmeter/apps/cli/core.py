@@ -358,7 +358,7 @@ def show_cmd(
 
 def export_cmd(
     run: Annotated[str, typer.Argument(help="Run id (or prefix, name, 'latest').")],
-    format: Annotated[str, typer.Option("--format", "-f", help="csv, parquet, jsonl, or excel (also: xlsx) for an .xlsx workbook.")] = "csv",
+    format: Annotated[str | None, typer.Option("--format", "-f", help="csv, parquet, jsonl, or excel (also: xlsx) for an .xlsx workbook (default: the one --output's suffix names, else csv).")] = None,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Output file (default RUN.FORMAT).")] = None,
     columns: Annotated[str | None, typer.Option(
         "--columns", help="Comma-separated columns to keep, in order (default: all).")] = None,
@@ -370,9 +370,9 @@ def export_cmd(
     """Write a run's per-sample rows to a file: id, question, answer, reference, contexts and their
     ids, every metric's value, METRIC__pass (thresholded metrics), no-value reasons, judge verdicts;
     or send the run to MLflow or Google Sheets (--to)."""
-    from ragmeter.apps.export.files import check_format, export_run
+    from ragmeter.apps.export.files import export_run, format_for
 
-    format = check_format(format)
+    format = format_for(format, output)
     store = get_store(db, must_exist=True)
     rid = store.resolve_run(run)
     if to is not None:

@@ -47,6 +47,28 @@ def check_format(fmt: str) -> str:
     return fmt
 
 
+#: the format an output file's suffix names (``-o rows.parquet`` without ``--format``)
+SUFFIX_FORMATS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet", ".jsonl": "jsonl",
+                  ".ndjson": "jsonl", ".xlsx": "excel"}
+
+
+def format_for(fmt: str | None, path: Path | None) -> str:
+    """The export format: ``fmt`` when given, else the one the output's suffix names, else csv.
+
+    Raises:
+        ConfigError: an unknown ``fmt``, or one that contradicts the output's suffix (``-f csv -o
+            rows.parquet`` would write CSV text into a file every reader takes for Parquet).
+    """
+    named = SUFFIX_FORMATS.get(path.suffix.lower()) if path is not None else None
+    if fmt is None:
+        return named or "csv"
+    fmt = check_format(fmt)
+    if named is not None and named != fmt:
+        raise ConfigError(f"--format {fmt} does not match the output file {path} (a {named} file name): "
+                          f"drop --format, or name the file .{'xlsx' if fmt == 'excel' else fmt}")
+    return fmt
+
+
 def _flat(v: Any) -> Any:
     return json.dumps(v, ensure_ascii=False) if isinstance(v, (list, dict)) else v
 
