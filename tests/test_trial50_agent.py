@@ -96,6 +96,9 @@ def test_agent_stats_and_monitor_import_count_with_their_nouns(tmp_path):
     code, out, err = run_main("agent-stats", "latest", "--db", db)
     assert code == 0, err
     assert out.splitlines()[0].rstrip().endswith("— 1 agent trace")
+    code, out, err = run_main("show", "latest", "--db", db)
+    assert code == 0, err
+    assert "agent execution stats\n1 trace\n" in out and "1 traces" not in out
     code, out, err = run_main("monitor", "import", str(EXAMPLE / "weather_otel_genai.json"), "--db", db)
     assert code == 0, err
     n = len(json.loads((EXAMPLE / "weather_otel_genai.json").read_text())["resourceSpans"][0]["scopeSpans"][0]["spans"])

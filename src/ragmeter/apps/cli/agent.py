@@ -88,7 +88,7 @@ def stats_table_text(stats: dict[str, Any]) -> str:
     from ragmeter.analysis.agent_execution import STAT_FIGURES
 
     head = f"{'figure':<16}{'n':>6}{'mean':>12}{'p50':>12}{'p95':>12}{'p99':>12}"
-    lines = [f"{stats.get('n_traces', 0)} traces", head]
+    lines = [count(stats.get("n_traces", 0), "trace"), head]
     for name in STAT_FIGURES:
         d = stats.get(name) or {}
         cells = "".join(f"{'—' if d.get(k) is None else format(d[k], '.2f'):>12}"
