@@ -66,3 +66,19 @@ def test_export_writes_the_format_the_output_file_names(db_url, tmp_path):
     assert not (tmp_path / "x.parquet").exists()
     code, _, _ = run_main("export", rid, "-o", str(tmp_path / "rows.txt"), "--db", db_url)  # no known suffix: csv
     assert code == 0 and pd.read_csv(tmp_path / "rows.txt")["id"].tolist() == ["a", "b"]
+
+
+def test_eval_out_refuses_a_file_name_of_another_format(db_url, tmp_path):
+    """``eval --out rows.parquet`` wrote JSONL text into rows.parquet; it is now a usage error (exit
+    2, nothing stored) naming the JSONL name and the export command that writes that format."""
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"question": "q", "answer": "a", "reference": "a"}\n')
+    for name in ("rows.parquet", "rows.csv", "rows.xlsx"):
+        code, out, err = run_main("eval", str(data), "--metrics", "token_f1", "--out", str(tmp_path / name),
+                                  "--db", db_url)
+        assert code == 2 and "--out writes JSONL" in out + err and "ragmeter export RUN -o" in out + err
+        assert not (tmp_path / name).exists()
+    assert not (tmp_path / "ragmeter.db").exists() or run_main("runs", "--json", "--db", db_url)[1].strip() == "[]"
+    code, _, _ = run_main("eval", str(data), "--metrics", "token_f1", "--out", str(tmp_path / "rows.jsonl"),
+                          "--db", db_url)
+    assert code == 0 and (tmp_path / "rows.jsonl").read_text().count("\n") == 1

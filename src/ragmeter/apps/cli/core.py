@@ -94,6 +94,13 @@ def eval_cmd(
     if max_missing is not None and not 0 <= max_missing <= 1:
         raise typer.BadParameter(f"a share of the samples between 0 and 1 (0.2 = 20%), got {max_missing:g}",
                                  param_hint="'--max-missing'")
+    if out is not None and out.suffix.lower() not in {".jsonl", ".ndjson", ".json", ".gz", ""}:
+        from ragmeter.apps.export.files import SUFFIX_FORMATS
+
+        if out.suffix.lower() in SUFFIX_FORMATS:  # JSONL text in a .parquet or .csv no reader takes
+            raise typer.BadParameter(f"--out writes JSONL, not {out.suffix}: name it {out.stem}.jsonl, or write "
+                                     f"this format after the run with `ragmeter export RUN -o {out}`",
+                                     param_hint="'--out'")
     if method:
         from ragmeter.metrics.correctness import metric_for_method
 
