@@ -121,3 +121,12 @@ def test_simulate_counts_with_their_nouns(server, tmp_path):
     text = " ".join(out.split())
     assert "stored 1 conversation, 2 turns (user and assistant), as dataset:sim@1" in text, out
     assert "(s)" not in text
+
+
+@pytest.mark.parametrize("args", [["agent-stats"], ["composite"], ["consistency", "a", "b"]])
+def test_reading_commands_leave_no_database_behind(args, tmp_path):
+    """A mistyped --db made an empty store there, then said it held no run."""
+    db = tmp_path / "typo.db"
+    code, _, err = run_main(*args, "--db", str(db))
+    assert code == 2 and f"no database at {db}" in err
+    assert not list(tmp_path.iterdir())

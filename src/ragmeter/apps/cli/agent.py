@@ -157,7 +157,7 @@ def consistency_cmd(
     else:
         if not runs or len(runs) < 2:
             raise typer.BadParameter("give at least two stored runs (or --file)")
-        store = get_store(db)
+        store = get_store(db, must_exist=True)
         if cross_model:
             kw.update(confidence=conf)
         result = C.consistency_from_runs(store, runs, cross_model=cross_model, scores=scores, **kw)
@@ -254,7 +254,7 @@ def composite_cmd(
         for p, res in results.items():
             console.print(_composite_line(p, res["value"], res["band"], res.get("missing"), res.get("reason")))
         return
-    store = get_store(db)
+    store = get_store(db, must_exist=True)
     rid = store.resolve_run(run or "latest")
     out: dict[str, Any] = {}
     for p in names or list(K.PRESETS):
@@ -307,7 +307,7 @@ def agent_stats_cmd(
 
     from ragmeter.analysis.agent_execution import STAT_FIGURES, run_execution_stats
 
-    store = get_store(db)
+    store = get_store(db, must_exist=True)
     rid = store.resolve_run(run)
     stats = run_execution_stats(store, rid)
     if as_json:
