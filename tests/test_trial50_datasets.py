@@ -82,3 +82,24 @@ def test_eval_out_refuses_a_file_name_of_another_format(db_url, tmp_path):
     code, _, _ = run_main("eval", str(data), "--metrics", "token_f1", "--out", str(tmp_path / "rows.jsonl"),
                           "--db", db_url)
     assert code == 0 and (tmp_path / "rows.jsonl").read_text().count("\n") == 1
+
+
+def test_gate_in_an_80_column_terminal_cuts_no_figure(tmp_path, monkeypatch):
+    """In a terminal of 80 columns the gate's table showed the means as ``0.…`` and its p-values
+    as ``<0.…``: the numbers a CI log reader looks for. They wrap or fold now, as compare's do."""
+    from ragmeter.apps.cli import experiments
+    from ragmeter.core.terminal import console
+
+    db = str(tmp_path / "r.db")
+    rows = [{"id": f"s{i}", "answer": f"the ferry leaves at {i}", "reference": f"the ferry leaves at {i}"}
+            for i in range(12)]
+    base = ragmeter.evaluate(rows, ["token_f1", "rougeL_fmeasure"], db=db, progress=False).run_id
+    worse = [{**r, "answer": "no idea"} if i % 2 else r for i, r in enumerate(rows)]
+    cand = ragmeter.evaluate(worse, ["token_f1", "rougeL_fmeasure"], db=db, progress=False).run_id
+    monkeypatch.setattr(experiments, "_out", lambda: console(width=80))  # what a terminal of 80 columns gets
+    code, out, _ = run_main("gate", cand, "--baseline", base, "--db", db)
+    assert code == 1
+    table = out.split("FAIL")[0]
+    assert "…" not in table and max(len(line) for line in table.splitlines()) <= 80, table
+    row = next(line for line in table.splitlines() if line.split() and line.split()[0] == "token_f1")
+    assert row.split()[1:3] == ["1.000", "0.500"] and "REGRESSED" in row, table

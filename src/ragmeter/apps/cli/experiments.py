@@ -378,12 +378,15 @@ def gate_cmd(
     if as_json:
         typer.echo(json.dumps(res.to_dict(), default=str))
     else:
+        from rich import box
         from rich.table import Table
 
-        t = Table(title=f"gate: {res.current} vs baseline {res.baseline}")
+        t = Table(title=f"gate: {res.current} vs baseline {res.baseline}", box=box.SIMPLE_HEAD, pad_edge=False)
         for col in ("metric", "baseline", "current", "drop [95% CI]", "p worse (Holm)", "n", "status"):
+            # as compare's: at 80 columns a cell wraps between words (the CI under the drop) or folds,
+            # never an ellipsis in a figure (the means showed as '0.…')
             t.add_column(col, justify="left" if col in ("metric", "status") else "right",
-                         no_wrap=col in ("drop [95% CI]", "metric", "status"))
+                         no_wrap=col == "status", overflow="fold")
         style = {"REGRESSED": "[red]REGRESSED[/red]", "improved": "[green]improved[/green]",
                  "noise": "[yellow]noise[/yellow]"}
         for r in res.rows:
