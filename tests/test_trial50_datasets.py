@@ -103,3 +103,18 @@ def test_gate_in_an_80_column_terminal_cuts_no_figure(tmp_path, monkeypatch):
     assert "…" not in table and max(len(line) for line in table.splitlines()) <= 80, table
     row = next(line for line in table.splitlines() if line.split() and line.split()[0] == "token_f1")
     assert row.split()[1:3] == ["1.000", "0.500"] and "REGRESSED" in row, table
+
+
+@pytest.mark.parametrize(("row", "expected", "cut"), [
+    # a row cut short (a killed writer) with a Windows line ending: the column was "1", on "line 2"
+    ('{"question": "Q2",\r\n', "Expecting property name enclosed in double quotes at column 19", True),
+    ('{"question": "Q2", "answer": "x', "Unterminated string starting at column 30", True),  # was "at at"
+    ('{"question": "Q2" "answer": "x"}\n', "Expecting ',' delimiter at column 19", False),
+])
+def test_a_bad_jsonl_row_is_named_by_its_line_and_real_column(tmp_path, row, expected, cut):
+    data = tmp_path / "rows.jsonl"
+    data.write_bytes(('{"question": "Q1", "answer": "a", "reference": "a"}\r\n' + row).encode())
+    code, out, err = run_main("eval", str(data), "--metrics", "token_f1", "--db", str(tmp_path / "r.db"))
+    text = " ".join((out + err).split())
+    assert code == 2 and f"rows.jsonl, line 2: invalid JSON: {expected}" in text, text
+    assert ("the row is cut short" in text) is cut

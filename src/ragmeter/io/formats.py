@@ -75,12 +75,17 @@ def _decode(raw: bytes, path: Path, first_line: int = 1) -> str:
 
 
 def _json_loads(text: str, path: Path, line: int | None, line_offset: int = 0) -> Any:
+    if line is not None:  # one JSON Lines row: its line ending is not part of it (a column on "line 2")
+        text = text.rstrip("\r\n")
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         at_line = (line if line is not None else exc.lineno + line_offset)
-        raise DatasetError(f"invalid JSON: {exc.msg} at column {exc.colno}",
-                           file=str(path), line=at_line) from None
+        msg = exc.msg.removesuffix(" at")  # "Unterminated string starting at" + " at column N"
+        cut = line is not None and (exc.pos >= len(text.rstrip()) or msg.startswith("Unterminated string"))
+        where = f"at column {exc.colno}" + (": the row is cut short (or holds a raw line break)"
+                                             if cut else "")
+        raise DatasetError(f"invalid JSON: {msg} {where}", file=str(path), line=at_line) from None
     except RecursionError:
         raise DatasetError("invalid JSON: nested too deeply", file=str(path), line=line) from None
     except ValueError as exc:  # a number of more than 4,300 digits (int() refuses to parse it)
