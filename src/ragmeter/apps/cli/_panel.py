@@ -36,15 +36,28 @@ def read_panel(path: Path) -> list[Any]:
         else:
             raw = json.loads(text)
     except Exception as exc:  # noqa: BLE001 - yaml's errors vary
-        raise ConfigError(f"{path}: cannot parse the panel: {str(exc).splitlines()[0][:200]}") from None
+        raise ConfigError(f"{path}{_where(exc)}: cannot parse the panel: {str(exc).splitlines()[0][:200]}") from None
     if isinstance(raw, dict) and "judges" in raw:
         raw = raw["judges"]
     if not isinstance(raw, list):
         raise ConfigError(f"{path}: a panel file is a list of judges (provider:model, or mappings with 'model')")
+    if not raw:
+        raise ConfigError(f"{path}: the panel lists no judges; a panel needs at least two (provider:model, "
+                          "or mappings with 'model')")
     secrets = list(find_secrets(raw, "panel"))
     if secrets:
         raise ConfigError(f"{path}: {', '.join(secrets)} holds a secret, and a panel file never may. {SECRET_HELP}")
     return raw
+
+
+def _where(exc: Exception) -> str:
+    """``, line N, column M`` of a YAML or JSON parse error, when it says where."""
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    if mark is not None:
+        return f", line {mark.line + 1}, column {mark.column + 1}"
+    if isinstance(exc, json.JSONDecodeError):
+        return f", line {exc.lineno}, column {exc.colno}"
+    return ""
 
 
 def panel_options(judges: list[str] | None, panel: Path | None, combine: str | None,

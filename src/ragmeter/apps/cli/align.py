@@ -9,6 +9,7 @@ import typer
 
 from ragmeter.apps.cli._common import DB_HELP, console
 from ragmeter.apps.cli._params import number
+from ragmeter.core.counts import count
 
 
 def register(app: typer.Typer) -> None:
@@ -106,7 +107,7 @@ def _print_alignment(a: Any) -> None:
         f"{len(a.held_out)} held out, stratified by label, seed {a.seed})")
     if a.label_scale:
         say(a.label_scale)
-    shown = f"{len(a.examples)} few-shot example(s) from {a.n_disagreements} disagreement(s) with people on the tuning part"
+    shown = f"{count(len(a.examples), 'few-shot example')} from {count(a.n_disagreements, 'disagreement')} with people on the tuning part"
     say(shown + (" and a rewritten rubric" if a.rewritten else "") + " (closest to the decision boundary first)")
     if a.note:
         say(a.note)

@@ -11,6 +11,7 @@ import typer
 
 from ragmeter.apps.cli._common import DB_HELP, console, err_console, fail, get_store
 from ragmeter.apps.cli._params import number
+from ragmeter.core.counts import count
 
 
 def register(app: typer.Typer) -> None:
@@ -47,7 +48,8 @@ def lines(rec: Mapping[str, Any]) -> list[str]:
         b = p["position_bias"]
         bias = "—" if b["rate"] is None else f"{b['rate']:.2f}"
         nj = f", {p['n_not_judged']} not judged" if p["n_not_judged"] else ""
-        out.append(f"  {p['a']} vs {p['b']}: {p['wins']} wins, {p['ties']} ties, {p['losses']} losses "
+        out.append(f"  {p['a']} vs {p['b']}: {count(p['wins'], 'win')}, {count(p['ties'], 'tie')}, "
+                   f"{count(p['losses'], 'loss', 'losses')} "
                    f"({p['n_judged']} judged{nj}); win rate of {p['a']} {rate}; position bias {bias}")
         for reason, n in (p.get("not_judged_reasons") or {}).items():
             out.append(f"    not judged ({n}): {reason}")
@@ -177,7 +179,7 @@ def _dry_run(store: Any, runs: list[str], key: str, criteria: str | None, opts: 
         typer.echo(json.dumps({**estimate_run_cost(data, config=config), "arena": about}, default=str))
         return
     dropped = {k: v for k, v in inp.dropped.items() if v}
-    console.print(f"arena of {', '.join(inp.systems)}: {len(inp.items)} shared items x {len(inp.pairs)} pair(s) "
+    console.print(f"arena of {', '.join(inp.systems)}: {count(len(inp.items), 'shared item')} x {count(len(inp.pairs), 'pair')} "
                   f"x 2 orders" + (f"; dropped (not in every run): {', '.join(f'{k} {v}' for k, v in dropped.items())}"
                                    if dropped else ""), markup=False, highlight=False, soft_wrap=True)
     dry_run_report(data, config, as_json=False)

@@ -13,6 +13,7 @@ import typer
 
 from ragmeter.apps.cli._common import DB_HELP, console, err_console, fmt, get_store
 from ragmeter.apps.cli._panel import COMBINE_HELP, PANEL_HELP, panel_options
+from ragmeter.core.counts import count
 
 if TYPE_CHECKING:  # the analysis loads when a command runs, not at start-up
     from ragmeter.analysis.meta_eval.records import MetaComparison, MetaEvaluation, Statistic
@@ -34,7 +35,7 @@ def _show_section(store: Any, run: Any) -> dict[str, Any]:
     if rec is None:
         return {}
     stat = rec.sort
-    lines = [f"{rec.kind}, {rec.n_items} items, {len(rec.raters)} rater(s), label {rec.label!r}; "
+    lines = [f"{rec.kind}, {count(rec.n_items, 'item')}, {count(len(rec.raters), 'rater')}, label {rec.label!r}; "
              f"{stat} with the human label ({rec.level:.0%} CI):"]
     lines += [f"  {k}: {_stat(rec.metrics[k].stat(stat))}" for k in rec.ranking]
     c = rec.human_ceiling or {}
