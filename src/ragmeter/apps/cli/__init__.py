@@ -8,7 +8,9 @@ import pkgutil
 import sys
 from typing import Annotated
 
+import click
 import typer
+from typer.core import TyperGroup
 
 from ragmeter import __version__
 
@@ -20,8 +22,45 @@ EXIT_CODES_EPILOG = (
     "3 finished but incomplete (no samples, or a metric without values)."
 )
 
+#: ``ragmeter --help``'s sections, in the order a new user meets them; a command missing here is
+#: listed under "Other commands" (tests/test_cli_help_layout.py keeps that section empty)
+SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("Start here", ("example", "eval", "show", "report", "serve", "metrics")),
+    ("Runs and comparisons", ("runs", "compare", "gate", "baseline", "test", "power", "trend", "export",
+                              "consistency", "composite")),
+    ("Datasets and pipelines", ("dataset", "corpus", "golden", "pipeline", "grid", "trec")),
+    ("Judges", ("correctness", "reliability", "calibrate", "align", "meta-eval", "fit-quality",
+                "judge-prices", "batches")),
+    ("People", ("annotate", "agreement", "arena")),
+    ("Agents and production", ("agent-stats", "simulate", "monitor")),
+)
+
+
+class _SectionedGroup(TyperGroup):
+    """The top-level group: its commands listed under :data:`SECTIONS`, one name column for all."""
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        cmds = {}
+        for name in self.list_commands(ctx):
+            cmd = self.get_command(ctx, name)
+            if cmd is not None and not cmd.hidden:
+                cmds[name] = cmd
+        if not cmds:
+            return
+        width = max(len(n) for n in cmds)
+        limit = formatter.width - 6 - width
+        placed: set[str] = set()
+        for title, names in (*SECTIONS, ("Other commands", tuple(cmds))):
+            rows = [(n.ljust(width), cmds[n].get_short_help_str(limit)) for n in names
+                    if n in cmds and n not in placed]
+            placed.update(n for n in names if n in cmds)
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)
+
+
 # plain (click) help, not rich panels: option names are never cut and it reads at 80 columns
-app = typer.Typer(name="ragmeter", no_args_is_help=True, add_completion=False,
+app = typer.Typer(name="ragmeter", no_args_is_help=True, add_completion=False, cls=_SectionedGroup,
                   help="Measure RAG and agent quality: metrics, runs, comparisons, reports.",
                   epilog=EXIT_CODES_EPILOG, pretty_exceptions_enable=False, rich_markup_mode=None)
 

@@ -10,8 +10,12 @@ import typer
 
 from ragmeter.apps.cli._common import DB_HELP, console, err_console, get_store
 
-SUITE_HELP = """A suite file (YAML or JSON). The smallest:
+SUITE_HELP = """Run a test suite: evaluate, apply thresholds and the regression gate; exit 1 when a check
+fails.
 
+A suite file (YAML or JSON). The smallest:
+
+\b
     dataset: example
     metrics: [token_f1, mrr]
     thresholds: {token_f1: 0.3}
