@@ -3,6 +3,8 @@ at 80 columns, with typos, truncated and mislabelled files."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 import ragmeter
@@ -118,3 +120,24 @@ def test_a_bad_jsonl_row_is_named_by_its_line_and_real_column(tmp_path, row, exp
     text = " ".join((out + err).split())
     assert code == 2 and f"rows.jsonl, line 2: invalid JSON: {expected}" in text, text
     assert ("the row is cut short" in text) is cut
+
+
+def test_dataset_list_reads_at_80_columns(db_url, tmp_path, monkeypatch):
+    """Each version was one padded line of 82 characters: at 80 columns its date went to a line of
+    its own. A table now: every version on one line with its date; a long name wraps in its cell."""
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"question": "q", "answer": "a", "reference": "a"}\n')
+    for name, tag in (("a-rather-long-golden-dataset-name", "release-candidate-2026"), ("gold", None)):
+        code, _, err = run_main("dataset", "import", str(data), "--name", name, *(["--tag", tag] if tag else []),
+                                "--db", db_url)
+        assert code == 0, err
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, _ = run_main("dataset", "list", "--db", db_url)
+    assert code == 0
+    lines = out.splitlines()
+    assert max(len(line) for line in lines) <= 80, out
+    assert lines[0].split() == ["dataset", "samples", "status", "tag", "hash", "created"], out
+    row = next(line for line in lines if line.startswith("gold@1"))
+    assert row.split()[1:3] == ["1", "final"] and row.rstrip()[-16:-6].startswith("20"), out  # its date
+    dated = [line for line in lines if re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d", line)]
+    assert len(dated) == 2 and all(" final " in line for line in dated), out  # each version's date on its line

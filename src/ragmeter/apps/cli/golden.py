@@ -178,9 +178,27 @@ def dataset_list(db: Annotated[str | None, typer.Option(help=DB_HELP)] = None) -
     rows = list_datasets(get_store(db, must_exist=True))
     if not rows:
         console.print("no dataset yet: ragmeter golden generate ... or ragmeter dataset import")
+        return
+    from rich import box
+    from rich.table import Table
+
+    # a table, not padded lines: at 80 columns a long NAME@VERSION or tag wraps in its cell (the
+    # padded line was 82 characters and put the date on a line of its own)
+    t = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
+    # the reference (NAME@VERSION) is what a user types next: it gets the room the one-line columns
+    # leave, less at most a third for the tags
+    room = console.size.width - 41 - 2 * 6  # samples, status, hash, created and the gaps
+    tags = max((len(v.tag or "") for v in rows), default=0)
+    t.add_column("dataset", overflow="fold",
+                 width=min(max(len(v.ref) for v in rows), max(12, room - min(tags, room // 3))))
+    t.add_column("samples", justify="right", no_wrap=True)
+    t.add_column("status", no_wrap=True)
+    t.add_column("tag", overflow="fold")
+    t.add_column("hash", no_wrap=True)
+    t.add_column("created", no_wrap=True)
     for v in rows:
-        console.print(f"{v.ref:<24} {v.n_samples:>5} {'sample ' if v.n_samples == 1 else 'samples'}  {v.status:<6} {v.tag or '':<12} "
-                      f"{v.content_hash[:12]}  {v.created_at:%Y-%m-%d %H:%M}", highlight=False)
+        t.add_row(v.ref, str(v.n_samples), v.status, v.tag or "", v.content_hash[:12], f"{v.created_at:%Y-%m-%d %H:%M}")
+    console.print(t, highlight=False)
 
 
 @dataset_app.command("import")
