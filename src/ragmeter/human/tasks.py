@@ -402,14 +402,17 @@ def export_csv(store: Store, task_ref: str, rater: str | None = None, *, blank: 
 
 
 def import_csv(store: Store, task_ref: str, path: str | Path, rater: str | None = None) -> int:
-    """Read labels from a CSV with columns item,rater,scale,label (rater may come from ``rater``);
+    """Read labels from a CSV with columns item,rater,scale,label (rater may come from ``rater``: the
+    rater of rows whose rater cell is empty or absent; a row naming another rater is an error);
     rows with an empty label are skipped. All rows are checked before any is stored.
 
     Returns:
         the number of labels stored.
 
     Raises:
-        DatasetError: naming the file and line of the first bad row.
+        DatasetError: naming the file and line of the first bad row: an unknown rater, item, scale
+            or value, a row with more fields than the header, a rater other than ``rater``, or a
+            second label for the same item, rater and scale (with the line of the first).
     """
     task = get_task(store, task_ref)
     from ragmeter.core.files import csv_rows, read_text
@@ -427,12 +430,21 @@ def import_csv(store: Store, task_ref: str, path: str | Path, rater: str | None 
     items = {it.sample_id for it in task_items(store, task.id)}
     known = {r.name for r in task_raters(store, task.id)}
     rows: list[tuple[str, str, str, str]] = []
+    first: dict[tuple[str, str, str], int] = {}
     for line, cells in enumerate(table, start=2):
+        if len(cells) > len(header):
+            raise DatasetError(f"{len(cells)} fields but the header has {len(header)} (a comma inside an "
+                               "unquoted value, such as a decimal comma?)", file=str(p), line=line)
         row = dict(zip(header, cells, strict=False))
         value = (row.get(fields["label"]) or "").strip()
         if not value:
             continue
-        who = rater or (row.get(fields["rater"]) or "").strip()
+        named = (row.get(fields["rater"]) or "").strip() if "rater" in fields else ""
+        if rater and named and named != rater:
+            raise DatasetError(f"the row's rater is {named!r} but --rater is {rater!r}: a sheet holds one "
+                               "rater's labels (leave --rater out to use the file's rater column)",
+                               file=str(p), line=line, field="rater")
+        who = rater or named
         sid = (row.get(fields["item"]) or "").strip()
         scale = (row.get(fields["scale"]) or "").strip()
         if who not in known:
@@ -449,6 +461,10 @@ def import_csv(store: Store, task_ref: str, path: str | Path, rater: str | None 
             value = scales[scale].check(value)
         except ValueError as exc:
             raise DatasetError(str(exc), file=str(p), line=line, field="label") from None
+        seen = first.setdefault((sid, who, scale), line)
+        if seen != line:
+            raise DatasetError(f"a second label of rater {who!r} for item {sid!r} on scale {scale!r} (the first "
+                               f"is on line {seen}); keep one", file=str(p), line=line, field="label")
         rows.append((sid, who, scale, value))
     for sid, who, scale, value in rows:
         save_label(store, task, who, sid, scale, value, source="csv")

@@ -192,6 +192,7 @@ def import_cmd(task: Annotated[str, typer.Argument()], file: Annotated[Path, typ
                                                          "the file has no rater column).")] = None,
                db: Db = None) -> None:
     """Read labels from a CSV filled in offline (checked entirely before anything is stored)."""
+    from ragmeter.core.counts import count
     from ragmeter.core.errors import RagmeterError
     from ragmeter.human.tasks import import_csv
 
@@ -199,7 +200,10 @@ def import_cmd(task: Annotated[str, typer.Argument()], file: Annotated[Path, typ
         n = import_csv(get_store(db), task, file, rater)
     except RagmeterError as exc:
         raise _fail(str(exc)) from None
-    console.print(f"stored {n} labels")
+    if n == 0:
+        # the blank sheet imported back unfilled: nothing to store is not success
+        raise _fail(f"{file}: no labels to store (every label cell is empty)", 3)
+    console.print(f"stored {count(n, 'label')}")
 
 
 @annotate_app.command("agreement")
