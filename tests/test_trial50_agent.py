@@ -130,3 +130,19 @@ def test_reading_commands_leave_no_database_behind(args, tmp_path):
     code, _, err = run_main(*args, "--db", str(db))
     assert code == 2 and f"no database at {db}" in err
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("name,what", [("weather_agents_sdk.jsonl", "OpenAI Agents SDK trace export"),
+                                       ("weather_phoenix.csv", "Phoenix's get_spans_dataframe()"),
+                                       ("weather_langfuse.json", "Langfuse traces"),
+                                       ("weather_langsmith.json", "LangChain / LangGraph runs"),
+                                       ("weather_mlflow.json", "MLflow traces")])
+def test_monitor_import_names_a_span_export_it_does_not_read(name, what, tmp_path):
+    """An Agents SDK export was 'neither OTLP/JSON (resourceSpans) nor a ConsoleSpanExporter span',
+    a Phoenix CSV 'not valid JSON': the file is named for what it is, with the command that reads it."""
+    db = tmp_path / "m.db"
+    code, out, err = run_main("monitor", "import", str(EXAMPLE / name), "--db", str(db))
+    text = " ".join(err.split())
+    assert code == 2 and what in text and f"`ragmeter eval {EXAMPLE / name}`" in text, err
+    code, _, err = run_main("monitor", "import", str(EXAMPLE / "weather_pydantic_ai.pb"), "--db", str(db))
+    assert code == 0, err

@@ -217,7 +217,7 @@ def check_cmd(
 
 @monitor_app.command("import")
 def import_cmd(
-    files: Annotated[list[Path], typer.Argument(help="OTLP/JSON files (Collector file exporter) or ConsoleSpanExporter output.")],
+    files: Annotated[list[Path], typer.Argument(help="OTLP/JSON files (Collector file exporter), OTLP protobuf files (.pb) or ConsoleSpanExporter output.")],
     db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
 ) -> None:
     """Import OpenTelemetry traces (GenAI semantic conventions or OpenInference) as logged calls:
@@ -233,6 +233,7 @@ def import_cmd(
     kept: list[dict[str, Any]] = []  # the agent traces among them, kept whole (monitor/agents.py)
     for f in files:
         try:
+            _only_opentelemetry(f)
             spans = read_spans(f)
             nameless = next((s for s in spans if not s.trace_id or not s.span_id), None)
             if nameless is not None:  # its call would be stored under the id "otel:"
@@ -257,6 +258,19 @@ def import_cmd(
     if not rows:
         err_console.print("no complete trace found: nothing imported")
         raise typer.Exit(3)
+
+
+def _only_opentelemetry(path: Path) -> None:
+    """A span export of another format (Agents SDK, Phoenix, LangSmith, MLflow, Langfuse) is named,
+    with the command that reads it, instead of 'neither OTLP/JSON nor a ConsoleSpanExporter span'."""
+    from ragmeter.core.errors import DatasetError
+    from ragmeter.io.spans import SPAN_FORMATS, detect_span_format
+
+    fmt = detect_span_format(path) if path.is_file() else None
+    if fmt is not None and fmt not in ("otlp", "otlp-proto"):
+        what = SPAN_FORMATS[fmt].split(" (")[0]
+        raise DatasetError(f"{path}: {what}, not OpenTelemetry spans: monitor import reads OTLP (JSON or "
+                           f"protobuf) and ConsoleSpanExporter output; score this file with `ragmeter eval {path}`")
 
 
 @monitor_app.command("prune")
