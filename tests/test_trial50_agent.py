@@ -146,3 +146,16 @@ def test_monitor_import_names_a_span_export_it_does_not_read(name, what, tmp_pat
     assert code == 2 and what in text and f"`ragmeter eval {EXAMPLE / name}`" in text, err
     code, _, err = run_main("monitor", "import", str(EXAMPLE / "weather_pydantic_ai.pb"), "--db", str(db))
     assert code == 0, err
+
+
+def test_an_agent_option_that_is_not_json_says_where_it_goes_wrong(tmp_path):
+    """`--option agent={"expected_tools": [get_weather]}` stayed text and was 'options.agent must be a
+    mapping, got str', with nothing said of the unquoted name."""
+    code, _, err = run_main("eval", str(EXAMPLE / "weather_agents_sdk.jsonl"), "--metrics", "tool_correctness",
+                            "--option", 'agent={"expected_tools": [get_weather]}', "--db", str(tmp_path / "r.db"))
+    text = " ".join(err.split())
+    assert code == 2 and "options.agent must be a mapping, got str" in text
+    assert "not JSON: Expecting value at character 20 (quote every name and text)" in text
+    code, _, err = run_main("eval", str(EXAMPLE / "weather_agents_sdk.jsonl"), "--metrics", "tool_correctness",
+                            "--option", "agent=get_weather", "--db", str(tmp_path / "r.db"))
+    assert code == 2 and "got str 'get_weather'" in err and "not JSON" not in err

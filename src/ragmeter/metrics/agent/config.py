@@ -197,9 +197,23 @@ def agent_config(options: Mapping[str, Any] | None) -> AgentConfig:
     options = options or {}
     agent = options.get("agent") or {}
     if not isinstance(agent, Mapping):
-        raise ConfigError(f"options.agent must be a mapping, got {type(agent).__name__}")
+        raise ConfigError(f"options.agent must be a mapping, got {type(agent).__name__}{_why_text(agent)}")
     key = json.dumps([agent, options.get("agent_preset")], sort_keys=True, default=str)
     return _agent_config_cached(key)
+
+
+def _why_text(value: Any) -> str:
+    """For text given where a mapping belongs (``--option agent={...}`` that did not parse as
+    JSON, so it stayed text): the text and where its JSON goes wrong."""
+    if not isinstance(value, str):
+        return ""
+    shown = value if len(value) <= 60 else value[:57] + "..."
+    try:
+        json.loads(value)
+    except ValueError as exc:
+        if value.lstrip().startswith("{"):
+            return f" {shown!r}, not JSON: {exc.msg} at character {exc.pos} (quote every name and text)"
+    return f" {shown!r}"
 
 
 @functools.lru_cache(maxsize=64)
