@@ -141,3 +141,23 @@ def test_dataset_list_reads_at_80_columns(db_url, tmp_path, monkeypatch):
     assert row.split()[1:3] == ["1", "final"] and row.rstrip()[-16:-6].startswith("20"), out  # its date
     dated = [line for line in lines if re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d", line)]
     assert len(dated) == 2 and all(" final " in line for line in dated), out  # each version's date on its line
+
+
+@pytest.mark.parametrize(("threshold", "hint"), [("token_f1=75", "75% is token_f1=0.75"), ("token_f1=1.5", ""),
+                                                 ("token_f1<=-0.2", "")])
+def test_a_threshold_outside_the_metrics_range_is_a_config_error(db_url, tmp_path, threshold, hint):
+    """``--threshold token_f1=75`` (a percentage, as spreadsheets and seed-style 0-100 scales write it)
+    failed every sample and exited 1 as if the system had regressed; it is a config error now (exit
+    2, nothing stored), in the eval command, a config file and a suite alike."""
+    data = tmp_path / "d.csv"
+    data.write_text("question,answer,reference\nWhat is X?,X is Y,X is Y\nQ2,A2,R2\n")
+    code, out, err = run_main("eval", str(data), "--metrics", "token_f1", "--threshold", threshold, "--db", db_url)
+    text = " ".join((out + err).split())
+    assert code == 2 and "is outside token_f1's range [0, 1]" in text and hint in text, text
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(f"dataset: {data}\nmetrics: [token_f1]\nthresholds: {{token_f1: 75}}\n")
+    code, out, err = run_main("test", str(suite), "--db", db_url)
+    assert code == 2 and "75% is token_f1=0.75" in " ".join((out + err).split())
+    assert run_main("runs", "--json", "--db", db_url)[1].strip() in ("", "[]")  # nothing stored
+    code, _, _ = run_main("eval", str(data), "--metrics", "token_f1", "--threshold", "token_f1=1", "--db", db_url)
+    assert code == 1  # the range's own end is a threshold a sample can meet

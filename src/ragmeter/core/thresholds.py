@@ -282,3 +282,19 @@ def check_known(thresholds: Mapping[str, Threshold], metric_keys: Iterable[str])
     if unknown:
         raise ConfigError(f"threshold for {', '.join(unknown)} but the run computes only "
                           f"{', '.join(keys)}; add the metric or drop the threshold")
+
+
+def check_in_range(thresholds: Mapping[str, Threshold], ranges: Mapping[str, tuple[float, float] | None]) -> None:
+    """Raise ``ConfigError`` when a threshold lies outside its metric's declared range (``ranges``:
+    ``{metric key: (low, high)}``, ``None`` for a metric that declares none): every sample would
+    fail it (``token_f1 >= 75``, a percentage where scores are 0-1) or pass it, so the run's
+    verdict would say nothing about the samples."""
+    for key, t in thresholds.items():
+        rng = ranges.get(key)
+        if rng is None or rng[0] <= t.value <= rng[1]:
+            continue
+        low, high = rng
+        hint = (f"; scores are {low:g}-{high:g}, so {t.value:g}% is {key}={t.value / 100:g}"
+                if (low, high) == (0.0, 1.0) and 5.0 <= t.value <= 100.0 else "")
+        raise ConfigError(f"threshold {key}{t.op}{t.value:g} is outside {key}'s range [{low:g}, {high:g}]: "
+                          f"every sample passes it or none does{hint}")

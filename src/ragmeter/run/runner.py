@@ -433,6 +433,7 @@ def _create(data: Any, c: EvalConfig, s: _Settings, store: Store, engine: Engine
 
         requests = wrap(requests, s.options, engine=c.engine)
     th.check_known(s.thresholds, [r.key for r in requests])
+    th.check_in_range(s.thresholds, {r.key: declared_range(r.spec.range) for r in requests})
     _check_fields(dataset, requests)
     opts = s.options
     unavailable = _preflight(requests, opts, store, c.skip_unavailable, dataset.samples)
