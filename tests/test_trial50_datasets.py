@@ -3,6 +3,7 @@ at 80 columns, with typos, truncated and mislabelled files."""
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -161,3 +162,21 @@ def test_a_threshold_outside_the_metrics_range_is_a_config_error(db_url, tmp_pat
     assert run_main("runs", "--json", "--db", db_url)[1].strip() in ("", "[]")  # nothing stored
     code, _, _ = run_main("eval", str(data), "--metrics", "token_f1", "--threshold", "token_f1=1", "--db", db_url)
     assert code == 1  # the range's own end is a threshold a sample can meet
+
+
+def test_a_toml_config_is_read_and_its_typos_named(db_url, tmp_path):
+    """``--config run.toml`` was read as JSON ('Expecting value: line 1 column 1'); TOML is read
+    as TOML, with the same checks as YAML (a misspelt key is named, a broken file exits 2)."""
+    data = tmp_path / "d.csv"
+    data.write_text("question,answer,reference\nWhat is X?,X is Y,X is Y\n")
+    cfg = tmp_path / "run.toml"
+    cfg.write_text('metrics = ["token_f1"]\n\n[thresholds]\ntoken_f1 = 0.5\n\n[options]\nlanguage = "en"\n')
+    code, out, err = run_main("eval", str(data), "-c", str(cfg), "--json", "--db", db_url)
+    assert code == 0, err
+    assert json.loads(out)["metrics"]["token_f1"]["mean"] == 1.0
+    cfg.write_text('metric = ["token_f1"]\n')
+    code, out, err = run_main("eval", str(data), "-c", str(cfg), "--db", db_url)
+    assert code == 2 and "run.toml: unknown key 'metric': did you mean 'metrics'?" in " ".join((out + err).split())
+    cfg.write_text('metrics = ["token_f1"\n')
+    code, out, err = run_main("eval", str(data), "-c", str(cfg), "--db", db_url)
+    assert code == 2 and "run.toml: cannot parse config: Unclosed array" in out + err

@@ -84,6 +84,10 @@ def load_config(source: str | Path | dict[str, Any] | None) -> dict[str, Any]:
                 import yaml
 
                 raw = yaml.safe_load(text) or {}
+            elif path.suffix.lower() == ".toml":  # pyproject-style users write TOML (it was read as JSON)
+                import tomllib
+
+                raw = tomllib.loads(text)
             else:
                 raw = json.loads(text)
         except (json.JSONDecodeError, Exception) as exc:  # noqa: BLE001 - yaml errors vary
