@@ -159,3 +159,14 @@ def test_an_agent_option_that_is_not_json_says_where_it_goes_wrong(tmp_path):
     code, _, err = run_main("eval", str(EXAMPLE / "weather_agents_sdk.jsonl"), "--metrics", "tool_correctness",
                             "--option", "agent=get_weather", "--db", str(tmp_path / "r.db"))
     assert code == 2 and "got str 'get_weather'" in err and "not JSON" not in err
+
+
+def test_monitor_stats_cost_is_unknown_not_zero_when_no_call_has_one(tmp_path):
+    """Spans without a recorded cost made 'cost_usd': 0.0 beside 'cost_per_query_usd': null."""
+    db = str(tmp_path / "m.db")
+    code, _, err = run_main("monitor", "import", str(EXAMPLE / "weather_otel_genai.json"), "--db", db)
+    assert code == 0, err
+    code, out, err = run_main("monitor", "stats", "--window", "36500d", "--db", db, "--json")
+    assert code == 0, err
+    st = json.loads(out)
+    assert st["calls"] == 1 and st["cost_usd"] is None and st["cost_per_query_usd"] is None

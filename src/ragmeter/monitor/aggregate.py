@@ -70,7 +70,7 @@ def summarise(cols: Mapping[str, list[Any]], window: timedelta | None = None) ->
         "error_rate": (errors / n) if n else None,
         "latency_ms": {**_quantiles(lat), "mean": float(np.mean(lat)) if lat else None,
                        "max": max(lat) if lat else None, "n": len(lat)},
-        "cost_usd": float(sum(cost)),
+        "cost_usd": float(sum(cost)) if cost else None,  # no call recorded a cost: unknown, not 0
         "cost_per_query_usd": (float(sum(cost)) / len(cost)) if cost else None,
         "feedback": {"n": len(fb), "rate": (len(fb) / n) if n else None,
                      "satisfaction": float(np.mean(fb)) if fb else None},
