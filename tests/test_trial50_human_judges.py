@@ -3,6 +3,8 @@ not parse (named with its line), and arena/align/meta-eval counts that agree wit
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from ragmeter.apps.cli import main
@@ -55,3 +57,17 @@ def test_arena_counts_agree_with_their_nouns():
     text = "\n".join(lines(rec))
     assert "A vs B: 1 win, 1 tie, 1 loss (3 judged)" in text  # before: 1 wins, 1 ties, 1 losses
     assert "A vs B: 2 wins, 0 ties, 0 losses (2 judged)" in text
+
+
+def test_fit_quality_refuses_labels_outside_label_range(tmp_path, capsys):
+    # before: labels outside --label-range were clipped to 0 or 1 and fitted as such, exit 0
+    rows = [{"id": f"s{i}", "question": f"q{i}", "answer": f"a{i}", "reference": f"a{i}", "human": 1 + i % 5}
+            for i in range(25)]
+    data = tmp_path / "labels.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(SystemExit) as exc:
+        main(["fit-quality", str(data), "--label", "human", "--label-range", "2,4", "-o", str(tmp_path / "m.json")])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "labels.jsonl, line 1, field 'human': label 1 is outside --label-range 2,4 (10 labels outside" in err
+    assert not (tmp_path / "m.json").exists()

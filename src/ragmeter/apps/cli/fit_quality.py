@@ -4,11 +4,12 @@ to a file that ``--metrics quality_offline --option quality_model=FILE`` uses.""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from ragmeter.apps.cli._common import console, fail
+from ragmeter.core.counts import count
 
 
 def register(app: typer.Typer) -> None:
@@ -69,17 +70,19 @@ def fit_quality_cmd(
     try:
         labelled = read_labels(data, label=label, rater=rater, mapping=map_, fmt=fmt_)
         if len(labelled.items) < MIN_ITEMS:
-            raise fail(f"{labelled.source}: {len(labelled.items)} labelled item(s) with label {label!r}; fitting a quality "
+            raise fail(f"{labelled.source}: {count(len(labelled.items), 'labelled item')} with label {label!r}; fitting a quality "
                        f"model needs at least {MIN_ITEMS}")
         missing = [i for i, s in enumerate(labelled.samples) if not s.answer or not s.references]
         if missing:
             i = missing[0]
             line = f", line {labelled.lines[i]}" if i < len(labelled.lines) else ""
             what = "answer" if not labelled.samples[i].answer else "reference"
-            raise fail(f"{labelled.source}{line}, field {what!r}: missing or empty ({len(missing)} row(s) like it); "
+            raise fail(f"{labelled.source}{line}, field {what!r}: missing or empty ({count(len(missing), 'row')} like it); "
                        "every row needs an answer and a reference")
         group_keys, how = groups_of(labelled.samples, groups, labelled.lines, labelled.source)
         human = labelled.human
+        if rng is not None:
+            _check_range(human, rng, labelled)
         x = labelled_features(labelled.samples, opts)
         model = fit_quality_model(x, human, group_keys, label=labelled.label, source=labelled.source, groups_how=how,
                                   label_range=rng)
@@ -95,3 +98,17 @@ def fit_quality_cmd(
                   highlight=False, soft_wrap=True)
     console.print(f"wrote {out}; use it with --metrics quality_offline --option quality_model={out}",
                   highlight=False, soft_wrap=True)
+
+
+def _check_range(human: Any, rng: list[float], labelled: Any) -> None:
+    """Every label inside --label-range: one outside would be clipped to 0 or 1 and fitted as such."""
+    import numpy as np
+
+    y = np.asarray(human, dtype=float)
+    outside = np.flatnonzero((y < rng[0]) | (y > rng[1]))
+    if outside.size:
+        i = int(outside[0])
+        line = f", line {labelled.lines[i]}" if i < len(labelled.lines) else ""
+        raise fail(f"{labelled.source}{line}, field {labelled.label!r}: label {y[i]:g} is outside --label-range "
+                   f"{rng[0]:g},{rng[1]:g} ({count(int(outside.size), 'label')} outside, labels "
+                   f"{y.min():g} to {y.max():g}); give the scale the labels are on")
