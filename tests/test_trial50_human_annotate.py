@@ -65,3 +65,12 @@ def test_a_row_longer_than_the_header_is_an_error(tmp_path, task):
     res = _import(tmp_path, url, task_id, "item,rater,scale,label\ns0,ana,overall,3,5\n")
     assert res.exit_code == 2  # before: the label "3" of "3,5" was stored
     assert "line 2: 5 fields but the header has 4" in res.output
+
+
+@pytest.mark.parametrize("command", [["agreement"], ["labels", "-o", "out.jsonl"]])
+def test_an_unknown_scale_lists_the_tasks_scales(tmp_path, task, command):
+    url, task_id = task
+    res = runner.invoke(app, ["annotate", command[0], task_id, *command[1:], "--scale", "overal", "--db", url])
+    # before: agreement said "no labels yet on 'overal'" (exit 3); labels named no scale to pick
+    assert res.exit_code == 2
+    assert f"task {task_id} has no scale 'overal' (scales: overall; --scale)" in res.output

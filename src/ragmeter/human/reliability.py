@@ -21,6 +21,7 @@ from ragmeter.human.tasks import (
     labels,
     labels_as_ratings,
     list_tasks,
+    no_scale,
     task_scales,
 )
 from ragmeter.stats.agreement import agreement, krippendorff_alpha
@@ -38,6 +39,9 @@ def task_agreement(store: Store, task_ref: str, scales: Sequence[str] | None = N
     """Per scale: Krippendorff's alpha (ordinal for numeric scales, nominal for categorical, or
     ``level``), percent agreement, and Cohen's quadratic-weighted kappa when there are two raters."""
     task = get_task(store, task_ref)
+    unknown = [s for s in scales or [] if s not in {sc.name for sc in task_scales(task)}]
+    if unknown:
+        raise ConfigError(no_scale(task, unknown[0]))
     out: dict[str, list[dict[str, Any]]] = {}
     for sc in task_scales(task):
         if scales and sc.name not in scales:

@@ -322,12 +322,18 @@ def rater_order(store: Store, task_id: str, rater: AnnotationRater) -> list[str]
     return [ids[i] for i in perm]
 
 
+def no_scale(task: AnnotationTask, scale: str) -> str:
+    """The message for a scale the task does not have, listing the ones it has."""
+    return (f"task {task.id} has no scale {scale!r} (scales: {', '.join(s.name for s in task_scales(task))}; "
+            "--scale)")
+
+
 def save_label(store: Store, task: AnnotationTask, rater: str, sample_id: str, scale: str, value: Any,
                source: str = "web") -> None:
     """Store (or replace) one label; the value is checked against the scale."""
     scales = {s.name: s for s in task_scales(task)}
     if scale not in scales:
-        raise ValueError(f"task {task.id} has no scale {scale!r}")
+        raise ValueError(no_scale(task, scale))
     v = scales[scale].check(value)
     with store.session() as s, s.begin():
         if s.scalar(select(AnnotationItem.pk).where(AnnotationItem.task_id == task.id,
@@ -479,7 +485,7 @@ def labels_as_ratings(store: Store, task_ref: str, scale: str):  # noqa: ANN201 
     task = get_task(store, task_ref)
     sc = {s.name: s for s in task_scales(task)}.get(scale)
     if sc is None:
-        raise ConfigError(f"task {task.id} has no scale {scale!r}")
+        raise ConfigError(no_scale(task, scale))
     rows = [(lab.sample_id, lab.rater, lab.value) for lab in labels(store, task.id) if lab.scale == scale]
     if not rows:
         raise ConfigError(f"task {task.id} has no labels on {scale!r} yet")
@@ -498,7 +504,7 @@ def human_labels(store: Store, task_ref: str, scale: str, how: str = "mean", nor
     task = get_task(store, task_ref)
     sc = {s.name: s for s in task_scales(task)}.get(scale)
     if sc is None:
-        raise ConfigError(f"task {task.id} has no scale {scale!r}")
+        raise ConfigError(no_scale(task, scale))
     if not sc.numeric:
         raise ConfigError(f"scale {scale!r} is categorical: its labels have no number to use")
     if how not in ("mean", "majority", "median"):
