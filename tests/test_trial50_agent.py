@@ -170,3 +170,41 @@ def test_monitor_stats_cost_is_unknown_not_zero_when_no_call_has_one(tmp_path):
     assert code == 0, err
     st = json.loads(out)
     assert st["calls"] == 1 and st["cost_usd"] is None and st["cost_per_query_usd"] is None
+
+
+@pytest.mark.parametrize("name", ["weather_agents_sdk.jsonl", "weather_otel_genai.json"])
+def test_a_trace_exported_twice_counts_once(name, tmp_path):
+    """One export appended twice to a file doubled the trace: 4 steps and 2 tool calls (Agents SDK)
+    for an agent that called the model twice and one tool."""
+    from ragmeter.io.spans import read_span_file
+
+    src = EXAMPLE / name
+    once = read_span_file(src)[0]
+    p = tmp_path / name
+    if name.endswith(".jsonl"):
+        p.write_text(src.read_text(encoding="utf-8") * 2, encoding="utf-8")
+    else:
+        doc = json.loads(src.read_text(encoding="utf-8"))
+        doc["resourceSpans"] = doc["resourceSpans"] * 2
+        p.write_text(json.dumps(doc), encoding="utf-8")
+    twice = read_span_file(p)
+    assert len(twice) == 1
+    t = twice[0]
+    assert (t.step_count, len(t.spans), len(t.tool_calls), t.trajectory) == \
+        (once.step_count, len(once.spans), len(once.tool_calls), once.trajectory) == (2, len(once.spans), 1, ["get_weather"])
+
+
+def test_a_span_recorded_twice_with_different_content_is_named(tmp_path):
+    from ragmeter.core.errors import DatasetError
+    from ragmeter.io.spans import read_span_file
+
+    lines = (EXAMPLE / "weather_agents_sdk.jsonl").read_text(encoding="utf-8").splitlines()
+    tool = next(o for o in map(json.loads, lines) if (o.get("span_data") or {}).get("type") == "function")
+    tool["span_data"]["output"] = "Rain, 9C"
+    p = tmp_path / "spans.jsonl"
+    p.write_text("\n".join([*lines, json.dumps(tool)]) + "\n", encoding="utf-8")
+    with pytest.raises(DatasetError, match=rf"{p}.*span {tool['id']} \('get_weather'\) is recorded twice with "
+                                           "different content"):
+        read_span_file(p)
+    code, _, err = run_main("eval", str(p), "--metrics", "tool_correctness", "--db", str(tmp_path / "r.db"))
+    assert code == 2 and "recorded twice" in err

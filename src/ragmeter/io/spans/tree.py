@@ -203,8 +203,25 @@ def assign_agents(spans: list[TraceSpan]) -> None:
             s.agent = _agent_name(a)
 
 
+def _once(spans: list[TraceSpan]) -> list[TraceSpan]:
+    seen: dict[str, TraceSpan] = {}
+    out = []
+    for s in spans:
+        first = seen.setdefault(s.span_id, s)
+        if first is s:
+            out.append(s)
+        elif first != s:
+            raise ValueError(f"span {s.span_id} ({s.name!r}) is recorded twice with different content "
+                             "(two exports of one trace in one file?)")
+    return out if len(out) < len(spans) else spans
+
+
 def build_trace(trace_id: str, spans: list[TraceSpan], **extra: Any) -> AgentTrace:
-    """The :class:`AgentTrace` of one trace's spans (start order, parents first)."""
+    """The :class:`AgentTrace` of one trace's spans (start order, parents first).
+
+    A span recorded twice alike (one export appended twice, an exporter's retry) counts once; twice
+    with different content is a ValueError naming it."""
+    spans = _once(spans)
     assign_agents(spans)
     llms = _llm_turns(spans)
     has_tools = any(s.kind == "tool" for s in spans)
