@@ -3,6 +3,7 @@ at 80 columns, with typos, truncated and mislabelled files."""
 
 from __future__ import annotations
 
+import csv
 import json
 import re
 
@@ -180,3 +181,25 @@ def test_a_toml_config_is_read_and_its_typos_named(db_url, tmp_path):
     cfg.write_text('metrics = ["token_f1"\n')
     code, out, err = run_main("eval", str(data), "-c", str(cfg), "--db", db_url)
     assert code == 2 and "run.toml: cannot parse config: Unclosed array" in out + err
+
+
+def test_excel_semicolon_csv_is_read_as_a_dataset_and_a_review_sheet(db_url, tmp_path):
+    """Excel saves "CSV" with semicolons where the decimal separator is a comma; the header was
+    read as one column 'question;answer;reference' and the hint (--map) could not help."""
+    data = tmp_path / "semi.csv"
+    data.write_bytes("\ufeffquestion;answer;reference\r\nWhat is X?;X is Y;X is Y\r\n\"a; b\";c;d\r\n".encode())
+    code, out, err = run_main("eval", str(data), "--metrics", "token_f1", "--json", "--db", db_url)
+    assert code == 0, out + err
+    summary = json.loads(out)
+    assert summary["n_samples"] == 2 and summary["metrics"]["token_f1"]["mean"] == 0.5
+    code, _, err = run_main("dataset", "import", str(data), "--name", "gold", "--db", db_url)
+    assert code == 0, err
+    sheet = tmp_path / "review.csv"
+    assert run_main("dataset", "review-export", "gold", "-o", str(sheet), "--db", db_url)[0] == 0
+    rows = list(csv.reader(sheet.read_text().splitlines()))
+    rows[1][rows[0].index("review")] = "rejected"
+    with sheet.open("w", newline="", encoding="utf-8-sig") as fh:  # as Excel saves it there
+        csv.writer(fh, delimiter=";").writerows(rows)
+    assert sheet.read_text().startswith("\ufeffid;review;")
+    code, out, err = run_main("dataset", "review-import", "gold", str(sheet), "--db", db_url)
+    assert code == 0 and "rejected 1" in out, out + err

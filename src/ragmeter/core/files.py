@@ -36,10 +36,25 @@ def read_text(path: str | Path, what: str = "file") -> str:
         raise DatasetError(f"cannot read the {what}: {exc.strerror or exc}", file=str(p)) from None
 
 
+def csv_delimiter(text: str, default: str = ",") -> str:
+    """The delimiter of a CSV text: ``default``, or ``;`` when the header line has no comma but has
+    a semicolon -- Excel saves "CSV" with semicolons where the decimal separator is a comma (German,
+    French, Italian ... settings), and such a header read with commas is one column named
+    ``id;review;question``.
+
+    >>> csv_delimiter("question;answer\nQ;A\n"), csv_delimiter("question,answer\n")
+    (';', ',')
+    """
+    end = text.find("\n")
+    first = text[:end] if end >= 0 else text
+    return ";" if default == "," and "," not in first and ";" in first else default
+
+
 def csv_rows(text: str, source: str | Path) -> Iterator[list[str]]:
-    """The rows of a CSV text; a malformed row (a field past the csv module's size limit, a stray
+    """The rows of a CSV text (comma- or, from Excel in some locales, semicolon-delimited:
+    :func:`csv_delimiter`); a malformed row (a field past the csv module's size limit, a stray
     quote in strict files) is a :class:`DatasetError` naming the file and line."""
-    reader = csv.reader(text.splitlines())
+    reader = csv.reader(text.splitlines(), delimiter=csv_delimiter(text))
     while True:
         try:
             row = next(reader)

@@ -127,6 +127,9 @@ def _json_rows(path: Path) -> Iterator[tuple[int, Any]]:
 
 def _csv_rows(path: Path, delimiter: str) -> Iterator[tuple[int, Any]]:
     text = _decode(_read_bytes(path), path).lstrip("\ufeff")
+    from ragmeter.core.files import csv_delimiter
+
+    delimiter = csv_delimiter(text, delimiter)  # Excel's semicolon CSV (decimal-comma locales)
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
     header: list[str] | None = None
     start = 1
