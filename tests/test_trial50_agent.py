@@ -208,3 +208,21 @@ def test_a_span_recorded_twice_with_different_content_is_named(tmp_path):
         read_span_file(p)
     code, _, err = run_main("eval", str(p), "--metrics", "tool_correctness", "--db", str(tmp_path / "r.db"))
     assert code == 2 and "recorded twice" in err
+
+
+@pytest.mark.parametrize("spans,message", [
+    ([{"span_id": "1", "kind": "tool"}], "spans: tool_calls.0.name: Field required (a tool span needs its tool_name)"),
+    ([{"span_id": "1", "kind": "tool", "tool_name": "get_weather"}, {"span_id": "1", "kind": "llm"}],
+     "span 1 ('') is recorded twice with different content"),
+])
+def test_a_hand_written_span_trace_that_cannot_be_built_names_file_line_and_field(spans, message, tmp_path):
+    """A tool span without its tool_name was a pydantic traceback (exit 1)."""
+    import ragmeter
+    from ragmeter.core.errors import DatasetError
+
+    p = tmp_path / "t.jsonl"
+    p.write_text(json.dumps({"id": "a", "question": "q", "trace": {"spans": spans}}) + "\n", encoding="utf-8")
+    with pytest.raises(DatasetError) as exc:
+        ragmeter.load(str(p))
+    assert (exc.value.file, exc.value.line, exc.value.field) == (str(p), 1, "trace")
+    assert message in str(exc.value)

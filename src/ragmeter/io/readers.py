@@ -679,15 +679,13 @@ def _trace(v: Any, err: Any) -> Any:
         from ragmeter.io.traces import parse_trace
     except ImportError:
         return v
+    from ragmeter.io.span_fields import with_span_fields
+
     try:
-        trace = parse_trace(v)
+        # a trace written as spans: what its fields do not say, its spans do
+        return with_span_fields(parse_trace(v))
     except (ValueError, TypeError, KeyError) as exc:
         raise err(f"invalid agent trace: {exc}") from exc
-    if trace.spans:  # a trace written as spans: what its fields do not say, its spans do
-        from ragmeter.io.span_fields import with_span_fields
-
-        trace = with_span_fields(trace)
-    return trace
 
 
 
