@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -80,7 +81,7 @@ def test_eval_out_refuses_a_file_name_of_another_format(db_url, tmp_path):
     for name in ("rows.parquet", "rows.csv", "rows.xlsx"):
         code, out, err = run_main("eval", str(data), "--metrics", "token_f1", "--out", str(tmp_path / name),
                                   "--db", db_url)
-        assert code == 2 and "--out writes JSONL" in out + err and "ragmeter export RUN -o" in out + err
+        assert code == 2 and "--out writes JSONL" in out + err and "ragmeter export RUN -o" in " ".join((out + err).split())
         assert not (tmp_path / name).exists()
     assert not (tmp_path / "ragmeter.db").exists() or run_main("runs", "--json", "--db", db_url)[1].strip() == "[]"
     code, _, _ = run_main("eval", str(data), "--metrics", "token_f1", "--out", str(tmp_path / "rows.jsonl"),
@@ -203,3 +204,21 @@ def test_excel_semicolon_csv_is_read_as_a_dataset_and_a_review_sheet(db_url, tmp
     assert sheet.read_text().startswith("\ufeffid;review;")
     code, out, err = run_main("dataset", "review-import", "gold", str(sheet), "--db", db_url)
     assert code == 0 and "rejected 1" in out, out + err
+
+
+def test_dataset_files_are_not_written_under_another_formats_name(db_url, tmp_path):
+    """``dataset review-export -o review.xlsx`` wrote CSV text into review.xlsx (a spreadsheet then
+    refuses it) and ``dataset export -o gold.csv`` JSONL into gold.csv: usage errors now (exit 2),
+    nothing written."""
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"question": "q", "answer": "a", "reference": "a"}\n')
+    assert run_main("dataset", "import", str(data), "--name", "gold", "--db", db_url)[0] == 0
+    for args, message in ((("review-export", "gold", "-o", str(tmp_path / "review.xlsx")),
+                           "--output writes CSV, not Excel: name it review.csv"),
+                          (("export", "gold", "-o", str(tmp_path / "gold.csv")),
+                           "--output writes JSONL, not CSV: name it gold.jsonl")):
+        code, out, err = run_main("dataset", *args, "--db", db_url)
+        assert code == 2 and message in " ".join((out + err).split()), out + err
+        assert not Path(args[-1]).exists()
+    assert run_main("dataset", "review-export", "gold", "-o", str(tmp_path / "review.csv"), "--db", db_url)[0] == 0
+    assert run_main("dataset", "export", "gold", "-o", str(tmp_path / "gold.jsonl"), "--db", db_url)[0] == 0

@@ -11,6 +11,7 @@ from typing import Annotated, Any
 import typer
 
 from ragmeter.apps.cli._common import DB_HELP, console, err_console, fmt, get_store, summary_table
+from ragmeter.apps.cli._outputs import check_output_name
 from ragmeter.apps.cli._panel import COMBINE_HELP, PANEL_HELP, panel_options
 from ragmeter.apps.cli._params import number
 from ragmeter.core.counts import count
@@ -94,13 +95,8 @@ def eval_cmd(
     if max_missing is not None and not 0 <= max_missing <= 1:
         raise typer.BadParameter(f"a share of the samples between 0 and 1 (0.2 = 20%), got {max_missing:g}",
                                  param_hint="'--max-missing'")
-    if out is not None and out.suffix.lower() not in {".jsonl", ".ndjson", ".json", ".gz", ""}:
-        from ragmeter.apps.export.files import SUFFIX_FORMATS
-
-        if out.suffix.lower() in SUFFIX_FORMATS:  # JSONL text in a .parquet or .csv no reader takes
-            raise typer.BadParameter(f"--out writes JSONL, not {out.suffix}: name it {out.stem}.jsonl, or write "
-                                     f"this format after the run with `ragmeter export RUN -o {out}`",
-                                     param_hint="'--out'")
+    check_output_name(out, "JSONL", (".jsonl", ".ndjson", ".json"), "--out",
+                      f"or write that format after the run: ragmeter export RUN -o {out}")
     if method:
         from ragmeter.metrics.correctness import metric_for_method
 

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from ragmeter.apps.cli._common import DB_HELP, console, err_console, get_store
+from ragmeter.apps.cli._outputs import check_output_name
 from ragmeter.apps.cli._params import number
 from ragmeter.core.counts import count
 
@@ -266,6 +267,7 @@ def dataset_export(
     negative_references, relevant spans (source, start, end, text) and metadata."""
     from ragmeter.golden.datasets import export_jsonl
 
+    check_output_name(output, "JSONL", (".jsonl", ".ndjson", ".json"), "--output")
     n = export_jsonl(get_store(db, must_exist=True), ref, output)
     console.print(f"wrote {count(n, 'sample')} to {output}")
 
@@ -334,6 +336,8 @@ def dataset_review_export(
     editable question, references and spans (JSON)."""
     from ragmeter.golden.datasets import review_csv
 
+    check_output_name(output, "CSV", (".csv", ".txt"), "--output",
+                      "a spreadsheet opens the .csv as it is")
     output.write_text(review_csv(get_store(db, must_exist=True), name), encoding="utf-8")
     console.print(f"wrote {output}; fill the review column, edit cells, then: ragmeter dataset review-import {name} {output}")
 
