@@ -208,8 +208,8 @@ def test_excel_semicolon_csv_is_read_as_a_dataset_and_a_review_sheet(db_url, tmp
 
 def test_dataset_files_are_not_written_under_another_formats_name(db_url, tmp_path):
     """``dataset review-export -o review.xlsx`` wrote CSV text into review.xlsx (a spreadsheet then
-    refuses it) and ``dataset export -o gold.csv`` JSONL into gold.csv: usage errors now (exit 2),
-    nothing written."""
+    refuses it), ``dataset export -o gold.csv`` JSONL into gold.csv, ``report -o r.pdf`` HTML into
+    r.pdf and ``baseline save -o b.csv`` JSON into b.csv: usage errors now (exit 2), nothing written."""
     data = tmp_path / "d.jsonl"
     data.write_text('{"question": "q", "answer": "a", "reference": "a"}\n')
     assert run_main("dataset", "import", str(data), "--name", "gold", "--db", db_url)[0] == 0
@@ -218,6 +218,13 @@ def test_dataset_files_are_not_written_under_another_formats_name(db_url, tmp_pa
                           (("export", "gold", "-o", str(tmp_path / "gold.csv")),
                            "--output writes JSONL, not CSV: name it gold.jsonl")):
         code, out, err = run_main("dataset", *args, "--db", db_url)
+        assert code == 2 and message in " ".join((out + err).split()), out + err
+        assert not Path(args[-1]).exists()
+    rid = ragmeter.evaluate(str(data), ["token_f1"], db=db_url, progress=False).run_id
+    for args, message in ((("report", rid, "-o", str(tmp_path / "r.pdf")), "--output writes HTML, not PDF: name it r.html"),
+                          (("baseline", "save", rid, "-o", str(tmp_path / "b.csv")),
+                           "--output writes JSON, not CSV: name it b.json")):
+        code, out, err = run_main(*args, "--db", db_url)
         assert code == 2 and message in " ".join((out + err).split()), out + err
         assert not Path(args[-1]).exists()
     assert run_main("dataset", "review-export", "gold", "-o", str(tmp_path / "review.csv"), "--db", db_url)[0] == 0

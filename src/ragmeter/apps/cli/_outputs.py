@@ -10,7 +10,9 @@ import typer
 
 #: suffixes that name a file format, and the format's name for messages
 FORMAT_SUFFIXES = {".csv": "CSV", ".tsv": "TSV", ".parquet": "Parquet", ".pq": "Parquet", ".jsonl": "JSONL",
-                   ".ndjson": "JSONL", ".json": "JSON", ".xlsx": "Excel", ".xls": "Excel", ".html": "HTML"}
+                   ".ndjson": "JSONL", ".json": "JSON", ".xlsx": "Excel", ".xls": "Excel", ".html": "HTML", ".htm": "HTML",
+                   ".pdf": "PDF", ".png": "PNG", ".svg": "SVG", ".md": "Markdown", ".xml": "XML",
+                   ".yaml": "YAML", ".yml": "YAML"}
 
 
 def check_output_name(path: Path | None, writes: str, accepts: tuple[str, ...], option: str,

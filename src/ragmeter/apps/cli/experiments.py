@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from ragmeter.apps.cli._common import DB_HELP, console, err_console, exit_if_incomplete, fmt, get_store
+from ragmeter.apps.cli._outputs import check_output_name
 from ragmeter.apps.cli._params import number
 
 
@@ -421,6 +422,8 @@ def baseline_save_cmd(
 ) -> None:
     """Write a run's per-sample values to a baseline file (the gate's paired test works against it)."""
     from ragmeter.analysis.runs import from_store, save_baseline
+
+    check_output_name(output, "JSON", (".json",), "--output")
 
     values = from_store(get_store(db), run)
     path = save_baseline(values, output, metrics=_metrics(metric) or None)

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from ragmeter.apps.cli._common import DB_HELP, DEFAULT_PORT, console, err_console, get_store
+from ragmeter.apps.cli._outputs import check_output_name
 from ragmeter.apps.cli._params import number
 
 
@@ -48,6 +49,8 @@ def report_cmd(
 
     if max_samples < 0:
         raise typer.BadParameter("--max-samples must be >= 0")
+    check_output_name(output, "HTML", (".html", ".htm"), "--output",
+                      "a browser prints it to PDF" if output.suffix.lower() == ".pdf" else "")
     from ragmeter.apps.report.render import MAX_ALL_ROWS
 
     store = get_store(db, must_exist=True)
