@@ -226,3 +226,22 @@ def test_a_hand_written_span_trace_that_cannot_be_built_names_file_line_and_fiel
         ragmeter.load(str(p))
     assert (exc.value.file, exc.value.line, exc.value.field) == (str(p), 1, "trace")
     assert message in str(exc.value)
+
+
+@pytest.mark.parametrize("trace,field", [
+    ({"step_count": -1}, "step_count"),
+    ({"latency_ms": -5}, "latency_ms"),
+    ({"latency_ms": "inf"}, "latency_ms"),
+    ({"tool_calls": [{"name": "get_weather", "latency_ms": -3}]}, "tool_calls.0.latency_ms"),
+    ({"spans": [{"span_id": "1", "kind": "llm", "input_tokens": -10}]}, "spans.0.input_tokens"),
+    ({"spans": [{"span_id": "1", "kind": "llm", "cost_usd": -0.5}]}, "spans.0.cost_usd"),
+])
+def test_a_negative_or_infinite_duration_count_or_cost_is_refused(trace, field, tmp_path):
+    """A trace with a latency of -5 ms or inf, or -1 steps, was read and skewed agent-stats."""
+    import ragmeter
+    from ragmeter.core.errors import DatasetError
+
+    p = tmp_path / "t.jsonl"
+    p.write_text(json.dumps({"id": "a", "question": "q", "trace": trace}) + "\n", encoding="utf-8")
+    with pytest.raises(DatasetError, match=rf"{field}: Input should be (greater than or equal to 0|a finite number)"):
+        ragmeter.load(str(p))

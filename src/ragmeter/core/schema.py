@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -49,6 +49,13 @@ class Chunk(BaseModel):
         return self.source is not None and self.start is not None and self.end is not None
 
 
+#: a duration, an offset or a cost: finite and not negative (a trace with a latency of -5 ms or inf
+#: made agent-stats' mean and percentiles wrong)
+NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+#: a count of steps or tokens
+Count = Annotated[int, Field(ge=0)]
+
+
 class ToolCall(BaseModel):
     """One tool invocation of an agent.
 
@@ -61,7 +68,7 @@ class ToolCall(BaseModel):
     name: str
     arguments: dict[str, Any] = Field(default_factory=dict)
     result: Any = None
-    latency_ms: float | None = None
+    latency_ms: NonNegative | None = None
     error: str | None = None
     id: str | None = None
     turn: int | None = None
@@ -90,16 +97,16 @@ class TraceSpan(BaseModel):
     name: str = ""
     agent: str | None = None
     to_agent: str | None = None
-    start_ms: float | None = None
-    latency_ms: float | None = None
+    start_ms: NonNegative | None = None
+    latency_ms: NonNegative | None = None
     status: str = "ok"
     error: str | None = None
     input: Any = None
     output: Any = None
     model: str | None = None
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    cost_usd: float | None = None
+    input_tokens: Count | None = None
+    output_tokens: Count | None = None
+    cost_usd: NonNegative | None = None
     tool_name: str | None = None
     tool_arguments: dict[str, Any] | None = None
     tool_result: Any = None
@@ -129,8 +136,8 @@ class AgentTrace(BaseModel):
     tool_calls: list[ToolCall] = Field(default_factory=list)
     trajectory: list[str] | None = None
     final_output: dict[str, Any] | None = None
-    step_count: int | None = None
-    latency_ms: float | None = None
+    step_count: Count | None = None
+    latency_ms: NonNegative | None = None
     input_text: str | None = None
     final_text: str | None = None
     #: the trace's id in the source (OTel trace id, an Agents SDK ``trace_...``, a LangSmith run id)
