@@ -245,3 +245,69 @@ def test_a_negative_or_infinite_duration_count_or_cost_is_refused(trace, field, 
     p.write_text(json.dumps({"id": "a", "question": "q", "trace": trace}) + "\n", encoding="utf-8")
     with pytest.raises(DatasetError, match=rf"{field}: Input should be (greater than or equal to 0|a finite number)"):
         ragmeter.load(str(p))
+
+
+def _oi_span(sid: str, parent: str | None, name: str, start: int, attrs: dict[str, str]) -> dict:
+    span = {"traceId": "5b8efff798038103d269b633813fc60c", "spanId": sid, "name": name, "kind": 1,
+            "startTimeUnixNano": str(1_700_000_000_000_000_000 + start * 1_000_000),
+            "endTimeUnixNano": str(1_700_000_000_000_000_000 + (start + 5) * 1_000_000),
+            "attributes": [{"key": k, "value": {"stringValue": v}} for k, v in attrs.items()]}
+    if parent:
+        span["parentSpanId"] = parent
+    return span
+
+
+def _langgraph_like(tmp_path: Path, tool_input: str, with_request: bool = True) -> Path:
+    """A LangGraph ReAct agent as openinference-instrumentation-langchain records it: the tool span's
+    input.value is the bare text LangChain passes a one-argument tool ("Paris"), the arguments as
+    JSON are in the LLM span's tool call."""
+    llm = {"openinference.span.kind": "LLM", "llm.model_name": "gpt-4o-mini",
+           "llm.input_messages.0.message.role": "user",
+           "llm.input_messages.0.message.content": "What is the weather in Paris?",
+           "llm.output_messages.0.message.role": "assistant"}
+    if with_request:
+        llm |= {"llm.output_messages.0.message.tool_calls.0.tool_call.id": "call_5",
+                "llm.output_messages.0.message.tool_calls.0.tool_call.function.name": "get_weather",
+                "llm.output_messages.0.message.tool_calls.0.tool_call.function.arguments": '{"city": "Paris"}'}
+    spans = [_oi_span("a000000000000001", None, "LangGraph", 0, {"openinference.span.kind": "CHAIN"}),
+             _oi_span("a000000000000002", "a000000000000001", "ChatOpenAI", 1, llm),
+             _oi_span("a000000000000003", "a000000000000001", "get_weather", 10,
+                      {"openinference.span.kind": "TOOL", "tool.name": "get_weather", "input.value": tool_input,
+                       "output.value": "Sunny, 21C"})]
+    p = tmp_path / "langgraph.json"
+    p.write_text(json.dumps({"resourceSpans": [{"resource": {"attributes": []},
+                                                "scopeSpans": [{"scope": {"name": "oi"}, "spans": spans}]}]}))
+    return p
+
+
+AGENT_ARGS = 'agent={"expected_tools": ["get_weather"], "expected_tool_calls": [{"name": "get_weather", "arguments": %s}]}'
+
+
+@pytest.mark.parametrize("expected,trace_value,span_value", [
+    ('{"city": "Paris"}', 1.0, 1.0),
+    ("{}", 0.0, 0.0),
+])
+def test_per_span_tool_rows_take_the_arguments_the_llm_sent(expected, trace_value, span_value, tmp_path):
+    """The tool span's row (--per-span) had no arguments where the span recorded its input as text:
+    argument_correctness 0 on the span beside 1 on the trace (0.5 for a run that did it right)."""
+    p = _langgraph_like(tmp_path, "Paris")
+    code, out, err = run_main("eval", str(p), "--per-span", "--metrics", "argument_correctness", "--option",
+                              AGENT_ARGS % expected, "--db", str(tmp_path / "r.db"), "--out",
+                              str(tmp_path / "rows.jsonl"), "--json", "--no-progress")
+    assert code == 0, err
+    rows = [json.loads(x) for x in (tmp_path / "rows.jsonl").read_text().splitlines()]
+    values = {r["metadata"]["span_kind"]: r["argument_correctness"] for r in rows if r["metadata"]["span_kind"] != "llm"}
+    assert values == {"trace": trace_value, "tool": span_value}, rows
+
+
+def test_per_span_tool_text_arguments_match_no_expected_arguments(tmp_path):
+    """Without the LLM's request, a span whose input is text keeps it as arguments_raw: it matches no
+    expected arguments, not even none ({}), on its own row as on the trace."""
+    p = _langgraph_like(tmp_path, "Paris", with_request=False)
+    code, out, err = run_main("eval", str(p), "--per-span", "--metrics", "argument_correctness", "--option",
+                              AGENT_ARGS % "{}", "--db", str(tmp_path / "r.db"), "--out",
+                              str(tmp_path / "rows.jsonl"), "--json", "--no-progress")
+    assert code == 0, err
+    rows = [json.loads(x) for x in (tmp_path / "rows.jsonl").read_text().splitlines()]
+    values = {r["metadata"]["span_kind"]: r["argument_correctness"] for r in rows if r["metadata"]["span_kind"] != "llm"}
+    assert values == {"trace": 0.0, "tool": 0.0}, rows

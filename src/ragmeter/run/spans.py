@@ -271,9 +271,13 @@ def _agent_row(s: Sample, trace: AgentTrace, spans: list[TraceSpan], name: str, 
 
 
 def _call(sp: TraceSpan) -> ToolCall:
+    # arguments that were not a JSON object stay the span's text (arguments_raw), so they match no
+    # expected arguments, as on the whole trace, instead of reading as a call without arguments
+    raw = getattr(sp, "arguments_raw", None) if sp.tool_arguments is None else None
     return ToolCall(name=sp.tool_name or sp.name or "tool", arguments=dict(sp.tool_arguments or {}),
                     result=sp.tool_result, latency_ms=sp.latency_ms, id=sp.span_id,
-                    error=sp.error or ("error" if sp.status == "error" else None))
+                    error=sp.error or ("error" if sp.status == "error" else None),
+                    **({"arguments_raw": raw} if raw is not None else {}))
 
 
 def output_text(value: Any) -> str | None:

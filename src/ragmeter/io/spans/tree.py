@@ -95,6 +95,8 @@ def _calls_from_tool_spans(spans: list[TraceSpan], llms: list[TraceSpan]) -> lis
 
             args = arguments_of((req.get("function") or {}).get("arguments"))
             raw = None if args is not None else raw
+            if args is not None:  # the span's own row (--per-span) then holds the call's arguments too
+                s.tool_arguments = args
         call: dict[str, Any] = {"name": s.tool_name, "arguments": args or {}, "result": s.tool_result,
                                 "latency_ms": s.latency_ms, "id": call_id or (req or {}).get("id") or s.span_id,
                                 "turn": _turn_of(s, llms), "span_id": s.span_id}
