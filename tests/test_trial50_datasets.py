@@ -229,3 +229,20 @@ def test_dataset_files_are_not_written_under_another_formats_name(db_url, tmp_pa
         assert not Path(args[-1]).exists()
     assert run_main("dataset", "review-export", "gold", "-o", str(tmp_path / "review.csv"), "--db", db_url)[0] == 0
     assert run_main("dataset", "export", "gold", "-o", str(tmp_path / "gold.jsonl"), "--db", db_url)[0] == 0
+
+
+def test_compare_of_runs_sharing_no_sample_is_incomplete(db_url):
+    """Two runs of different files (ids that never meet) were 'compared' with exit 0 and a table of
+    dashes; gate said INCOMPLETE with exit 3 for the same runs. compare exits 3 too and says why."""
+    a = ragmeter.evaluate([{"id": f"a{i}", "answer": "x", "reference": "x"} for i in range(3)], ["token_f1"],
+                          db=db_url, progress=False).run_id
+    b = ragmeter.evaluate([{"id": f"b{i}", "answer": "x", "reference": "y"} for i in range(3)], ["token_f1"],
+                          db=db_url, progress=False).run_id
+    for extra in ((), ("--json",)):
+        code, out, err = run_main("compare", a, b, *extra, "--db", db_url)
+        assert code == 3, out + err
+        assert "no sample has a value in both runs for token_f1" in " ".join(err.split())
+    assert run_main("gate", b, "--baseline", a, "--db", db_url)[0] == 3
+    c = ragmeter.evaluate([{"id": f"a{i}", "answer": "x", "reference": "y"} for i in range(3)], ["token_f1"],
+                          db=db_url, progress=False).run_id
+    assert run_main("compare", a, c, "--db", db_url)[0] == 0

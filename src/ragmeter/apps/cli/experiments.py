@@ -284,6 +284,7 @@ def compare_cmd(
                        all_pairs=all_pairs, store=get_store(db))
     if as_json:
         typer.echo(json.dumps(res.to_dict(), default=str))
+        _exit_if_unpaired(res)
         return
     from rich import box
     from rich.table import Table
@@ -319,6 +320,20 @@ def compare_cmd(
     unpaired = {r.metric: r.n_unpaired for r in res.rows if r.n_unpaired}
     if unpaired:
         console.print(f"not paired (value in only one run): {unpaired}")
+    _exit_if_unpaired(res)
+
+
+def _exit_if_unpaired(res: Any) -> None:
+    """Exit 3 (incomplete, as gate does) when a compared metric has no sample with a value in both
+    runs (runs of different datasets, or a metric without values): nothing was compared for it."""
+    empty = [r for r in res.rows if r.n == 0]
+    if not empty:
+        return
+    err_console.print("comparison incomplete (exit 3): no sample has a value in both runs for "
+                      + ", ".join(f"{r.metric} ({r.a} vs {r.b})" for r in empty)
+                      + "; pairs are made by sample id: give the rows of both files the same ids",
+                      markup=False, highlight=False)
+    raise SystemExit(3)
 
 
 # ---- power -----------------------------------------------------------------------------------------
