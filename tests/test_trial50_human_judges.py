@@ -71,3 +71,26 @@ def test_fit_quality_refuses_labels_outside_label_range(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "labels.jsonl, line 1, field 'human': label 1 is outside --label-range 2,4 (10 labels outside" in err
     assert not (tmp_path / "m.json").exists()
+
+
+def test_judge_prices_of_an_unpriced_model_is_incomplete_with_close_names(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["judge-prices", "--model", "openai:gpt-4o-mni"])
+    assert exc.value.code == 3  # before: "no price for ..." with exit 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "no price for openai:gpt-4o-mni: its cost would be unknown" in out
+    assert "Did you mean: gpt-4o-mini," in out and out.count("gpt-4o-mini,") == 1
+    with pytest.raises(SystemExit) as exc:
+        main(["judge-prices", "--model", "ollama:mystery", "--json"])
+    assert exc.value.code == 3
+    assert json.loads(capsys.readouterr().out) == {"model": "ollama:mystery", "input": None, "output": None}
+
+
+def test_a_price_entry_with_an_unknown_key_is_an_error(tmp_path, capsys):
+    # before: `cached: 0.075` (or a misspelt key) was ignored without a word
+    f = tmp_path / "prices.yaml"
+    f.write_text("gpt-x: {input: 1, output: 2, cached: 0.5}\n")
+    with pytest.raises(SystemExit) as exc:
+        main(["judge-prices", "--prices", str(f), "--model", "openai:gpt-x"])
+    assert exc.value.code == 2
+    assert "prices.yaml: entry 'gpt-x': unknown key 'cached'" in capsys.readouterr().err

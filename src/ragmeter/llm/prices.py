@@ -248,6 +248,12 @@ def read_price_file(path: str | Path) -> dict[str, tuple[float, float]]:
 
 
 def _price_entry(p: Path, model: str, v: Any) -> tuple[float, float]:
+    if isinstance(v, dict):
+        unknown = sorted(str(k) for k in v if k not in ("input", "output"))
+        if unknown:
+            # a misspelt or unsupported key (``cached``, ``inptu``) would otherwise be ignored silently
+            raise ConfigError(f"{p}: entry {model!r}: unknown key {unknown[0]!r} (a price entry has input and "
+                              "output, USD per 1M tokens)")
     try:
         if isinstance(v, dict):
             pair = (float(v["input"]), float(v["output"]))

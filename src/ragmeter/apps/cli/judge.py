@@ -33,9 +33,18 @@ def judge_prices_cmd(
         if as_json:
             typer.echo(json.dumps({"model": model, **(_price_json(p) if p else {"input": None, "output": None})}))
         elif p is None:
-            console.print(f"no price for {model}: add it to a price file (see docs/judge.md)")
+            import difflib
+
+            names = list(dict.fromkeys(k.partition(":")[2] or k for k, _ in table.rows()))
+            close = difflib.get_close_matches(name, names, n=3)
+            hint = f" Did you mean: {', '.join(close)}?" if close else ""
+            console.print(f"no price for {model}: its cost would be unknown and --max-cost refused.{hint} Add it "
+                          "to a price file (--prices here, --option judge_prices=FILE on eval; docs/judge.md)",
+                          highlight=False, markup=False)
         else:
             console.print(f"{model}: ${p.input:g} input, ${p.output:g} output per 1M tokens{_tiers_text(p)}")
+        if p is None:
+            raise typer.Exit(3)  # asked for one price and there is none: incomplete, not done
         return
     rows = table.rows()
     if as_json:
