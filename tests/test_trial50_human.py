@@ -163,3 +163,14 @@ def test_one_scale_of_a_labels_export_equals_the_references(tmp_path):
 def test_notes_count_with_their_noun():
     r = Ratings.from_long([(1, "a", "yes"), (1, "b", "no"), (2, "a", "yes"), (3, "a", "no"), (3, "b", "no")])
     assert "1 item with fewer than two ratings left out (no pair to compare)" in agreement(r, "alpha").notes
+
+
+def test_an_argilla_export_is_not_read_as_a_wide_table(tmp_path):
+    # Argilla's flattened records: list-valued response cells, status and text columns; before, every
+    # column was a "rater" and alpha came out of texts and statuses with exit 0
+    f = _file(tmp_path, "argilla.csv", "id,status,text,label.responses,label.responses.users\n"
+              "r1,completed,Great,\"['positive', 'positive']\",\"['u1', 'u2']\"\n"
+              "r2,completed,Bad,\"['negative', 'positive']\",\"['u1', 'u2']\"\n")
+    res = runner.invoke(app, ["agreement", f])
+    assert res.exit_code == 2
+    assert "argilla.csv, line 1, field 'status': column 'status' is not a rater" in res.output

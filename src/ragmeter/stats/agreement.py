@@ -382,6 +382,15 @@ _ITEM_COLS = ("item", "unit", "sample_id", "sample", "id", "task")
 _RATER_COLS = ("rater", "coder", "annotator", "judge", "observer")
 _LABEL_COLS = ("label", "value", "score", "rating")
 _SCALE_COLS = ("scale", "criterion")
+#: columns of a dataset or a labelling tool's export, never a rater of a wide file
+_DATA_FIELDS = {"text", "question", "answer", "response", "contexts", "context", "reference", "references",
+                "status", "created_at", "updated_at", "inserted_at", "lead_time", "annotation_id", "metadata"}
+
+
+def _is_data_field(name: str) -> bool:
+    low = name.strip().lower()
+    return low in _DATA_FIELDS or low.endswith((".responses", ".responses.users", ".responses.status",
+                                                ".suggestion", ".suggestion.score", ".suggestion.agent"))
 
 
 def read_ratings(path: str | Path, order: Sequence[str] | None = None, *, item_column: str | None = None,
@@ -488,6 +497,14 @@ def read_ratings(path: str | Path, order: Sequence[str] | None = None, *, item_c
     else:
         rater_cols = [j for j in range(len(header)) if j != ci]
         rater_names = [header[j] for j in rater_cols]
+        fields = [header[j] for j in rater_cols if _is_data_field(header[j])]
+        if fields:
+            # an export of a labelling tool (Argilla: text, status, label.responses ...) is not a wide
+            # table of raters: reading it so would compare texts and dates as labels
+            raise DatasetError(f"column {fields[0]!r} is not a rater: a wide file has an item column and one "
+                               "column per rater; a file of one row per rating names its columns with "
+                               "--item-column, --rater-column and --label-column (the header is "
+                               f"{','.join(header)})", file=str(p), line=1, field=fields[0])
         if len(rater_cols) < 2:
             raise ValueError(f"{p}: need long columns item,rater,label or one column per rater "
                              f"(at least two); header is {','.join(header)}")
