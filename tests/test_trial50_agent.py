@@ -311,3 +311,20 @@ def test_per_span_tool_text_arguments_match_no_expected_arguments(tmp_path):
     rows = [json.loads(x) for x in (tmp_path / "rows.jsonl").read_text().splitlines()]
     values = {r["metadata"]["span_kind"]: r["argument_correctness"] for r in rows if r["metadata"]["span_kind"] != "llm"}
     assert values == {"trace": 0.0, "tool": 0.0}, rows
+
+
+@pytest.mark.parametrize("minimum,message", [
+    ("trajectory_macth=0.9", "unknown metric 'trajectory_macth'. Did you mean: trajectory_match"),
+    ("tool_correctness=2", "tool_correctness=2: outside the metric's range [0, 1]"),
+    ("faithfulness=80", "faithfulness=80: outside the metric's range [0, 1]"),
+    ("tool_correctness=nan", "tool_correctness=nan: the value must be a finite number"),
+])
+def test_monitor_check_refuses_a_minimum_it_could_never_check(minimum, message, tmp_path):
+    """A misspelt metric was 'no data' (exit 3), nan passed every check, 80 failed every one."""
+    db = str(tmp_path / "m.db")
+    code, _, err = run_main("monitor", "import", str(EXAMPLE / "weather_otel_genai.json"), "--db", db)
+    assert code == 0, err
+    code, out, err = run_main("monitor", "check", "--window", "36500d", "--min-metric", minimum, "--db", db)
+    assert code == 2 and message in " ".join(err.split()), err
+    code, out, err = run_main("monitor", "check", "--window", "36500d", "--max-p95-ms", "1e9", "--db", db)
+    assert code == 0 and out.startswith("1 call in the last 36500d"), out + err

@@ -170,6 +170,8 @@ def check_cmd(
         raise ConfigError("give at least one threshold: --max-p95-ms, --max-p99-ms, --max-error-rate, "
                           "--max-cost-per-query or --min-metric")
     store = get_store(db, must_exist=True)
+    for m, limit in minimums.items():
+        _check_minimum(store, m, limit)
     until = now_utc()
     st = window_stats(store, span, until=until)
     checks: list[dict[str, Any]] = []
@@ -203,7 +205,7 @@ def check_cmd(
         typer.echo(json.dumps({"window": st["window"], "calls": st["calls"], "checks": checks,
                                "exit_code": code}, default=str))
     else:
-        console.print(f"{st['calls']} calls in the last {window}")
+        console.print(f"{count(st['calls'], 'call')} in the last {window}")
         for c in checks:
             style = {"FAIL": "red", "ok": "green"}.get(c["status"], "yellow")
             rel = ">" if c["worse_if"] == "above" else "<"
@@ -211,8 +213,37 @@ def check_cmd(
                     f"(fails if {rel} {c['limit']:g})" + (f"  {c['note']}" if c["note"] else ""))
             console.print(line, highlight=False)
         if too_few and not failed:
-            err_console.print(f"only {st['calls']} calls in the window (--min-calls {min_calls}): nothing to check")
+            err_console.print(f"only {count(st['calls'], 'call')} in the window (--min-calls {min_calls}): "
+                              "nothing to check")
     raise typer.Exit(code)
+
+
+def _check_minimum(store: Any, name: str, limit: float) -> None:
+    """A --min-metric that can never be checked is a usage error (exit 2), not 'no data' (exit 3)
+    or a check that always passes: a name that is no metric and no online evaluation's key (a typo),
+    a value that is not a number (nan passed every check), or one outside the metric's range
+    (faithfulness=80)."""
+    import difflib
+    import math
+
+    from ragmeter.core.errors import ConfigError
+    from ragmeter.metrics.registry import declared_range, resolve
+    from ragmeter.monitor.online import monitor_runs
+
+    if not math.isfinite(limit):
+        raise ConfigError(f"--min-metric {name}={limit}: the value must be a finite number")
+    try:
+        rng = declared_range(resolve(name).spec.range)
+    except ConfigError as exc:
+        scored = sorted({str(k) for rec in monitor_runs(store).values() for k in rec.get("metrics") or []})
+        if name in scored:
+            return  # a key of an online evaluation that is not a registry name (a plugin's, gone since)
+        close = difflib.get_close_matches(name, scored, n=3, cutoff=0.6)
+        raise ConfigError(f"--min-metric: {exc}" + (f" The online evaluations here scored: {', '.join(close)}."
+                                                    if close else "")) from None
+    if rng is not None and not rng[0] <= limit <= rng[1]:
+        raise ConfigError(f"--min-metric {name}={limit:g}: outside the metric's range [{rng[0]:g}, {rng[1]:g}] "
+                          "(a check that could never pass, or never fail)")
 
 
 @monitor_app.command("import")
