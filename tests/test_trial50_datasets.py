@@ -246,3 +246,19 @@ def test_compare_of_runs_sharing_no_sample_is_incomplete(db_url):
     c = ragmeter.evaluate([{"id": f"a{i}", "answer": "x", "reference": "y"} for i in range(3)], ["token_f1"],
                           db=db_url, progress=False).run_id
     assert run_main("compare", a, c, "--db", db_url)[0] == 0
+
+
+def test_a_spreadsheet_header_is_read_whatever_its_case_and_spaces(tmp_path):
+    """``Question, Answer, Expected Answer`` (a header typed in a spreadsheet) was 'no known field in
+    this row' with a --map hint that guessed nothing; the aliases match up to case, spaces and
+    hyphens now, and an exact name still wins."""
+    data = tmp_path / "sheet.csv"
+    data.write_text('ID,Question,Answer,Expected Answer,Retrieved-Contexts,Notes\n'
+                    'q1,What is X?,X is Y,X is Z,"[""X is Y""]",checked\n')
+    s = ragmeter.load(str(data)).samples[0]
+    assert (s.id, s.question, s.answer, s.references) == ("q1", "What is X?", "X is Y", ["X is Z"])
+    assert [c.text for c in s.contexts] == ["X is Y"] and s.metadata == {"Notes": "checked"}
+    both = tmp_path / "both.csv"
+    both.write_text("Answer,answer,reference\nfrom the sheet,exact,exact\n")
+    s = ragmeter.load(str(both)).samples[0]
+    assert s.answer == "exact" and s.metadata == {"Answer": "from the sheet"}

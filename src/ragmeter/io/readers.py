@@ -447,6 +447,11 @@ def _resolve_columns(keys: tuple[str, ...], none: tuple[bool, ...],
     """Which column gives each field (the first alias with a value; ``--map`` wins) and the columns
     read by some field. Rows of one file share their columns, so this runs once per file shape."""
     row = dict(zip(keys, none, strict=True))  # column -> value is None
+    # a spreadsheet's header ("Question", "Expected Answer", "ground-truth") names the same fields:
+    # an alias matches a column equal to it up to case, spaces and hyphens when none matches exactly
+    folded: dict[str, str] = {}
+    for k in keys:
+        folded.setdefault(k.strip().lower().replace(" ", "_").replace("-", "_"), k)
     maps = dict(mapping)
     deepeval = any(k in row for k in _DEEPEVAL_KEYS)
     mapped = set(maps.values())
@@ -461,7 +466,8 @@ def _resolve_columns(keys: tuple[str, ...], none: tuple[bool, ...],
                 names = tuple(a for a in aliases if a != "context")
             elif deepeval and target == "relevant":
                 names = ("context", *aliases)
-        for name in names:
+        for alias in names:
+            name = alias if alias in row or target in maps else folded.get(alias, alias)
             if name in row and (name not in mapped or maps.get(target) == name):
                 used.add(name)
                 if not row[name] and target not in canon:
