@@ -153,7 +153,7 @@ def rubric_cmd(task: Annotated[str, typer.Argument(help="Task id, prefix or name
 
 
 @annotate_app.command("add-rater")
-def add_rater_cmd(task: Annotated[str, typer.Argument()], name: Annotated[str, typer.Argument()],
+def add_rater_cmd(task: Annotated[str, typer.Argument(help="Task id, prefix or name.")], name: Annotated[str, typer.Argument(help="The new rater's name.")],
                   base_url: Annotated[str, typer.Option("--base-url")] = DEFAULT_BASE,
                   db: Db = None) -> None:
     """Add a rater to a task and print their link."""
@@ -168,7 +168,7 @@ def add_rater_cmd(task: Annotated[str, typer.Argument()], name: Annotated[str, t
 
 
 @annotate_app.command("export")
-def export_cmd(task: Annotated[str, typer.Argument()],
+def export_cmd(task: Annotated[str, typer.Argument(help="Task id, prefix or name.")],
                output: Annotated[Path, typer.Option("--output", "-o", help="CSV file to write.")],
                rater: Annotated[str | None, typer.Option("--rater", help="Only this rater.")] = None,
                with_labels: Annotated[bool, typer.Option("--labels", help="The stored labels instead of "
@@ -187,9 +187,10 @@ def export_cmd(task: Annotated[str, typer.Argument()],
 
 
 @annotate_app.command("import")
-def import_cmd(task: Annotated[str, typer.Argument()], file: Annotated[Path, typer.Argument()],
-               rater: Annotated[str | None, typer.Option("--rater", help="Rater of every row (when "
-                                                         "the file has no rater column).")] = None,
+def import_cmd(task: Annotated[str, typer.Argument(help="Task id, prefix or name.")], file: Annotated[Path, typer.Argument(help="The filled-in CSV (item,rater,scale,label).")],
+               rater: Annotated[str | None, typer.Option("--rater", help="Rater of the rows without "
+                                                         "one (no rater column, or an empty cell); a row "
+                                                         "naming another rater is an error.")] = None,
                db: Db = None) -> None:
     """Read labels from a CSV filled in offline (checked entirely before anything is stored)."""
     from ragmeter.core.counts import count
@@ -208,7 +209,7 @@ def import_cmd(task: Annotated[str, typer.Argument()], file: Annotated[Path, typ
 
 @annotate_app.command("agreement")
 def agreement_cmd(
-    task: Annotated[str, typer.Argument()],
+    task: Annotated[str, typer.Argument(help="Task id, prefix or name.")],
     scale: Annotated[str | None, typer.Option("--scale", help="One scale (default: every scale).")] = None,
     level: Annotated[str, typer.Option("--level", help="Alpha's level (default ordinal for numeric "
                                        "scales, nominal for categorical).")] = "",
@@ -246,7 +247,7 @@ def agreement_cmd(
 
 @annotate_app.command("labels")
 def labels_cmd(
-    task: Annotated[str, typer.Argument()],
+    task: Annotated[str, typer.Argument(help="Task id, prefix or name.")],
     scale: Annotated[str, typer.Option("--scale", help="The scale that becomes Sample.label.")] = "correctness",
     how: Annotated[str, typer.Option("--how", help="Combine raters: majority (ties -> lower value), "
                                      "mean or median.")] = "majority",
@@ -256,7 +257,7 @@ def labels_cmd(
         Path("labelled.jsonl"),
     db: Db = None,
 ) -> None:
-    """Write the task's samples with ``label`` from the human labels (normalised to [0, 1]), a
+    """Write the task's samples with `label` from the human labels (normalised to [0, 1]), a
     dataset for the correctness methods' calibration and accuracy reports."""
     from ragmeter.core.errors import RagmeterError
     from ragmeter.human.tasks import labelled_samples
@@ -275,11 +276,11 @@ def labels_cmd(
 
 @annotate_app.command("apply")
 def apply_cmd(
-    task: Annotated[str, typer.Argument()],
+    task: Annotated[str, typer.Argument(help="Task id, prefix or name.")],
     how: Annotated[str, typer.Option("--how", help="Combine raters: mean, majority or median.")] = "mean",
     db: Db = None,
 ) -> None:
-    """Store the human labels as metrics of the task's run (``human_<scale>``, in [0, 1]), so
+    """Store the human labels as metrics of the task's run (`human_<scale>`, in [0, 1]), so
     `ragmeter show`, `compare`, `gate` and reports treat them like any metric."""
     from ragmeter.core.errors import RagmeterError
     from ragmeter.human.reliability import apply_human_scores
