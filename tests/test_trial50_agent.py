@@ -328,3 +328,7 @@ def test_monitor_check_refuses_a_minimum_it_could_never_check(minimum, message, 
     assert code == 2 and message in " ".join(err.split()), err
     code, out, err = run_main("monitor", "check", "--window", "36500d", "--max-p95-ms", "1e9", "--db", db)
     assert code == 0 and out.startswith("1 call in the last 36500d"), out + err
+    code, out, err = run_main("monitor", "stats", "--window", "36500d", "--db", db)
+    assert code == 0 and out.startswith("1 call from "), out + err
+    code, out, err = run_main("monitor", "prune", "--older-than", "1s", "--yes", "--db", db)
+    assert code == 0 and "deleted 1 call\n" in out, out + err

@@ -54,7 +54,7 @@ def _print_stats(out: dict[str, Any]) -> None:
     from rich.table import Table
 
     w = out["window"]
-    console.print(f"{out['calls']} calls from {w['start'][:19].replace('T', ' ')} to "
+    console.print(f"{count(out['calls'], 'call')} from {w['start'][:19].replace('T', ' ')} to "
                   f"{w['end'][:19].replace('T', ' ')} UTC")
     rows = [("", out)]
     if "by" in out:
@@ -320,10 +320,10 @@ def prune_cmd(
     if n == 0:
         console.print("no call older than that")
         return
-    if not yes and not confirm(f"delete {n} calls logged before {now_utc() - span:%Y-%m-%d %H:%M} UTC?"):
+    if not yes and not confirm(f"delete {count(n, 'call')} logged before {now_utc() - span:%Y-%m-%d %H:%M} UTC?"):
         raise typer.Exit(1)
     deleted = prune_calls(store, span)
-    console.print(f"deleted {deleted} calls")
+    console.print(f"deleted {count(deleted, 'call')}")
 
 
 def trend_cmd(
