@@ -332,3 +332,18 @@ def test_monitor_check_refuses_a_minimum_it_could_never_check(minimum, message, 
     assert code == 0 and out.startswith("1 call from "), out + err
     code, out, err = run_main("monitor", "prune", "--older-than", "1s", "--yes", "--db", db)
     assert code == 0 and "deleted 1 call\n" in out, out + err
+
+
+def test_a_langfuse_traces_list_with_observation_ids_says_how_to_export_them(tmp_path):
+    """GET /api/public/traces lists each trace's observations as ids: 'observations[0] must be an
+    object' left the user guessing."""
+    from ragmeter.core.errors import DatasetError
+    from ragmeter.io.spans import read_span_file
+
+    doc = json.loads((EXAMPLE / "weather_langfuse.json").read_text(encoding="utf-8"))
+    doc["observations"] = [o["id"] for o in doc["observations"]]
+    p = tmp_path / "traces.json"
+    p.write_text(json.dumps(doc), encoding="utf-8")
+    with pytest.raises(DatasetError, match=r"observations\[0\] is an id \('obs-agent'\), as the traces list gives "
+                                           r"them: export each trace with its observations \(GET /api/public/traces/"):
+        read_span_file(p)

@@ -61,6 +61,11 @@ def read(items: list[tuple[int, Any]], where: str) -> list[AgentTrace]:
         tid = str(obj["id"])
         spans = []
         for i, ob in enumerate(obj["observations"]):
+            if isinstance(ob, str):  # the traces list (GET /api/public/traces) names its observations
+                raise DatasetError(f"{where}:{line}: trace {tid}: observations[{i}] is an id ({ob[:40]!r}), "
+                                   "as the traces list gives them: export each trace with its observations "
+                                   "(GET /api/public/traces/{id}: the Python SDK's langfuse.api.trace.get(id), "
+                                   "fetch_trace(id) in v2)")
             if not isinstance(ob, Mapping):
                 raise DatasetError(f"{where}:{line}: trace {tid}: observations[{i}] must be an object")
             try:
