@@ -174,3 +174,11 @@ def test_an_argilla_export_is_not_read_as_a_wide_table(tmp_path):
     res = runner.invoke(app, ["agreement", f])
     assert res.exit_code == 2
     assert "argilla.csv, line 1, field 'status': column 'status' is not a rater" in res.output
+
+
+def test_min_applies_to_percent_agreement_asked_for_alone(tmp_path):
+    f = _file(tmp_path, "wide.csv", "item,a,b\n1,yes,yes\n2,no,no\n3,yes,no\n4,no,no\n")
+    res = runner.invoke(app, ["agreement", f, "--method", "percent", "--min", "0.9", "--bootstrap", "0"])
+    assert res.exit_code == 1 and "below --min 0.9" in res.output  # before: exit 0 (percent was never checked)
+    res = runner.invoke(app, ["agreement", f, "--method", "percent", "--min", "0.7", "--bootstrap", "0"])
+    assert res.exit_code == 0  # 0.75

@@ -52,7 +52,7 @@ def agreement_cmd(
     confidence: Annotated[float, typer.Option("--confidence", help="Interval level.", parser=number(0, 1, low_open=True, high_open=True))] = 0.95,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the resampling.", parser=number(0, integer=True))] = 0,
     minimum: Annotated[float | None, typer.Option("--min", help="Exit 1 when the coefficient is "
-                                                  "below this.", parser=number(-1, 1))] = None,
+                                                  "below this (with --method all: a chance-corrected one).", parser=number(-1, 1))] = None,
     item_column: Annotated[str | None, typer.Option("--item-column", help="Long layout: the item "
                                                     "column, when not item/unit/sample_id/id.")] = None,
     rater_column: Annotated[str | None, typer.Option("--rater-column", help="Long layout: the rater "
@@ -112,7 +112,9 @@ def agreement_cmd(
                 console.print(f"  note: {note}", highlight=False)
     if any(r.value is None for r in results):
         raise typer.Exit(3)
-    if minimum is not None and any(r.value < minimum for r in results if r.method != "percent"):
+    # with --method all the check is on the chance-corrected coefficients; asked for alone, percent
+    # agreement is checked too (it was skipped, so `--method percent --min` could never fail)
+    if minimum is not None and any(r.value < minimum for r in results if r.method != "percent" or method == "percent"):
         if not as_json:
             console.print(f"below --min {minimum}")
         raise typer.Exit(1)
