@@ -182,3 +182,16 @@ def test_min_applies_to_percent_agreement_asked_for_alone(tmp_path):
     assert res.exit_code == 1 and "below --min 0.9" in res.output  # before: exit 0 (percent was never checked)
     res = runner.invoke(app, ["agreement", f, "--method", "percent", "--min", "0.7", "--bootstrap", "0"])
     assert res.exit_code == 0  # 0.75
+
+
+def test_a_named_long_column_never_falls_back_to_the_wide_layout(tmp_path):
+    # a Label Studio export whose annotator column is `completed_by`: before, --label-column alone
+    # read the file as wide (text, id and completed_by compared as raters)
+    f = _file(tmp_path, "ls.csv", "text,id,sentiment,completed_by\nx,1,Pos,u1\nx,1,Neg,u2\ny,2,Neg,u1\ny,2,Neg,u2\n")
+    res = runner.invoke(app, ["agreement", f, "--label-column", "sentiment"])
+    assert res.exit_code == 2
+    assert "ls.csv, line 1: no rater (rater, coder, annotator, judge, observer; --rater-column) column" in res.output
+    res = runner.invoke(app, ["agreement", f, "--label-column", "sentiment", "--rater-column", "completed_by",
+                              "--method", "percent", "--bootstrap", "0", "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)["value"] == pytest.approx(0.5)

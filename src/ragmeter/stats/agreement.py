@@ -469,6 +469,13 @@ def read_ratings(path: str | Path, order: Sequence[str] | None = None, *, item_c
             raise DatasetError(f"{len(row)} fields but the header has {len(header)} (a comma inside an "
                                "unquoted value, such as a decimal comma?)", file=str(p), line=line)
 
+    if (item_column or rater_column or label_column) and None in (ci, cr, cl):
+        # a column named for the long layout, another one missing: never fall back to the wide layout
+        what = [f"{name} ({', '.join(names)}; {option})" for c, name, names, option in (
+            (ci, "item", _ITEM_COLS, "--item-column"), (cr, "rater", _RATER_COLS, "--rater-column"),
+            (cl, "label", _LABEL_COLS, "--label-column")) if c is None]
+        raise DatasetError(f"no {' and no '.join(what)} column for the long layout (the header is "
+                           f"{','.join(header)})", file=str(p), line=1)
     cs = col(_SCALE_COLS, None, "")
     if scale is not None and (cs is None or cl is None):
         raise DatasetError(f"--scale {scale}: the file has no scale column (long layout with a 'scale' "
