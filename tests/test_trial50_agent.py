@@ -347,3 +347,15 @@ def test_a_langfuse_traces_list_with_observation_ids_says_how_to_export_them(tmp
     with pytest.raises(DatasetError, match=r"observations\[0\] is an id \('obs-agent'\), as the traces list gives "
                                            r"them: export each trace with its observations \(GET /api/public/traces/"):
         read_span_file(p)
+
+
+@pytest.mark.parametrize("command", [["eval", "{p}", "--metrics", "tool_correctness"], ["monitor", "import", "{p}"]])
+def test_a_gzipped_span_file_cut_short_is_named_not_aborted(command, tmp_path):
+    """The recogniser's EOFError reached the CLI as an interrupted prompt: 'aborted', exit 130."""
+    import gzip
+
+    whole = gzip.compress((EXAMPLE / "weather_otel_genai.json").read_bytes())
+    p = tmp_path / "spans.json.gz"
+    p.write_bytes(whole[: len(whole) // 2])
+    code, _, err = run_main(*[a.format(p=p) for a in command], "--db", str(tmp_path / "r.db"))
+    assert code == 2 and f"{p}: not a readable gzip file (Compressed file ended" in err, err

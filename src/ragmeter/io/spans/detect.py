@@ -48,7 +48,7 @@ def span_format(path: Path) -> str | None:
         return None
     try:
         head, whole = _head(path)
-    except OSError:
+    except (OSError, EOFError):  # EOFError: a .gz cut short (the reader then says so)
         return None
     import json
 
