@@ -94,3 +94,13 @@ def test_a_price_entry_with_an_unknown_key_is_an_error(tmp_path, capsys):
         main(["judge-prices", "--prices", str(f), "--model", "openai:gpt-x"])
     assert exc.value.code == 2
     assert "prices.yaml: entry 'gpt-x': unknown key 'cached'" in capsys.readouterr().err
+
+
+def test_meta_eval_compare_title_says_which_run_is_a(tmp_path, capsys):
+    from ragmeter.analysis.meta_eval.records import MetaComparison
+    from ragmeter.apps.cli.meta_eval import _print_comparison
+
+    # before: "meta-evaluation B vs A (difference b - a)" over columns a, b: read as a = B
+    _print_comparison(MetaComparison("run-old", "run-new", False, 0.95, None))
+    out = " ".join(capsys.readouterr().out.split())
+    assert "a = run-old (--compare), b = run-new; difference b - a" in out

@@ -165,8 +165,9 @@ def _print_record(rec: MetaEvaluation) -> None:
 def _print_comparison(cmp: MetaComparison) -> None:
     from rich.table import Table
 
-    t = Table(title=f"meta-evaluation {cmp.b} vs {cmp.a} (difference b - a"
-                    + (f", paired {cmp.level:.0%} bootstrap CI)" if cmp.paired else ")"), title_justify="left")
+    # the title names which run is a and which is b: "B vs A" over columns a, b read the wrong way round
+    t = Table(title=f"meta-evaluation: a = {cmp.a} (--compare), b = {cmp.b}; difference b - a"
+                    + (f", paired {cmp.level:.0%} bootstrap CI" if cmp.paired else ""), title_justify="left")
     for col in ("metric", "statistic", "a", "b", "difference"):
         t.add_column(col, justify="left" if col in ("metric", "statistic") else "right")
     for key, row in cmp.metrics.items():
