@@ -262,3 +262,21 @@ def test_a_spreadsheet_header_is_read_whatever_its_case_and_spaces(tmp_path):
     both.write_text("Answer,answer,reference\nfrom the sheet,exact,exact\n")
     s = ragmeter.load(str(both)).samples[0]
     assert s.answer == "exact" and s.metadata == {"Answer": "from the sheet"}
+
+
+def test_a_suite_with_datasets_runs_each(db_url, tmp_path):
+    """``ragmeter test --help`` offers ``datasets`` (a list instead of one ``dataset``), but the
+    config check took it for a misspelt ``dataset`` and stopped with exit 2."""
+    files = []
+    for i, answer in enumerate(("X is Y", "no idea")):
+        f = tmp_path / f"d{i}.csv"
+        f.write_text(f"id,question,answer,reference\nq1,What is X?,{answer},X is Y\n")
+        files.append(str(f))
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(f"datasets: [{files[0]}, {files[1]}]\nmetrics: [token_f1]\nthresholds: {{token_f1: 0.5}}\n")
+    code, out, err = run_main("test", str(suite), "--db", db_url)
+    assert code == 1, out + err  # the second dataset fails its threshold
+    assert "suite[0]  token_f1" in out and "suite[1]  token_f1" in out, out
+    suite.write_text(f"datsets: [{files[0]}]\nmetrics: [token_f1]\n")
+    code, out, err = run_main("test", str(suite), "--db", db_url)
+    assert code == 2 and "unknown key 'datsets': did you mean 'datasets'?" in " ".join((out + err).split())

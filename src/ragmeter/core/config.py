@@ -20,7 +20,7 @@ GRANT_OPTIONS = frozenset({PYTHON_GRADERS_OPTION})
 #: keys a config file may hold; a key close to one of them (a misspelling) is an error naming it,
 #: any other is kept under ``extra`` (rag-experiment-accelerator's search config works as is).
 KNOWN_KEYS = {
-    "metrics", "metric_types", "options", "dataset", "map", "on_error", "name", "judge",
+    "metrics", "metric_types", "options", "dataset", "datasets", "map", "on_error", "name", "judge",
     "embedding_model", "method", "grid", "pipeline", "experiment", "composite", "agent",
     "thresholds", "pass_rule", "baseline", "gate",
 }
@@ -37,6 +37,7 @@ KEY_HELP: dict[str, str] = {
     "options": "run options passed to every metric: judge settings (`judge_*`), embedding settings, "
                "`agent`, `agent_preset`, `composite` ...",
     "dataset": "the dataset to evaluate (a file path or `example`); used by `ragmeter grid` and `pipeline`",
+    "datasets": "`ragmeter test`: several datasets, a list of what `dataset` takes; the suite runs on each",
     "map": "field mapping `{field: column}`, as `--map field=column`",
     "on_error": "`raise` (default: a bad row stops the run) or `skip` (score the rest, report what was skipped)",
     "name": "the run's (or grid's) name",
