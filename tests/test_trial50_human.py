@@ -195,3 +195,16 @@ def test_a_named_long_column_never_falls_back_to_the_wide_layout(tmp_path):
                               "--method", "percent", "--bootstrap", "0", "--json"])
     assert res.exit_code == 0, res.output
     assert json.loads(res.output)["value"] == pytest.approx(0.5)
+
+
+def test_numeric_labels_match_the_value_domain_by_value(tmp_path):
+    # a spreadsheet writes 4.0 for 4: before, "label '4.0' is not in the value domain", exit 2
+    f = _file(tmp_path, "num.csv", "item,a,b\n1,4.0,4\n2,2,3.0\n3,1,1\n")
+    res = runner.invoke(app, ["agreement", f, "--level", "ordinal", "--value-domain", "1,2,3,4,5",
+                              "--bootstrap", "0", "--json"])
+    assert res.exit_code == 0, res.output
+    ref = krippendorff.alpha(reliability_data=np.array([[4, 2, 1], [4, 3, 1]], float),
+                             level_of_measurement="ordinal", value_domain=[1, 2, 3, 4, 5])
+    assert json.loads(res.output)["value"] == pytest.approx(ref)
+    res = runner.invoke(app, ["agreement", f, "--value-domain", "1,2,3,4,4.0"])
+    assert res.exit_code == 2 and "repeats a value" in res.output

@@ -360,13 +360,26 @@ class Ratings:
         return np.stack([(d == c).sum(axis=0) for c in codes], axis=1).astype(float)
 
 
+def _label_key(x: Any) -> str:
+    """A label as matched against a value domain: numbers by value (a spreadsheet's ``4.0`` is the
+    domain's ``4``), other text as written (stripped)."""
+    text = str(x).strip()
+    try:
+        number = float(text)
+    except ValueError:
+        return text
+    return _text(number) if math.isfinite(number) else text
+
+
 def _encode(labels: Sequence[Any], order: Sequence[str] | None) -> tuple[list[float], list[Any], bool]:
     if order:
-        pos = {str(o): i for i, o in enumerate(order)}
-        bad = sorted({str(x) for x in labels} - set(pos))
+        pos = {_label_key(o): i for i, o in enumerate(order)}
+        if len(pos) < len(order):
+            raise ValueError(f"the value domain repeats a value: {', '.join(map(str, order))}")
+        bad = sorted({_label_key(x) for x in labels} - set(pos))
         if bad:
             raise ValueError(f"labels not in the given categories: {', '.join(bad[:5])}")
-        return [float(pos[str(x)]) for x in labels], list(order), False
+        return [float(pos[_label_key(x)]) for x in labels], list(order), False
     try:
         nums = [float(x) for x in labels]
     except (TypeError, ValueError):
@@ -545,10 +558,10 @@ def _check_domain(triples: Sequence[tuple[str, str, str]], where: Sequence[tuple
     line and column of the first that is not."""
     from ragmeter.core.errors import DatasetError
 
-    known = {str(o) for o in order}
+    known = {_label_key(o) for o in order}
     for (_item, _rater, label), (line, column) in zip(triples, where, strict=True):
         text = label.strip()
-        if text and text not in known:
+        if text and _label_key(text) not in known:
             raise DatasetError(f"label {text!r} is not in the value domain ({', '.join(map(str, order))}; "
                                "--value-domain)", file=str(path), line=line, field=column)
 
