@@ -280,3 +280,18 @@ def test_a_suite_with_datasets_runs_each(db_url, tmp_path):
     suite.write_text(f"datsets: [{files[0]}]\nmetrics: [token_f1]\n")
     code, out, err = run_main("test", str(suite), "--db", db_url)
     assert code == 2 and "unknown key 'datsets': did you mean 'datasets'?" in " ".join((out + err).split())
+
+
+def test_a_csv_cell_longer_than_the_csv_modules_limit_is_read(tmp_path):
+    """A CSV cell of more than 131,072 characters (a long document or many contexts; pandas writes
+    any length) stopped the run with 'field larger than field limit'; it is read, and the csv
+    module's limit is put back afterwards."""
+    import pandas as pd
+
+    long = "the ferry leaves at noon " * 8000  # 200,000 characters
+    data = tmp_path / "long.csv"
+    pd.DataFrame([{"question": "When?", "answer": long, "reference": "noon"}]).to_csv(data, index=False)
+    before = csv.field_size_limit()
+    s = ragmeter.load(str(data)).samples[0]
+    assert s.answer == long and s.references == ["noon"]
+    assert csv.field_size_limit() == before

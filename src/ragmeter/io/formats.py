@@ -131,6 +131,16 @@ def _csv_rows(path: Path, delimiter: str) -> Iterator[tuple[int, Any]]:
 
     delimiter = csv_delimiter(text, delimiter)  # Excel's semicolon CSV (decimal-comma locales)
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
+    # a cell may hold a long document or many contexts (pandas writes any length): the csv module's
+    # 131,072-character limit is lifted while this file is read, then put back
+    limit = csv.field_size_limit(2**31 - 1)
+    try:
+        yield from _csv_cells(reader, path)
+    finally:
+        csv.field_size_limit(limit)
+
+
+def _csv_cells(reader: Any, path: Path) -> Iterator[tuple[int, Any]]:
     header: list[str] | None = None
     start = 1
     while True:
