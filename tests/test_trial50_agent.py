@@ -359,3 +359,11 @@ def test_a_gzipped_span_file_cut_short_is_named_not_aborted(command, tmp_path):
     p.write_bytes(whole[: len(whole) // 2])
     code, _, err = run_main(*[a.format(p=p) for a in command], "--db", str(tmp_path / "r.db"))
     assert code == 2 and f"{p}: not a readable gzip file (Compressed file ended" in err, err
+
+
+def test_composite_without_a_value_names_its_missing_components_once():
+    code, out, err = run_main("composite", "--value", "tool_choice_correctness=0.9", "--value",
+                              "trajectory_match=0.3", "--preset", "openevals")
+    text = " ".join(out.split())
+    assert code == 0 and "openevals: — (no value) — missing component(s): intent_correctness" in text
+    assert text.count("intent_correctness") == 1, out

@@ -282,10 +282,10 @@ def composite_cmd(
 
 def _composite_line(name: str, value: float | None, band: str | None, missing: Any, reason: Any) -> str:
     s = f"[bold]{name}[/bold]: {fmt(value)} ({band or 'no value'})"
+    if reason and value is None:  # why there is no value (it names the missing components)
+        return s + f" — {reason}"
     if missing:
         s += f" — missing: {', '.join(missing)}"
-    if reason and value is None:
-        s += f" — {reason}"
     return s
 
 
