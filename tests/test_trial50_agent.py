@@ -367,3 +367,16 @@ def test_composite_without_a_value_names_its_missing_components_once():
     text = " ".join(out.split())
     assert code == 0 and "openevals: — (no value) — missing component(s): intent_correctness" in text
     assert text.count("intent_correctness") == 1, out
+
+
+def test_consistency_of_runs_that_pair_no_sample_is_incomplete(tmp_path):
+    """Two runs of an agent (new trace ids each time) paired nothing: a table of dashes, exit 0."""
+    db = str(tmp_path / "r.db")
+    cfg = str(EXAMPLE / "weather_expectations.yaml")
+    for name, f in (("a1", "weather_agents_sdk.jsonl"), ("a2", "weather_otel_genai.json")):
+        code, _, err = run_main("eval", str(EXAMPLE / f), "--config", cfg, "--name", name, "--db", db, "--no-progress")
+        assert code == 0, err
+    code, out, err = run_main("consistency", "a1", "a2", "--db", db)
+    assert code == 3 and "nothing to measure (exit 3): samples pair by id" in " ".join(err.split()), out + err
+    code, out, err = run_main("consistency", "a1", "a2", "--db", db, "--json")
+    assert code == 3 and json.loads(out)["n_samples"] == 0

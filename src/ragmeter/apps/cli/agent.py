@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ragmeter.apps.cli._common import DB_HELP, console, fmt, get_store
+from ragmeter.apps.cli._common import DB_HELP, console, err_console, fmt, get_store
 from ragmeter.apps.cli._params import number
 from ragmeter.core.counts import count
 
@@ -163,11 +163,19 @@ def consistency_cmd(
         result = C.consistency_from_runs(store, runs, cross_model=cross_model, scores=scores, **kw)
     if as_json:
         typer.echo(json.dumps(result, default=str))
-        return
-    _print_consistency(result, per_sample)
-    for model, sub in (result.get("per_model") or {}).items():
-        console.print(f"\n[bold]{model}[/bold] (its own runs)")
-        _print_consistency(sub, False)
+    else:
+        _print_consistency(result, per_sample)
+        for model, sub in (result.get("per_model") or {}).items():
+            console.print(f"\n[bold]{model}[/bold] (its own runs)")
+            _print_consistency(sub, False)
+    if not result.get("n_samples"):
+        # nothing paired, nothing measured: incomplete
+        if not as_json:
+            err_console.print("nothing to measure (exit 3): samples pair by id, and no id is in two "
+                              f"{'runs' if result.get('kind') == 'same_model' else 'models'}; the samples "
+                              "of a span file are its trace ids, new in every run of the agent",
+                              markup=False, highlight=False)
+        raise typer.Exit(3)
 
 
 def _print_consistency(r: dict[str, Any], per_sample: bool) -> None:
