@@ -47,6 +47,7 @@ def test_runs_shortens_a_long_dataset_path_from_the_left_at_80_columns(db_url, t
     rows = [line for line in lines if "completed" in line]
     assert len(rows) == 2 and all(r.rstrip().endswith("200000.jsonl") and "…" in r for r in rows), out
     assert "jsonl" not in out.replace(rows[0], "").replace(rows[1], "")  # no path continued on a line
+    assert run_main("runs", "--limit", "1", "--db", db_url)[1].startswith("1 run (n = samples")  # was "1 runs"
     monkeypatch.setenv("COLUMNS", "200")
     _, wide, _ = run_main("runs", "--db", db_url)
     assert "…/very/long/directory/name/for/datasets/rows-200000.jsonl" in wide  # more when there is room

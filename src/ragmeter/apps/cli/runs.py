@@ -43,7 +43,7 @@ def runs_cmd(
 
     # the id is what a user types next (show, report, gate ...): it never wraps or shrinks;
     # the free-text columns wrap instead
-    t = Table(title=f"{len(runs)} runs (n = samples; created month-day time)", box=box.SIMPLE_HEAD,
+    t = Table(title=f"{count(len(runs), 'run')} (n = samples; created month-day time)", box=box.SIMPLE_HEAD,
               show_edge=False, pad_edge=False, collapse_padding=True, title_justify="left")
     t.add_column("id", no_wrap=True, min_width=max((len(r.id) for r in runs), default=2))
     named = any(r.name for r in runs)
@@ -66,11 +66,11 @@ def runs_cmd(
                      str(r.n_samples), *([", ".join(r.tags or [])] if tagged else []),
                      ", ".join(keys[:shown]) + more))
     # a path: shortened from the left, never wrapped mid-name ("rows-20" / "0000.jsonl"); it takes
-    # the room the one-line columns leave, half of it when a name or tags column wraps beside it
+    # the room the one-line columns leave, shared evenly with a name and a tags column that wrap
     paths = [r.dataset_source for r in runs if r.dataset_source]
     fixed = sum(max((len(row[i]) for row in rows), default=0) for i, c in enumerate(t.columns)
                 if c.no_wrap) + 2 * len(t.columns)
-    room = max(12, (width - fixed) // (2 if named or tagged else 1))
+    room = max(12, (width - fixed) // (1 + named + tagged))
     t.add_column("dataset", width=path_width(paths, cap=room) if paths else None)
     for row, r in zip(rows, runs, strict=True):
         t.add_row(*row, PathCell(r.dataset_source) if r.dataset_source else "")
