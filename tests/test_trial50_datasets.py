@@ -4,6 +4,7 @@ at 80 columns, with typos, truncated and mislabelled files."""
 from __future__ import annotations
 
 import csv
+import datetime
 import json
 import re
 from pathlib import Path
@@ -296,3 +297,34 @@ def test_a_csv_cell_longer_than_the_csv_modules_limit_is_read(tmp_path):
     s = ragmeter.load(str(data)).samples[0]
     assert s.answer == long and s.references == ["noon"]
     assert csv.field_size_limit() == before
+
+
+def test_an_excel_workbook_is_a_dataset(db_url, tmp_path):
+    """``ragmeter export -f xlsx`` wrote a workbook that ``ragmeter eval`` refused ('unknown dataset
+    format xlsx'): a spreadsheet user's round trip. The first sheet is read, typed cells as text,
+    a date as ISO text, empty rows skipped; a file that is not a workbook is one line, exit 2."""
+    import openpyxl
+
+    rows = [{"id": f"s{i}", "question": f"q{i}", "answer": "the ferry leaves at noon",
+             "references": [f"the ferry leaves at {'noon' if i % 2 else 'nine'}"]} for i in range(6)]
+    rid = ragmeter.evaluate(rows, ["token_f1"], db=db_url, progress=False).run_id
+    book = tmp_path / "run.xlsx"
+    assert run_main("export", rid, "-o", str(book), "--db", db_url)[0] == 0
+    code, out, err = run_main("eval", str(book), "--metrics", "token_f1", "--json", "--db", db_url)
+    assert code == 0, out + err
+    again = json.loads(out)
+    assert again["n_samples"] == 6
+    assert again["metrics"]["token_f1"]["mean"] == pytest.approx(ragmeter.evaluate(
+        rows, ["token_f1"], db=db_url, progress=False).summary["token_f1"].mean)
+    wb = openpyxl.Workbook()
+    wb.active.append(["Question", "Answer", "Expected Answer", "When"])
+    wb.active.append(["What is 6*7?", 42, "42", datetime.datetime(2026, 1, 2)])
+    wb.active.append([None, None, None, None])
+    wb.active.append(["Q2", "A2", "A2", None])
+    wb.save(tmp_path / "typed.xlsx")
+    samples = ragmeter.load(str(tmp_path / "typed.xlsx")).samples
+    assert [(s.answer, s.references) for s in samples] == [("42", ["42"]), ("A2", ["A2"])]
+    assert samples[0].metadata == {"When": "2026-01-02T00:00:00"}
+    (tmp_path / "fake.xlsx").write_text("question,answer\n")
+    code, out, err = run_main("eval", str(tmp_path / "fake.xlsx"), "--metrics", "token_f1", "--db", db_url)
+    assert code == 2 and "fake.xlsx: not a readable .xlsx workbook" in out + err

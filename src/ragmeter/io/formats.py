@@ -60,8 +60,41 @@ def _rows_from_file(path: Path, fmt: str | None, *, text_cells: bool = False
         return _csv_rows(path, "\t" if kind == "tsv" else ","), "csv"
     if kind in {"parquet", "pq"}:
         return (_parquet_rows(path, parse=False), "csv") if text_cells else (_parquet_rows(path), "json")
-    raise DatasetError(f"unknown dataset format {kind!r} (use .jsonl, .json, .csv, .tsv or .parquet)",
+    if kind == "xlsx":
+        return _xlsx_rows(path), "frame"
+    raise DatasetError(f"unknown dataset format {kind!r} (use .jsonl, .json, .csv, .tsv, .parquet or .xlsx)",
                        file=str(path))
+
+
+def _xlsx_rows(path: Path) -> Iterator[tuple[int, Any]]:
+    """The first sheet of an Excel workbook (``ragmeter export -f xlsx``, a spreadsheet saved as
+    .xlsx): its first row is the header, each later row a sample, numbered by its sheet row."""
+    try:
+        import openpyxl
+    except ImportError:
+        raise DatasetError("reading .xlsx needs openpyxl: pip install 'ragmeter-eval[excel]'",
+                           file=str(path)) from None
+    try:
+        book = openpyxl.load_workbook(path, read_only=True, data_only=True)
+    except Exception as exc:  # noqa: BLE001 - zipfile, XML and openpyxl errors for a file that is not a workbook
+        raise DatasetError(f"not a readable .xlsx workbook ({type(exc).__name__}: {str(exc)[:120]})",
+                           file=str(path)) from None
+    try:
+        rows = book.worksheets[0].iter_rows(values_only=True) if book.worksheets else iter(())
+        header = next(rows, None)
+        if header is None:
+            return
+        names = ["" if c is None else str(c).strip() for c in header]
+        dup = sorted({c for c in names if names.count(c) > 1 and c})
+        if dup:
+            raise DatasetError(f"duplicate column name(s) {dup} in the header", file=str(path), line=1)
+        for line, cells in enumerate(rows, start=2):
+            if all(c is None or c == "" for c in cells):
+                continue  # an empty sheet row
+            yield line, {k: (v.isoformat() if hasattr(v, "isoformat") else v)  # a date cell as ISO text
+                         for k, v in zip(names, cells, strict=False) if k}
+    finally:
+        book.close()
 
 
 def _decode(raw: bytes, path: Path, first_line: int = 1) -> str:

@@ -40,7 +40,7 @@ def _split_metrics(values: list[Any] | None) -> list[Any]:
 
 
 def eval_cmd(
-    data: Annotated[str | None, typer.Argument(help="Dataset file (.jsonl/.csv/.parquet) or 'example'. Optional with --resume, and with an openai/evals registry eval (its samples_jsonl).")] = None,
+    data: Annotated[str | None, typer.Argument(help="Dataset file (.jsonl/.csv/.parquet/.xlsx) or 'example'. Optional with --resume, and with an openai/evals registry eval (its samples_jsonl).")] = None,
     metrics: Annotated[list[str] | None, typer.Option("--metrics", "-m", help="Comma-separated metric names (see `ragmeter metrics`).")] = None,
     config: Annotated[Path | None, typer.Option("--config", "-c", help="JSON/YAML/TOML config: metrics (or metric_types), options.")] = None,
     map_: Annotated[list[str] | None, typer.Option("--map", help="field=column for columns the aliases miss (repeatable).")] = None,
