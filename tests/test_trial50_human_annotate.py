@@ -74,3 +74,15 @@ def test_an_unknown_scale_lists_the_tasks_scales(tmp_path, task, command):
     # before: agreement said "no labels yet on 'overal'" (exit 3); labels named no scale to pick
     assert res.exit_code == 2
     assert f"task {task_id} has no scale 'overal' (scales: overall; --scale)" in res.output
+
+
+def test_annotate_agreement_with_one_rater_so_far_is_incomplete(tmp_path, task):
+    url, task_id = task
+    res = _import(tmp_path, url, task_id, "item,rater,scale,label\n" + "".join(
+        f"s{i},ana,overall,{1 + i}\n" for i in range(4)))
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(app, ["annotate", "agreement", task_id, "--db", url])
+    assert res.exit_code == 3  # before: exit 0 with every coefficient undefined
+    assert "undefined — one rater: agreement needs at least two" in res.output
+    res = runner.invoke(app, ["annotate", "agreement", task_id, "--json", "--db", url])
+    assert res.exit_code == 3 and json.loads(res.output)["overall"][0]["value"] is None

@@ -219,6 +219,7 @@ def agreement_cmd(
 ) -> None:
     """Inter-rater agreement of a task's labels per scale: Krippendorff's alpha, percent agreement,
     and Cohen's quadratic kappa when there are two raters."""
+    from ragmeter.core.counts import count
     from ragmeter.core.errors import RagmeterError
     from ragmeter.human.reliability import task_agreement
 
@@ -232,17 +233,20 @@ def agreement_cmd(
         raise _fail(str(exc)) from None
     if not out:
         raise _fail("no labels yet on " + (repr(scale) if scale else "any scale"), 3)
+    undefined = any(r["value"] is None for rows in out.values() for r in rows)
     if as_json:
         typer.echo(json.dumps(out))
-        return
-    for sc, rows in out.items():
-        console.print(f"[bold]{sc}[/bold]")
-        for r in rows:
-            if r["value"] is None:
-                console.print(f"  {r['label']}: undefined — {r['undefined']}", highlight=False)
-            else:
-                console.print(f"  {r['label']}: {r['value']:.3f} [{fmt(r['ci_low'], 3)}, {fmt(r['ci_high'], 3)}] "
-                              f"({r['n_items']} items) — {r['reading']}", highlight=False)
+    else:
+        for sc, rows in out.items():
+            console.print(f"[bold]{sc}[/bold]")
+            for r in rows:
+                if r["value"] is None:
+                    console.print(f"  {r['label']}: undefined — {r['undefined']}", highlight=False)
+                else:
+                    console.print(f"  {r['label']}: {r['value']:.3f} [{fmt(r['ci_low'], 3)}, {fmt(r['ci_high'], 3)}] "
+                                  f"({count(r['n_items'], 'item')}) — {r['reading']}", highlight=False)
+    if undefined:
+        raise typer.Exit(3)  # as `ragmeter agreement`: an undefined coefficient is an incomplete answer
 
 
 @annotate_app.command("labels")
