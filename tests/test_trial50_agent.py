@@ -380,3 +380,25 @@ def test_consistency_of_runs_that_pair_no_sample_is_incomplete(tmp_path):
     assert code == 3 and "nothing to measure (exit 3): samples pair by id" in " ".join(err.split()), out + err
     code, out, err = run_main("consistency", "a1", "a2", "--db", db, "--json")
     assert code == 3 and json.loads(out)["n_samples"] == 0
+
+
+def test_monitor_stats_by_service_at_80_columns_reads_whole(tmp_path, monkeypatch):
+    """Beside a service name the figure headers were cut to 'cal…', 'USD/qu…', 'satis…'."""
+    db = str(tmp_path / "m.db")
+    doc = json.loads((EXAMPLE / "weather_otel_genai.json").read_text(encoding="utf-8"))
+    for rs in doc["resourceSpans"]:
+        rs.setdefault("resource", {}).setdefault("attributes", []).append(
+            {"key": "service.name", "value": {"stringValue": "openai-loop-openinference-production"}})
+    p = tmp_path / "spans.json"
+    p.write_text(json.dumps(doc), encoding="utf-8")
+    code, _, err = run_main("monitor", "import", str(p), "--db", db)
+    assert code == 0, err
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, err = run_main("monitor", "stats", "--window", "36500d", "--by", "service", "--db", db)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert max(len(line) for line in lines) <= 80 and "…" not in out, out
+    header = next(line for line in lines if line.startswith("service"))
+    assert header.split() == ["service", "calls", "p50", "ms", "p95", "ms", "p99", "ms", "errors", "USD/query",
+                              "satisf."], header
+    assert "openai-loop-" in out and "production" in out  # the long name folds, it is not cut

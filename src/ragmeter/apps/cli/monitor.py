@@ -59,11 +59,14 @@ def _print_stats(out: dict[str, Any]) -> None:
     rows = [("", out)]
     if "by" in out:
         rows += [(k, v) for k, v in out["by"]["groups"].items()]
-    t = Table(show_lines=False)
-    for col, justify in (((out.get("by") or {}).get("field", ""), "left"), ("calls", "right"),
-                         ("p50 ms", "right"), ("p95 ms", "right"), ("p99 ms", "right"),
-                         ("errors", "right"), ("USD/query", "right"), ("satisf.", "right")):
-        t.add_column(col, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    from rich import box
+
+    # at 80 columns the figures and their headers read whole and a long group name folds (headers
+    # were cut to 'cal…', 'USD/qu…' beside a service name)
+    t = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
+    t.add_column((out.get("by") or {}).get("field", ""), justify="left", overflow="fold")
+    for col in ("calls", "p50 ms", "p95 ms", "p99 ms", "errors", "USD/query", "satisf."):
+        t.add_column(col, justify="right", no_wrap=True, min_width=len(col))
     for label, s in rows:
         lat = s["latency_ms"]
         t.add_row(label or "all", str(s["calls"]), fmt(lat["p50"], 1), fmt(lat["p95"], 1), fmt(lat["p99"], 1),
