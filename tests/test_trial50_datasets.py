@@ -328,3 +328,17 @@ def test_an_excel_workbook_is_a_dataset(db_url, tmp_path):
     (tmp_path / "fake.xlsx").write_text("question,answer\n")
     code, out, err = run_main("eval", str(tmp_path / "fake.xlsx"), "--metrics", "token_f1", "--db", db_url)
     assert code == 2 and "fake.xlsx: not a readable .xlsx workbook" in out + err
+
+
+def test_a_json_object_holding_its_rows_under_another_key(tmp_path):
+    """``{"items": [...]}`` was one row with the column 'items' ('no known field in this row') and a
+    --map hint that could not help; the one list of objects of an object without fields is read.
+    An object with fields of its own stays one sample, whatever lists it holds."""
+    (tmp_path / "items.json").write_text(json.dumps(
+        {"version": 2, "items": [{"question": "q1", "answer": "a", "reference": "a"},
+                                 {"question": "q2", "answer": "b", "reference": "c"}]}))
+    assert [s.question for s in ragmeter.load(str(tmp_path / "items.json")).samples] == ["q1", "q2"]
+    (tmp_path / "one.json").write_text(json.dumps(
+        {"question": "q", "answer": "a", "reference": "a", "contexts": [{"text": "c1"}, {"text": "c2"}]}))
+    (s,) = ragmeter.load(str(tmp_path / "one.json")).samples
+    assert s.question == "q" and [c.text for c in s.contexts] == ["c1", "c2"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -16,19 +16,20 @@ from ragmeter.core.errors import DatasetError
 CellMode = Literal["csv", "frame", "json"]
 
 
-def iter_rows(path: str | Path, fmt: str | None = None, *, text_cells: bool = False
-              ) -> tuple[Iterator[tuple[int, Any]], CellMode]:
+def iter_rows(path: str | Path, fmt: str | None = None, *, text_cells: bool = False,
+              fields: Collection[str] = ()) -> tuple[Iterator[tuple[int, Any]], CellMode]:
     """A dataset file's raw ``(line, row | DatasetError)`` pairs and how its string cells are read.
 
     ``text_cells``: a Parquet file's text cells stay text (mode ``csv``: the reader parses the
     JSON of the fields that hold lists or objects, so an answer that is JSON text stays an answer);
-    otherwise every cell that looks like JSON is parsed (mode ``json``)."""
+    otherwise every cell that looks like JSON is parsed (mode ``json``). ``fields``: the column names
+    of sample fields; a JSON object with none of them holding one list of objects is that list."""
     path = Path(path)
     if not path.exists():
         raise DatasetError("file not found", file=str(path))
     if path.is_dir():
         raise DatasetError("is a directory, expected a dataset file", file=str(path))
-    return _rows_from_file(path, fmt, text_cells=text_cells)
+    return _rows_from_file(path, fmt, text_cells=text_cells, fields=fields)
 
 
 def _read_bytes(path: Path) -> bytes:
@@ -48,14 +49,14 @@ def is_parquet(path: str | Path, fmt: str | None = None) -> bool:
     return (fmt or suffix.lstrip(".")).lower() in {"parquet", "pq"}
 
 
-def _rows_from_file(path: Path, fmt: str | None, *, text_cells: bool = False
+def _rows_from_file(path: Path, fmt: str | None, *, text_cells: bool = False, fields: Collection[str] = ()
                     ) -> tuple[Iterator[tuple[int, Any]], CellMode]:
     suffix = Path(path.stem).suffix if path.suffix.lower() == ".gz" else path.suffix
     kind = (fmt or suffix.lstrip(".")).lower()
     if kind in {"jsonl", "ndjson"}:
         return _jsonl_rows(path), "json"
     if kind == "json":
-        return _json_rows(path), "json"
+        return _json_rows(path, fields), "json"
     if kind in {"csv", "tsv"}:
         return _csv_rows(path, "\t" if kind == "tsv" else ","), "csv"
     if kind in {"parquet", "pq"}:
@@ -139,7 +140,7 @@ def _jsonl_rows(path: Path) -> Iterator[tuple[int, Any]]:
                 yield lineno, exc
 
 
-def _json_rows(path: Path) -> Iterator[tuple[int, Any]]:
+def _json_rows(path: Path, fields: Collection[str] = ()) -> Iterator[tuple[int, Any]]:
     obj = _json_loads(_decode(_read_bytes(path), path), path, None)
     from ragmeter.io import promptfoo
 
@@ -152,7 +153,10 @@ def _json_rows(path: Path) -> Iterator[tuple[int, Any]]:
                 obj = obj[key]
                 break
         else:
-            obj = [obj]
+            # an object holding its rows under another name ({"items": [...]}, {"rows": [...]}): the
+            # one value that is a list of objects, when the object itself has no field (else one row)
+            lists = [v for v in obj.values() if isinstance(v, list) and v and all(isinstance(r, dict) for r in v)]
+            obj = lists[0] if len(lists) == 1 and fields and not set(fields) & set(obj) else [obj]
     if not isinstance(obj, list):
         raise DatasetError(f"expected a list of objects, got {type(obj).__name__}", file=str(path))
     return ((i + 1, r) for i, r in enumerate(obj))

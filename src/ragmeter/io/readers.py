@@ -249,7 +249,7 @@ def load(data: Any, *, mapping: Mapping[str, str] | Iterable[str] | None = None,
                 return _conversations(rows, str(path), on_error)[1]  # type: ignore[return-value]
             return _build(rows, str(path), mp, on_error, "json")
         # a Parquet file's text cells stay text: only the fields holding lists parse their JSON
-        rows, mode = iter_rows(path, fmt, text_cells=True)
+        rows, mode = iter_rows(path, fmt, text_cells=True, fields=[a for names in FIELD_ALIASES.values() for a in names])
         source = str(data) if bundled else str(path)
         parsed = is_parquet(path, fmt)
     else:
