@@ -402,3 +402,15 @@ def test_monitor_stats_by_service_at_80_columns_reads_whole(tmp_path, monkeypatc
     assert header.split() == ["service", "calls", "p50", "ms", "p95", "ms", "p99", "ms", "errors", "USD/query",
                               "satisf."], header
     assert "openai-loop-" in out and "production" in out  # the long name folds, it is not cut
+
+
+def test_argument_correctness_without_expected_calls_names_what_it_reads(tmp_path):
+    """Its reason was 'no expected trajectory: set options.agent.expected_trajectory ...'."""
+    import ragmeter
+
+    res = ragmeter.evaluate(str(EXAMPLE / "weather_trace.jsonl"), ["argument_correctness", "trajectory_match"],
+                            db=str(tmp_path / "r.db"), progress=False)
+    reasons = res.rows()[0]["no_value_reasons"]
+    assert reasons["argument_correctness"].startswith("no expected tool calls with arguments: set "
+                                                      "metadata.expected_tool_calls, options.agent.expected_tool_calls")
+    assert reasons["trajectory_match"].startswith("no expected trajectory")

@@ -298,9 +298,10 @@ def argument_correctness(samples: Sequence[Sample], ctx: Any, tool_args: str = "
         assert s.trace is not None
         ref, kind, why = _reference(s, cfg)
         if ref is None or kind != "calls":
-            out.append(Score.missing(why if ref is None and why else
-                                     "no expected tool calls with arguments: set metadata.expected_tool_calls "
-                                     "or options.agent.expected_tool_calls"))
+            # the expected calls this metric reads, not _reference's 'no expected trajectory'
+            task = why[why.index(" (none for task type"):] if why and " (none for task type" in why else ""
+            out.append(Score.missing("no expected tool calls with arguments: set metadata.expected_tool_calls, "
+                                     "options.agent.expected_tool_calls or an agent_preset" + task))
             continue
         by_tool: dict[str, list[Step]] = {}
         for r in ref:
