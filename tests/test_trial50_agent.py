@@ -414,3 +414,15 @@ def test_argument_correctness_without_expected_calls_names_what_it_reads(tmp_pat
     assert reasons["argument_correctness"].startswith("no expected tool calls with arguments: set "
                                                       "metadata.expected_tool_calls, options.agent.expected_tool_calls")
     assert reasons["trajectory_match"].startswith("no expected trajectory")
+
+
+def test_agent_stats_of_a_run_without_traces_is_incomplete(tmp_path):
+    """A table of dashes and exit 0 for a run that had no agent trace to measure."""
+    import ragmeter
+
+    db = str(tmp_path / "r.db")
+    rid = ragmeter.evaluate([{"id": "1", "answer": "a", "reference": "a"}], ["token_f1"], db=db, progress=False).run_id
+    code, out, err = run_main("agent-stats", rid, "--db", db)
+    assert code == 3 and f"run {rid} has no agent traces" in err and out == ""
+    code, out, _ = run_main("agent-stats", rid, "--db", db, "--json")
+    assert code == 3 and json.loads(out)["n_traces"] == 0

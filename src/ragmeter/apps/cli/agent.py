@@ -318,6 +318,13 @@ def agent_stats_cmd(
     store = get_store(db, must_exist=True)
     rid = store.resolve_run(run)
     stats = run_execution_stats(store, rid)
+    if not stats["n_traces"]:  # nothing to measure (a run of samples without traces): incomplete
+        if as_json:
+            typer.echo(json.dumps({"run_id": rid, **stats}))
+        else:
+            err_console.print(f"run {rid} has no agent traces: its samples carry no trace (exit 3)",
+                              markup=False, highlight=False)
+        raise typer.Exit(3)
     if as_json:
         typer.echo(json.dumps({"run_id": rid, **stats}))
         return
