@@ -233,6 +233,21 @@ def test_dataset_files_are_not_written_under_another_formats_name(db_url, tmp_pa
     assert run_main("dataset", "export", "gold", "-o", str(tmp_path / "gold.jsonl"), "--db", db_url)[0] == 0
 
 
+def test_runs_never_cuts_a_count_at_80_columns(db_url, tmp_path, monkeypatch):
+    """A run of 12,345 samples beside a long path showed n as '1234…': the one-line columns (id,
+    status, created, n, metrics) keep their width and the path shortens instead."""
+    deep = tmp_path / "a-rather-long-directory-name" / "and-another-one"
+    deep.mkdir(parents=True)
+    data = deep / "production-calls-2026-11.jsonl"
+    data.write_text("".join(f'{{"id": "r{i}", "answer": "a b", "reference": "a c"}}\n' for i in range(12345)))
+    ragmeter.evaluate(str(data), ["token_f1", "exact_match"], db=db_url, progress=False)
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, _ = run_main("runs", "--db", db_url)
+    assert code == 0
+    row = next(line for line in out.splitlines() if "completed" in line)
+    assert " 12345 " in row and row.rstrip().endswith("2026-11.jsonl") and len(row) <= 80, out
+
+
 def test_compare_of_runs_sharing_no_sample_is_incomplete(db_url):
     """Two runs of different files (ids that never meet) were 'compared' with exit 0 and a table of
     dashes; gate said INCOMPLETE with exit 3 for the same runs. compare exits 3 too and says why."""

@@ -68,12 +68,22 @@ def runs_cmd(
     # a path: shortened from the left, never wrapped mid-name ("rows-20" / "0000.jsonl"); it takes
     # the room the one-line columns leave, shared evenly with a name and a tags column that wrap
     paths = [r.dataset_source for r in runs if r.dataset_source]
-    fixed = sum(max((len(row[i]) for row in rows), default=0) for i, c in enumerate(t.columns)
-                if c.no_wrap) + 2 * len(t.columns)
-    room = max(12, (width - fixed) // (1 + named + tagged))
-    t.add_column("dataset", width=path_width(paths, cap=room) if paths else None)
+    for i, c in enumerate(t.columns):  # a count, a date, a status: never cut ("2000…" for 200000)
+        if c.no_wrap:
+            c.min_width = max([len(str(c.header)), *(len(row[i]) for row in rows)])
+    t.add_column("dataset")
     for row, r in zip(rows, runs, strict=True):
         t.add_row(*row, PathCell(r.dataset_source) if r.dataset_source else "")
+    # what the one-line columns and the gaps between columns take, as rich lays them out: measured
+    # with every wrapping column (name, tags, dataset) one character wide
+    wrapping = [c for c in t.columns if not c.no_wrap]
+    for c in wrapping:
+        c.width = 1
+    fixed = console.measure(t).maximum - len(wrapping)
+    for c in wrapping:
+        c.width = None
+    room = max(12, (width - fixed) // len(wrapping))
+    t.columns[-1].width = path_width(paths, cap=room) if paths else None
     console.print(t)
 
 
